@@ -1,0 +1,1 @@
+# Example configuration shipped with the sources.

@@ -1,0 +1,42 @@
+/*
+ * kernels/cpu/device_cpu.c - the CPU backend's identity, and the CUDA entry
+ * points of builds configured without CUDA.
+ */
+#include "config.h"
+#include "kernels/device.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *kernels_cpu_backend_name(void)
+{
+	static char name[128];
+#ifdef OPENBLAS_VERSION
+	/* OPENBLAS_VERSION is " OpenBLAS 0.3.21 ": drop the padding. */
+	const char *v = OPENBLAS_VERSION;
+	size_t len;
+
+	while (*v == ' ')
+		v++;
+	len = strlen(v);
+	while (len > 0 && v[len - 1] == ' ')
+		len--;
+	snprintf(name, sizeof name, "cpu (%.*s)", (int)len, v);
+#else
+	snprintf(name, sizeof name, "cpu (cblas)");
+#endif
+	return name;
+}
+
+#ifndef HAVE_CUDA
+int kernels_cuda_device_count(void)
+{
+	return 0;
+}
+
+const char *kernels_cuda_versions(void)
+{
+	return "none (built without CUDA)";
+}
+#endif

@@ -1,0 +1,21 @@
+# Compute kernels: kernels/cpu (C on BLAS) and kernels/cuda (CUDA C) behind one
+# interface. Only storkd and its tests link them, so a plain static library.
+noinst_LIBRARIES += kernels/libkernels.a
+kernels_libkernels_a_SOURCES = kernels/device.h kernels/cpu/device_cpu.c
+kernels_libkernels_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS)
+# What a program linking the kernels needs besides the archive itself.
+KERNELS_LIBS = kernels/libkernels.a $(BLAS_LIBS) -lm
+
+# nvcc compiles every .cu file; the objects join the same archive.
+CUDA_SOURCES = kernels/cuda/device_cuda.cu
+EXTRA_DIST += $(CUDA_SOURCES)
+if HAVE_CUDA
+AM_NVCCFLAGS = -O2
+SUFFIXES += .cu
+.cu.o:
+	$(AM_V_GEN)$(MKDIR_P) $(@D) && $(NVCC) $(AM_NVCCFLAGS) $(NVCCFLAGS) -std=c++17 $(CUDA_CFLAGS) $(DEFS) \
+		-I$(top_srcdir) -I$(top_builddir) -Xcompiler -Wall,-Wextra,-Werror -c -o $@ $<
+kernels_libkernels_a_LIBADD = $(CUDA_SOURCES:.cu=.o)
+KERNELS_LIBS += $(CUDA_LIBS) -lstdc++
+CLEANFILES += $(CUDA_SOURCES:.cu=.o)
+endif

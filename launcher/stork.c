@@ -1,0 +1,60 @@
+/*
+ * launcher/stork.c - `stork`, the command users type.
+ *
+ * Dispatches to subcommands. Each subcommand lives in its own file under
+ * launcher/ and is listed in the table below; `stork help` prints the table.
+ */
+#include "config.h"
+#include "launcher/commands.h"
+#include "lib/log.h"
+#include "lib/version.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int cmd_version(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+
+static const struct stork_command commands[] = {
+	{ "help", cmd_help, "show this list" },
+	{ "version", cmd_version, "print the version and build information" },
+};
+
+static int cmd_version(int argc, char **argv)
+{
+	printf("stork %s (git %s, %s)\n", stork_version(), stork_git_describe(),
+	       stork_compiler());
+	return 0;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: stork COMMAND [ARGS...]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nSee stork(1).\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	usage(stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	stork_log_init("stork", STORK_LOG_INFO);
+	if (argc < 2) {
+		usage(stderr);
+		return STORK_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
+		return cmd_version(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+		return cmd_help(argc - 1, argv + 1);
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	stork_error("unknown command '%s' (see 'stork help')", argv[1]);
+	return STORK_EXIT_USAGE;
+}

@@ -1,0 +1,1 @@
+# Man pages, one per binary and one for the config file.
