@@ -1,0 +1,1 @@
+# daemon/data.mk: see daemon/local.mk.

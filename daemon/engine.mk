@@ -1,0 +1,1 @@
+# daemon/engine.mk: see daemon/local.mk.

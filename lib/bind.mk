@@ -1,0 +1,1 @@
+# lib/bind.mk: see lib/local.mk.

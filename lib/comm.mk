@@ -1,0 +1,1 @@
+# lib/comm.mk: see lib/local.mk.

@@ -1,0 +1,1 @@
+# lib/config.mk: see lib/local.mk.

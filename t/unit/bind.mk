@@ -1,0 +1,1 @@
+# t/unit/bind.mk: see t/local.mk.

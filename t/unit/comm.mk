@@ -1,0 +1,1 @@
+# t/unit/comm.mk: see t/local.mk.

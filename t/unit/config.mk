@@ -1,0 +1,1 @@
+# t/unit/config.mk: see t/local.mk.

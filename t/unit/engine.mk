@@ -1,0 +1,1 @@
+# t/unit/engine.mk: see t/local.mk.
