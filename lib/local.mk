@@ -4,6 +4,7 @@ noinst_LTLIBRARIES += lib/libstork.la
 lib_libstork_la_SOURCES = \
 	lib/exit_codes.h \
 	lib/log.c lib/log.h \
+	lib/rng.h \
 	lib/version.c lib/version.h
 lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS)
 lib_libstork_la_LIBADD = $(HWLOC_LIBS) $(YAML_LIBS) -lpthread
