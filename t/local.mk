@@ -31,3 +31,10 @@ clean-local: clean-integration
 clean-integration:
 	rm -rf t/integration/work t/testcluster.env t/testcluster.start.log
 .PHONY: clean-integration
+# The cluster's state goes with distclean, unless the cluster is running.
+distclean-local: distclean-testcluster
+distclean-testcluster:
+	@if [ -e t/testcluster/run/slurmctld.pid ]; then \
+		echo "t/testcluster kept: the test cluster is running (stork-testcluster stop)"; \
+	else rm -rf t/testcluster; fi
+.PHONY: distclean-testcluster
