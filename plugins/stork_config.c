@@ -1,0 +1,69 @@
+/*
+ * plugins/stork_config.c - parse the plugstack.conf arguments of spank_stork.so
+ * (see stork_config.h and spank_stork(8)). No Slurm types: unit-tested directly.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/bind.h"
+#include "plugins/stork_config.h"
+
+static const char *value_of(const char *arg, const char *key)
+{
+	size_t n = strlen(key);
+
+	return strncmp(arg, key, n) == 0 && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
+static int parse_one(struct stork_config *c, const char *arg, char *err, size_t errlen)
+{
+	const char *v;
+	int n;
+
+	if ((v = value_of(arg, "default")) != NULL) {
+		if ((n = bind_parse_bool(v)) < 0)
+			goto bad;
+		c->default_on = n;
+	} else if ((v = value_of(arg, "topology")) != NULL) {
+		n = snprintf(c->topology, sizeof(c->topology), "%s", v);
+		if (*v == '\0' || n < 0 || (size_t)n >= sizeof(c->topology))
+			goto bad;
+	} else if ((v = value_of(arg, "port_base")) != NULL) {
+		if ((n = bind_parse_uint(v, 65535)) < 1)
+			goto bad;
+		c->port_base = (unsigned)n;
+	} else if ((v = value_of(arg, "port_range")) != NULL) {
+		if ((n = bind_parse_uint(v, 65535)) < 1)
+			goto bad;
+		c->port_range = (unsigned)n;
+	} else {
+		snprintf(err, errlen, "unknown plugstack argument '%s' (valid: default=on|off, "
+			 "topology=PATH, port_base=N, port_range=N)", arg);
+		return -1;
+	}
+	return 0;
+bad:
+	snprintf(err, errlen, "plugstack argument '%s': invalid value '%s' (expected %s)", arg, v,
+		 value_of(arg, "default") ? "on or off" :
+		 value_of(arg, "topology") ? "a file path" : "an integer from 1 to 65535");
+	return -1;
+}
+
+int stork_config_parse(struct stork_config *config, int ac, char **av, char *err, size_t errlen)
+{
+	memset(config, 0, sizeof(*config));
+	config->default_on = true;
+	config->port_base = STORK_DEFAULT_PORT_BASE;
+	config->port_range = STORK_DEFAULT_PORT_RANGE;
+	for (int i = 0; i < ac; i++)
+		if (parse_one(config, av[i], err, errlen) < 0)
+			return -1;
+	if (config->port_base + config->port_range - 1 > 65535) {
+		snprintf(err, errlen, "plugstack arguments port_base=%u port_range=%u reach past port 65535",
+			 config->port_base, config->port_range);
+		return -1;
+	}
+	return 0;
+}
