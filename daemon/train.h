@@ -1,0 +1,56 @@
+/*
+ * daemon/train.h - the training loop each rank thread runs.
+ *
+ * One node's storkd runs `local_ranks` threads; each calls train_rank() with
+ * the shared node context. Every rank holds a full replica of the model and
+ * its optimizer (data parallelism): it reads its own slice of each global
+ * batch, and gradients are averaged through lib/comm, whose fixed summation
+ * order keeps runs bitwise reproducible.
+ *
+ * One step:
+ *   1. validation loss over data.val before the update of step 0 and of
+ *      every val_every-th step;
+ *   2. grad_accum micro-steps of forward + backward (loss scaled by
+ *      1/grad_accum so the gradients add up to the mean);
+ *   3. all-reduce of the gradients (sum, then 1/world), global norm,
+ *      clipping, AdamW with the scheduled learning rate;
+ *   4. metrics and (rank 0) the progress line on stdout;
+ *   5. a MAX all-reduce of the stop flag, so every rank agrees to stop at
+ *      the same step; checkpoints every checkpoint.every steps, at the end,
+ *      and when stopping.
+ */
+#ifndef STORK_DAEMON_TRAIN_H
+#define STORK_DAEMON_TRAIN_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "lib/comm.h"
+#include "lib/stork_config.h"
+#include "lib/topology.h"
+
+struct train_node {
+	const struct stork_config *cfg;
+	const char *run_dir;
+	struct comm_world *world;      /* this node's ranks (in-node backend) */
+	struct topo *topo;             /* for binding the rank threads */
+	int local_ranks;
+	int rank_base;                 /* global rank of local rank 0 */
+	int world_size;
+	int node_rank;
+	char host[64];
+	char job_id[32];
+	int restart_count;
+	volatile sig_atomic_t *stop_requested; /* set by the signal handler */
+};
+
+struct train_rank_result {
+	int exit_code;                 /* lib/exit_codes.h */
+	int64_t last_step;             /* steps completed when the rank stopped */
+	char message[512];             /* why, for exit_info.json and the log */
+};
+
+/* Run local rank `local` of node n to the end. Thread entry point body. */
+void train_rank(const struct train_node *n, int local, struct train_rank_result *res);
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * lib/rundir.h - the run directory: one per run, stable across requeues.
+ *
+ *   <runs_root>/<name>__job=<JOBID>__task=<ARRAY_TASK_ID or 0>/
+ *     config/ logs/ checkpoints/ provenance/ exit_info.json
+ *
+ * The runs root is relative to the submit directory (SLURM_SUBMIT_DIR under
+ * Slurm, the current directory otherwise). Outside Slurm the job id is
+ * "local", so a second local run of the same name resumes the first.
+ */
+#ifndef STORK_RUNDIR_H
+#define STORK_RUNDIR_H
+
+#include <stddef.h>
+
+/* The run directory's path for this process's environment. Returns 0, or -1
+ * if it does not fit in len. */
+int rundir_path(char *buf, size_t len, const char *runs_root, const char *name);
+
+/* Create the run directory and its subdirectories (existing ones are kept).
+ * Returns 0, or -1 with a message naming the path. */
+int rundir_create(const char *run_dir, char *err, size_t errlen);
+
+/* Write provenance/build.json and provenance/host.json: Stork's version, git
+ * describe, compiler, library versions, host, kernel. Returns 0 or -1. */
+int rundir_write_provenance(const char *run_dir, char *err, size_t errlen);
+
+#endif
