@@ -1,1 +1,7 @@
 # lib/config.mk: see lib/local.mk.
+# The configuration (stork.yaml), the JSON files of the run directory, and
+# crash-safe file replacement.
+lib_libstork_la_SOURCES += \
+	lib/stork_config.c lib/stork_config.h \
+	lib/json.c lib/json.h \
+	lib/atomic_file.c lib/atomic_file.h

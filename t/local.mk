@@ -14,3 +14,27 @@ include t/unit/bind.mk
 include t/unit/config.mk
 include t/unit/comm.mk
 include t/unit/engine.mk
+
+# Integration tests: one TAP-producing driver that starts the cluster once.
+check_PROGRAMS += t/integration/pmix_hello
+t_integration_pmix_hello_SOURCES = t/integration/pmix_hello.c
+t_integration_pmix_hello_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS)
+t_integration_pmix_hello_LDADD = $(PMIX_LIBS)
+
+TESTS += t/integration/run.sh
+TEST_EXTENSIONS = .sh
+SH_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
+AM_TESTS_ENVIRONMENT = abs_top_srcdir='$(abs_top_srcdir)' abs_top_builddir='$(abs_top_builddir)'; export abs_top_srcdir abs_top_builddir;
+EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/cluster.bats
+check_SCRIPTS += contrib/testcluster/stork-testcluster
+clean-local: clean-integration
+clean-integration:
+	rm -rf t/integration/work t/testcluster.env t/testcluster.start.log
+.PHONY: clean-integration
+# The cluster's state goes with distclean, unless the cluster is running.
+distclean-local: distclean-testcluster
+distclean-testcluster:
+	@if [ -e t/testcluster/run/slurmctld.pid ]; then \
+		echo "t/testcluster kept: the test cluster is running (stork-testcluster stop)"; \
+	else rm -rf t/testcluster; fi
+.PHONY: distclean-testcluster

@@ -1,0 +1,207 @@
+/*
+ * lib/atomic_file.c - see atomic_file.h.
+ *
+ * The order of operations is the whole point: write the temporary file,
+ * fsync it (its data is on disk), rename it over the target (the name now
+ * points at complete data), fsync the directory (the rename is on disk).
+ */
+#include "config.h"
+#include "lib/atomic_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static atomic_uint tmp_counter;
+
+static int fail(char *err, size_t errlen, const char *path, const char *what, int e)
+{
+	if (err && errlen)
+		snprintf(err, errlen, "%s: %s: %s", path, what, strerror(e));
+	errno = e;
+	return -1;
+}
+
+/* The temporary name next to path; NULL on ENOMEM. */
+static char *tmp_name(const char *path)
+{
+	unsigned n = atomic_fetch_add(&tmp_counter, 1);
+	size_t len = strlen(path) + 48;
+	char *tmp = malloc(len);
+
+	if (tmp)
+		snprintf(tmp, len, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+	return tmp;
+}
+
+int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc, e;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	e = errno;
+	close(fd);
+	/* Some file systems cannot fsync a directory; nothing more to do there. */
+	if (rc < 0 && (e == EINVAL || e == ENOTSUP))
+		rc = 0;
+	errno = e;
+	return rc;
+}
+
+int fsync_parent(const char *path)
+{
+	char *copy = strdup(path), *slash;
+	int rc, e;
+
+	if (!copy)
+		return -1;
+	slash = strrchr(copy, '/');
+	if (!slash)
+		rc = fsync_dir(".");
+	else if (slash == copy)
+		rc = fsync_dir("/");
+	else {
+		*slash = '\0';
+		rc = fsync_dir(copy);
+	}
+	e = errno;
+	free(copy);
+	errno = e;
+	return rc;
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int atomic_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen)
+{
+	char *tmp = tmp_name(path);
+	int fd = -1, e;
+	const char *what;
+
+	if (!tmp)
+		return fail(err, errlen, path, "cannot write", ENOMEM);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		what = "cannot create a temporary file beside it";
+		goto fail_open;
+	}
+	what = "cannot write";
+	if (write_all(fd, data, len) < 0)
+		goto fail;
+	what = "cannot flush to disk (fsync)";
+	if (fsync(fd) < 0)
+		goto fail;
+	what = "cannot close";
+	if (close(fd) < 0) {
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	what = "cannot rename the temporary file over it";
+	if (rename(tmp, path) < 0)
+		goto fail;
+	free(tmp);
+	if (fsync_parent(path) < 0)
+		return fail(err, errlen, path, "cannot flush its directory (fsync)", errno);
+	return 0;
+fail:
+	e = errno;
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	errno = e;
+fail_open:
+	e = errno;
+	free(tmp);
+	return fail(err, errlen, path, what, e);
+}
+
+int atomic_symlink_replace(const char *target, const char *linkpath)
+{
+	char *tmp = tmp_name(linkpath);
+	int e;
+
+	if (!tmp) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (symlink(target, tmp) < 0)
+		goto fail;
+	if (rename(tmp, linkpath) < 0) {
+		e = errno;
+		unlink(tmp);
+		errno = e;
+		goto fail;
+	}
+	free(tmp);
+	return fsync_parent(linkpath);
+fail:
+	e = errno;
+	free(tmp);
+	errno = e;
+	return -1;
+}
+
+int mkdir_p(const char *path, mode_t mode)
+{
+	char *copy, *p;
+	struct stat st;
+	int e = 0;
+
+	if (!*path) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (!(copy = strdup(path))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	/* Create each prefix that ends before a '/', then the whole path. */
+	for (p = copy + 1;; p++) {
+		char saved = *p;
+
+		if (saved != '/' && saved != '\0')
+			continue;
+		*p = '\0';
+		if (mkdir(copy, mode) < 0) {
+			int mkdir_errno = errno;
+
+			if (stat(copy, &st) < 0) {
+				e = mkdir_errno;
+				break;
+			}
+			if (!S_ISDIR(st.st_mode)) {
+				e = ENOTDIR;
+				break;
+			}
+		}
+		*p = saved;
+		if (!saved)
+			break;
+	}
+	free(copy);
+	errno = e;
+	return e ? -1 : 0;
+}

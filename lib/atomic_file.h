@@ -1,0 +1,41 @@
+/*
+ * lib/atomic_file.h - replace files so that a crash leaves old or new, never half.
+ *
+ * The run directory is read after kills, preemptions and node failures, so
+ * every file that matters (exit_info.json, manifests, checkpoints/latest)
+ * is written under a temporary name in the same directory, flushed to disk
+ * with fsync, renamed over the final name (rename is atomic within one file
+ * system), and the directory itself is then fsync'ed so that the rename
+ * survives a power cut. Readers see the old content or the new, complete
+ * content; a failed write leaves the old file untouched and no temporary
+ * file behind.
+ */
+#ifndef STORK_ATOMIC_FILE_H
+#define STORK_ATOMIC_FILE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Replace path with len bytes of data (mode 0666 & ~umask). The temporary
+ * file is "PATH.tmp.PID.N" (N counts calls, so rank threads never share
+ * one). Returns 0, or -1 with "PATH: what: strerror" in err and errno set. */
+int atomic_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
+/* fsync a directory so that entries created, renamed or removed in it are
+ * on disk. Returns 0, or -1 with errno set. */
+int fsync_dir(const char *dir);
+
+/* fsync the directory that contains path ("." for a bare name). */
+int fsync_parent(const char *path);
+
+/* Make linkpath a symbolic link to target, replacing any existing link or
+ * file at linkpath atomically (a new link under a temporary name, renamed
+ * over linkpath, parent fsync'ed). Returns 0, or -1 with errno set. */
+int atomic_symlink_replace(const char *target, const char *linkpath);
+
+/* Create path and its missing parents with mode (like mkdir -p); an
+ * existing directory is success. Returns 0, or -1 with errno set (ENOTDIR
+ * when a component is a file). */
+int mkdir_p(const char *path, mode_t mode);
+
+#endif

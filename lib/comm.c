@@ -1,0 +1,147 @@
+/*
+ * lib/comm.c - the backend-independent half of the collectives: argument
+ * checks, dispatch through the backend's ops table (lib/comm_backend.h), and
+ * the element-wise reduction every backend uses, so that the arithmetic of
+ * the fold documented in lib/comm.h is written once.
+ */
+#include "config.h"
+#include "lib/comm_backend.h"
+
+#include <stdint.h>
+
+size_t comm_dtype_size(enum comm_dtype t)
+{
+	switch (t) {
+	case COMM_FLOAT32: return 4;
+	case COMM_FLOAT64: return 8;
+	case COMM_INT32: return 4;
+	case COMM_INT64: return 8;
+	case COMM_UINT8: return 1;
+	}
+	return 0;
+}
+
+const char *comm_strerror(int err)
+{
+	switch (err) {
+	case COMM_OK: return "success";
+	case COMM_EABORTED: return "communicator aborted";
+	case COMM_EINVAL: return "invalid argument";
+	case COMM_ENOMEM: return "out of memory";
+	case COMM_ESYS: return "system or transport error";
+	}
+	return "unknown error";
+}
+
+int comm_rank(const struct comm *c)
+{
+	return c->rank;
+}
+
+int comm_size(const struct comm *c)
+{
+	return c->size;
+}
+
+static int valid_op(enum comm_op op)
+{
+	return op == COMM_SUM || op == COMM_MAX || op == COMM_MIN;
+}
+
+int comm_allreduce(struct comm *c, void *buf, size_t count, enum comm_dtype t,
+		   enum comm_op op)
+{
+	if (!comm_dtype_size(t) || !valid_op(op) || (count && !buf))
+		return COMM_EINVAL;
+	return c->ops->allreduce(c, buf, count, t, op);
+}
+
+int comm_reduce_scatter(struct comm *c, const void *send, void *recv,
+			size_t recvcount, enum comm_dtype t, enum comm_op op)
+{
+	if (!comm_dtype_size(t) || !valid_op(op) || (recvcount && (!send || !recv)))
+		return COMM_EINVAL;
+	return c->ops->reduce_scatter(c, send, recv, recvcount, t, op);
+}
+
+int comm_allgather(struct comm *c, const void *send, void *recv,
+		   size_t sendcount, enum comm_dtype t)
+{
+	if (!comm_dtype_size(t) || (sendcount && (!send || !recv)))
+		return COMM_EINVAL;
+	return c->ops->allgather(c, send, recv, sendcount, t);
+}
+
+int comm_broadcast(struct comm *c, void *buf, size_t count, enum comm_dtype t,
+		   int root)
+{
+	if (!comm_dtype_size(t) || root < 0 || root >= c->size || (count && !buf))
+		return COMM_EINVAL;
+	return c->ops->broadcast(c, buf, count, t, root);
+}
+
+int comm_barrier(struct comm *c)
+{
+	return c->ops->barrier(c);
+}
+
+int comm_split(struct comm *c, int color, int key, struct comm **out)
+{
+	*out = NULL;
+	if (color < 0 && color != COMM_UNDEFINED)
+		return COMM_EINVAL;
+	return c->ops->split(c, color, key, out);
+}
+
+void comm_free(struct comm *c)
+{
+	if (c)
+		c->ops->free(c);
+}
+
+void comm_abort(struct comm *c, const char *reason)
+{
+	c->ops->abort(c, reason);
+}
+
+const char *comm_abort_reason(const struct comm *c)
+{
+	return c->ops->abort_reason(c);
+}
+
+/*
+ * The reduction loops: one per (type, op), on restrict pointers so the
+ * compiler vectorises them; each element is one application of op, never
+ * reassociated. Integer sums go through the unsigned type to wrap.
+ */
+#define REDUCE_LOOPS(T, UT)                                                   \
+	do {                                                                  \
+		T *restrict a_ = acc;                                         \
+		const T *restrict x_ = x;                                     \
+		switch (op) {                                                 \
+		case COMM_SUM:                                                \
+			for (size_t i = 0; i < count; i++)                    \
+				a_[i] = (T)((UT)a_[i] + (UT)x_[i]);           \
+			break;                                                \
+		case COMM_MAX:                                                \
+			for (size_t i = 0; i < count; i++)                    \
+				a_[i] = x_[i] > a_[i] ? x_[i] : a_[i];        \
+			break;                                                \
+		case COMM_MIN:                                                \
+			for (size_t i = 0; i < count; i++)                    \
+				a_[i] = x_[i] < a_[i] ? x_[i] : a_[i];        \
+			break;                                                \
+		}                                                             \
+	} while (0)
+
+void comm_reduce_local(void *acc, const void *x, size_t count,
+		       enum comm_dtype t, enum comm_op op)
+{
+	switch (t) {
+	case COMM_FLOAT32: REDUCE_LOOPS(float, float); break;
+	case COMM_FLOAT64: REDUCE_LOOPS(double, double); break;
+	case COMM_INT32: REDUCE_LOOPS(int32_t, uint32_t); break;
+	case COMM_INT64: REDUCE_LOOPS(int64_t, uint64_t); break;
+	case COMM_UINT8: REDUCE_LOOPS(uint8_t, uint8_t); break;
+	}
+}

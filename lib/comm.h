@@ -1,0 +1,149 @@
+/*
+ * lib/comm.h - the collectives interface of Stork.
+ *
+ * A communicator (struct comm) is one rank's handle on a group of ranks. Every
+ * member calls the same collective in the same order with matching arguments;
+ * each call returns when this rank's part is done and its buffers may be
+ * reused. A struct comm belongs to one thread.
+ *
+ * Backends implement struct comm_ops (lib/comm_backend.h): the in-node shared
+ * memory backend below (ranks are threads of one process, lib/comm_shm.c);
+ * UCX between nodes and NCCL on GPUs implement the same table.
+ *
+ * Reduction order (all backends must give these bits): element i of a
+ * reduction over a group of n ranks is the left fold in communicator rank
+ * order,
+ *
+ *     r[i] = op(...op(op(x_0[i], x_1[i]), x_2[i])..., x_{n-1}[i])
+ *
+ * evaluated in the element type (float32 adds in float32, no fused or
+ * reassociated arithmetic). The result depends only on the inputs and the rank
+ * order, not on the element count, chunking, thread timing or backend, so the
+ * same layout gives the same bits every run, and reduce-scatter followed by
+ * all-gather gives exactly the bits of all-reduce. op(a, b) is a + b for SUM,
+ * (b > a ? b : a) for MAX and (b < a ? b : a) for MIN; integer sums wrap
+ * modulo 2^width.
+ *
+ * Errors: every call returns 0 or a negative COMM_E* code. After an abort
+ * (comm_abort, from any rank of the world, at any time) every pending and
+ * future call of every communicator of that world returns COMM_EABORTED, so a
+ * failing rank wakes the others instead of leaving them blocked.
+ */
+#ifndef STORK_COMM_H
+#define STORK_COMM_H
+
+#include <stddef.h>
+
+enum comm_dtype {
+	COMM_FLOAT32,
+	COMM_FLOAT64,
+	COMM_INT32,
+	COMM_INT64,
+	COMM_UINT8,   /* raw bytes: broadcast/all-gather of any data; reductions too */
+};
+
+enum comm_op {
+	COMM_SUM,
+	COMM_MAX,
+	COMM_MIN,
+};
+
+enum comm_error {
+	COMM_OK = 0,
+	COMM_EABORTED = -1, /* the world was aborted; see comm_abort_reason() */
+	COMM_EINVAL = -2,   /* bad argument (dtype, op, root, NULL buffer) */
+	COMM_ENOMEM = -3,   /* out of memory */
+	COMM_ESYS = -4,     /* a system or transport call failed */
+};
+
+/* Color for comm_split() meaning "not in any new group" (its *out is NULL). */
+#define COMM_UNDEFINED (-1)
+
+struct comm;
+struct comm_world;
+
+/* Size in bytes of one element of t (0 for an unknown type). */
+size_t comm_dtype_size(enum comm_dtype t);
+
+/* A short English description of an error code ("aborted", ...). */
+const char *comm_strerror(int err);
+
+/* This rank's index in the communicator, 0..size-1. */
+int comm_rank(const struct comm *c);
+
+/* Number of ranks in the communicator. */
+int comm_size(const struct comm *c);
+
+/*
+ * Sum, max or min of count elements over all ranks, in place: on return
+ * every rank's buf holds the reduction (order: see the top of this file).
+ */
+int comm_allreduce(struct comm *c, void *buf, size_t count, enum comm_dtype t,
+		   enum comm_op op);
+
+/*
+ * send holds size*recvcount elements on every rank; rank r receives in recv
+ * the reduction of elements [r*recvcount, (r+1)*recvcount). send and recv
+ * must not overlap.
+ */
+int comm_reduce_scatter(struct comm *c, const void *send, void *recv,
+			size_t recvcount, enum comm_dtype t, enum comm_op op);
+
+/*
+ * Every rank contributes sendcount elements; recv (size*sendcount elements)
+ * receives rank k's at offset k*sendcount on every rank. send may be recv
+ * + rank*sendcount (in place); otherwise they must not overlap.
+ */
+int comm_allgather(struct comm *c, const void *send, void *recv,
+		   size_t sendcount, enum comm_dtype t);
+
+/* Copy root's count elements of buf into every other rank's buf. */
+int comm_broadcast(struct comm *c, void *buf, size_t count, enum comm_dtype t,
+		   int root);
+
+/* Return once every rank of the communicator has entered the barrier. */
+int comm_barrier(struct comm *c);
+
+/*
+ * Collective over c: ranks passing the same color form a new communicator,
+ * ordered by (key, rank in c). *out is the caller's handle on it (free with
+ * comm_free), or NULL for color COMM_UNDEFINED. Used for the data, tensor and
+ * pipeline parallel groups. Sub-communicators share the world's abort.
+ */
+int comm_split(struct comm *c, int color, int key, struct comm **out);
+
+/* Release a communicator made by comm_split (local, not collective). */
+void comm_free(struct comm *c);
+
+/*
+ * Abort the world c belongs to: every pending and future call of every
+ * communicator of that world, on every rank, returns COMM_EABORTED. reason is
+ * copied (first abort wins) and may be NULL. Safe from any thread.
+ */
+void comm_abort(struct comm *c, const char *reason);
+
+/* The first abort's reason ("" if none); valid until the world is destroyed. */
+const char *comm_abort_reason(const struct comm *c);
+
+/* ------------------------------------------------ in-node shared memory
+ *
+ * Ranks are threads of one process (storkd's workers). The world is created
+ * once, before the threads start; thread r takes comm_world_rank(w, r).
+ */
+
+/* A world of nranks >= 1 thread ranks, or NULL when out of memory. */
+struct comm_world *comm_world_create(int nranks);
+
+/* Rank r's communicator over the whole world (owned by the world). */
+struct comm *comm_world_rank(struct comm_world *w, int rank);
+
+/* Same as comm_abort on any rank of w. */
+void comm_world_abort(struct comm_world *w, const char *reason);
+
+/*
+ * Free the world once no thread uses it; communicators made by comm_split
+ * must have been freed by their owners.
+ */
+void comm_world_destroy(struct comm_world *w);
+
+#endif

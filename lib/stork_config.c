@@ -1,0 +1,1108 @@
+/*
+ * lib/stork_config.c - see stork_config.h.
+ *
+ * Every key is one row of the table `keys` below: its path, its type, where
+ * it lives in struct stork_config, its accepted range and its default (as
+ * YAML text). Loading, overrides, defaults, the resolved YAML output,
+ * equality and hashing all walk that one table, so a key added there is
+ * parsed, checked, written and hashed everywhere at once.
+ *
+ * A file is read with libyaml's document API: the tree keeps the start mark
+ * of every node, which gives the line:column of each message. An override's
+ * value is parsed as a YAML document of its own, so "train.lr=1e-3" and
+ * "lr: 1e-3" go through the same checks.
+ */
+#include "config.h"
+#include "lib/stork_config.h"
+
+#include <errno.h>
+#include <float.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+/* ------------------------------------------------------------------ table */
+
+enum key_type {
+	K_STR,          /* any string; flag EMPTY_OK allows "" and null */
+	K_NAME,         /* non-empty, no '/', not "." or ".." */
+	K_INT,          /* int in [lo, hi] */
+	K_AUTO_INT,     /* "auto" (stored as 0) or int in [lo, hi] */
+	K_U64,          /* any non-negative 64-bit integer */
+	K_DOUBLE,       /* finite double in lo..hi, ends open per flags */
+	K_BOOL,
+	K_ENUM,         /* one of names[], stored as int */
+	K_GLOBS,        /* a string or a sequence of strings; MIN1 needs one */
+};
+
+#define EMPTY_OK 1u
+#define LO_OPEN 2u
+#define HI_OPEN 4u
+#define MIN1 8u
+
+struct enum_name {
+	const char *name;
+	int value;
+};
+
+struct key {
+	const char *path;
+	enum key_type type;
+	size_t off;
+	double lo, hi;
+	unsigned flags;
+	const struct enum_name *names;
+	const char *dflt;       /* default, as YAML text */
+	const char *help;       /* comment in the resolved YAML */
+};
+
+static const struct enum_name lr_schedules[] = {
+	{ "constant", STORK_LR_CONSTANT }, { "cosine", STORK_LR_COSINE }, { NULL, 0 },
+};
+static const struct enum_name signals[] = {
+	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { NULL, 0 },
+};
+
+#define OFF(field) offsetof(struct stork_config, field)
+#define BIG 2147483647.0
+
+static const struct key keys[] = {
+	{ "run.name", K_NAME, OFF(run.name), 0, 0, 0, NULL, "stork", "run directory name prefix" },
+	{ "run.dir", K_STR, OFF(run.dir), 0, 0, 0, NULL, "runs", "runs root, relative to the submit directory" },
+	{ "run.rendezvous_timeout", K_DOUBLE, OFF(run.rendezvous_timeout), 0, DBL_MAX, LO_OPEN, NULL, "300",
+	  "seconds to wait for every node at start" },
+	{ "model.init_from", K_STR, OFF(model.init_from), 0, 0, EMPTY_OK, NULL, "\"\"",
+	  "llm.c model file; empty: build from the sizes below" },
+	{ "model.layers", K_INT, OFF(model.layers), 1, BIG, 0, NULL, "4", "transformer blocks" },
+	{ "model.heads", K_INT, OFF(model.heads), 1, BIG, 0, NULL, "4", "attention heads; divides channels" },
+	{ "model.channels", K_INT, OFF(model.channels), 1, BIG, 0, NULL, "128", "embedding width" },
+	{ "model.max_seq_len", K_INT, OFF(model.max_seq_len), 1, BIG, 0, NULL, "1024", "positions" },
+	{ "model.vocab_size", K_INT, OFF(model.vocab_size), 1, BIG, 0, NULL, "50257", "tokens (GPT-2: 50257)" },
+	{ "model.padded_vocab_size", K_AUTO_INT, OFF(model.padded_vocab_size), 1, BIG, 0, NULL, "auto",
+	  "auto: vocab_size rounded up to a multiple of 128" },
+	{ "model.seed", K_U64, OFF(model.seed), 0, 0, 0, NULL, "1337", "initialisation and data order" },
+	{ "data.train", K_GLOBS, OFF(data.train), 0, 0, MIN1, NULL, "[\"data/*_train.bin\"]",
+	  "llm.c token shards (globs)" },
+	{ "data.val", K_GLOBS, OFF(data.val), 0, 0, 0, NULL, "[\"data/*_val.bin\"]",
+	  "validation shards; [] = no validation" },
+	{ "data.shuffle", K_BOOL, OFF(data.shuffle), 0, 0, 0, NULL, "true", "shard and sample order from the seed" },
+	{ "train.batch_size", K_INT, OFF(train.batch_size), 1, BIG, 0, NULL, "4", "sequences per rank per micro-step" },
+	{ "train.seq_len", K_INT, OFF(train.seq_len), 1, BIG, 0, NULL, "64", "tokens per sequence" },
+	{ "train.grad_accum", K_INT, OFF(train.grad_accum), 1, BIG, 0, NULL, "1", "micro-steps per step" },
+	{ "train.steps", K_INT, OFF(train.steps), 1, BIG, 0, NULL, "1000", "optimizer steps" },
+	{ "train.lr", K_DOUBLE, OFF(train.lr), 0, DBL_MAX, 0, NULL, "6.0e-4", "peak learning rate" },
+	{ "train.lr_schedule", K_ENUM, OFF(train.lr_schedule), 0, 0, 0, lr_schedules, "cosine", "constant | cosine" },
+	{ "train.warmup_steps", K_INT, OFF(train.warmup_steps), 0, BIG, 0, NULL, "100", "linear warmup steps" },
+	{ "train.min_lr", K_DOUBLE, OFF(train.min_lr), 0, DBL_MAX, 0, NULL, "6.0e-5", "end of the cosine" },
+	{ "train.weight_decay", K_DOUBLE, OFF(train.weight_decay), 0, DBL_MAX, 0, NULL, "0.1",
+	  "decoupled, 2-D weights only" },
+	{ "train.beta1", K_DOUBLE, OFF(train.beta1), 0, 1, HI_OPEN, NULL, "0.9", "AdamW first moment decay" },
+	{ "train.beta2", K_DOUBLE, OFF(train.beta2), 0, 1, HI_OPEN, NULL, "0.95", "AdamW second moment decay" },
+	{ "train.eps", K_DOUBLE, OFF(train.eps), 0, DBL_MAX, LO_OPEN, NULL, "1.0e-8", "AdamW epsilon" },
+	{ "train.grad_clip", K_DOUBLE, OFF(train.grad_clip), 0, DBL_MAX, 0, NULL, "1.0", "global norm; 0 = off" },
+	{ "train.val_every", K_INT, OFF(train.val_every), 0, BIG, 0, NULL, "100",
+	  "validation before step 0 and every Nth step; 0 = off" },
+	{ "train.val_batches", K_INT, OFF(train.val_batches), 1, BIG, 0, NULL, "10", "batches per validation" },
+	{ "train.log_every", K_INT, OFF(train.log_every), 1, BIG, 0, NULL, "1", "progress line every N steps" },
+	{ "checkpoint.every", K_INT, OFF(checkpoint.every), 0, BIG, 0, NULL, "200",
+	  "steps; 0 = only on preemption and at the end" },
+	{ "checkpoint.keep", K_INT, OFF(checkpoint.keep), 0, BIG, 0, NULL, "3", "newest kept; 0 = keep all" },
+	{ "preempt.signal", K_ENUM, OFF(preempt.signal), 0, 0, 0, signals, "USR1", "USR1 | USR2 | TERM" },
+	{ "preempt.hang_timeout", K_DOUBLE, OFF(preempt.hang_timeout), 0, DBL_MAX, 0, NULL, "600",
+	  "seconds without a step before reason hang; 0 = off" },
+	{ "parallel.local_ranks", K_AUTO_INT, OFF(parallel.local_ranks), 1, BIG, 0, NULL, "auto",
+	  "ranks per launcher; auto: GPUs, or 1 on CPU nodes" },
+	{ "parallel.tensor", K_INT, OFF(parallel.tensor), 1, BIG, 0, NULL, "1", "tensor-parallel ranks" },
+	{ "parallel.pipeline", K_INT, OFF(parallel.pipeline), 1, BIG, 0, NULL, "1", "pipeline stages" },
+	{ "parallel.zero", K_INT, OFF(parallel.zero), 0, 1, 0, NULL, "0", "0 = all-reduce, 1 = ZeRO-1" },
+};
+
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+static const char *const sections[] = {
+	"run", "model", "data", "train", "checkpoint", "preempt", "parallel", NULL,
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+static void *field(const struct stork_config *c, const struct key *k)
+{
+	return (char *)c + k->off;
+}
+
+static int key_index(const char *path, size_t len)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (strlen(keys[i].path) == len && memcmp(keys[i].path, path, len) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int section_known(const char *s, size_t len)
+{
+	for (int i = 0; sections[i]; i++)
+		if (strlen(sections[i]) == len && memcmp(sections[i], s, len) == 0)
+			return 1;
+	return 0;
+}
+
+/* "batch_size, seq_len, ..." : the keys of one section. */
+static void section_keys(const char *section, char *buf, size_t len)
+{
+	size_t sl = strlen(section), used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < NKEYS; i++) {
+		if (strncmp(keys[i].path, section, sl) || keys[i].path[sl] != '.')
+			continue;
+		used += snprintf(buf + used, used < len ? len - used : 0, "%s%s",
+				 used ? ", " : "", keys[i].path + sl + 1);
+	}
+}
+
+static void section_list(char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; sections[i]; i++)
+		used += snprintf(buf + used, used < len ? len - used : 0, "%s%s",
+				 i ? ", " : "", sections[i]);
+}
+
+/* What a key accepts, in words, for messages. */
+static void expected(const struct key *k, char *buf, size_t len)
+{
+	size_t used;
+
+	switch (k->type) {
+	case K_STR:
+		snprintf(buf, len, "%s", k->flags & EMPTY_OK ? "a string (may be empty)" : "a non-empty string");
+		break;
+	case K_NAME:
+		snprintf(buf, len, "a non-empty name without '/'");
+		break;
+	case K_INT:
+	case K_AUTO_INT:
+		if (k->hi < BIG)
+			snprintf(buf, len, "%san integer from %.0f to %.0f",
+				 k->type == K_AUTO_INT ? "auto or " : "", k->lo, k->hi);
+		else
+			snprintf(buf, len, "%san integer >= %.0f",
+				 k->type == K_AUTO_INT ? "auto or " : "", k->lo);
+		break;
+	case K_U64:
+		snprintf(buf, len, "an integer from 0 to %" PRIu64, UINT64_MAX);
+		break;
+	case K_DOUBLE:
+		if (k->hi < DBL_MAX)
+			snprintf(buf, len, "a number in %c%g, %g%c", k->flags & LO_OPEN ? '(' : '[',
+				 k->lo, k->hi, k->flags & HI_OPEN ? ')' : ']');
+		else
+			snprintf(buf, len, "a number %s %g", k->flags & LO_OPEN ? ">" : ">=", k->lo);
+		break;
+	case K_BOOL:
+		snprintf(buf, len, "true or false");
+		break;
+	case K_ENUM:
+		used = snprintf(buf, len, "one of ");
+		for (int i = 0; k->names[i].name; i++)
+			used += snprintf(buf + used, used < len ? len - used : 0, "%s%s",
+					 i ? ", " : "", k->names[i].name);
+		break;
+	case K_GLOBS:
+		snprintf(buf, len, "a glob or a list of globs%s", k->flags & MIN1 ? " (at least one)" : "");
+		break;
+	}
+}
+
+/* ------------------------------------------------------- scalar checking */
+
+/* A value to apply: either a libyaml node of doc, or a raw override string. */
+struct value {
+	yaml_document_t *doc;
+	yaml_node_t *node;      /* NULL: null (empty) */
+	const char *where;      /* "f.yaml:3:5" or "override 'k=v'" */
+};
+
+static const char *scalar(const yaml_node_t *n)
+{
+	return (const char *)n->data.scalar.value;
+}
+
+static int is_quoted(const yaml_node_t *n)
+{
+	return n->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+	       n->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+}
+
+/* YAML's null: an absent value, or a plain "~" / "null". */
+static int is_null(const yaml_node_t *n)
+{
+	const char *s;
+
+	if (!n)
+		return 1;
+	if (n->type != YAML_SCALAR_NODE || is_quoted(n))
+		return 0;
+	s = scalar(n);
+	return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL");
+}
+
+static const char *node_kind(const yaml_node_t *n)
+{
+	if (is_null(n))
+		return "nothing";
+	if (n->type == YAML_MAPPING_NODE)
+		return "a mapping";
+	if (n->type == YAML_SEQUENCE_NODE)
+		return "a list";
+	return "a string";
+}
+
+/* The error for a value that a key does not accept. */
+static int bad_value(const struct key *k, const yaml_node_t *n, const char *where,
+		     char *err, size_t errlen)
+{
+	char exp[256];
+
+	expected(k, exp, sizeof exp);
+	if (n && n->type == YAML_SCALAR_NODE && !is_null(n))
+		return fail(err, errlen, "%s: %s: expected %s, got %s%s%s%s", where, k->path, exp,
+			    is_quoted(n) ? "the quoted string \"" : "'", scalar(n),
+			    is_quoted(n) ? "\"" : "'",
+			    is_quoted(n) && k->type != K_STR && k->type != K_NAME ?
+				    " (remove the quotes)" : "");
+	return fail(err, errlen, "%s: %s: expected %s, got %s", where, k->path, exp, node_kind(n));
+}
+
+static int parse_int(const char *s, long long *out)
+{
+	char *end;
+	const char *p = s + (*s == '-' || *s == '+');
+
+	if (*p < '0' || *p > '9')
+		return -1;
+	for (; *p; p++)
+		if (*p < '0' || *p > '9')
+			return -1;
+	errno = 0;
+	*out = strtoll(s, &end, 10);
+	return errno || *end ? -1 : 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	const char *p = s + (*s == '+');
+
+	if (!*p)
+		return -1;
+	for (const char *q = p; *q; q++)
+		if (*q < '0' || *q > '9')
+			return -1;
+	errno = 0;
+	*out = strtoull(p, &end, 10);
+	return errno || *end ? -1 : 0;
+}
+
+static int parse_double(const char *s, double *out)
+{
+	char *end;
+	int digits = 0;
+
+	for (const char *p = s; *p; p++) {
+		if (*p >= '0' && *p <= '9')
+			digits = 1;
+		else if (!strchr("+-.eE", *p))
+			return -1;
+	}
+	if (!digits)
+		return -1;
+	errno = 0;
+	*out = strtod(s, &end);
+	return *end || errno == ERANGE || !isfinite(*out) ? -1 : 0;
+}
+
+static int in_range(const struct key *k, double v)
+{
+	if (k->flags & LO_OPEN ? v <= k->lo : v < k->lo)
+		return 0;
+	if (k->flags & HI_OPEN ? v >= k->hi : v > k->hi)
+		return 0;
+	return 1;
+}
+
+static int set_string(char **dst, const char *s)
+{
+	char *copy = strdup(s);
+
+	if (!copy)
+		return -1;
+	free(*dst);
+	*dst = copy;
+	return 0;
+}
+
+static void globs_free(struct stork_globs *g)
+{
+	for (size_t i = 0; i < g->n; i++)
+		free(g->v[i]);
+	free(g->v);
+	g->v = NULL;
+	g->n = 0;
+}
+
+static int globs_push(struct stork_globs *g, const char *s)
+{
+	char **v = realloc(g->v, (g->n + 1) * sizeof *v);
+
+	if (!v)
+		return -1;
+	g->v = v;
+	if (!(v[g->n] = strdup(s)))
+		return -1;
+	g->n++;
+	return 0;
+}
+
+static int apply_globs(const struct key *k, struct stork_globs *dst, const struct value *val,
+		       char *err, size_t errlen)
+{
+	struct stork_globs g = { NULL, 0 };
+	yaml_node_t *n = val->node;
+
+	if (is_null(n) && !(k->flags & MIN1))
+		goto done;
+	if (n && n->type == YAML_SCALAR_NODE && !is_null(n)) {
+		if (globs_push(&g, scalar(n)) < 0)
+			goto oom;
+		goto done;
+	}
+	if (!n || n->type != YAML_SEQUENCE_NODE)
+		return bad_value(k, n, val->where, err, errlen);
+	for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+		yaml_node_t *item = yaml_document_get_node(val->doc, *it);
+
+		if (item->type != YAML_SCALAR_NODE || is_null(item)) {
+			globs_free(&g);
+			return fail(err, errlen, "%s: %s: expected a glob (a string) in the list, got %s",
+				    val->where, k->path, node_kind(item));
+		}
+		if (globs_push(&g, scalar(item)) < 0)
+			goto oom;
+	}
+	if (g.n == 0 && (k->flags & MIN1))
+		return bad_value(k, n, val->where, err, errlen);
+done:
+	globs_free(dst);
+	*dst = g;
+	return 0;
+oom:
+	globs_free(&g);
+	return fail(err, errlen, "%s: %s: out of memory", val->where, k->path);
+}
+
+/* Check one value against key k and store it in c. */
+static int apply_value(struct stork_config *c, const struct key *k, const struct value *val,
+		       char *err, size_t errlen)
+{
+	yaml_node_t *n = val->node;
+	void *p = field(c, k);
+	const char *s;
+	long long ll;
+	double d;
+
+	if (k->type == K_GLOBS)
+		return apply_globs(k, p, val, err, errlen);
+	if (k->type == K_STR && (k->flags & EMPTY_OK) && is_null(n))
+		return set_string(p, "") < 0 ? fail(err, errlen, "out of memory") : 0;
+	if (!n || n->type != YAML_SCALAR_NODE || is_null(n))
+		return bad_value(k, n, val->where, err, errlen);
+	s = scalar(n);
+	switch (k->type) {
+	case K_NAME:
+		if (!*s || strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, ".."))
+			return bad_value(k, n, val->where, err, errlen);
+		/* fall through */
+	case K_STR:
+		if (!*s && !(k->flags & EMPTY_OK))
+			return bad_value(k, n, val->where, err, errlen);
+		return set_string(p, s) < 0 ? fail(err, errlen, "out of memory") : 0;
+	case K_AUTO_INT:
+		if (!is_quoted(n) && !strcmp(s, "auto")) {
+			*(int *)p = 0;
+			return 0;
+		}
+		/* fall through */
+	case K_INT:
+		if (is_quoted(n) || parse_int(s, &ll) < 0 || ll < k->lo || ll > k->hi)
+			return bad_value(k, n, val->where, err, errlen);
+		*(int *)p = (int)ll;
+		return 0;
+	case K_U64:
+		if (is_quoted(n) || parse_u64(s, p) < 0)
+			return bad_value(k, n, val->where, err, errlen);
+		return 0;
+	case K_DOUBLE:
+		if (is_quoted(n) || parse_double(s, &d) < 0 || !in_range(k, d))
+			return bad_value(k, n, val->where, err, errlen);
+		*(double *)p = d;
+		return 0;
+	case K_BOOL:
+		if (!is_quoted(n) && (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE")))
+			*(bool *)p = true;
+		else if (!is_quoted(n) && (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE")))
+			*(bool *)p = false;
+		else
+			return bad_value(k, n, val->where, err, errlen);
+		return 0;
+	case K_ENUM:
+		for (int i = 0; k->names[i].name; i++)
+			if (!strcmp(s, k->names[i].name)) {
+				*(int *)p = k->names[i].value;
+				return 0;
+			}
+		return bad_value(k, n, val->where, err, errlen);
+	case K_GLOBS:
+		break;
+	}
+	return bad_value(k, n, val->where, err, errlen);
+}
+
+static void set_origin(struct stork_config *c, size_t idx, const char *where)
+{
+	if (!c->origin && !(c->origin = calloc(NKEYS, sizeof *c->origin)))
+		return;
+	free(c->origin[idx]);
+	c->origin[idx] = where ? strdup(where) : NULL;
+}
+
+static const char *origin(const struct stork_config *c, const char *path)
+{
+	int i = key_index(path, strlen(path));
+
+	return c->origin && i >= 0 && c->origin[i] ? c->origin[i] : "default";
+}
+
+/* ------------------------------------------------------ parsing a value */
+
+static int yaml_error(const yaml_parser_t *y, const char *name, char *err, size_t errlen)
+{
+	const char *problem = y->problem ? y->problem : "unknown error";
+
+	if (y->context)
+		return fail(err, errlen, "%s:%zu:%zu: malformed YAML: %s (%s at line %zu, column %zu)",
+			    name, y->problem_mark.line + 1, y->problem_mark.column + 1, problem,
+			    y->context, y->context_mark.line + 1, y->context_mark.column + 1);
+	return fail(err, errlen, "%s:%zu:%zu: malformed YAML: %s", name,
+		    y->problem_mark.line + 1, y->problem_mark.column + 1, problem);
+}
+
+/*
+ * Apply one override value. Strings and globs that do not start like a YAML
+ * flow value ([, ", ') are taken literally, so "data.train=*.bin" works;
+ * everything else is parsed as a one-line YAML document.
+ */
+static int apply_text(struct stork_config *c, size_t idx, const char *text, const char *where,
+		      char *err, size_t errlen)
+{
+	const struct key *k = &keys[idx];
+	yaml_parser_t y;
+	yaml_document_t doc;
+	struct value val = { &doc, NULL, where };
+	int literal = (k->type == K_STR || k->type == K_NAME || k->type == K_GLOBS) &&
+		      *text && !strchr("[\"'", *text);
+	int rc;
+
+	if (!yaml_parser_initialize(&y))
+		return fail(err, errlen, "%s: out of memory", where);
+	if (literal) {
+		yaml_char_t *s = (yaml_char_t *)text;
+
+		memset(&doc, 0, sizeof doc);
+		if (!yaml_document_initialize(&doc, NULL, NULL, NULL, 1, 1))
+			goto oom;
+		rc = yaml_document_add_scalar(&doc, NULL, s, (int)strlen(text),
+					      YAML_DOUBLE_QUOTED_SCALAR_STYLE);
+		if (!rc)
+			goto oom_doc;
+		val.node = yaml_document_get_node(&doc, rc);
+	} else {
+		yaml_parser_set_input_string(&y, (const unsigned char *)text, strlen(text));
+		if (!yaml_parser_load(&y, &doc)) {
+			char msg[512];
+
+			yaml_error(&y, "value", msg, sizeof msg);
+			yaml_parser_delete(&y);
+			return fail(err, errlen, "%s: %s: %s", where, k->path, msg);
+		}
+		val.node = yaml_document_get_root_node(&doc);
+	}
+	rc = apply_value(c, k, &val, err, errlen);
+	yaml_document_delete(&doc);
+	yaml_parser_delete(&y);
+	return rc;
+oom_doc:
+	yaml_document_delete(&doc);
+oom:
+	yaml_parser_delete(&y);
+	return fail(err, errlen, "%s: out of memory", where);
+}
+
+/* ------------------------------------------------------- parsing a file */
+
+struct file_ctx {
+	struct stork_config *c;
+	yaml_document_t *doc;
+	const char *name;
+	char *err;
+	size_t errlen;
+};
+
+static void mark_str(const struct file_ctx *f, yaml_mark_t m, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s:%zu:%zu", f->name, m.line + 1, m.column + 1);
+}
+
+/*
+ * The keys of a mapping must be plain scalars, each at most once. On error,
+ * describe it with section (NULL at top level) for the path.
+ */
+static int check_keys(const struct file_ctx *f, yaml_node_t *map, const char *section)
+{
+	char w[600];
+
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(f->doc, p->key);
+
+		mark_str(f, k->start_mark, w, sizeof w);
+		if (k->type != YAML_SCALAR_NODE)
+			return fail(f->err, f->errlen, "%s: %s%sexpected a key name, got %s", w,
+				    section ? section : "", section ? ": " : "", node_kind(k));
+		for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+			yaml_node_t *prev = yaml_document_get_node(f->doc, q->key);
+			char first[600];
+
+			if (prev->type != YAML_SCALAR_NODE || strcmp(scalar(prev), scalar(k)))
+				continue;
+			mark_str(f, prev->start_mark, first, sizeof first);
+			return fail(f->err, f->errlen, "%s: %s%s%s: duplicate key, first set at %s; keep one",
+				    w, section ? section : "", section ? "." : "", scalar(k), first);
+		}
+	}
+	return 0;
+}
+
+static int load_section(const struct file_ctx *f, const char *section, yaml_node_t *map)
+{
+	char w[600], path[256], known[512];
+
+	if (is_null(map))
+		return 0;
+	if (map->type != YAML_MAPPING_NODE) {
+		mark_str(f, map->start_mark, w, sizeof w);
+		section_keys(section, known, sizeof known);
+		return fail(f->err, f->errlen, "%s: %s: expected a mapping of keys (%s), got %s",
+			    w, section, known, node_kind(map));
+	}
+	if (check_keys(f, map, section) < 0)
+		return -1;
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(f->doc, p->key);
+		yaml_node_t *v = yaml_document_get_node(f->doc, p->value);
+		struct value val = { f->doc, v, w };
+		int idx;
+
+		snprintf(path, sizeof path, "%s.%s", section, scalar(k));
+		idx = key_index(path, strlen(path));
+		if (idx < 0) {
+			mark_str(f, k->start_mark, w, sizeof w);
+			section_keys(section, known, sizeof known);
+			return fail(f->err, f->errlen, "%s: %s: unknown key; the keys of %s are: %s",
+				    w, path, section, known);
+		}
+		/* An empty value has no useful mark of its own: point at the key. */
+		mark_str(f, is_null(v) && !*scalar(v) ? k->start_mark : v->start_mark, w, sizeof w);
+		if (apply_value(f->c, &keys[idx], &val, f->err, f->errlen) < 0)
+			return -1;
+		set_origin(f->c, (size_t)idx, w);
+	}
+	return 0;
+}
+
+static int load_root(const struct file_ctx *f, yaml_node_t *root)
+{
+	char w[600], list[256];
+
+	section_list(list, sizeof list);
+	if (is_null(root))
+		return 0;
+	if (root->type != YAML_MAPPING_NODE) {
+		mark_str(f, root->start_mark, w, sizeof w);
+		return fail(f->err, f->errlen, "%s: expected a mapping of sections (%s), got %s",
+			    w, list, node_kind(root));
+	}
+	if (check_keys(f, root, NULL) < 0)
+		return -1;
+	for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(f->doc, p->key);
+
+		if (!section_known(scalar(k), strlen(scalar(k)))) {
+			mark_str(f, k->start_mark, w, sizeof w);
+			return fail(f->err, f->errlen, "%s: %s: unknown section; the sections are: %s",
+				    w, scalar(k), list);
+		}
+		if (load_section(f, scalar(k), yaml_document_get_node(f->doc, p->value)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int config_load_string(struct stork_config *c, const char *text, const char *name,
+		       char *err, size_t errlen)
+{
+	yaml_parser_t y;
+	yaml_document_t doc, extra;
+	struct file_ctx f = { c, &doc, name, err, errlen };
+	yaml_node_t *more;
+	int rc = -1;
+
+	config_init(c);
+	if (!yaml_parser_initialize(&y))
+		return fail(err, errlen, "%s: out of memory", name);
+	yaml_parser_set_input_string(&y, (const unsigned char *)text, strlen(text));
+	if (!yaml_parser_load(&y, &doc)) {
+		yaml_error(&y, name, err, errlen);
+		goto out_parser;
+	}
+	if (load_root(&f, yaml_document_get_root_node(&doc)) < 0)
+		goto out_doc;
+	if (!yaml_parser_load(&y, &extra)) {
+		yaml_error(&y, name, err, errlen);
+		goto out_doc;
+	}
+	more = yaml_document_get_root_node(&extra);
+	if (more)
+		fail(err, errlen, "%s:%zu:%zu: a second YAML document; a configuration is one document",
+		     name, more->start_mark.line + 1, more->start_mark.column + 1);
+	else
+		rc = 0;
+	yaml_document_delete(&extra);
+out_doc:
+	yaml_document_delete(&doc);
+out_parser:
+	yaml_parser_delete(&y);
+	return rc;
+}
+
+int config_load(struct stork_config *c, const char *path, char *err, size_t errlen)
+{
+	FILE *fp = fopen(path, "rb");
+	char *text = NULL;
+	size_t len = 0, cap = 0, n;
+	int rc;
+
+	if (!fp) {
+		config_init(c);
+		return fail(err, errlen, "%s: cannot open the configuration: %s", path, strerror(errno));
+	}
+	do {
+		if (cap - len < 4096) {
+			char *t = realloc(text, cap = cap * 2 + 8192);
+
+			if (!t) {
+				free(text);
+				fclose(fp);
+				config_init(c);
+				return fail(err, errlen, "%s: out of memory", path);
+			}
+			text = t;
+		}
+		n = fread(text + len, 1, cap - len - 1, fp);
+		len += n;
+	} while (n > 0);
+	if (ferror(fp)) {
+		int e = errno;
+
+		free(text);
+		fclose(fp);
+		config_init(c);
+		return fail(err, errlen, "%s: cannot read the configuration: %s", path, strerror(e));
+	}
+	fclose(fp);
+	text[len] = '\0';
+	if (strlen(text) != len) {
+		free(text);
+		config_init(c);
+		return fail(err, errlen, "%s: a NUL byte in the file; is it a YAML text file?", path);
+	}
+	rc = config_load_string(c, text, path, err, errlen);
+	free(text);
+	return rc;
+}
+
+/* ------------------------------------------------------------- overrides */
+
+int config_set(struct stork_config *c, const char *assignment, char *err, size_t errlen)
+{
+	const char *eq = strchr(assignment, '=');
+	char where[600], known[512];
+	int idx;
+
+	snprintf(where, sizeof where, "override '%s'", assignment);
+	if (!eq || eq == assignment)
+		return fail(err, errlen, "%s: expected SECTION.KEY=VALUE, e.g. train.steps=50", where);
+	idx = key_index(assignment, (size_t)(eq - assignment));
+	if (idx < 0) {
+		const char *dot = memchr(assignment, '.', (size_t)(eq - assignment));
+		char section[64];
+
+		if (dot && section_known(assignment, (size_t)(dot - assignment))) {
+			snprintf(section, sizeof section, "%.*s", (int)(dot - assignment), assignment);
+			section_keys(section, known, sizeof known);
+			return fail(err, errlen, "%s: %.*s: unknown key; the keys of %s are: %s", where,
+				    (int)(eq - assignment), assignment, section, known);
+		}
+		section_list(known, sizeof known);
+		return fail(err, errlen, "%s: %.*s: unknown key; keys are SECTION.KEY with SECTION one of: %s",
+			    where, (int)(eq - assignment), assignment, known);
+	}
+	if (apply_text(c, (size_t)idx, eq + 1, where, err, errlen) < 0)
+		return -1;
+	set_origin(c, (size_t)idx, where);
+	return 0;
+}
+
+/* ------------------------------------------------------------ defaults */
+
+static void clear(struct stork_config *c)
+{
+	for (size_t i = 0; i < NKEYS; i++) {
+		void *p = field(c, &keys[i]);
+
+		if (keys[i].type == K_STR || keys[i].type == K_NAME) {
+			free(*(char **)p);
+			*(char **)p = NULL;
+		} else if (keys[i].type == K_GLOBS) {
+			globs_free(p);
+		}
+	}
+	if (c->origin)
+		for (size_t i = 0; i < NKEYS; i++)
+			free(c->origin[i]);
+	free(c->origin);
+	c->origin = NULL;
+}
+
+void config_init(struct stork_config *c)
+{
+	char err[512];
+
+	memset(c, 0, sizeof *c);
+	for (size_t i = 0; i < NKEYS; i++) {
+		if (apply_text(c, i, keys[i].dflt, "default", err, sizeof err) < 0) {
+			fprintf(stderr, "stork: bad built-in default: %s\n", err);
+			abort();
+		}
+	}
+}
+
+void config_free(struct stork_config *c)
+{
+	clear(c);
+}
+
+/* ------------------------------------------------------------ validation */
+
+int config_validate(struct stork_config *c, char *err, size_t errlen)
+{
+	if (c->model.channels % c->model.heads)
+		return fail(err, errlen, "%s: model.heads: %d does not divide model.channels = %d (%s); "
+			    "choose heads that divide channels", origin(c, "model.heads"),
+			    c->model.heads, c->model.channels, origin(c, "model.channels"));
+	if (c->model.padded_vocab_size == 0)
+		c->model.padded_vocab_size = (int)(((long long)c->model.vocab_size + 127) / 128 * 128);
+	if (c->model.padded_vocab_size < c->model.vocab_size)
+		return fail(err, errlen, "%s: model.padded_vocab_size: %d is less than model.vocab_size = %d (%s); "
+			    "use auto or a value >= vocab_size", origin(c, "model.padded_vocab_size"),
+			    c->model.padded_vocab_size, c->model.vocab_size, origin(c, "model.vocab_size"));
+	if (c->train.seq_len > c->model.max_seq_len)
+		return fail(err, errlen, "%s: train.seq_len: %d exceeds model.max_seq_len = %d (%s)",
+			    origin(c, "train.seq_len"), c->train.seq_len, c->model.max_seq_len,
+			    origin(c, "model.max_seq_len"));
+	if (c->train.min_lr > c->train.lr)
+		return fail(err, errlen, "%s: train.min_lr: %g exceeds train.lr = %g (%s)",
+			    origin(c, "train.min_lr"), c->train.min_lr, c->train.lr, origin(c, "train.lr"));
+	if (c->model.heads % c->parallel.tensor)
+		return fail(err, errlen, "%s: parallel.tensor: %d does not divide model.heads = %d (%s); "
+			    "each tensor-parallel rank takes whole heads", origin(c, "parallel.tensor"),
+			    c->parallel.tensor, c->model.heads, origin(c, "model.heads"));
+	if (c->parallel.pipeline > c->model.layers)
+		return fail(err, errlen, "%s: parallel.pipeline: %d stages for model.layers = %d (%s); "
+			    "every stage needs at least one layer", origin(c, "parallel.pipeline"),
+			    c->parallel.pipeline, c->model.layers, origin(c, "model.layers"));
+	return 0;
+}
+
+/* --------------------------------------------------------------- output */
+
+/* Shortest "%.Ng" that reads back to the same double, always with a '.',
+ * so that YAML 1.1 readers see a float too ("1.0e-08", "300.0"). */
+static void format_double(double v, char *buf, size_t len)
+{
+	char tmp[40], *e;
+
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+		if (strtod(tmp, NULL) == v)
+			break;
+	}
+	if (strchr(tmp, '.') || strchr(tmp, 'n') || strchr(tmp, 'N')) {
+		snprintf(buf, len, "%s", tmp);
+		return;
+	}
+	e = strchr(tmp, 'e');
+	if (e)
+		snprintf(buf, len, "%.*s.0%s", (int)(e - tmp), tmp, e);
+	else
+		snprintf(buf, len, "%s.0", tmp);
+}
+
+static void put_quoted(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\x%02x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void put_value(FILE *f, const struct stork_config *c, const struct key *k)
+{
+	const void *p = field(c, k);
+	char num[64];
+
+	switch (k->type) {
+	case K_STR:
+	case K_NAME:
+		put_quoted(f, *(char *const *)p ? *(char *const *)p : "");
+		break;
+	case K_AUTO_INT:
+		if (*(const int *)p == 0) {
+			fputs("auto", f);
+			break;
+		}
+		/* fall through */
+	case K_INT:
+		fprintf(f, "%d", *(const int *)p);
+		break;
+	case K_U64:
+		fprintf(f, "%" PRIu64, *(const uint64_t *)p);
+		break;
+	case K_DOUBLE:
+		format_double(*(const double *)p, num, sizeof num);
+		fputs(num, f);
+		break;
+	case K_BOOL:
+		fputs(*(const bool *)p ? "true" : "false", f);
+		break;
+	case K_ENUM:
+		for (int i = 0; k->names[i].name; i++)
+			if (k->names[i].value == *(const int *)p)
+				fputs(k->names[i].name, f);
+		break;
+	case K_GLOBS: {
+		const struct stork_globs *g = p;
+
+		fputc('[', f);
+		for (size_t i = 0; i < g->n; i++) {
+			if (i)
+				fputs(", ", f);
+			put_quoted(f, g->v[i]);
+		}
+		fputc(']', f);
+		break;
+	}
+	}
+}
+
+static int write_yaml(const struct stork_config *c, FILE *f, int comments)
+{
+	const char *section = "";
+	size_t sl = 0;
+
+	if (comments)
+		fputs("# Resolved Stork configuration: every key, defaults filled in.\n"
+		      "# See stork.yaml(5) for the meaning of each key.\n", f);
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct key *k = &keys[i];
+		const char *dot = strchr(k->path, '.');
+
+		if ((size_t)(dot - k->path) != sl || strncmp(k->path, section, sl)) {
+			section = k->path;
+			sl = (size_t)(dot - k->path);
+			fprintf(f, "%.*s:\n", (int)sl, section);
+		}
+		fprintf(f, "  %s: ", dot + 1);
+		put_value(f, c, k);
+		if (comments)
+			fprintf(f, "  # %s", k->help);
+		fputc('\n', f);
+	}
+	return ferror(f) ? -1 : 0;
+}
+
+int config_write_yaml(const struct stork_config *c, FILE *f)
+{
+	if (write_yaml(c, f, 1) < 0)
+		return -1;
+	return fflush(f) == 0 ? 0 : -1;
+}
+
+static char *to_yaml(const struct stork_config *c, int comments)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	if (write_yaml(c, f, comments) < 0) {
+		fclose(f);
+		free(buf);
+		return NULL;
+	}
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+char *config_to_yaml(const struct stork_config *c)
+{
+	return to_yaml(c, 1);
+}
+
+/* ------------------------------------------------------- equality, hash */
+
+bool config_equal(const struct stork_config *a, const struct stork_config *b)
+{
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct key *k = &keys[i];
+		const void *pa = field(a, k), *pb = field(b, k);
+
+		switch (k->type) {
+		case K_STR:
+		case K_NAME:
+			if (strcmp(*(char *const *)pa, *(char *const *)pb))
+				return false;
+			break;
+		case K_INT:
+		case K_AUTO_INT:
+		case K_ENUM:
+			if (*(const int *)pa != *(const int *)pb)
+				return false;
+			break;
+		case K_U64:
+			if (*(const uint64_t *)pa != *(const uint64_t *)pb)
+				return false;
+			break;
+		case K_DOUBLE:
+			if (memcmp(pa, pb, sizeof(double)))
+				return false;
+			break;
+		case K_BOOL:
+			if (*(const bool *)pa != *(const bool *)pb)
+				return false;
+			break;
+		case K_GLOBS: {
+			const struct stork_globs *ga = pa, *gb = pb;
+
+			if (ga->n != gb->n)
+				return false;
+			for (size_t j = 0; j < ga->n; j++)
+				if (strcmp(ga->v[j], gb->v[j]))
+					return false;
+			break;
+		}
+		}
+	}
+	return true;
+}
+
+static uint64_t fnv1a(const char *s, uint64_t h)
+{
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+
+uint64_t config_hash(const struct stork_config *c)
+{
+	char *text = to_yaml(c, 0);
+	uint64_t h;
+
+	if (!text)
+		return 0;
+	h = fnv1a(text, FNV_OFFSET);
+	free(text);
+	return h;
+}
+
+uint64_t config_model_hash(const struct stork_config *c)
+{
+	char text[256];
+
+	snprintf(text, sizeof text,
+		 "layers=%d heads=%d channels=%d max_seq_len=%d vocab_size=%d padded_vocab_size=%d",
+		 c->model.layers, c->model.heads, c->model.channels, c->model.max_seq_len,
+		 c->model.vocab_size, c->model.padded_vocab_size);
+	return fnv1a(text, FNV_OFFSET);
+}
+
+const char *config_signal_name(int signo)
+{
+	for (int i = 0; signals[i].name; i++)
+		if (signals[i].value == signo)
+			return signals[i].name;
+	return "?";
+}
+
+const char *config_lr_schedule_name(enum stork_lr_schedule s)
+{
+	for (int i = 0; lr_schedules[i].name; i++)
+		if (lr_schedules[i].value == (int)s)
+			return lr_schedules[i].name;
+	return "?";
+}

@@ -1,0 +1,157 @@
+/*
+ * lib/stork_config.h - stork.yaml: the one configuration of a run.
+ *
+ * (Not named config.h: that name belongs to the header configure makes.)
+ *
+ * A run is described by one YAML file (documented key by key in
+ * stork.yaml(5)) plus command-line overrides such as "train.steps=50". This
+ * module turns them into a plain struct in which every key has a value:
+ *
+ *     struct stork_config c;
+ *     if (config_load(&c, "train.yaml", err, sizeof err) < 0 ||
+ *         config_set(&c, "train.steps=50", err, sizeof err) < 0 ||
+ *         config_validate(&c, err, sizeof err) < 0)
+ *             fail with err and exit code STORK_EXIT_CONFIG;
+ *     ...
+ *     config_free(&c);
+ *
+ * Parsing is strict: unknown keys, duplicate keys, values of the wrong type
+ * (a quoted "4" is a string, not an integer), out-of-range values and
+ * malformed YAML are errors whose message starts with "FILE:LINE:COLUMN:"
+ * (1-based) or "override 'KEY=VALUE':", then names the key path
+ * (e.g. "train.batch_size") and the accepted values.
+ *
+ * config_validate() does the checks that involve several keys (heads divide
+ * channels, seq_len <= max_seq_len, ...) and fills in the derived defaults
+ * (model.padded_vocab_size). After it, config_write_yaml() prints the
+ * resolved configuration; loading that output gives an equal struct.
+ */
+#ifndef STORK_STORK_CONFIG_H
+#define STORK_STORK_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum stork_lr_schedule {
+	STORK_LR_CONSTANT = 0,
+	STORK_LR_COSINE = 1,
+};
+
+/* A list of glob patterns (data.train, data.val). */
+struct stork_globs {
+	char **v;
+	size_t n;
+};
+
+struct stork_config {
+	struct {
+		char *name;                 /* run directory name prefix */
+		char *dir;                  /* runs root, relative to the submit directory */
+		double rendezvous_timeout;  /* seconds */
+	} run;
+	struct {
+		char *init_from;            /* llm.c model file; "" = build from the sizes */
+		int layers;
+		int heads;
+		int channels;
+		int max_seq_len;
+		int vocab_size;
+		int padded_vocab_size;      /* 0 = auto until config_validate() */
+		uint64_t seed;
+	} model;
+	struct {
+		struct stork_globs train;
+		struct stork_globs val;
+		bool shuffle;
+	} data;
+	struct {
+		int batch_size;             /* sequences per rank per micro-step */
+		int seq_len;
+		int grad_accum;
+		int steps;
+		double lr;
+		enum stork_lr_schedule lr_schedule;
+		int warmup_steps;
+		double min_lr;
+		double weight_decay;
+		double beta1;
+		double beta2;
+		double eps;
+		double grad_clip;           /* 0 = off */
+		int val_every;              /* 0 = off */
+		int val_batches;
+		int log_every;
+	} train;
+	struct {
+		int every;                  /* 0 = only on preemption and at the end */
+		int keep;                   /* 0 = keep all */
+	} checkpoint;
+	struct {
+		int signal;                 /* SIGUSR1, SIGUSR2 or SIGTERM */
+		double hang_timeout;        /* seconds; 0 = off */
+	} preempt;
+	struct {
+		int local_ranks;            /* 0 = auto */
+		int tensor;
+		int pipeline;
+		int zero;                   /* 0 or 1 */
+	} parallel;
+
+	/* Where each key got its value ("f.yaml:3:12", "override 'k=v'",
+	 * NULL = default); used in messages. Private to lib/config.c. */
+	char **origin;
+};
+
+/* Fill c with the defaults of every key (nothing to free before). */
+void config_init(struct stork_config *c);
+
+/* Initialise c with the defaults, then read the YAML file at path over them.
+ * Returns 0, or -1 with a message in err (which names the path when the file
+ * cannot be read). Call config_free(c) afterwards in both cases. */
+int config_load(struct stork_config *c, const char *path, char *err, size_t errlen);
+
+/* Same as config_load, from a string; name is used in messages. */
+int config_load_string(struct stork_config *c, const char *text, const char *name,
+		       char *err, size_t errlen);
+
+/* Apply one command-line override "section.key=value"; value is read as a
+ * YAML flow value (e.g. "data.train=[a.bin, b.bin]") with the same checks as
+ * in a file. Returns 0, or -1 with a message naming the override. */
+int config_set(struct stork_config *c, const char *assignment, char *err, size_t errlen);
+
+/* Cross-key checks and derived defaults; call after the last config_set().
+ * Returns 0, or -1 with a message naming the keys and where they were set. */
+int config_validate(struct stork_config *c, char *err, size_t errlen);
+
+/* Print the resolved configuration (every key, comments included) as YAML
+ * that config_load() reads back into an equal struct. Returns 0 or -1
+ * (write error, errno set). */
+int config_write_yaml(const struct stork_config *c, FILE *f);
+
+/* The same text in a malloc'd NUL-terminated string (NULL on ENOMEM). */
+char *config_to_yaml(const struct stork_config *c);
+
+/* True when every key of a and b has the same value. */
+bool config_equal(const struct stork_config *a, const struct stork_config *b);
+
+/* 64-bit FNV-1a of the resolved YAML text of every key (config_to_yaml
+ * without comments): equal configurations, equal hashes, on every host. */
+uint64_t config_hash(const struct stork_config *c);
+
+/* 64-bit FNV-1a over the model's shape only: model.layers, heads, channels,
+ * max_seq_len, vocab_size, padded_vocab_size. Checkpoints carry it so that a
+ * checkpoint of another shape is recognised. Call after config_validate(). */
+uint64_t config_model_hash(const struct stork_config *c);
+
+/* Name of a preempt.signal value ("USR1", "USR2", "TERM"). */
+const char *config_signal_name(int signo);
+
+/* Name of a train.lr_schedule value ("constant", "cosine"). */
+const char *config_lr_schedule_name(enum stork_lr_schedule s);
+
+/* Release what c owns; c may then be loaded again. Safe on a zeroed struct. */
+void config_free(struct stork_config *c);
+
+#endif

@@ -1,0 +1,67 @@
+#!/usr/bin/env bats
+# The local test cluster is a real two-node Slurm: the platform every other
+# integration test stands on.
+
+load helpers
+
+setup() {
+	setup_workdir
+}
+
+@test "both nodes are idle and declare 4 GPUs each" {
+	nodes_idle
+	run sinfo -h -N -o '%N %G'
+	[[ "$output" == *"n1 gpu:4"* ]]
+	[[ "$output" == *"n2 gpu:4"* ]]
+}
+
+@test "sbatch across both nodes: srun --mpi=pmix gives each node a task with its PMIx rank" {
+	cat >job.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=1 -o job.out
+	srun --mpi=pmix $abs_top_builddir/t/integration/pmix_hello
+	SCRIPT
+	run sbatch --wait job.sh
+	[ "$status" -eq 0 ] || { cat job.out; false; }
+	cat job.out
+	# Each task learned its own rank from PMIx and read its peer's host
+	# name back through a fence with data collection.
+	grep -qx 'rank 0 of 2 on n1, rank 1 is on n2' job.out
+	grep -qx 'rank 1 of 2 on n2, rank 0 is on n1' job.out
+}
+
+@test "each node has a private /tmp" {
+	run srun -N2 -n2 bash -c 'echo $(hostname) > /tmp/whoami; sleep 1; cat /tmp/whoami'
+	[ "$status" -eq 0 ]
+	[[ "$output" == *n1* && "$output" == *n2* ]]
+	[ "$(sort <<<"$output" | uniq | wc -l)" -eq 2 ]
+}
+
+@test "USR1 plus scontrol requeue brings the job back with SLURM_RESTART_COUNT=1" {
+	cat >job.sh <<-'SCRIPT'
+	#!/bin/bash
+	#SBATCH -N1 --requeue --open-mode=append -o job.out
+	echo "start restart=${SLURM_RESTART_COUNT:-0}"
+	if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then
+		trap 'echo "got USR1"; scontrol requeue $SLURM_JOB_ID; exit 0' USR1
+		echo ready > ready
+		sleep 600 & wait
+		echo "USR1 never came"
+		exit 1
+	fi
+	echo "finished restart=$SLURM_RESTART_COUNT"
+	SCRIPT
+	job=$(submit job.sh)
+	wait_job_state "$job" RUNNING 60
+	for _ in $(seq 50); do [ -e ready ] && break; sleep 0.2; done
+	[ -e ready ]
+	t0=$SECONDS
+	scancel --batch --signal=USR1 "$job"
+	wait_job_state "$job" COMPLETED 120
+	echo "requeued job finished $((SECONDS - t0)) s after the signal" >&3
+	cat job.out
+	grep -qx 'start restart=0' job.out
+	grep -qx 'got USR1' job.out
+	grep -qx 'finished restart=1' job.out
+	[ "$(job_field "$job" Restarts)" = 1 ]
+}

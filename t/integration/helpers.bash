@@ -1,0 +1,40 @@
+# t/integration/helpers.bash - shared by the .bats files: a work directory
+# every node can see (never /tmp: each node has its own), and job helpers.
+
+setup_workdir() {
+	WORK=$abs_top_builddir/t/integration/work/${BATS_TEST_FILENAME##*/}.$BATS_TEST_NUMBER
+	rm -rf "$WORK"
+	mkdir -p "$WORK"
+	cd "$WORK" || return 1
+}
+
+# job_field JOBID FIELD: one field of `scontrol show job` (e.g. JobState).
+job_field() {
+	scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
+}
+
+# wait_job_state JOBID REGEX SECONDS: wait until the job's state matches.
+wait_job_state() {
+	local job=$1 want=$2 secs=$3 state=""
+	local deadline=$((SECONDS + secs))
+	while ((SECONDS < deadline)); do
+		state=$(job_field "$job" JobState)
+		[[ "$state" =~ ^($want)$ ]] && return 0
+		sleep 1
+	done
+	echo "job $job is '$state' after ${secs}s, expected '$want'" >&2
+	scontrol show job "$job" >&2
+	return 1
+}
+
+# submit ARGS...: sbatch --parsable, prints the job id.
+submit() {
+	sbatch --parsable "$@" | cut -d';' -f1
+}
+
+# nodes_idle: both nodes idle (no job left anything behind, none drained).
+nodes_idle() {
+	local out
+	out=$(sinfo -h -N -o '%N %t' | sort -u)
+	[[ "$out" == $'n1 idle\nn2 idle' ]] || { echo "nodes: $out" >&2; return 1; }
+}
