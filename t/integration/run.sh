@@ -20,6 +20,10 @@ skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 command -v bats >/dev/null || skip_all "bats is not installed (Debian package bats)"
 [[ -x "$cluster" ]] || skip_all "$cluster is not built"
 
+# spank_stork.so reads the test topology (this machine's 2 cores, the 4 fake
+# GPUs of gres.conf) instead of probing the machine, which has no GPU.
+export STORK_TESTCLUSTER_PLUGIN_ARGS=${STORK_TESTCLUSTER_PLUGIN_ARGS-topology=$srcdir/t/data/topo/testcluster-2core-4gpu.xml}
+
 started=0
 if ! "$cluster" status >/dev/null 2>&1; then
 	if ! "$cluster" start >"$builddir/t/testcluster.env" 2>"$builddir/t/testcluster.start.log"; then
