@@ -1,1 +1,2 @@
 # Example configuration shipped with the sources.
+EXTRA_DIST += etc/stork.yaml
