@@ -424,7 +424,8 @@ static int apply_globs(const struct key *k, struct stork_globs *dst, const struc
 			goto oom;
 	}
 	if (g.n == 0 && (k->flags & MIN1))
-		return bad_value(k, n, val->where, err, errlen);
+		return fail(err, errlen, "%s: %s: expected at least one glob, got an empty list",
+			    val->where, k->path);
 done:
 	globs_free(dst);
 	*dst = g;
@@ -880,26 +881,33 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 
 /* --------------------------------------------------------------- output */
 
-/* Shortest "%.Ng" that reads back to the same double, always with a '.',
- * so that YAML 1.1 readers see a float too ("1.0e-08", "300.0"). */
+/*
+ * The fewest significant digits that read back to the same double, in plain
+ * notation for moderate exponents ("300.0", "0.0006") and scientific
+ * otherwise ("1.0e-08"); always with a '.', so that YAML 1.1 readers see a
+ * float too.
+ */
 static void format_double(double v, char *buf, size_t len)
 {
-	char tmp[40], *e;
+	char sci[40], tmp[48], *e;
+	int prec, exp10;
 
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-		if (strtod(tmp, NULL) == v)
+	for (prec = 1; prec < 17; prec++) {
+		snprintf(sci, sizeof sci, "%.*e", prec - 1, v);
+		if (strtod(sci, NULL) == v)
 			break;
 	}
-	if (strchr(tmp, '.') || strchr(tmp, 'n') || strchr(tmp, 'N')) {
-		snprintf(buf, len, "%s", tmp);
-		return;
+	snprintf(sci, sizeof sci, "%.*e", prec - 1, v);
+	e = strchr(sci, 'e');
+	exp10 = atoi(e + 1);
+	if (exp10 >= -5 && exp10 < 16) {
+		snprintf(tmp, sizeof tmp, "%.*f", prec - 1 - exp10 > 0 ? prec - 1 - exp10 : 0, v);
+		snprintf(buf, len, "%s%s", tmp, strchr(tmp, '.') ? "" : ".0");
+	} else if (strchr(sci, '.')) {
+		snprintf(buf, len, "%s", sci);
+	} else {
+		snprintf(buf, len, "%.*s.0%s", (int)(e - sci), sci, e);
 	}
-	e = strchr(tmp, 'e');
-	if (e)
-		snprintf(buf, len, "%.*s.0%s", (int)(e - tmp), tmp, e);
-	else
-		snprintf(buf, len, "%s.0", tmp);
 }
 
 static void put_quoted(FILE *f, const char *s)

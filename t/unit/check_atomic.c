@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[PATH_MAX];
@@ -97,34 +98,61 @@ END_TEST
 START_TEST(failed_write_keeps_old_file_when_size_limit_hit)
 {
 	char path[PATH_MAX + 64], big[4096];
-	struct rlimit lim = { 100, 100 };
+	struct rlimit old, lim;
+	int rc, e;
 
 	/* Writes beyond RLIMIT_FSIZE fail with EFBIG (even for root). */
 	snprintf(path, sizeof path, "%s", in_dir("manifest.json"));
 	ck_assert_int_eq(atomic_write_file(path, "old\n", 4, err, sizeof err), 0);
 	signal(SIGXFSZ, SIG_IGN);
+	ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = 100;
 	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
 	memset(big, 'x', sizeof big);
-	ck_assert_int_eq(atomic_write_file(path, big, sizeof big, err, sizeof err), -1);
-	ck_assert_int_eq(errno, EFBIG);
+	rc = atomic_write_file(path, big, sizeof big, err, sizeof err);
+	e = errno;
+	/* Restore the limit first: the test framework writes files too. */
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(e, EFBIG);
 	ck_assert_msg(strstr(err, path) && strstr(err, strerror(EFBIG)), "%s", err);
 	ck_assert_str_eq(slurp(path), "old\n");
 	ck_assert_int_eq(count_entries(), 1);
 }
 END_TEST
 
+/* Try to replace path with "step_2\n" in a child that cannot write the
+ * directory (as root: a child that became nobody). Returns the child's
+ * errno, or 0 if the write succeeded. */
+static int write_without_permission(const char *path)
+{
+	pid_t pid;
+	int status;
+
+	ck_assert_int_eq(chmod(dir, geteuid() == 0 ? 0755 : 0500), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (geteuid() == 0 && (setgid(65534) < 0 || setuid(65534) < 0))
+			_exit(255);
+		if (atomic_write_file(path, "step_2\n", 7, err, sizeof err) == 0)
+			_exit(0);
+		/* The message must name the path and the reason. */
+		_exit(strstr(err, path) && strstr(err, strerror(errno)) ? errno : 254);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
 START_TEST(failed_write_keeps_old_file_in_unwritable_dir)
 {
 	char path[PATH_MAX + 64];
 
-	if (geteuid() == 0)
-		return;     /* root writes anywhere; the size-limit test covers failure then */
 	snprintf(path, sizeof path, "%s", in_dir("latest"));
 	ck_assert_int_eq(atomic_write_file(path, "step_1\n", 7, err, sizeof err), 0);
-	ck_assert_int_eq(chmod(dir, 0500), 0);
-	ck_assert_int_eq(atomic_write_file(path, "step_2\n", 7, err, sizeof err), -1);
-	ck_assert_int_eq(errno, EACCES);
-	ck_assert_msg(strstr(err, path) && strstr(err, strerror(EACCES)), "%s", err);
+	ck_assert_int_eq(write_without_permission(path), EACCES);
 	ck_assert_str_eq(slurp(path), "step_1\n");
 	ck_assert_int_eq(count_entries(), 1);
 }

@@ -456,6 +456,10 @@ START_TEST(resolved_yaml_reads_back_equal)
 	ck_assert_int_eq(config_set(&c, "train.eps=3.0e-300", err, sizeof err), 0);
 	ck_assert_int_eq(config_set(&c, "train.beta2=0.99999999999999989", err, sizeof err), 0);
 	ck_assert_int_eq(config_set(&c, "model.padded_vocab_size=60000", err, sizeof err), 0);
+	ck_assert_int_eq(config_set(&c, "run.rendezvous_timeout=1e16", err, sizeof err), 0);
+	ck_assert_int_eq(config_set(&c, "preempt.hang_timeout=123456.789", err, sizeof err), 0);
+	ck_assert_int_eq(config_set(&c, "train.weight_decay=1e-5", err, sizeof err), 0);
+	ck_assert_int_eq(config_set(&c, "train.min_lr=1.5e-6", err, sizeof err), 0);
 	ck_assert_int_eq(config_validate(&c, err, sizeof err), 0);
 	assert_round_trip(&c);
 	config_free(&c);
