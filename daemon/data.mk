@@ -1,1 +1,5 @@
-# daemon/data.mk: see daemon/local.mk.
+# daemon/data.mk: the token-shard data loader (daemon/data.h). An archive of
+# its own so that storkd, the engine and the unit tests link the same code;
+# link it before lib/libstork.la.
+noinst_LIBRARIES += daemon/libdata.a
+daemon_libdata_a_SOURCES = daemon/data.c daemon/data.h

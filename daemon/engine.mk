@@ -1,1 +1,14 @@
-# daemon/engine.mk: see daemon/local.mk.
+# daemon/engine.mk: the training engine's model, optimizer and benchmark
+# (see daemon/local.mk). Programs link $(ENGINE_LIBS).
+noinst_LIBRARIES += daemon/libengine.a
+daemon_libengine_a_SOURCES = \
+	daemon/model.c daemon/model.h \
+	daemon/optimizer.c daemon/optimizer.h \
+	daemon/bench_train.c daemon/bench_train.h
+daemon_libengine_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS)
+ENGINE_LIBS = daemon/libengine.a $(KERNELS_LIBS)
+
+# bench-train: bench_train() on its own, e.g. the GPT-2 124M figures.
+noinst_PROGRAMS += daemon/bench-train
+daemon_bench_train_SOURCES = daemon/bench_train_main.c
+daemon_bench_train_LDADD = $(ENGINE_LIBS)

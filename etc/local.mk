@@ -1,2 +1,2 @@
 # Example configuration shipped with the sources.
-EXTRA_DIST += etc/plugstack.conf.d/stork.conf
+EXTRA_DIST += etc/plugstack.conf.d/stork.conf etc/stork.yaml

@@ -1,13 +1,15 @@
 # Compute kernels: kernels/cpu (C on BLAS) and kernels/cuda (CUDA C) behind one
 # interface. Only storkd and its tests link them, so a plain static library.
 noinst_LIBRARIES += kernels/libkernels.a
-kernels_libkernels_a_SOURCES = kernels/device.h kernels/cpu/device_cpu.c
-kernels_libkernels_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS)
+kernels_libkernels_a_SOURCES = kernels/device.h kernels/cpu/device_cpu.c \
+	kernels/ops.h kernels/math.h kernels/cpu/ops_cpu.c
+# -fno-math-errno: sqrtf, expf, tanhf inline and vectorise (errno is never read).
+kernels_libkernels_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) -fno-math-errno
 # What a program linking the kernels needs besides the archive itself.
-KERNELS_LIBS = kernels/libkernels.a $(BLAS_LIBS) -lm
+KERNELS_LIBS = kernels/libkernels.a $(BLAS_LIBS) -lpthread -lm
 
 # nvcc compiles every .cu file; the objects join the same archive.
-CUDA_SOURCES = kernels/cuda/device_cuda.cu
+CUDA_SOURCES = kernels/cuda/device_cuda.cu kernels/cuda/ops_cuda.cu
 EXTRA_DIST += $(CUDA_SOURCES)
 if HAVE_CUDA
 AM_NVCCFLAGS = -O2

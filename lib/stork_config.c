@@ -243,6 +243,7 @@ struct value {
 	yaml_document_t *doc;
 	yaml_node_t *node;      /* NULL: null (empty) */
 	const char *where;      /* "f.yaml:3:5" or "override 'k=v'" */
+	const char *file;       /* file name for the marks of list items, or NULL */
 };
 
 static const char *scalar(const yaml_node_t *n)
@@ -395,6 +396,8 @@ static int apply_globs(const struct key *k, struct stork_globs *dst, const struc
 	if (is_null(n) && !(k->flags & MIN1))
 		goto done;
 	if (n && n->type == YAML_SCALAR_NODE && !is_null(n)) {
+		if (!*scalar(n))
+			return bad_value(k, n, val->where, err, errlen);
 		if (globs_push(&g, scalar(n)) < 0)
 			goto oom;
 		goto done;
@@ -404,16 +407,25 @@ static int apply_globs(const struct key *k, struct stork_globs *dst, const struc
 	for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
 		yaml_node_t *item = yaml_document_get_node(val->doc, *it);
 
-		if (item->type != YAML_SCALAR_NODE || is_null(item)) {
+		if (item->type != YAML_SCALAR_NODE || is_null(item) || !*scalar(item)) {
+			char w[600];
+
+			if (val->file)
+				snprintf(w, sizeof w, "%s:%zu:%zu", val->file, item->start_mark.line + 1,
+					 item->start_mark.column + 1);
+			else
+				snprintf(w, sizeof w, "%s", val->where);
 			globs_free(&g);
-			return fail(err, errlen, "%s: %s: expected a glob (a string) in the list, got %s",
-				    val->where, k->path, node_kind(item));
+			return fail(err, errlen, "%s: %s: expected a glob (a non-empty string) in the list, got %s",
+				    w, k->path, item->type == YAML_SCALAR_NODE && !is_null(item) ?
+				    "an empty string" : node_kind(item));
 		}
 		if (globs_push(&g, scalar(item)) < 0)
 			goto oom;
 	}
 	if (g.n == 0 && (k->flags & MIN1))
-		return bad_value(k, n, val->where, err, errlen);
+		return fail(err, errlen, "%s: %s: expected at least one glob, got an empty list",
+			    val->where, k->path);
 done:
 	globs_free(dst);
 	*dst = g;
@@ -530,7 +542,7 @@ static int apply_text(struct stork_config *c, size_t idx, const char *text, cons
 	const struct key *k = &keys[idx];
 	yaml_parser_t y;
 	yaml_document_t doc;
-	struct value val = { &doc, NULL, where };
+	struct value val = { &doc, NULL, where, NULL };
 	int literal = (k->type == K_STR || k->type == K_NAME || k->type == K_GLOBS) &&
 		      *text && !strchr("[\"'", *text);
 	int rc;
@@ -631,7 +643,7 @@ static int load_section(const struct file_ctx *f, const char *section, yaml_node
 	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
 		yaml_node_t *k = yaml_document_get_node(f->doc, p->key);
 		yaml_node_t *v = yaml_document_get_node(f->doc, p->value);
-		struct value val = { f->doc, v, w };
+		struct value val = { f->doc, v, w, f->name };
 		int idx;
 
 		snprintf(path, sizeof path, "%s.%s", section, scalar(k));
@@ -724,8 +736,10 @@ int config_load(struct stork_config *c, const char *path, char *err, size_t errl
 	int rc;
 
 	if (!fp) {
+		int e = errno;
+
 		config_init(c);
-		return fail(err, errlen, "%s: cannot open the configuration: %s", path, strerror(errno));
+		return fail(err, errlen, "%s: cannot open the configuration: %s", path, strerror(e));
 	}
 	do {
 		if (cap - len < 4096) {
@@ -867,26 +881,33 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 
 /* --------------------------------------------------------------- output */
 
-/* Shortest "%.Ng" that reads back to the same double, always with a '.',
- * so that YAML 1.1 readers see a float too ("1.0e-08", "300.0"). */
+/*
+ * The fewest significant digits that read back to the same double, in plain
+ * notation for moderate exponents ("300.0", "0.0006") and scientific
+ * otherwise ("1.0e-08"); always with a '.', so that YAML 1.1 readers see a
+ * float too.
+ */
 static void format_double(double v, char *buf, size_t len)
 {
-	char tmp[40], *e;
+	char sci[40], tmp[48], *e;
+	int prec, exp10;
 
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-		if (strtod(tmp, NULL) == v)
+	for (prec = 1; prec < 17; prec++) {
+		snprintf(sci, sizeof sci, "%.*e", prec - 1, v);
+		if (strtod(sci, NULL) == v)
 			break;
 	}
-	if (strchr(tmp, '.') || strchr(tmp, 'n') || strchr(tmp, 'N')) {
-		snprintf(buf, len, "%s", tmp);
-		return;
+	snprintf(sci, sizeof sci, "%.*e", prec - 1, v);
+	e = strchr(sci, 'e');
+	exp10 = atoi(e + 1);
+	if (exp10 >= -5 && exp10 < 16) {
+		snprintf(tmp, sizeof tmp, "%.*f", prec - 1 - exp10 > 0 ? prec - 1 - exp10 : 0, v);
+		snprintf(buf, len, "%s%s", tmp, strchr(tmp, '.') ? "" : ".0");
+	} else if (strchr(sci, '.')) {
+		snprintf(buf, len, "%s", sci);
+	} else {
+		snprintf(buf, len, "%.*s.0%s", (int)(e - sci), sci, e);
 	}
-	e = strchr(tmp, 'e');
-	if (e)
-		snprintf(buf, len, "%.*s.0%s", (int)(e - tmp), tmp, e);
-	else
-		snprintf(buf, len, "%s.0", tmp);
 }
 
 static void put_quoted(FILE *f, const char *s)

@@ -5,3 +5,10 @@ TESTS += t/unit/check_comm
 t_unit_check_comm_SOURCES = t/unit/check_comm.c
 t_unit_check_comm_CFLAGS = $(UNIT_CFLAGS)
 t_unit_check_comm_LDADD = $(UNIT_LIBS)
+
+# check_data also builds `stork prep` (launcher/prep.c) to round-trip text.
+check_PROGRAMS += t/unit/check_data
+TESTS += t/unit/check_data
+t_unit_check_data_SOURCES = t/unit/check_data.c launcher/prep.c launcher/prep.h
+t_unit_check_data_CFLAGS = $(UNIT_CFLAGS)
+t_unit_check_data_LDADD = daemon/libdata.a $(UNIT_LIBS)

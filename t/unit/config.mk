@@ -1,1 +1,36 @@
 # t/unit/config.mk: see t/local.mk.
+check_PROGRAMS += t/unit/check_config t/unit/check_json t/unit/check_atomic
+TESTS += t/unit/check_config t/unit/check_json t/unit/check_atomic
+t_unit_check_config_SOURCES = t/unit/check_config.c
+t_unit_check_config_CFLAGS = $(UNIT_CFLAGS)
+t_unit_check_config_LDADD = $(UNIT_LIBS)
+t_unit_check_json_SOURCES = t/unit/check_json.c
+t_unit_check_json_CFLAGS = $(UNIT_CFLAGS)
+t_unit_check_json_LDADD = $(UNIT_LIBS)
+t_unit_check_atomic_SOURCES = t/unit/check_atomic.c
+t_unit_check_atomic_CFLAGS = $(UNIT_CFLAGS)
+t_unit_check_atomic_LDADD = $(UNIT_LIBS)
+EXTRA_DIST += \
+	t/data/config/empty.yaml \
+	t/data/config/err_beta_range.yaml \
+	t/data/config/err_bool.yaml \
+	t/data/config/err_duplicate.yaml \
+	t/data/config/err_glob_item.yaml \
+	t/data/config/err_heads_channels.yaml \
+	t/data/config/err_lr_schedule.yaml \
+	t/data/config/err_malformed.yaml \
+	t/data/config/err_negative_size.yaml \
+	t/data/config/err_no_train.yaml \
+	t/data/config/err_not_integer.yaml \
+	t/data/config/err_not_number.yaml \
+	t/data/config/err_quoted_integer.yaml \
+	t/data/config/err_root_list.yaml \
+	t/data/config/err_section_scalar.yaml \
+	t/data/config/err_signal.yaml \
+	t/data/config/err_two_documents.yaml \
+	t/data/config/err_unknown_key.yaml \
+	t/data/config/err_unknown_section.yaml \
+	t/data/config/err_zero.yaml \
+	t/data/config/err_zero_size.yaml \
+	t/data/config/full.yaml \
+	t/data/config/reordered.yaml

@@ -1,0 +1,33 @@
+/*
+ * daemon/bench_train.h - the training benchmark behind `stork bench train`.
+ */
+#ifndef STORK_DAEMON_BENCH_TRAIN_H
+#define STORK_DAEMON_BENCH_TRAIN_H
+
+#include <stdio.h>
+
+#include "daemon/model.h"
+
+/*
+ * Build a model of config c (seed 1337), then run 2 warm-up and `steps`
+ * timed training steps (zero grad, forward, backward, AdamW) on random
+ * tokens of batch (B, T), and print to out: ms/step (forward, backward,
+ * update), tokens/s, model FLOPs per token, the matrix products' own
+ * throughput, and MFU against the fp32 peak of the CPUs the calling thread
+ * may run on (the peak's assumptions are printed). Returns 0, or -1 with a
+ * message on out (bad config, out of memory).
+ */
+int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out);
+
+/* Model FLOPs per trained token: 6 N (N = parameters minus wpe) + 12 L C T. */
+double bench_flops_per_token(const struct gpt2_config *c, size_t num_params, int T);
+
+/*
+ * fp32 peak of `cores` cores in FLOP/s: cores * GHz * FLOPs/cycle. GHz is
+ * measured (a chain of dependent integer adds, one cycle each); FLOPs/cycle
+ * = SIMD lanes (16 with AVX-512, 8 with AVX2) * 2 (FMA) * 2 FMA units per
+ * core. describe (may be NULL) receives the assumptions in words.
+ */
+double bench_fp32_peak(int cores, char *describe, size_t len);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * daemon/bench_train_main.c - bench-train, a stand-alone driver of
+ * bench_train() (the same figures as `stork bench train`).
+ *
+ *   daemon/bench-train [LAYERS HEADS CHANNELS VOCAB B T STEPS]
+ *
+ * Defaults: GPT-2 124M (12 12 768 50257), B=4, T=64, 5 steps. When
+ * OpenBLAS would run slower kernels than the CPU supports (see
+ * ops_cpu_blas_coretype_hint), the program re-executes itself once with
+ * OPENBLAS_CORETYPE set; set that variable yourself to choose otherwise.
+ */
+#include "config.h"
+#include "daemon/bench_train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	struct gpt2_config c = { .max_seq_len = 1024, .vocab_size = 50257, .num_layers = 12,
+				 .num_heads = 12, .channels = 768 };
+	int B = 4, T = 64, steps = 5;
+	const char *hint = ops_cpu_blas_coretype_hint();
+
+	if (hint && !getenv("OPENBLAS_CORETYPE")) {
+		setenv("OPENBLAS_CORETYPE", hint, 1);
+		execv("/proc/self/exe", argv);
+	}
+	if (argc == 8) {
+		c.num_layers = atoi(argv[1]);
+		c.num_heads = atoi(argv[2]);
+		c.channels = atoi(argv[3]);
+		c.vocab_size = atoi(argv[4]);
+		B = atoi(argv[5]);
+		T = atoi(argv[6]);
+		steps = atoi(argv[7]);
+		if (c.max_seq_len < T)
+			c.max_seq_len = T;
+	} else if (argc != 1) {
+		fprintf(stderr, "usage: %s [LAYERS HEADS CHANNELS VOCAB B T STEPS]\n", argv[0]);
+		return 2;
+	}
+	if (steps <= 0) {
+		fprintf(stderr, "%s: STEPS must be positive\n", argv[0]);
+		return 2;
+	}
+	c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
+	if (getenv("OPENBLAS_CORETYPE"))
+		printf("OPENBLAS_CORETYPE=%s\n", getenv("OPENBLAS_CORETYPE"));
+	return bench_train(&c, B, T, steps, stdout) ? 1 : 0;
+}

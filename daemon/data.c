@@ -1,0 +1,430 @@
+/*
+ * daemon/data.c - see data.h for the sample stream and the position.
+ *
+ * data_open expands the globs, reads every shard's header and checks it
+ * against the file size. The loader keeps two permutations: the shard order
+ * of the current epoch (drawn from position.rng) and the sample order of the
+ * current shard visit (drawn from rng_seed(position.rng, visit + 1)); both
+ * are recomputed from the position whenever it moves to another epoch or
+ * shard, so restoring a position needs nothing else. The next epoch's state
+ * is rng_seed(position.rng, 0). Without shuffling both orders are the
+ * identity.
+ */
+#include "config.h"
+#include "daemon/data.h"
+#include "lib/exit_codes.h"
+#include "lib/rng.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DATA_RNG_STREAM 0x64617461ULL   /* "data" */
+#define DATA_MODEL_MAGIC 20240326       /* llm.c model files */
+
+struct data_shard {
+	char *path;
+	uint64_t ntok;
+	uint32_t nsamples;
+};
+
+struct data_loader {
+	struct data_config cfg;         /* cfg.key points at key, globs unused */
+	char key[64];
+	struct data_shard *shards;
+	size_t nshards;
+	struct data_position pos;
+	uint64_t start_rng;
+	uint32_t *shard_order;          /* for epoch order_epoch */
+	uint64_t order_epoch;
+	int order_valid;
+	uint32_t *sample_order;         /* for (sample_epoch, sample_visit) */
+	uint64_t sample_epoch, sample_visit;
+	int sample_valid;
+	int fd;                         /* open shard fd_shard, or -1 */
+	size_t fd_shard;
+	uint16_t *row;                  /* T+1 tokens */
+};
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/* ---------------------------------------------------------------- shards */
+
+/* Read and check path's header; fill s. */
+static int shard_check(struct data_shard *s, const struct data_config *cfg,
+		       char *err, size_t errlen)
+{
+	int32_t h[DATA_HEADER_INTS];
+	uint64_t need = (uint64_t)cfg->batch_size * (uint64_t)cfg->seq_len + 1, want;
+	struct stat st;
+	ssize_t n;
+	int fd = open(s->path, O_RDONLY | O_CLOEXEC), rc = STORK_EXIT_DATA;
+
+	if (fd < 0)
+		return fail(err, errlen, STORK_EXIT_DATA, "%s: cannot open: %s",
+			    s->path, strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		fail(err, errlen, rc, "%s: cannot stat: %s", s->path, strerror(errno));
+		goto out;
+	}
+	n = pread(fd, h, sizeof h, 0);
+	if (n < 0) {
+		fail(err, errlen, rc, "%s: cannot read: %s", s->path, strerror(errno));
+		goto out;
+	}
+	if (n < (ssize_t)sizeof h) {
+		fail(err, errlen, rc, "%s: truncated: %lld bytes, smaller than the "
+		     "%d-byte header of an llm.c token shard", s->path,
+		     (long long)st.st_size, DATA_HEADER_BYTES);
+		goto out;
+	}
+	if (h[0] != DATA_MAGIC) {
+		fail(err, errlen, rc, "%s: wrong magic number %d (expected %d): not an "
+		     "llm.c token shard%s", s->path, h[0], DATA_MAGIC,
+		     h[0] == DATA_MODEL_MAGIC ? " (this is an llm.c model file)" : "");
+		goto out;
+	}
+	if (h[1] != DATA_VERSION) {
+		fail(err, errlen, rc, "%s: unsupported token shard version %d (expected %d)",
+		     s->path, h[1], DATA_VERSION);
+		goto out;
+	}
+	if (h[2] < 0) {
+		fail(err, errlen, rc, "%s: negative token count %d in the header",
+		     s->path, h[2]);
+		goto out;
+	}
+	s->ntok = (uint64_t)h[2];
+	want = DATA_HEADER_BYTES + 2 * s->ntok;
+	if ((uint64_t)st.st_size != want) {
+		fail(err, errlen, rc, "%s: %s: the header says %llu tokens (%llu bytes) "
+		     "but the file has %lld bytes", s->path,
+		     (uint64_t)st.st_size < want ? "truncated shard" : "trailing data",
+		     (unsigned long long)s->ntok, (unsigned long long)want,
+		     (long long)st.st_size);
+		goto out;
+	}
+	if (s->ntok < need) {
+		fail(err, errlen, rc, "%s: %llu tokens, fewer than the %llu one batch "
+		     "needs (batch_size %d x seq_len %d + 1): use a larger shard or a "
+		     "smaller train.batch_size or train.seq_len", s->path,
+		     (unsigned long long)s->ntok, (unsigned long long)need,
+		     cfg->batch_size, cfg->seq_len);
+		goto out;
+	}
+	if ((s->ntok - 1) / (uint64_t)cfg->seq_len > UINT32_MAX) {
+		fail(err, errlen, rc, "%s: too many samples in one shard (at most 2^32)",
+		     s->path);
+		goto out;
+	}
+	s->nsamples = (uint32_t)((s->ntok - 1) / (uint64_t)cfg->seq_len);
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+/* Expand the globs into dl->shards. */
+static int find_shards(struct data_loader *dl, char *err, size_t errlen)
+{
+	const struct data_config *cfg = &dl->cfg;
+
+	for (int g = 0; g < cfg->nglobs; g++) {
+		glob_t gl;
+		int grc = glob(cfg->globs[g], 0, NULL, &gl);
+		struct data_shard *more;
+
+		if (grc == GLOB_NOMATCH)
+			return fail(err, errlen, STORK_EXIT_DATA, "%s: '%s' matches no file",
+				    cfg->key, cfg->globs[g]);
+		if (grc)
+			return fail(err, errlen, STORK_EXIT_DATA, "%s: cannot expand '%s'%s",
+				    cfg->key, cfg->globs[g],
+				    grc == GLOB_ABORTED ? ": a directory is unreadable" : "");
+		more = realloc(dl->shards, (dl->nshards + gl.gl_pathc) * sizeof *more);
+		if (!more) {
+			globfree(&gl);
+			return fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
+		}
+		dl->shards = more;
+		for (size_t i = 0; i < gl.gl_pathc; i++) {
+			struct data_shard *s = &dl->shards[dl->nshards];
+
+			memset(s, 0, sizeof *s);
+			if (!(s->path = strdup(gl.gl_pathv[i]))) {
+				globfree(&gl);
+				return fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
+			}
+			dl->nshards++;
+		}
+		globfree(&gl);
+	}
+	if (!dl->nshards)
+		return fail(err, errlen, STORK_EXIT_DATA, "%s: no file patterns given",
+			    cfg->key);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- orders */
+
+static void fisher_yates(uint32_t *a, uint32_t n, uint64_t state)
+{
+	for (uint32_t i = 0; i < n; i++)
+		a[i] = i;
+	for (uint32_t i = n; i > 1; i--) {
+		uint32_t j = rng_below(&state, i), t = a[i - 1];
+
+		a[i - 1] = a[j];
+		a[j] = t;
+	}
+}
+
+/* Make the shard order and the current shard's sample order match pos. */
+static int ensure_orders(struct data_loader *dl)
+{
+	const struct data_position *p = &dl->pos;
+	const struct data_shard *s;
+
+	if (!dl->order_valid || dl->order_epoch != p->epoch) {
+		if (dl->cfg.shuffle)
+			fisher_yates(dl->shard_order, (uint32_t)dl->nshards, p->rng);
+		else
+			for (size_t i = 0; i < dl->nshards; i++)
+				dl->shard_order[i] = (uint32_t)i;
+		dl->order_epoch = p->epoch;
+		dl->order_valid = 1;
+	}
+	if (dl->sample_valid && dl->sample_epoch == p->epoch && dl->sample_visit == p->shard)
+		return 0;
+	s = &dl->shards[dl->shard_order[p->shard]];
+	free(dl->sample_order);
+	if (!(dl->sample_order = malloc((size_t)s->nsamples * sizeof(uint32_t))))
+		return STORK_EXIT_INTERNAL;
+	if (dl->cfg.shuffle)
+		fisher_yates(dl->sample_order, s->nsamples, rng_seed(p->rng, p->shard + 1));
+	else
+		for (uint32_t i = 0; i < s->nsamples; i++)
+			dl->sample_order[i] = i;
+	dl->sample_epoch = p->epoch;
+	dl->sample_visit = p->shard;
+	dl->sample_valid = 1;
+	return 0;
+}
+
+static void advance(struct data_loader *dl)
+{
+	struct data_position *p = &dl->pos;
+
+	if (++p->sample < dl->shards[dl->shard_order[p->shard]].nsamples)
+		return;
+	p->sample = 0;
+	if (++p->shard < dl->nshards)
+		return;
+	p->shard = 0;
+	p->epoch++;
+	p->rng = rng_seed(p->rng, 0);
+}
+
+/* ----------------------------------------------------------------- reads */
+
+/* Read sample `sample` of shard `si` into inputs/targets (T ints each). */
+static int read_sample(struct data_loader *dl, size_t si, uint32_t sample,
+		       int *inputs, int *targets, char *err, size_t errlen)
+{
+	const struct data_shard *s = &dl->shards[si];
+	int T = dl->cfg.seq_len;
+	size_t bytes = (size_t)(T + 1) * 2;
+	off_t off = DATA_HEADER_BYTES + (off_t)sample * T * 2;
+	ssize_t n;
+
+	if (dl->fd < 0 || dl->fd_shard != si) {
+		if (dl->fd >= 0)
+			close(dl->fd);
+		dl->fd = open(s->path, O_RDONLY | O_CLOEXEC);
+		if (dl->fd < 0)
+			return fail(err, errlen, STORK_EXIT_DATA, "%s: cannot open: %s",
+				    s->path, strerror(errno));
+		dl->fd_shard = si;
+	}
+	n = pread(dl->fd, dl->row, bytes, off);
+	if (n != (ssize_t)bytes)
+		return fail(err, errlen, STORK_EXIT_DATA, "%s: short read at token %llu%s%s: "
+			    "was the file changed during the run?", s->path,
+			    (unsigned long long)sample * (unsigned long long)T,
+			    n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
+	for (int t = 0; t <= T; t++) {
+		if (dl->cfg.vocab_size && dl->row[t] >= dl->cfg.vocab_size)
+			return fail(err, errlen, STORK_EXIT_DATA, "%s: token %u at position "
+				    "%llu is not below the vocabulary size %d", s->path,
+				    dl->row[t], (unsigned long long)sample * T + (unsigned)t,
+				    dl->cfg.vocab_size);
+		if (t < T)
+			inputs[t] = dl->row[t];
+		if (t > 0)
+			targets[t - 1] = dl->row[t];
+	}
+	return 0;
+}
+
+int data_next(struct data_loader *dl, int *inputs, int *targets, char *err, size_t errlen)
+{
+	int B = dl->cfg.batch_size, T = dl->cfg.seq_len, rc;
+	int first = dl->cfg.rank * B, slots = dl->cfg.nranks * B;
+
+	for (int i = 0; i < slots; i++) {
+		if ((rc = ensure_orders(dl)))
+			return fail(err, errlen, rc, "out of memory");
+		if (i >= first && i < first + B) {
+			size_t row = (size_t)(i - first) * (size_t)T;
+
+			rc = read_sample(dl, dl->shard_order[dl->pos.shard],
+					 dl->sample_order[dl->pos.sample],
+					 inputs + row, targets + row, err, errlen);
+			if (rc)
+				return rc;
+		}
+		advance(dl);
+	}
+	return 0;
+}
+
+/* -------------------------------------------------------------- position */
+
+void data_rewind(struct data_loader *dl)
+{
+	memset(&dl->pos, 0, sizeof dl->pos);
+	dl->pos.rng = dl->start_rng;
+	dl->order_valid = dl->sample_valid = 0;
+}
+
+void data_get_position(const struct data_loader *dl, struct data_position *pos)
+{
+	*pos = dl->pos;
+}
+
+int data_set_position(struct data_loader *dl, const struct data_position *pos,
+		      char *err, size_t errlen)
+{
+	struct data_position save = dl->pos;
+	int rc;
+
+	if (pos->shard >= dl->nshards || (dl->cfg.shuffle && !pos->rng))
+		return fail(err, errlen, STORK_EXIT_DATA, "%s: saved data position (epoch "
+			    "%llu, shard %llu) does not fit the %zu shard(s) found now: "
+			    "did the data change since the checkpoint?", dl->cfg.key,
+			    (unsigned long long)pos->epoch, (unsigned long long)pos->shard,
+			    dl->nshards);
+	dl->pos = *pos;
+	dl->order_valid = dl->sample_valid = 0;
+	if ((rc = ensure_orders(dl)))
+		goto fail;
+	if (pos->sample >= dl->shards[dl->shard_order[pos->shard]].nsamples) {
+		rc = fail(err, errlen, STORK_EXIT_DATA, "%s: saved data position (sample "
+			  "%llu of shard %s) is past the shard's %u samples: did the data "
+			  "change since the checkpoint?", dl->cfg.key,
+			  (unsigned long long)pos->sample,
+			  dl->shards[dl->shard_order[pos->shard]].path,
+			  dl->shards[dl->shard_order[pos->shard]].nsamples);
+		goto fail;
+	}
+	return 0;
+fail:
+	dl->pos = save;
+	dl->order_valid = dl->sample_valid = 0;
+	return rc;
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+int data_open(struct data_loader **out, const struct data_config *cfg,
+	      char *err, size_t errlen)
+{
+	struct data_loader *dl;
+	int rc;
+
+	*out = NULL;
+	if (!cfg->key)
+		return fail(err, errlen, STORK_EXIT_INTERNAL, "data: no config key given");
+	if (cfg->batch_size <= 0 || cfg->seq_len <= 0 || cfg->nranks <= 0 ||
+	    cfg->rank < 0 || cfg->rank >= cfg->nranks || cfg->nglobs < 0)
+		return fail(err, errlen, STORK_EXIT_CONFIG, "%s: batch_size %d, seq_len %d "
+			    "and rank %d of %d must be positive and in range", cfg->key,
+			    cfg->batch_size, cfg->seq_len, cfg->rank, cfg->nranks);
+	if (!(dl = calloc(1, sizeof *dl)))
+		return fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
+	dl->cfg = *cfg;
+	snprintf(dl->key, sizeof dl->key, "%s", cfg->key ? cfg->key : "data");
+	dl->cfg.key = dl->key;
+	dl->fd = -1;
+	if ((rc = find_shards(dl, err, errlen)))
+		goto fail;
+	for (size_t i = 0; i < dl->nshards; i++)
+		if ((rc = shard_check(&dl->shards[i], cfg, err, errlen)))
+			goto fail;
+	dl->shard_order = malloc(dl->nshards * sizeof(uint32_t));
+	dl->row = malloc((size_t)(cfg->seq_len + 1) * sizeof(uint16_t));
+	if (!dl->shard_order || !dl->row) {
+		rc = fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
+		goto fail;
+	}
+	dl->start_rng = rng_seed(cfg->seed, DATA_RNG_STREAM);
+	data_rewind(dl);
+	*out = dl;
+	return 0;
+fail:
+	data_close(dl);
+	return rc;
+}
+
+size_t data_num_shards(const struct data_loader *dl)
+{
+	return dl->nshards;
+}
+
+uint64_t data_num_tokens(const struct data_loader *dl)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < dl->nshards; i++)
+		n += dl->shards[i].ntok;
+	return n;
+}
+
+const char *data_shard_path(const struct data_loader *dl, size_t i)
+{
+	return i < dl->nshards ? dl->shards[i].path : NULL;
+}
+
+void data_close(struct data_loader *dl)
+{
+	if (!dl)
+		return;
+	if (dl->fd >= 0)
+		close(dl->fd);
+	for (size_t i = 0; i < dl->nshards; i++)
+		free(dl->shards[i].path);
+	free(dl->shards);
+	free(dl->shard_order);
+	free(dl->sample_order);
+	free(dl->row);
+	free(dl);
+}

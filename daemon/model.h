@@ -1,0 +1,197 @@
+/*
+ * daemon/model.h - the GPT-2 decoder that storkd trains.
+ *
+ * The model of llm.c's train_gpt2.c: token + learned position embeddings,
+ * L pre-LayerNorm blocks (causal self-attention, tanh-GELU MLP), a final
+ * LayerNorm, and the LM head tied to the token embedding, over a vocabulary
+ * padded from V to Vp (the padding logits take no part in the loss).
+ *
+ * Parameters live in one contiguous buffer; tensors[] points into it in
+ * llm.c's order (GPT2_WTE ... GPT2_LNFB), so saving, loading, zeroing and
+ * all-reducing are single operations on one span. Gradients are laid out
+ * the same way. Activations are allocated on the first forward pass of a
+ * given (B, T) and reused.
+ *
+ * Files: llm.c's model format, a 256 x int32 header (magic 20240326,
+ * version 3 = fp32, then max_seq_len, vocab_size, layers, heads, channels,
+ * padded_vocab_size) followed by the fp32 parameters in tensor order.
+ *
+ * Parallelism hooks: a pipeline stage runs gpt2_stage_forward/backward over
+ * its layer range [first, last) with the residual stream handed in and out;
+ * inside a block every width (heads, qkv and fc output channels) comes from
+ * one place (block_dims in model.c), so tensor parallelism replaces it with
+ * a shard's slice (qkv and fc split by output columns, attention projection
+ * and fc projection by input rows followed by an all-reduce).
+ */
+#ifndef STORK_DAEMON_MODEL_H
+#define STORK_DAEMON_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/ops.h"
+
+#define GPT2_MAGIC 20240326
+#define GPT2_VERSION_FP32 3
+#define GPT2_HEADER_INTS 256
+
+/* Tensors in llm.c's order; per-layer tensors hold all L layers back to back. */
+enum gpt2_tensor {
+	GPT2_WTE,      /* (Vp, C)      token embedding = LM head */
+	GPT2_WPE,      /* (maxT, C)    position embedding */
+	GPT2_LN1W,     /* (L, C) */
+	GPT2_LN1B,     /* (L, C) */
+	GPT2_QKVW,     /* (L, 3C, C) */
+	GPT2_QKVB,     /* (L, 3C) */
+	GPT2_ATTPROJW, /* (L, C, C) */
+	GPT2_ATTPROJB, /* (L, C) */
+	GPT2_LN2W,     /* (L, C) */
+	GPT2_LN2B,     /* (L, C) */
+	GPT2_FCW,      /* (L, 4C, C) */
+	GPT2_FCB,      /* (L, 4C) */
+	GPT2_FCPROJW,  /* (L, C, 4C) */
+	GPT2_FCPROJB,  /* (L, C) */
+	GPT2_LNFW,     /* (C) */
+	GPT2_LNFB,     /* (C) */
+	GPT2_NUM_TENSORS
+};
+
+struct gpt2_config {
+	int max_seq_len;       /* maxT */
+	int vocab_size;        /* V */
+	int padded_vocab_size; /* Vp >= V */
+	int num_layers;        /* L */
+	int num_heads;         /* NH, divides C */
+	int channels;          /* C */
+};
+
+/* Activations of one (B, T); see model.c for the layout. */
+struct gpt2_acts {
+	float *encoded;  /* (B, T, C) residual stream entering layer 0 */
+	float *ln1, *ln1_mean, *ln1_rstd; /* (L, B, T, C), (L, B, T) x2 */
+	float *qkv;      /* (L, B, T, 3C) */
+	float *atty;     /* (L, B, T, C) */
+	float *att;      /* (L, B, NH, T, T) */
+	float *res2;     /* (L, B, T, C) residual after attention */
+	float *ln2, *ln2_mean, *ln2_rstd;
+	float *fch;      /* (L, B, T, 4C) */
+	float *fch_gelu; /* (L, B, T, 4C) */
+	float *res3;     /* (L, B, T, C) residual leaving each layer */
+	float *lnf, *lnf_mean, *lnf_rstd; /* (B, T, C), (B, T) x2 */
+	float *logits;   /* (B, T, Vp): logits, then probabilities, then their gradient */
+	float *losses;   /* (B, T) */
+	/* backward scratch, reused by every layer */
+	float *dres;     /* (B, T, C) gradient of the residual stream */
+	float *dln, *datty; /* (B, T, C) */
+	float *dqkv;     /* (B, T, 3C) */
+	float *dfch, *dfch_gelu; /* (B, T, 4C) */
+	float *dlnf;     /* (B, T, C) */
+};
+
+struct gpt2 {
+	struct gpt2_config config;
+	const struct ops *ops;
+	size_t sizes[GPT2_NUM_TENSORS]; /* elements of each tensor */
+	size_t num_params;
+	float *params;                  /* num_params floats */
+	float *tensors[GPT2_NUM_TENSORS];
+	float *grads;                   /* NULL until the first gpt2_zero_grad */
+	float *grad_tensors[GPT2_NUM_TENSORS];
+	/* activations for (B, T) */
+	int B, T;
+	float *act_mem;
+	size_t act_cap;
+	struct gpt2_acts acts;
+	int *inputs, *targets;          /* copies of the last forward's tokens (B*T) */
+	size_t tok_cap;                 /* ints allocated at inputs */
+	int have_targets;
+	float loss;                     /* mean loss of the last forward, or -1 */
+	char err[256];                  /* why the last call failed */
+};
+
+/*
+ * Check a configuration: every size positive, C divisible by NH, Vp >= V.
+ * Returns 0, or -1 with a message in err naming the bad field.
+ */
+int gpt2_config_check(const struct gpt2_config *c, char *err, size_t errlen);
+
+/*
+ * Build a model of the given sizes with GPT-2 initialisation drawn from
+ * seed: weights N(0, 0.02), the two residual projections (attention and MLP
+ * output) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1, the padding
+ * rows [V, Vp) of the token embedding 0. Each (tensor, layer) draws from its
+ * own stream rng_seed(seed, tensor * 65536 + layer), so a pipeline stage can
+ * initialise only its own layers and get the same values. Deterministic.
+ * Returns 0, -1 on a bad config (m->err says why), -2 out of memory.
+ */
+int gpt2_build(struct gpt2 *m, const struct gpt2_config *c, uint64_t seed);
+
+/*
+ * Load an llm.c model file (fp32, version 3). Returns 0; or -1 with a
+ * message in err naming the file and the problem (cannot open, wrong magic,
+ * wrong version, bad sizes, truncated, trailing bytes), -2 out of memory.
+ * On failure m holds nothing to free.
+ */
+int gpt2_load(struct gpt2 *m, const char *path, char *err, size_t errlen);
+
+/*
+ * Write the model as an llm.c model file at path (created or truncated; the
+ * caller handles temporary names, fsync and rename). Returns 0 or -1 with a
+ * message naming the file.
+ */
+int gpt2_save(const struct gpt2 *m, const char *path, char *err, size_t errlen);
+
+/* Write the 256-int header of m into hdr. */
+void gpt2_header(const struct gpt2 *m, int32_t hdr[GPT2_HEADER_INTS]);
+
+/*
+ * Forward pass of the whole model over inputs (B, T) (token ids < V).
+ * With targets (B, T) not NULL, returns the mean cross-entropy loss and
+ * keeps what gpt2_backward needs; without, returns 0 and leaves the next
+ * token probabilities in m->acts.logits (B, T, Vp). Returns NAN on error
+ * (token out of range, T > maxT, out of memory: m->err says which).
+ */
+float gpt2_forward(struct gpt2 *m, const int *inputs, const int *targets, int B, int T);
+
+/* Allocate the gradients if needed and set them to zero. Returns 0 or -2 (memory). */
+int gpt2_zero_grad(struct gpt2 *m);
+
+/*
+ * Backward pass of the last forward (which had targets): ADDS the gradient
+ * of loss_scale * mean loss to m->grads (so micro-batches accumulate; use
+ * loss_scale = 1/grad_accum). Returns 0, or -1 if there is no forward with
+ * targets to differentiate or no gradient buffer (call gpt2_zero_grad).
+ */
+int gpt2_backward(struct gpt2 *m, float loss_scale);
+
+/*
+ * Pipeline stage forward over layers [first, last). With first == 0 the
+ * stage embeds inputs; otherwise x_in (B, T, C) is the residual stream from
+ * the previous stage. With last == L the stage ends with the head and, when
+ * targets is not NULL, stores the mean loss in *loss; otherwise the residual
+ * stream leaving layer last-1 is copied to x_out (B, T, C). Returns 0 or -1
+ * (m->err says why).
+ */
+int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, int B, int T,
+		       int first, int last, const float *x_in, float *x_out, float *loss);
+
+/*
+ * Pipeline stage backward over layers [first, last), after the matching
+ * stage forward. With last == L the gradient starts at the loss (scaled by
+ * loss_scale); otherwise dx_out (B, T, C) is the gradient of the stage's
+ * output from the next stage. With first == 0 the gradient ends in the
+ * embeddings; otherwise it is written to dx_in (B, T, C). Returns 0 or -1.
+ */
+int gpt2_stage_backward(struct gpt2 *m, int first, int last, float loss_scale,
+			const float *dx_out, float *dx_in);
+
+/* Whether the optimizer decays tensor t: the 2-D weight matrices only. */
+int gpt2_tensor_decays(enum gpt2_tensor t);
+
+/* The tensor's llm.c name ("wte", "qkvw", ...). */
+const char *gpt2_tensor_name(enum gpt2_tensor t);
+
+/* Free everything the model holds; m may then be built or loaded again. */
+void gpt2_free(struct gpt2 *m);
+
+#endif

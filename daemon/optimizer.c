@@ -1,0 +1,99 @@
+/*
+ * daemon/optimizer.c - AdamW, learning-rate schedule, gradient clipping
+ * (see optimizer.h). The per-element update is math_adamw of
+ * kernels/math.h, run by the backend's adamw kernel.
+ */
+#include "config.h"
+#include "daemon/optimizer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int adamw_init(struct adamw_state *s, size_t n)
+{
+	memset(s, 0, sizeof *s);
+	s->m = calloc(n, sizeof(float));
+	s->v = calloc(n, sizeof(float));
+	if (!s->m || !s->v) {
+		adamw_free(s);
+		return -2;
+	}
+	s->n = n;
+	return 0;
+}
+
+void adamw_free(struct adamw_state *s)
+{
+	free(s->m);
+	free(s->v);
+	memset(s, 0, sizeof *s);
+}
+
+void adamw_update(const struct ops *o, struct adamw_state *s, const struct adamw_params *h,
+		  float lr, int decay, float *params, const float *grads, size_t off, size_t n)
+{
+	double t = (double)(s->step + 1);
+	float bc1 = (float)(1.0 - pow(h->beta1, t));
+	float bc2 = (float)(1.0 - pow(h->beta2, t));
+
+	o->adamw(params, grads, s->m + off, s->v + off, n, lr, h->beta1, h->beta2, h->eps,
+		 decay ? h->weight_decay : 0.0f, bc1, bc2);
+}
+
+void adamw_step_done(struct adamw_state *s)
+{
+	s->step++;
+}
+
+void adamw_step_model(struct adamw_state *s, const struct adamw_params *h, float lr,
+		      struct gpt2 *m)
+{
+	size_t off = 0;
+
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
+		adamw_update(m->ops, s, h, lr, gpt2_tensor_decays(t), m->tensors[t],
+			     m->grad_tensors[t], off, m->sizes[t]);
+		off += m->sizes[t];
+	}
+	adamw_step_done(s);
+}
+
+float lr_at(const struct lr_schedule *s, int64_t step)
+{
+	double r, span;
+
+	if (s->kind == LR_CONSTANT)
+		return s->lr;
+	if (step < s->warmup)
+		return (float)((double)s->lr * (double)(step + 1) / (double)s->warmup);
+	span = (double)(s->total - 1 - s->warmup);
+	r = span > 0 ? (double)(step - s->warmup) / span : 1.0;
+	if (r > 1.0)
+		r = 1.0;
+	return (float)(s->min_lr + (s->lr - s->min_lr) * 0.5 * (1.0 + cos(M_PI * r)));
+}
+
+double grad_sumsq(const float *g, size_t n)
+{
+	double s = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		s += (double)g[i] * g[i];
+	return s;
+}
+
+float grad_clip_scale(float norm, float clip)
+{
+	if (clip > 0.0f && norm > clip)
+		return clip / norm;
+	return 1.0f;
+}
+
+void grad_scale(float *g, size_t n, float scale)
+{
+	if (scale == 1.0f)
+		return;
+	for (size_t i = 0; i < n; i++)
+		g[i] *= scale;
+}

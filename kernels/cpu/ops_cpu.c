@@ -1,0 +1,673 @@
+/*
+ * kernels/cpu/ops_cpu.c - the CPU backend of kernels/ops.h.
+ *
+ * Each layer is a forward/backward pair of plain loops over plain arrays, as
+ * in llm.c's train_gpt2.c; the element-wise formulas come from
+ * kernels/math.h so that the CUDA backend computes the same thing.
+ *
+ * Where the time goes: matrix products (about 6 FLOPs per parameter and
+ * token) are CBLAS sgemm calls; attention is written as small per-head
+ * sgemm calls too (Q K^T, att V and their transposes), which beats a naive
+ * dot-product loop by an order of magnitude because gcc does not vectorise
+ * float reductions without -ffast-math. Bias, softmax and LayerNorm stay in
+ * C.
+ *
+ * Threads: OpenBLAS's thread count is process-wide, and storkd runs one
+ * worker thread per rank in one process, so OpenBLAS is kept at one thread
+ * and this file splits work itself: a matrix product is cut into column
+ * blocks, one per thread, each a single-threaded sgemm call. The helper
+ * threads are created by the calling (rank) thread and inherit its CPU
+ * affinity, so a rank only ever runs on its own cores. Each output element
+ * is computed by exactly one thread with a fixed split, so results do not
+ * depend on scheduling: runs are bit-reproducible for a given thread count.
+ */
+#include "config.h"
+#include "kernels/math.h"
+#include "kernels/ops.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Threads of the calling thread's kernels; 0 = not decided yet. */
+static _Thread_local int cpu_threads;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+#define MAX_THREADS 64
+
+static void blas_single_threaded(void)
+{
+#ifdef OPENBLAS_VERSION
+	openblas_set_num_threads(1);
+#endif
+}
+
+void ops_cpu_set_threads(int n)
+{
+	if (n <= 0) {
+		cpu_set_t set;
+
+		n = 1;
+		if (sched_getaffinity(0, sizeof set, &set) == 0)
+			n = CPU_COUNT(&set);
+	}
+	cpu_threads = n > MAX_THREADS ? MAX_THREADS : n;
+}
+
+int ops_cpu_threads(void)
+{
+	pthread_once(&blas_once, blas_single_threaded);
+	if (cpu_threads == 0)
+		ops_cpu_set_threads(0);
+	return cpu_threads;
+}
+
+const char *ops_cpu_blas_coretype_hint(void)
+{
+#if defined(OPENBLAS_VERSION) && defined(__x86_64__)
+	const char *core = openblas_get_corename();
+
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq") ||
+	    !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
+		return NULL;
+	/* Only when the library fell back to an AVX2 (or older) kernel set. */
+	if (core && (!strcasecmp(core, "haswell") || !strcasecmp(core, "zen") ||
+		     !strcasecmp(core, "prescott") || !strcasecmp(core, "sandybridge")))
+		return "SkylakeX";
+#endif
+	return NULL;
+}
+
+/* ------------------------------------------------------------ threads */
+
+/*
+ * A pool of helper threads per calling thread, created on first use and
+ * kept: creating threads per call would also give OpenBLAS a new thread
+ * each time, and it maps (and the kernel zeroes) fresh buffers for every
+ * new thread. The pool ends with its owner thread (a key destructor).
+ */
+struct pool {
+	int n; /* threads including the owner */
+	pthread_t tid[MAX_THREADS];
+	pthread_mutex_t mu;
+	pthread_cond_t go, done;
+	unsigned gen;  /* bumped for every job */
+	int pending;   /* helpers still working on the job */
+	int stop;
+	void (*fn)(void *arg, int i, int n);
+	void *arg;
+	int parts;     /* n of the job: helpers i >= parts sit it out */
+	struct helper {
+		struct pool *p;
+		int i;
+	} helpers[MAX_THREADS];
+};
+
+static _Thread_local struct pool *my_pool;
+static pthread_key_t pool_key;
+static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
+
+static void *pool_main(void *arg)
+{
+	struct helper *h = arg;
+	struct pool *p = h->p;
+	unsigned seen = 0;
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (p->gen == seen && !p->stop)
+			pthread_cond_wait(&p->go, &p->mu);
+		if (p->stop)
+			break;
+		seen = p->gen;
+		pthread_mutex_unlock(&p->mu);
+		if (h->i < p->parts)
+			p->fn(p->arg, h->i, p->parts);
+		pthread_mutex_lock(&p->mu);
+		if (--p->pending == 0)
+			pthread_cond_signal(&p->done);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+static void pool_destroy(void *arg)
+{
+	struct pool *p = arg;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->go);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 1; i < p->n; i++)
+		pthread_join(p->tid[i], NULL);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->go);
+	pthread_cond_destroy(&p->done);
+	free(p);
+}
+
+static void pool_key_create(void)
+{
+	pthread_key_create(&pool_key, pool_destroy);
+}
+
+/* The calling thread's pool of n threads (itself included), or NULL. */
+static struct pool *pool_get(int n)
+{
+	struct pool *p = my_pool;
+
+	if (p && p->n == n)
+		return p;
+	pthread_once(&pool_key_once, pool_key_create);
+	pool_destroy(p);
+	my_pool = NULL;
+	pthread_setspecific(pool_key, NULL);
+	p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->go, NULL);
+	pthread_cond_init(&p->done, NULL);
+	p->n = 1;
+	for (int i = 1; i < n; i++) {
+		p->helpers[i] = (struct helper){ p, i };
+		if (pthread_create(&p->tid[i], NULL, pool_main, &p->helpers[i]))
+			break;
+		p->n++;
+	}
+	my_pool = p;
+	pthread_setspecific(pool_key, p);
+	return p;
+}
+
+/*
+ * Run fn(arg, i, n) for every i in [0, n): i = 0 on the calling thread, the
+ * others on its pool (threads inherit the creator's affinity). Parts the
+ * pool has no thread for run on the caller.
+ */
+static void parallel_for(int n, void (*fn)(void *arg, int i, int n), void *arg)
+{
+	struct pool *p = n > 1 ? pool_get(ops_cpu_threads()) : NULL;
+	int helpers;
+
+	if (!p || p->n == 1) {
+		for (int i = 0; i < n; i++)
+			fn(arg, i, n);
+		return;
+	}
+	helpers = p->n - 1;
+	pthread_mutex_lock(&p->mu);
+	p->fn = fn;
+	p->arg = arg;
+	p->parts = n;
+	p->pending = helpers;
+	p->gen++;
+	pthread_cond_broadcast(&p->go);
+	pthread_mutex_unlock(&p->mu);
+	fn(arg, 0, n);
+	for (int i = p->n; i < n; i++)
+		fn(arg, i, n);
+	pthread_mutex_lock(&p->mu);
+	while (p->pending)
+		pthread_cond_wait(&p->done, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* The part [*lo, *hi) of [0, total) that worker i of n owns, in multiples of align. */
+static void split_range(int total, int align, int i, int n, int *lo, int *hi)
+{
+	int blocks = (total + align - 1) / align;
+	int b0 = (int)((long)blocks * i / n), b1 = (int)((long)blocks * (i + 1) / n);
+
+	*lo = b0 * align < total ? b0 * align : total;
+	*hi = b1 * align < total ? b1 * align : total;
+}
+
+/* Threads worth using for work of this many FLOPs (a thread costs ~20 us). */
+static int threads_for(double flops)
+{
+	int n = ops_cpu_threads();
+
+	if (flops < 4e6)
+		return 1;
+	return n;
+}
+
+/* ------------------------------------------------------------ encoder */
+
+static void encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B,
+			    int T, int C)
+{
+	for (int b = 0; b < B; b++) {
+		for (int t = 0; t < T; t++) {
+			float *o = out + ((size_t)b * T + t) * C;
+			const float *te = wte + (size_t)inp[b * T + t] * C;
+			const float *pe = wpe + (size_t)t * C;
+
+			for (int c = 0; c < C; c++)
+				o[c] = te[c] + pe[c];
+		}
+	}
+}
+
+static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
+			     int T, int C)
+{
+	for (int b = 0; b < B; b++) {
+		for (int t = 0; t < T; t++) {
+			const float *d = dout + ((size_t)b * T + t) * C;
+			float *te = dwte + (size_t)inp[b * T + t] * C;
+			float *pe = dwpe + (size_t)t * C;
+
+			for (int c = 0; c < C; c++) {
+				te[c] += d[c];
+				pe[c] += d[c];
+			}
+		}
+	}
+}
+
+/* ------------------------------------------------------------ layernorm */
+
+#define LN_EPS 1e-5f
+
+static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+			      const float *weight, const float *bias, int N, int C)
+{
+	for (int n = 0; n < N; n++) {
+		const float *x = inp + (size_t)n * C;
+		float *o = out + (size_t)n * C;
+		float m = 0.0f, v = 0.0f, s;
+
+		for (int c = 0; c < C; c++)
+			m += x[c];
+		m /= C;
+		for (int c = 0; c < C; c++)
+			v += (x[c] - m) * (x[c] - m);
+		v /= C;
+		s = math_ln_rstd(v, LN_EPS);
+		for (int c = 0; c < C; c++)
+			o[c] = math_ln_apply(x[c], m, s, weight[c], bias[c]);
+		mean[n] = m;
+		rstd[n] = s;
+	}
+}
+
+static void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+			       const float *inp, const float *weight, const float *mean,
+			       const float *rstd, int N, int C)
+{
+	for (int n = 0; n < N; n++) {
+		const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+		float *dx = dinp + (size_t)n * C;
+		float m = mean[n], s = rstd[n], dnorm_mean = 0.0f, dnorm_x_mean = 0.0f;
+
+		for (int c = 0; c < C; c++) {
+			float xhat = (x[c] - m) * s, dn = weight[c] * d[c];
+
+			dnorm_mean += dn;
+			dnorm_x_mean += dn * xhat;
+		}
+		dnorm_mean /= C;
+		dnorm_x_mean /= C;
+		for (int c = 0; c < C; c++) {
+			float xhat = (x[c] - m) * s;
+
+			dbias[c] += d[c];
+			dweight[c] += xhat * d[c];
+			dx[c] += math_ln_dx(d[c], weight[c], xhat, s, dnorm_mean, dnorm_x_mean);
+		}
+	}
+}
+
+/* ------------------------------------------------------------ matmul */
+
+struct mm_args {
+	float *out, *dinp, *dweight;
+	const float *inp, *weight, *dout;
+	int N, C, OC;
+};
+
+/* out[:, o0:o1] = inp @ weight[o0:o1]^T */
+static void mm_forward_part(void *p, int i, int n)
+{
+	struct mm_args *a = p;
+	int lo, hi;
+
+	split_range(a->OC, 16, i, n, &lo, &hi);
+	if (hi > lo)
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->N, hi - lo, a->C, 1.0f,
+			    a->inp, a->C, a->weight + (size_t)lo * a->C, a->C, 0.0f, a->out + lo,
+			    a->OC);
+}
+
+static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+			   int N, int C, int OC)
+{
+	struct mm_args a = { .out = out, .inp = inp, .weight = weight, .N = N, .C = C, .OC = OC };
+
+	parallel_for(threads_for(2.0 * N * C * OC), mm_forward_part, &a);
+	if (bias) {
+		for (int n = 0; n < N; n++) {
+			float *o = out + (size_t)n * OC;
+
+			for (int oc = 0; oc < OC; oc++)
+				o[oc] += bias[oc];
+		}
+	}
+}
+
+/*
+ * Worker i owns columns [c0, c1) of dinp and rows [o0, o1) of dweight:
+ *   dinp[:, c0:c1]    += dout @ weight[:, c0:c1]
+ *   dweight[o0:o1, :] += dout[:, o0:o1]^T @ inp
+ */
+static void mm_backward_part(void *p, int i, int n)
+{
+	struct mm_args *a = p;
+	int lo, hi;
+
+	if (a->dinp) {
+		split_range(a->C, 16, i, n, &lo, &hi);
+		if (hi > lo)
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->N, hi - lo, a->OC,
+				    1.0f, a->dout, a->OC, a->weight + lo, a->C, 1.0f, a->dinp + lo,
+				    a->C);
+	}
+	split_range(a->OC, 16, i, n, &lo, &hi);
+	if (hi > lo)
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, a->C, a->N, 1.0f,
+			    a->dout + lo, a->OC, a->inp, a->C, 1.0f, a->dweight + (size_t)lo * a->C,
+			    a->C);
+}
+
+static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+			    const float *inp, const float *weight, int N, int C, int OC)
+{
+	struct mm_args a = { .dinp = dinp, .dweight = dweight, .inp = inp, .weight = weight,
+			     .dout = dout, .N = N, .C = C, .OC = OC };
+
+	parallel_for(threads_for(4.0 * N * C * OC), mm_backward_part, &a);
+	if (dbias) {
+		for (int n = 0; n < N; n++) {
+			const float *d = dout + (size_t)n * OC;
+
+			for (int oc = 0; oc < OC; oc++)
+				dbias[oc] += d[oc];
+		}
+	}
+}
+
+/* ------------------------------------------------------------ attention */
+
+struct att_args {
+	float *out, *att, *dqkv;
+	const float *qkv, *dout, *catt;
+	int B, T, NH, HS;
+};
+
+/*
+ * One (batch, head) pair: scores = Q K^T / sqrt(HS) with a causal mask, a
+ * softmax per row, then out = att V. Q, K, V are strided views into qkv.
+ */
+static void att_forward_head(struct att_args *a, int b, int h)
+{
+	int T = a->T, HS = a->HS, C = a->NH * HS, C3 = 3 * C;
+	const float *q = a->qkv + (size_t)b * T * C3 + (size_t)h * HS;
+	const float *k = q + C, *v = q + 2 * C;
+	float *att = a->att + ((size_t)b * a->NH + h) * T * T;
+	float *out = a->out + (size_t)b * T * C + (size_t)h * HS;
+	float scale = 1.0f / sqrtf((float)HS);
+
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, scale, q, C3, k, C3, 0.0f,
+		    att, T);
+	for (int t = 0; t < T; t++) {
+		float *row = att + (size_t)t * T, max = -FLT_MAX, sum = 0.0f;
+
+		for (int t2 = 0; t2 <= t; t2++)
+			max = row[t2] > max ? row[t2] : max;
+		for (int t2 = 0; t2 <= t; t2++) {
+			row[t2] = math_softmax_exp(row[t2], max);
+			sum += row[t2];
+		}
+		for (int t2 = 0; t2 <= t; t2++)
+			row[t2] /= sum;
+		for (int t2 = t + 1; t2 < T; t2++)
+			row[t2] = 0.0f;
+	}
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, 1.0f, att, T, v, C3, 0.0f,
+		    out, C);
+}
+
+static void att_forward_part(void *p, int i, int n)
+{
+	struct att_args *a = p;
+	int lo, hi;
+
+	split_range(a->B * a->NH, 1, i, n, &lo, &hi);
+	for (int bh = lo; bh < hi; bh++)
+		att_forward_head(a, bh / a->NH, bh % a->NH);
+}
+
+static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
+			      int HS)
+{
+	struct att_args a = { .out = out, .att = att, .qkv = qkv, .B = B, .T = T, .NH = NH,
+			      .HS = HS };
+
+	parallel_for(threads_for(4.0 * B * NH * T * T * HS), att_forward_part, &a);
+}
+
+/*
+ * Backward of one (batch, head) pair, with datt a (T, T) scratch:
+ *   datt = dout V^T,  dV += att^T dout,
+ *   dpre = att * (datt - rowsum(att * datt)) / sqrt(HS)   (softmax backward),
+ *   dQ += dpre K,  dK += dpre^T Q.
+ */
+static void att_backward_head(struct att_args *a, int b, int h, float *datt)
+{
+	int T = a->T, HS = a->HS, C = a->NH * HS, C3 = 3 * C;
+	size_t qoff = (size_t)b * T * C3 + (size_t)h * HS;
+	const float *q = a->qkv + qoff, *k = q + C, *v = q + 2 * C;
+	float *dq = a->dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C;
+	const float *att = a->catt + ((size_t)b * a->NH + h) * T * T;
+	const float *dout = a->dout + (size_t)b * T * C + (size_t)h * HS;
+	float scale = 1.0f / sqrtf((float)HS);
+
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, 1.0f, dout, C, v, C3, 0.0f,
+		    datt, T);
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, T, 1.0f, att, T, dout, C, 1.0f,
+		    dv, C3);
+	for (int t = 0; t < T; t++) {
+		const float *arow = att + (size_t)t * T;
+		float *drow = datt + (size_t)t * T, dot = 0.0f;
+
+		for (int t2 = 0; t2 <= t; t2++)
+			dot += arow[t2] * drow[t2];
+		for (int t2 = 0; t2 <= t; t2++)
+			drow[t2] = arow[t2] * (drow[t2] - dot) * scale;
+		for (int t2 = t + 1; t2 < T; t2++)
+			drow[t2] = 0.0f;
+	}
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, 1.0f, datt, T, k, C3, 1.0f,
+		    dq, C3);
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, T, 1.0f, datt, T, q, C3, 1.0f,
+		    dk, C3);
+}
+
+static void att_backward_part(void *p, int i, int n)
+{
+	struct att_args *a = p;
+	float *datt = malloc(sizeof(float) * (size_t)a->T * a->T);
+	int lo, hi;
+
+	if (!datt)
+		abort(); /* T*T floats: out of memory here means the machine is unusable */
+	split_range(a->B * a->NH, 1, i, n, &lo, &hi);
+	for (int bh = lo; bh < hi; bh++)
+		att_backward_head(a, bh / a->NH, bh % a->NH, datt);
+	free(datt);
+}
+
+static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
+			       int B, int T, int NH, int HS)
+{
+	struct att_args a = { .dqkv = dqkv, .dout = dout, .qkv = qkv, .catt = att, .B = B, .T = T,
+			      .NH = NH, .HS = HS };
+
+	parallel_for(threads_for(8.0 * B * NH * T * T * HS), att_backward_part, &a);
+}
+
+/* ------------------------------------------------------------ element-wise */
+
+static void gelu_forward(float *out, const float *inp, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = math_gelu_forward(inp[i]);
+}
+
+static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dinp[i] += math_gelu_backward(inp[i], dout[i]);
+}
+
+static void residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = a[i] + b[i];
+}
+
+static void residual_backward(float *da, float *db, const float *dout, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		da[i] += dout[i];
+		db[i] += dout[i];
+	}
+}
+
+/* ------------------------------------------------------------ softmax + cross-entropy */
+
+struct xent_args {
+	float *losses, *logits;
+	const int *targets;
+	float dloss;
+	int N, V, Vp;
+};
+
+static void xent_forward_part(void *p, int i, int n)
+{
+	struct xent_args *a = p;
+	int lo, hi;
+
+	split_range(a->N, 1, i, n, &lo, &hi);
+	for (int r = lo; r < hi; r++) {
+		float *row = a->logits + (size_t)r * a->Vp, max = -FLT_MAX, sum = 0.0f;
+
+		for (int v = 0; v < a->V; v++)
+			max = row[v] > max ? row[v] : max;
+		for (int v = 0; v < a->V; v++) {
+			row[v] = math_softmax_exp(row[v], max);
+			sum += row[v];
+		}
+		for (int v = 0; v < a->V; v++)
+			row[v] /= sum;
+		for (int v = a->V; v < a->Vp; v++)
+			row[v] = 0.0f;
+		if (a->targets)
+			a->losses[r] = -logf(row[a->targets[r]]);
+	}
+}
+
+static void softmax_xent_forward(float *losses, float *logits, const int *targets, int N, int V,
+				 int Vp)
+{
+	struct xent_args a = { .losses = losses, .logits = logits, .targets = targets, .N = N,
+			       .V = V, .Vp = Vp };
+
+	parallel_for(threads_for(20.0 * N * V), xent_forward_part, &a);
+}
+
+static void xent_backward_part(void *p, int i, int n)
+{
+	struct xent_args *a = p;
+	int lo, hi;
+
+	split_range(a->N, 1, i, n, &lo, &hi);
+	for (int r = lo; r < hi; r++) {
+		float *row = a->logits + (size_t)r * a->Vp;
+		int target = a->targets[r];
+
+		for (int v = 0; v < a->V; v++)
+			row[v] = math_xent_dlogit(row[v], v == target, a->dloss);
+		for (int v = a->V; v < a->Vp; v++)
+			row[v] = 0.0f;
+	}
+}
+
+static void softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V,
+				  int Vp)
+{
+	struct xent_args a = { .logits = probs, .targets = targets, .dloss = dloss, .N = N, .V = V,
+			       .Vp = Vp };
+
+	parallel_for(threads_for(4.0 * N * V), xent_backward_part, &a);
+}
+
+/* ------------------------------------------------------------ AdamW */
+
+struct adamw_args {
+	float *params, *m, *v;
+	const float *grads;
+	size_t n;
+	float lr, beta1, beta2, eps, wd, bc1, bc2;
+};
+
+static void adamw_part(void *p, int i, int n)
+{
+	struct adamw_args *a = p;
+	size_t lo = a->n * i / n, hi = a->n * (i + 1) / n;
+	float *restrict params = a->params, *restrict m = a->m, *restrict v = a->v;
+	const float *restrict grads = a->grads;
+
+	for (size_t k = lo; k < hi; k++)
+		params[k] = math_adamw(params[k], grads[k], &m[k], &v[k], a->lr, a->beta1,
+				       a->beta2, a->eps, a->wd, a->bc1, a->bc2);
+}
+
+static void adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+		  float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2)
+{
+	struct adamw_args a = { params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, bc1,
+				bc2 };
+
+	parallel_for(threads_for(10.0 * n), adamw_part, &a);
+}
+
+const struct ops ops_cpu = {
+	.name = "cpu",
+	.encoder_forward = encoder_forward,
+	.encoder_backward = encoder_backward,
+	.layernorm_forward = layernorm_forward,
+	.layernorm_backward = layernorm_backward,
+	.matmul_forward = matmul_forward,
+	.matmul_backward = matmul_backward,
+	.attention_forward = attention_forward,
+	.attention_backward = attention_backward,
+	.gelu_forward = gelu_forward,
+	.gelu_backward = gelu_backward,
+	.residual_forward = residual_forward,
+	.residual_backward = residual_backward,
+	.softmax_xent_forward = softmax_xent_forward,
+	.softmax_xent_backward = softmax_xent_backward,
+	.adamw = adamw,
+};

@@ -1,0 +1,111 @@
+/*
+ * kernels/math.h - the element-wise math of the training engine, written once.
+ *
+ * Every formula that acts on one element (or one row reduced to a few
+ * scalars) lives here as a static inline function. The CPU backend
+ * (kernels/cpu) calls them in plain loops; the CUDA backend (kernels/cuda)
+ * calls the very same functions from __global__ kernels, because under nvcc
+ * they are marked __host__ __device__. The CPU unit tests therefore exercise
+ * the formulas the GPU runs.
+ *
+ * Only float arithmetic and the <math.h> functions that CUDA also provides
+ * (tanhf, coshf, expf, sqrtf) are used.
+ */
+#ifndef STORK_KERNELS_MATH_H
+#define STORK_KERNELS_MATH_H
+
+#include <math.h>
+
+#if defined(__CUDACC__)
+#define MATH_HD __host__ __device__
+#else
+#define MATH_HD
+#endif
+
+/* sqrt(2/pi), the constant of the tanh approximation of GELU. */
+#define MATH_GELU_SCALE 0.7978845608028654f
+#define MATH_GELU_CUBE 0.044715f
+
+/* GELU, tanh approximation (as GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+static inline MATH_HD float math_gelu_forward(float x)
+{
+	float cube = MATH_GELU_CUBE * x * x * x;
+
+	return 0.5f * x * (1.0f + tanhf(MATH_GELU_SCALE * (x + cube)));
+}
+
+/* d GELU(x) / dx times the upstream gradient dout. */
+static inline MATH_HD float math_gelu_backward(float x, float dout)
+{
+	float cube = MATH_GELU_CUBE * x * x * x;
+	float u = MATH_GELU_SCALE * (x + cube);
+	float th = tanhf(u);
+	float ch = coshf(u);
+	float sech2 = 1.0f / (ch * ch);
+	float local = 0.5f * (1.0f + th) +
+		      x * 0.5f * sech2 * MATH_GELU_SCALE * (1.0f + 3.0f * MATH_GELU_CUBE * x * x);
+
+	return local * dout;
+}
+
+/* LayerNorm: reciprocal standard deviation from the (biased) variance. */
+static inline MATH_HD float math_ln_rstd(float var, float eps)
+{
+	return 1.0f / sqrtf(var + eps);
+}
+
+/* LayerNorm of one element: (x - mean) * rstd * weight + bias. */
+static inline MATH_HD float math_ln_apply(float x, float mean, float rstd, float w, float b)
+{
+	return (x - mean) * rstd * w + b;
+}
+
+/*
+ * LayerNorm backward of one element, given the row sums
+ *   mean_dnorm   = mean over the row of dout * w
+ *   mean_dnorm_x = mean over the row of dout * w * xhat
+ * returns dx = rstd * (dout*w - mean_dnorm - xhat * mean_dnorm_x).
+ */
+static inline MATH_HD float math_ln_dx(float dout, float w, float xhat, float rstd, float mean_dnorm,
+				       float mean_dnorm_x)
+{
+	return rstd * (dout * w - mean_dnorm - xhat * mean_dnorm_x);
+}
+
+/* Softmax numerator: exp(x - max) with max the row maximum (keeps exp <= 1). */
+static inline MATH_HD float math_softmax_exp(float x, float max)
+{
+	return expf(x - max);
+}
+
+/*
+ * Softmax + cross-entropy backward of one logit: (p - [i == target]) * dloss,
+ * where p is the probability of that logit and dloss the loss gradient.
+ */
+static inline MATH_HD float math_xent_dlogit(float p, int is_target, float dloss)
+{
+	return (p - (is_target ? 1.0f : 0.0f)) * dloss;
+}
+
+/*
+ * AdamW update of one parameter. m and v are the first and second moment
+ * estimates (updated in place); bc1 = 1 - beta1^t and bc2 = 1 - beta2^t are
+ * the bias corrections of step t (t counts from 1); weight decay is decoupled
+ * (applied to the parameter, not added to the gradient). Returns the new
+ * parameter value.
+ */
+static inline MATH_HD float math_adamw(float param, float grad, float *m, float *v, float lr,
+				       float beta1, float beta2, float eps, float weight_decay,
+				       float bc1, float bc2)
+{
+	float mt = beta1 * *m + (1.0f - beta1) * grad;
+	float vt = beta2 * *v + (1.0f - beta2) * grad * grad;
+	float mhat = mt / bc1;
+	float vhat = vt / bc2;
+
+	*m = mt;
+	*v = vt;
+	return param - lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * param);
+}
+
+#endif

@@ -1,0 +1,134 @@
+/*
+ * kernels/ops.h - what a compute backend provides: the layers of a GPT-2
+ * decoder as forward/backward pairs over plain float arrays.
+ *
+ * A backend is a table of function pointers (struct ops). The CPU backend
+ * (ops_cpu, kernels/cpu) implements every entry: matrix products on CBLAS,
+ * the rest in C loops. The CUDA backend (ops_cuda, kernels/cuda, only in
+ * builds with HAVE_CUDA) takes device pointers and implements the entries it
+ * has so far; the others are NULL. Both call the element-wise formulas of
+ * kernels/math.h.
+ *
+ * Conventions (as llm.c's train_gpt2.c):
+ *   - arrays are row-major; shapes are given in the comments, N = B*T rows;
+ *   - every *_backward ADDS into its gradient outputs (dinp, dweight, ...),
+ *     so gradients of a tensor used twice accumulate; callers zero them;
+ *   - optional pointers (bias, dbias, targets) may be NULL.
+ * Widths are parameters, never taken from a global model: a tensor-parallel
+ * rank calls the same functions with its local slice (fewer heads, fewer
+ * output channels).
+ */
+#ifndef STORK_KERNELS_OPS_H
+#define STORK_KERNELS_OPS_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ops {
+	const char *name;
+
+	/* out (N=B*T, C) = wte[inp[n]] + wpe[n % T]; wte (V, C), wpe (maxT, C). */
+	void (*encoder_forward)(float *out, const int *inp, const float *wte, const float *wpe,
+				int B, int T, int C);
+	/* dwte, dwpe += scatter of dout (B*T, C). */
+	void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
+				 int T, int C);
+
+	/* out (N, C) = LayerNorm(inp (N, C)) * weight (C) + bias (C); saves mean, rstd (N). */
+	void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
+				  const float *weight, const float *bias, int N, int C);
+	void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
+				   const float *inp, const float *weight, const float *mean,
+				   const float *rstd, int N, int C);
+
+	/*
+	 * out (N, OC) = inp (N, C) @ weight (OC, C)^T (+ bias (OC) if not NULL).
+	 * A column-parallel shard passes its OC rows of weight; a row-parallel
+	 * shard passes its own (OC, C/tp) block and no bias (the bias is added
+	 * once, after the partial sums are all-reduced).
+	 */
+	void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias,
+			       int N, int C, int OC);
+	/* dinp (N, C) += dout @ weight; dweight (OC, C) += dout^T @ inp; dbias (OC) += sum dout. */
+	void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
+				const float *inp, const float *weight, int N, int C, int OC);
+
+	/*
+	 * Causal multi-head self-attention. qkv (B, T, 3*NH*HS) holds q, k, v
+	 * one after the other in each row; out (B, T, NH*HS); att (B, NH, T, T)
+	 * keeps the softmax weights for the backward pass (zero above the
+	 * diagonal).
+	 */
+	void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int NH,
+				  int HS);
+	/* dqkv (B, T, 3*NH*HS) += gradient of the attention given dout (B, T, NH*HS). */
+	void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att,
+				   int B, int T, int NH, int HS);
+
+	/* out (n) = GELU(inp); dinp += GELU'(inp) * dout. */
+	void (*gelu_forward)(float *out, const float *inp, size_t n);
+	void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
+
+	/* out (n) = a + b; da += dout, db += dout. */
+	void (*residual_forward)(float *out, const float *a, const float *b, size_t n);
+	void (*residual_backward)(float *da, float *db, const float *dout, size_t n);
+
+	/*
+	 * Softmax over the first V of Vp logits of each of N rows, in place:
+	 * logits (N, Vp) becomes probabilities, padding columns [V, Vp) become
+	 * 0. With targets (N) not NULL, losses (N) = -log p[target].
+	 */
+	void (*softmax_xent_forward)(float *losses, float *logits, const int *targets, int N, int V,
+				     int Vp);
+	/*
+	 * In place: probs (N, Vp) becomes dlogits = (p - onehot(target)) * dloss
+	 * for the first V columns, 0 in the padding. dloss is the gradient of
+	 * the total loss with respect to each row's loss (1/N for a mean).
+	 */
+	void (*softmax_xent_backward)(float *probs, const int *targets, float dloss, int N, int V,
+				      int Vp);
+
+	/*
+	 * AdamW over n parameters (kernels/math.h: math_adamw); bc1, bc2 are the
+	 * bias corrections 1 - beta^t of step t.
+	 */
+	void (*adamw)(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+		      float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2);
+};
+
+/* The CPU backend: host arrays, every entry implemented. */
+extern const struct ops ops_cpu;
+
+/*
+ * Threads the CPU matrix products of the calling thread use (a rank's
+ * worker thread calls this once after it is pinned). n <= 0 means: as many
+ * as CPUs in the calling thread's affinity mask. Helper threads inherit the
+ * caller's affinity, so a rank never computes outside its cores. OpenBLAS
+ * itself is kept single-threaded (its thread count is process-wide).
+ */
+void ops_cpu_set_threads(int n);
+/* Threads the calling thread's matrix products use now. */
+int ops_cpu_threads(void);
+
+/*
+ * OpenBLAS core type this CPU should use when the library's own detection
+ * falls short (OpenBLAS 0.3.21 runs AVX2 kernels on AVX-512 CPUs it does not
+ * know, e.g. AMD Zen 4/5: about half their speed), or NULL. The value takes
+ * effect only through the environment variable OPENBLAS_CORETYPE before the
+ * library loads, so a program sets it for the processes it starts (or
+ * re-executes itself).
+ */
+const char *ops_cpu_blas_coretype_hint(void);
+
+#ifdef HAVE_CUDA
+/* The CUDA backend: device arrays; entries not written yet are NULL. */
+extern const struct ops ops_cuda;
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,338 @@
+/*
+ * t/unit/check_atomic.c - the promises of lib/atomic_file: a write replaces
+ * the whole content and leaves no temporary file; a failed write leaves the
+ * old file as it was and no temporary file; links are replaced in one step;
+ * mkdir_p makes missing parents and reports a file in the way.
+ *
+ * Each test works in its own fresh directory under /tmp.
+ */
+#include "config.h"
+#include "lib/atomic_file.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[PATH_MAX];
+static char err[1024];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	return remove(path);
+}
+
+static void setup(void)
+{
+	snprintf(dir, sizeof dir, "/tmp/check_atomic.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	chmod(dir, 0700);
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static char *in_dir(const char *name)
+{
+	static char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	return path;
+}
+
+/* The whole content of a file, NUL-terminated, in a static buffer. */
+static const char *slurp(const char *path)
+{
+	static char buf[4096];
+	FILE *f = fopen(path, "rb");
+	size_t n;
+
+	ck_assert_msg(f, "%s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof buf - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Entries of dir other than . and .. */
+static int count_entries(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	while ((e = readdir(d)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n;
+}
+
+START_TEST(write_creates_then_replaces_content)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof path, "%s", in_dir("exit_info.json"));
+	ck_assert_int_eq(atomic_write_file(path, "a fairly long old content\n", 26, err, sizeof err), 0);
+	ck_assert_str_eq(slurp(path), "a fairly long old content\n");
+	ck_assert_int_eq(atomic_write_file(path, "new\n", 4, err, sizeof err), 0);
+	ck_assert_str_eq(slurp(path), "new\n");
+	ck_assert_int_eq(atomic_write_file(path, "", 0, err, sizeof err), 0);
+	ck_assert_str_eq(slurp(path), "");
+	ck_assert_int_eq(count_entries(), 1);
+}
+END_TEST
+
+START_TEST(failed_write_keeps_old_file_when_size_limit_hit)
+{
+	char path[PATH_MAX + 64], big[4096];
+	struct rlimit old, lim;
+	int rc, e;
+
+	/* Writes beyond RLIMIT_FSIZE fail with EFBIG (even for root). */
+	snprintf(path, sizeof path, "%s", in_dir("manifest.json"));
+	ck_assert_int_eq(atomic_write_file(path, "old\n", 4, err, sizeof err), 0);
+	signal(SIGXFSZ, SIG_IGN);
+	ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = 100;
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	memset(big, 'x', sizeof big);
+	rc = atomic_write_file(path, big, sizeof big, err, sizeof err);
+	e = errno;
+	/* Restore the limit first: the test framework writes files too. */
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(e, EFBIG);
+	ck_assert_msg(strstr(err, path) && strstr(err, strerror(EFBIG)), "%s", err);
+	ck_assert_str_eq(slurp(path), "old\n");
+	ck_assert_int_eq(count_entries(), 1);
+}
+END_TEST
+
+/* Try to replace path with "step_2\n" in a child that cannot write the
+ * directory (as root: a child that became nobody). Returns the child's
+ * errno, or 0 if the write succeeded. */
+static int write_without_permission(const char *path)
+{
+	pid_t pid;
+	int status;
+
+	ck_assert_int_eq(chmod(dir, geteuid() == 0 ? 0755 : 0500), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (geteuid() == 0 && (setgid(65534) < 0 || setuid(65534) < 0))
+			_exit(255);
+		if (atomic_write_file(path, "step_2\n", 7, err, sizeof err) == 0)
+			_exit(0);
+		/* The message must name the path and the reason. */
+		_exit(strstr(err, path) && strstr(err, strerror(errno)) ? errno : 254);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+START_TEST(failed_write_keeps_old_file_in_unwritable_dir)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof path, "%s", in_dir("latest"));
+	ck_assert_int_eq(atomic_write_file(path, "step_1\n", 7, err, sizeof err), 0);
+	ck_assert_int_eq(write_without_permission(path), EACCES);
+	ck_assert_str_eq(slurp(path), "step_1\n");
+	ck_assert_int_eq(count_entries(), 1);
+}
+END_TEST
+
+START_TEST(failed_rename_removes_the_temporary_file)
+{
+	char path[PATH_MAX + 64];
+
+	/* A directory cannot be replaced by a file: rename fails (EISDIR). */
+	snprintf(path, sizeof path, "%s", in_dir("step_00000001"));
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_eq(atomic_write_file(path, "x", 1, err, sizeof err), -1);
+	ck_assert_int_eq(errno, EISDIR);
+	ck_assert_msg(strstr(err, path) && strstr(err, "rename"), "%s", err);
+	ck_assert_int_eq(count_entries(), 1);
+}
+END_TEST
+
+struct writer_arg {
+	const char *path;
+	char fill;
+};
+
+static void *writer(void *p)
+{
+	const struct writer_arg *a = p;
+	char buf[1000], e[256];
+
+	memset(buf, a->fill, sizeof buf);
+	for (int i = 0; i < 20; i++)
+		if (atomic_write_file(a->path, buf, sizeof buf, e, sizeof e) < 0)
+			return (void *)1;
+	return NULL;
+}
+
+START_TEST(concurrent_writers_leave_one_complete_version)
+{
+	char path[PATH_MAX + 64];
+	struct writer_arg a[2];
+	pthread_t t[2];
+	void *rc;
+	const char *content;
+
+	snprintf(path, sizeof path, "%s", in_dir("shared"));
+	for (int i = 0; i < 2; i++) {
+		a[i].path = path;
+		a[i].fill = (char)('a' + i);
+		ck_assert_int_eq(pthread_create(&t[i], NULL, writer, &a[i]), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], &rc);
+		ck_assert_ptr_null(rc);
+	}
+	content = slurp(path);
+	ck_assert_uint_eq(strlen(content), 1000);
+	for (int i = 1; i < 1000; i++)
+		ck_assert_int_eq(content[i], content[0]);
+	ck_assert_int_eq(count_entries(), 1);
+}
+END_TEST
+
+START_TEST(symlink_replace_points_to_the_new_target)
+{
+	char link[PATH_MAX + 64], target[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof link, "%s", in_dir("latest"));
+	ck_assert_int_eq(atomic_symlink_replace("step_00000100", link), 0);
+	n = readlink(link, target, sizeof target - 1);
+	ck_assert_int_eq(n, 13);
+	target[n] = '\0';
+	ck_assert_str_eq(target, "step_00000100");
+	ck_assert_int_eq(atomic_symlink_replace("step_00000200", link), 0);
+	n = readlink(link, target, sizeof target - 1);
+	target[n > 0 ? n : 0] = '\0';
+	ck_assert_str_eq(target, "step_00000200");
+	ck_assert_int_eq(count_entries(), 1);
+}
+END_TEST
+
+START_TEST(symlink_replace_replaces_a_pointer_file)
+{
+	char link[PATH_MAX + 64];
+	struct stat st;
+
+	snprintf(link, sizeof link, "%s", in_dir("latest"));
+	ck_assert_int_eq(atomic_write_file(link, "step_1\n", 7, err, sizeof err), 0);
+	ck_assert_int_eq(atomic_symlink_replace("step_2", link), 0);
+	ck_assert_int_eq(lstat(link, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	ck_assert_int_eq(count_entries(), 1);
+}
+END_TEST
+
+START_TEST(symlink_replace_failure_sets_errno)
+{
+	char link[PATH_MAX + 64];
+
+	snprintf(link, sizeof link, "%s", in_dir("missing/latest"));
+	ck_assert_int_eq(atomic_symlink_replace("x", link), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(count_entries(), 0);
+}
+END_TEST
+
+START_TEST(mkdir_p_creates_missing_parents)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+
+	snprintf(path, sizeof path, "%s", in_dir("a/b//c/d/"));
+	ck_assert_int_eq(mkdir_p(path, 0755), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+	/* Existing directories are success, relative paths work too. */
+	ck_assert_int_eq(mkdir_p(path, 0755), 0);
+	ck_assert_int_eq(mkdir_p(dir, 0755), 0);
+	ck_assert_int_eq(mkdir_p("/", 0755), 0);
+	ck_assert_int_eq(chdir(dir), 0);
+	ck_assert_int_eq(mkdir_p("rel/x", 0755), 0);
+	ck_assert_int_eq(stat(in_dir("rel/x"), &st), 0);
+}
+END_TEST
+
+START_TEST(mkdir_p_reports_a_file_in_the_way)
+{
+	char path[PATH_MAX + 64];
+
+	ck_assert_int_eq(atomic_write_file(in_dir("f"), "", 0, err, sizeof err), 0);
+	snprintf(path, sizeof path, "%s", in_dir("f/sub"));
+	ck_assert_int_eq(mkdir_p(path, 0755), -1);
+	ck_assert_int_eq(errno, ENOTDIR);
+	ck_assert_int_eq(mkdir_p(in_dir("f"), 0755), -1);
+	ck_assert_int_eq(errno, ENOTDIR);
+	ck_assert_int_eq(mkdir_p("", 0755), -1);
+	ck_assert_int_eq(errno, ENOENT);
+}
+END_TEST
+
+START_TEST(fsync_dir_reports_errors)
+{
+	ck_assert_int_eq(fsync_dir(dir), 0);
+	ck_assert_int_eq(fsync_parent(in_dir("anything")), 0);
+	ck_assert_int_eq(fsync_dir(in_dir("absent")), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(atomic_write_file(in_dir("f"), "", 0, err, sizeof err), 0);
+	ck_assert_int_eq(fsync_dir(in_dir("f")), -1);
+	ck_assert_int_eq(errno, ENOTDIR);
+}
+END_TEST
+
+static Suite *atomic_suite(void)
+{
+	Suite *s = suite_create("atomic_file");
+	TCase *tc = tcase_create("atomic_file");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, write_creates_then_replaces_content);
+	tcase_add_test(tc, failed_write_keeps_old_file_when_size_limit_hit);
+	tcase_add_test(tc, failed_write_keeps_old_file_in_unwritable_dir);
+	tcase_add_test(tc, failed_rename_removes_the_temporary_file);
+	tcase_add_test(tc, concurrent_writers_leave_one_complete_version);
+	tcase_add_test(tc, symlink_replace_points_to_the_new_target);
+	tcase_add_test(tc, symlink_replace_replaces_a_pointer_file);
+	tcase_add_test(tc, symlink_replace_failure_sets_errno);
+	tcase_add_test(tc, mkdir_p_creates_missing_parents);
+	tcase_add_test(tc, mkdir_p_reports_a_file_in_the_way);
+	tcase_add_test(tc, fsync_dir_reports_errors);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(atomic_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
