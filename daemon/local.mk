@@ -1,7 +1,11 @@
 # storkd: the per-node training daemon.
 sbin_PROGRAMS += daemon/storkd
-daemon_storkd_SOURCES = daemon/storkd.c
-daemon_storkd_LDADD = lib/libstork.la $(KERNELS_LIBS)
+daemon_storkd_SOURCES = daemon/storkd.c \
+	daemon/train.c daemon/train.h \
+	daemon/checkpoint.c daemon/checkpoint.h \
+	daemon/rank_log.c daemon/rank_log.h
+daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
+daemon_storkd_LDADD = daemon/libdata.a $(ENGINE_LIBS) lib/libstork.la $(SLURM_LIBS)
 
 # The training engine (model, optimizer, data) is an archive of its own so
 # that unit tests link the same code as storkd. Its parts add their files in

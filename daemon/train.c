@@ -350,7 +350,7 @@ static int run_steps(struct rank *r, int64_t start)
 	int stop = 0;
 
 	for (step = start; step < c->train.steps; step++) {
-		float loss, norm, lr;
+		float loss = 0, norm = 0, lr = 0;
 		double t0 = now_ms();
 
 		if (r->val && step % c->train.val_every == 0 && validate(r, step))

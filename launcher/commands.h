@@ -13,4 +13,8 @@ struct stork_command {
 	const char *summary;
 };
 
+int cmd_run(int argc, char **argv);   /* launcher/run.c */
+int cmd_prep(int argc, char **argv);  /* launcher/prep.c */
+int cmd_bench(int argc, char **argv); /* launcher/bench.c */
+
 #endif

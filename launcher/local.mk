@@ -1,4 +1,8 @@
 # stork: the command users type.
 bin_PROGRAMS += launcher/stork
-launcher_stork_SOURCES = launcher/stork.c launcher/commands.h
-launcher_stork_LDADD = lib/libstork.la
+launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
+	launcher/run.c \
+	launcher/prep.c launcher/prep.h \
+	launcher/bench.c
+launcher_stork_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
+launcher_stork_LDADD = daemon/libdata.a $(ENGINE_LIBS) lib/libstork.la $(SLURM_LIBS)

@@ -160,7 +160,7 @@ static int compute_layout(const struct run_options *o, const struct stork_config
 
 static int write_resolved_config(const char *run_dir, const struct stork_config *cfg)
 {
-	char path[4096], err[512];
+	char path[4200], err[512];
 	char *yaml = config_to_yaml(cfg);
 	int rc;
 
@@ -193,8 +193,8 @@ static void find_storkd(const char *given, char *buf, size_t len)
 		self[n] = '\0';
 		slash = strrchr(self, '/');
 		*slash = '\0';
-		snprintf(buf, len, "%s/../daemon/storkd", self);
-		if (access(buf, X_OK) == 0)
+		if (snprintf(buf, len, "%s/../daemon/storkd", self) < (int)len &&
+		    access(buf, X_OK) == 0)
 			return;
 	}
 	snprintf(buf, len, "%s/storkd", STORK_SBINDIR);

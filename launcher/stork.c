@@ -8,14 +8,21 @@
 #include "launcher/commands.h"
 #include "lib/log.h"
 #include "lib/version.h"
+#include "kernels/ops.h"
+
+#include <stdlib.h>
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 
 static const struct stork_command commands[] = {
+	{ "run", cmd_run, "train: stork run CONFIG [--local-ranks N] [--set KEY=VALUE]..." },
+	{ "prep", cmd_prep, "turn text files into byte-level token shards" },
+	{ "bench", cmd_bench, "print figures: stork bench train CONFIG" },
 	{ "help", cmd_help, "show this list" },
 	{ "version", cmd_version, "print the version and build information" },
 };
@@ -41,9 +48,26 @@ static int cmd_help(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * OpenBLAS picks its kernels when it loads; on CPUs newer than the library
+ * it falls back to slower ones unless OPENBLAS_CORETYPE says better. Set the
+ * hint once, here, and re-execute, so stork and the storkd it starts both
+ * load the library with it. A value the user set always wins.
+ */
+static void apply_blas_hint(char **argv)
+{
+	const char *hint = ops_cpu_blas_coretype_hint();
+
+	if (hint && !getenv("OPENBLAS_CORETYPE")) {
+		setenv("OPENBLAS_CORETYPE", hint, 1);
+		execv("/proc/self/exe", argv);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	stork_log_init("stork", STORK_LOG_INFO);
+	apply_blas_hint(argv);
 	if (argc < 2) {
 		usage(stderr);
 		return STORK_EXIT_USAGE;

@@ -5,7 +5,8 @@ lib_libstork_la_SOURCES = \
 	lib/exit_codes.h \
 	lib/log.c lib/log.h \
 	lib/rng.h \
-	lib/version.c lib/version.h
+	lib/version.c lib/version.h \
+	lib/rundir.c lib/rundir.h
 lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS)
 lib_libstork_la_LIBADD = $(HWLOC_LIBS) $(YAML_LIBS) -lpthread
 

@@ -86,8 +86,8 @@ int rundir_write_provenance(const char *run_dir, char *err, size_t errlen)
 	json_key_string(&j, "compiler", stork_compiler());
 	json_key_string(&j, "built", __DATE__ " " __TIME__);
 	json_key_begin_object(&j, "libraries");
-	snprintf(slurm, sizeof slurm, "%ld.%ld.%ld", SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
-		 SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
+	snprintf(slurm, sizeof slurm, "%d.%d.%d", (int)SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
+		 (int)SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER), (int)SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
 	json_key_string(&j, "slurm", slurm);
 	json_key_uint(&j, "hwloc_api", hwloc_get_api_version());
 	json_key_string(&j, "yaml", yaml_get_version_string());
