@@ -167,6 +167,8 @@ static int run(const struct options *o, const struct stork_config *cfg)
 	snprintf(node.job_id, sizeof node.job_id, "%s", s && *s ? s : "local");
 	s = getenv("SLURM_RESTART_COUNT");
 	node.restart_count = s ? atoi(s) : 0;
+	s = getenv("STORK_STOP_AT_STEP");
+	node.stop_at_step = s ? atoll(s) : 0;
 	node.topo = topo_load(getenv("STORK_TOPOLOGY"), err, sizeof err);
 	if (!node.topo) {
 		stork_error("%s", err);

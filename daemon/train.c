@@ -311,9 +311,12 @@ static int checkpoint(struct rank *r, int64_t steps_done)
 }
 
 /* Whether any rank has seen the stop signal: all ranks get the same answer. */
-static int agree_stop(struct rank *r, int *stop)
+static int agree_stop(struct rank *r, int64_t steps_done, int *stop)
 {
 	int32_t flag = *r->node->stop_requested ? 1 : 0;
+
+	if (r->node->stop_at_step > 0 && steps_done == r->node->stop_at_step)
+		flag = 1;
 
 	if (comm_allreduce(r->comm, &flag, 1, COMM_INT32, COMM_MAX) < 0)
 		return fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
@@ -361,7 +364,7 @@ static int run_steps(struct rank *r, int64_t start)
 			return fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
 		report_step(r, step, loss, lr, norm, now_ms() - t0);
 		r->res->last_step = step + 1;
-		if (agree_stop(r, &stop))
+		if (agree_stop(r, step + 1, &stop))
 			return r->res->exit_code;
 		if (stop || step + 1 == c->train.steps ||
 		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0))
@@ -370,8 +373,8 @@ static int run_steps(struct rank *r, int64_t start)
 		if (stop) {
 			rank_logf(&r->log, "stopping after step %" PRId64 " on request", step + 1);
 			snprintf(r->res->message, sizeof r->res->message,
-				 "stopped on %s after step %" PRId64 ", checkpoint committed",
-				 config_signal_name(c->preempt.signal), step + 1);
+				 "stopped on request after step %" PRId64 ", checkpoint committed",
+				 step + 1);
 			r->res->exit_code = STORK_EXIT_PREEMPTED;
 			return r->res->exit_code;
 		}

@@ -42,6 +42,7 @@ struct train_node {
 	char job_id[32];
 	int restart_count;
 	volatile sig_atomic_t *stop_requested; /* set by the signal handler */
+	int64_t stop_at_step;          /* STORK_STOP_AT_STEP: act as if stopped there (0 = off) */
 };
 
 struct train_rank_result {

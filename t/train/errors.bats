@@ -1,0 +1,83 @@
+#!/usr/bin/env bats
+# Bad input: a clear message naming the file (and line:column for YAML), a
+# distinct exit code (stork(1)), and nothing overwritten.
+
+load helpers
+
+setup() {
+	setup_run
+}
+
+# shard FILE MAGIC VERSION COUNT TOKENS: an llm.c token shard with a chosen header.
+shard() {
+	perl -e 'my ($path, $magic, $version, $count, $tokens) = @ARGV;
+		open(my $f, ">:raw", $path) or die "$path: $!";
+		print $f pack("l<256", $magic, $version, $count, (0) x 253);
+		print $f pack("S<*", (65) x $tokens);' "$@"
+}
+
+@test "malformed YAML: exit 3, file:line:column, no run directory" {
+	printf 'train:\n  steps: [1, 2\n' >bad.yaml
+	run "$STORK" run bad.yaml
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"bad.yaml:"[0-9]*:[0-9]*:* ]]
+	[ ! -e runs ]
+}
+
+@test "an unknown key: exit 3, named with its position" {
+	printf 'train:\n  stepz: 10\n' >bad.yaml
+	run "$STORK" run bad.yaml
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"bad.yaml:2:3:"*"stepz"* ]]
+}
+
+@test "a zero or negative size: exit 3, naming the key" {
+	run "$STORK" run tiny.yaml --set train.batch_size=0
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"train.batch_size"* ]]
+	sed -i 's/layers: 2/layers: -1/' tiny.yaml
+	run "$STORK" run tiny.yaml
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"tiny.yaml:5:11:"*"model.layers"* ]]
+}
+
+@test "a missing config file: exit 3, naming the path" {
+	run "$STORK" run nowhere.yaml
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"nowhere.yaml"* ]]
+}
+
+@test "a shard with the wrong magic: exit 4, naming the file" {
+	shard data/bad.bin 12345 1 1000 1000
+	run "$STORK" run tiny.yaml --set 'data.train=data/bad.bin'
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data/bad.bin"*"magic"* ]]
+}
+
+@test "a truncated shard: exit 4, naming the file" {
+	shard data/short.bin 20240520 1 1000 500
+	run "$STORK" run tiny.yaml --set 'data.train=data/short.bin'
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data/short.bin"* ]]
+}
+
+@test "a shard smaller than B*T+1 tokens: exit 4; exactly B*T+1 trains" {
+	# B=4, T=32: 129 tokens are needed.
+	shard data/small.bin 20240520 1 128 128
+	run "$STORK" run tiny.yaml --set 'data.train=data/small.bin'
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data/small.bin"* ]]
+	shard data/enough.bin 20240520 1 129 129
+	run "$STORK" run tiny.yaml --set 'data.train=data/enough.bin' --set train.steps=3 --set run.name=enough
+	[ "$status" -eq 0 ]
+}
+
+@test "a checkpoint of another shape is refused naming both shapes, and kept" {
+	"$STORK" run tiny.yaml --set train.steps=3 >/dev/null
+	ckpt=runs/tiny__job=local__task=0/checkpoints/step_00000003
+	before=$(md5sum $ckpt/*)
+	run "$STORK" run tiny.yaml --set train.steps=6 --set model.channels=128
+	[ "$status" -eq 5 ]
+	[[ "$output" == *"$ckpt/model.bin"*"channels 64"*"channels 128"* ]]
+	[ "$(md5sum $ckpt/*)" = "$before" ]
+}
