@@ -394,8 +394,8 @@ START_TEST(test_adamw_matches_hand_computed_steps)
 	adamw_step_done(&s);
 	ck_assert_msg(fabsf(p[0] - 0.89f) < 1e-6f, "decayed step 1: %.8g", p[0]);
 	ck_assert_msg(fabsf(p[1] - 0.9f) < 1e-6f, "undecayed step 1: %.8g", p[1]);
-	/* 1 - 0.999 is 0.00099998713 in float: v is off by 1.3e-5 relative */
-	ck_assert_msg(fabsf(s.m[0] - 0.05f) < 1e-8f && fabsf(s.v[0] - 0.00025f) < 1e-8f,
+	/* 1 - 0.9 and 1 - 0.999 are rounded in float: m, v are off by ~2e-7 relative */
+	ck_assert_msg(fabsf(s.m[0] - 0.05f) < 1e-7f && fabsf(s.v[0] - 0.00025f) < 1e-8f,
 		      "moments %g %g", s.m[0], s.v[0]);
 	adamw_update(&ops_cpu, &s, &h, 0.1f, 1, p, g, 0, 1);
 	adamw_update(&ops_cpu, &s, &h, 0.1f, 0, p + 1, g + 1, 1, 1);
