@@ -1,0 +1,500 @@
+/*
+ * t/unit/check_kernels.c - every CPU kernel of kernels/ops.h against a naive
+ * double-precision reference written here.
+ *
+ * Forward passes are compared with the reference directly. Backward passes
+ * are compared with central finite differences of the double reference of
+ * a scalar loss sum(out * dout), with dout random: the reference gradients
+ * are then independent of the kernels' backward formulas.
+ *
+ * Tolerances: the kernels compute in float (eps 6e-8) over sums of at most
+ * a few hundred terms of size ~1, so their error is below 1e-5 absolute;
+ * the double finite differences (h = 1e-5) are exact to ~1e-9. We allow
+ * 1e-4 absolute plus 1e-4 relative, ten times the float error, still far
+ * below any formula mistake (which moves gradients by O(0.1)).
+ */
+#include "config.h"
+#include "kernels/math.h"
+#include "kernels/ops.h"
+#include "lib/rng.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL_ABS 1e-4
+#define TOL_REL 1e-4
+#define FD_H 1e-5
+
+static uint64_t rng = 42;
+
+static float *frand(size_t n, float scale)
+{
+	float *p = malloc(n * sizeof(float));
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = rng_normal(&rng, 0.0f, scale);
+	return p;
+}
+
+static float *fzero(size_t n)
+{
+	return calloc(n, sizeof(float));
+}
+
+static double *dcopy(const float *f, size_t n)
+{
+	double *d = malloc(n * sizeof(double));
+
+	for (size_t i = 0; i < n; i++)
+		d[i] = f[i];
+	return d;
+}
+
+static void assert_close(const float *got, const double *want, size_t n, const char *what)
+{
+	for (size_t i = 0; i < n; i++) {
+		double tol = TOL_ABS + TOL_REL * fabs(want[i]);
+
+		ck_assert_msg(fabs(got[i] - want[i]) <= tol, "%s[%zu]: got %.8g, want %.8g", what, i,
+			      (double)got[i], want[i]);
+	}
+}
+
+/* A reference loss: sum(ref_forward(...) * dout) evaluated in double. */
+struct fd {
+	double (*loss)(struct fd *);
+	void *ctx;
+};
+
+/* Central differences of f->loss with respect to each of x[0..n). */
+static double *fd_grad(struct fd *f, double *x, size_t n)
+{
+	double *g = malloc(n * sizeof(double));
+
+	for (size_t i = 0; i < n; i++) {
+		double save = x[i], lp, lm;
+
+		x[i] = save + FD_H;
+		lp = f->loss(f);
+		x[i] = save - FD_H;
+		lm = f->loss(f);
+		x[i] = save;
+		g[i] = (lp - lm) / (2 * FD_H);
+	}
+	return g;
+}
+
+static double dot(const double *a, const double *b, size_t n)
+{
+	double s = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+/* ------------------------------------------------------------ encoder */
+
+enum { EB = 2, ET = 3, EC = 4, EV = 5 };
+
+struct enc_ctx {
+	int inp[EB * ET];
+	double *wte, *wpe, *dout, out[EB * ET * EC];
+};
+
+static void ref_encoder(struct enc_ctx *c)
+{
+	for (int n = 0; n < EB * ET; n++)
+		for (int k = 0; k < EC; k++)
+			c->out[n * EC + k] = c->wte[c->inp[n] * EC + k] + c->wpe[(n % ET) * EC + k];
+}
+
+static double enc_loss(struct fd *f)
+{
+	struct enc_ctx *c = f->ctx;
+
+	ref_encoder(c);
+	return dot(c->out, c->dout, EB * ET * EC);
+}
+
+START_TEST(test_encoder_matches_reference)
+{
+	struct enc_ctx c;
+	struct fd f = { enc_loss, &c };
+	float *wte = frand(EV * EC, 1), *wpe = frand(ET * EC, 1), *dout = frand(EB * ET * EC, 1);
+	float *out = fzero(EB * ET * EC), *dwte = fzero(EV * EC), *dwpe = fzero(ET * EC);
+	int inp[EB * ET] = { 0, 4, 4, 1, 2, 0 };
+
+	memcpy(c.inp, inp, sizeof inp);
+	c.wte = dcopy(wte, EV * EC);
+	c.wpe = dcopy(wpe, ET * EC);
+	c.dout = dcopy(dout, EB * ET * EC);
+	ops_cpu.encoder_forward(out, inp, wte, wpe, EB, ET, EC);
+	ref_encoder(&c);
+	assert_close(out, c.out, EB * ET * EC, "encoder out");
+	ops_cpu.encoder_backward(dwte, dwpe, dout, inp, EB, ET, EC);
+	assert_close(dwte, fd_grad(&f, c.wte, EV * EC), EV * EC, "dwte");
+	assert_close(dwpe, fd_grad(&f, c.wpe, ET * EC), ET * EC, "dwpe");
+}
+END_TEST
+
+/* ------------------------------------------------------------ layernorm */
+
+enum { LN_N = 3, LN_C = 8 };
+
+struct ln_ctx {
+	double *inp, *w, *b, *dout, out[LN_N * LN_C];
+};
+
+static void ref_layernorm(struct ln_ctx *c)
+{
+	for (int n = 0; n < LN_N; n++) {
+		const double *x = c->inp + n * LN_C;
+		double m = 0, v = 0;
+
+		for (int k = 0; k < LN_C; k++)
+			m += x[k] / LN_C;
+		for (int k = 0; k < LN_C; k++)
+			v += (x[k] - m) * (x[k] - m) / LN_C;
+		for (int k = 0; k < LN_C; k++)
+			c->out[n * LN_C + k] = (x[k] - m) / sqrt(v + 1e-5) * c->w[k] + c->b[k];
+	}
+}
+
+static double ln_loss(struct fd *f)
+{
+	struct ln_ctx *c = f->ctx;
+
+	ref_layernorm(c);
+	return dot(c->out, c->dout, LN_N * LN_C);
+}
+
+START_TEST(test_layernorm_matches_reference)
+{
+	struct ln_ctx c;
+	struct fd f = { ln_loss, &c };
+	float *inp = frand(LN_N * LN_C, 2), *w = frand(LN_C, 1), *b = frand(LN_C, 1);
+	float *dout = frand(LN_N * LN_C, 1), *out = fzero(LN_N * LN_C), mean[LN_N], rstd[LN_N];
+	float *dinp = fzero(LN_N * LN_C), *dw = fzero(LN_C), *db = fzero(LN_C);
+
+	c.inp = dcopy(inp, LN_N * LN_C);
+	c.w = dcopy(w, LN_C);
+	c.b = dcopy(b, LN_C);
+	c.dout = dcopy(dout, LN_N * LN_C);
+	ops_cpu.layernorm_forward(out, mean, rstd, inp, w, b, LN_N, LN_C);
+	ref_layernorm(&c);
+	assert_close(out, c.out, LN_N * LN_C, "layernorm out");
+	ops_cpu.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, LN_N, LN_C);
+	assert_close(dinp, fd_grad(&f, c.inp, LN_N * LN_C), LN_N * LN_C, "ln dinp");
+	assert_close(dw, fd_grad(&f, c.w, LN_C), LN_C, "ln dweight");
+	assert_close(db, fd_grad(&f, c.b, LN_C), LN_C, "ln dbias");
+}
+END_TEST
+
+/* ------------------------------------------------------------ matmul */
+
+struct mm_ctx {
+	int N, C, OC;
+	double *inp, *w, *b, *dout, *out;
+};
+
+static void ref_matmul(struct mm_ctx *c)
+{
+	for (int n = 0; n < c->N; n++)
+		for (int o = 0; o < c->OC; o++) {
+			double s = c->b[o];
+
+			for (int k = 0; k < c->C; k++)
+				s += c->inp[n * c->C + k] * c->w[o * c->C + k];
+			c->out[n * c->OC + o] = s;
+		}
+}
+
+static double mm_loss(struct fd *f)
+{
+	struct mm_ctx *c = f->ctx;
+
+	ref_matmul(c);
+	return dot(c->out, c->dout, (size_t)c->N * c->OC);
+}
+
+/* Forward and backward of an (N, C) x (OC, C)^T product on `threads` threads. */
+static void check_matmul(int N, int C, int OC, int threads)
+{
+	struct mm_ctx c = { .N = N, .C = C, .OC = OC };
+	struct fd f = { mm_loss, &c };
+	float *inp = frand((size_t)N * C, 1), *w = frand((size_t)OC * C, 0.1f), *b = frand(OC, 1);
+	float *dout = frand((size_t)N * OC, 1), *out = fzero((size_t)N * OC);
+	float *dinp = fzero((size_t)N * C), *dw = fzero((size_t)OC * C), *db = fzero(OC);
+
+	ops_cpu_set_threads(threads);
+	c.inp = dcopy(inp, (size_t)N * C);
+	c.w = dcopy(w, (size_t)OC * C);
+	c.b = dcopy(b, OC);
+	c.dout = dcopy(dout, (size_t)N * OC);
+	c.out = malloc(sizeof(double) * N * OC);
+	ops_cpu.matmul_forward(out, inp, w, b, N, C, OC);
+	ref_matmul(&c);
+	assert_close(out, c.out, (size_t)N * OC, "matmul out");
+	ops_cpu.matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+	/* the loss is linear in each input: exact gradients, no differencing needed */
+	for (int n = 0; n < N; n++)
+		for (int k = 0; k < C; k++) {
+			double s = 0;
+
+			for (int o = 0; o < OC; o++)
+				s += c.dout[n * OC + o] * c.w[o * C + k];
+			ck_assert_msg(fabs(dinp[n * C + k] - s) <= TOL_ABS + TOL_REL * fabs(s),
+				      "dinp[%d,%d] %g want %g", n, k, dinp[n * C + k], s);
+		}
+	for (int o = 0; o < OC; o++) {
+		double sb = 0;
+
+		for (int n = 0; n < N; n++)
+			sb += c.dout[n * OC + o];
+		ck_assert_msg(fabs(db[o] - sb) <= TOL_ABS + TOL_REL * fabs(sb), "dbias[%d]", o);
+		for (int k = 0; k < C; k++) {
+			double s = 0;
+
+			for (int n = 0; n < N; n++)
+				s += c.dout[n * OC + o] * c.inp[n * C + k];
+			ck_assert_msg(fabs(dw[o * C + k] - s) <= TOL_ABS + TOL_REL * fabs(s),
+				      "dweight[%d,%d] %g want %g", o, k, dw[o * C + k], s);
+		}
+	}
+	/* and the finite differences agree on a few weights (sanity of the harness) */
+	for (int i = 0; i < 3; i++) {
+		double *g, save = c.w[i];
+
+		g = fd_grad(&f, c.w + i, 1);
+		c.w[i] = save;
+		ck_assert_msg(fabs(g[0] - dw[i]) <= 1e-3 * (1 + fabs(g[0])), "fd dweight[%d]", i);
+		free(g);
+	}
+	ops_cpu_set_threads(0);
+}
+
+START_TEST(test_matmul_matches_reference)
+{
+	check_matmul(5, 7, 9, 1);
+}
+END_TEST
+
+START_TEST(test_matmul_split_over_threads_matches_reference)
+{
+	/* 2*64*128*300 FLOPs: above the threshold where the product is split */
+	check_matmul(64, 128, 300, 2);
+	check_matmul(64, 128, 300, 3);
+}
+END_TEST
+
+/* ------------------------------------------------------------ attention */
+
+enum { AB = 2, AT = 5, ANH = 2, AHS = 4, AC = ANH * AHS };
+
+struct att_ctx {
+	double *qkv, *dout, out[AB * AT * AC];
+};
+
+static void ref_attention(struct att_ctx *c)
+{
+	for (int b = 0; b < AB; b++)
+		for (int h = 0; h < ANH; h++)
+			for (int t = 0; t < AT; t++) {
+				const double *q = c->qkv + (b * AT + t) * 3 * AC + h * AHS;
+				double s[AT], max = -1e300, sum = 0;
+
+				for (int u = 0; u <= t; u++) {
+					const double *k = c->qkv + (b * AT + u) * 3 * AC + AC + h * AHS;
+
+					s[u] = 0;
+					for (int i = 0; i < AHS; i++)
+						s[u] += q[i] * k[i] / sqrt(AHS);
+					max = s[u] > max ? s[u] : max;
+				}
+				for (int u = 0; u <= t; u++)
+					sum += (s[u] = exp(s[u] - max));
+				for (int i = 0; i < AHS; i++) {
+					double o = 0;
+
+					for (int u = 0; u <= t; u++)
+						o += s[u] / sum *
+						     c->qkv[(b * AT + u) * 3 * AC + 2 * AC + h * AHS + i];
+					c->out[(b * AT + t) * AC + h * AHS + i] = o;
+				}
+			}
+}
+
+static double att_loss(struct fd *f)
+{
+	struct att_ctx *c = f->ctx;
+
+	ref_attention(c);
+	return dot(c->out, c->dout, AB * AT * AC);
+}
+
+START_TEST(test_attention_matches_reference)
+{
+	struct att_ctx c;
+	struct fd f = { att_loss, &c };
+	size_t nq = AB * AT * 3 * AC;
+	float *qkv = frand(nq, 1), *dout = frand(AB * AT * AC, 1), *out = fzero(AB * AT * AC);
+	float *att = fzero(AB * ANH * AT * AT), *dqkv = fzero(nq);
+
+	c.qkv = dcopy(qkv, nq);
+	c.dout = dcopy(dout, AB * AT * AC);
+	ops_cpu.attention_forward(out, att, qkv, AB, AT, ANH, AHS);
+	ref_attention(&c);
+	assert_close(out, c.out, AB * AT * AC, "attention out");
+	for (int i = 0; i < AB * ANH; i++)
+		for (int t = 0; t < AT; t++)
+			for (int u = t + 1; u < AT; u++)
+				ck_assert_msg(att[(i * AT + t) * AT + u] == 0.0f,
+					      "attention looks ahead: att[%d][%d][%d]", i, t, u);
+	ops_cpu.attention_backward(dqkv, dout, qkv, att, AB, AT, ANH, AHS);
+	assert_close(dqkv, fd_grad(&f, c.qkv, nq), nq, "attention dqkv");
+}
+END_TEST
+
+/* ------------------------------------------------------------ element-wise */
+
+START_TEST(test_gelu_matches_reference)
+{
+	enum { n = 64 };
+	float *x = frand(n, 2), *out = fzero(n), *dx = fzero(n), *dout = frand(n, 1);
+
+	ops_cpu.gelu_forward(out, x, n);
+	ops_cpu.gelu_backward(dx, x, dout, n);
+	for (int i = 0; i < n; i++) {
+		double xd = x[i], h = FD_H;
+		double g = 0.5 * xd * (1 + tanh(sqrt(2 / M_PI) * (xd + 0.044715 * xd * xd * xd)));
+		double gp = 0.5 * (xd + h) *
+			    (1 + tanh(sqrt(2 / M_PI) * ((xd + h) + 0.044715 * pow(xd + h, 3))));
+		double gm = 0.5 * (xd - h) *
+			    (1 + tanh(sqrt(2 / M_PI) * ((xd - h) + 0.044715 * pow(xd - h, 3))));
+		double want_dx = (gp - gm) / (2 * h) * dout[i];
+
+		ck_assert_msg(fabs(out[i] - g) <= TOL_ABS, "gelu(%g) = %g, want %g", xd, out[i], g);
+		ck_assert_msg(fabs(dx[i] - want_dx) <= TOL_ABS + TOL_REL * fabs(want_dx),
+			      "gelu'(%g) * dout = %g, want %g", xd, dx[i], want_dx);
+	}
+}
+END_TEST
+
+START_TEST(test_residual_adds_and_passes_gradients)
+{
+	float a[3] = { 1, 2, 3 }, b[3] = { 10, 20, 30 }, out[3], dout[3] = { 1, -1, 0.5f };
+	float da[3] = { 1, 1, 1 }, db[3] = { 0 };
+
+	ops_cpu.residual_forward(out, a, b, 3);
+	ops_cpu.residual_backward(da, db, dout, 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_float_eq(out[i], a[i] + b[i]);
+		ck_assert_float_eq(da[i], 1 + dout[i]); /* accumulates */
+		ck_assert_float_eq(db[i], dout[i]);
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------ softmax + cross-entropy */
+
+enum { XN = 3, XV = 7, XVP = 10 };
+
+struct xent_ctx {
+	double *logits;
+	int targets[XN];
+};
+
+/* Mean cross-entropy over the first XV logits of each row. */
+static double xent_loss(struct fd *f)
+{
+	struct xent_ctx *c = f->ctx;
+	double total = 0;
+
+	for (int n = 0; n < XN; n++) {
+		const double *row = c->logits + n * XVP;
+		double max = -1e300, sum = 0;
+
+		for (int v = 0; v < XV; v++)
+			max = row[v] > max ? row[v] : max;
+		for (int v = 0; v < XV; v++)
+			sum += exp(row[v] - max);
+		total += -(row[c->targets[n]] - max - log(sum));
+	}
+	return total / XN;
+}
+
+START_TEST(test_softmax_xent_excludes_padding)
+{
+	struct xent_ctx c = { .targets = { 0, 6, 3 } };
+	struct fd f = { xent_loss, &c };
+	float *logits = frand(XN * XVP, 2), losses[XN];
+	double *fd, mean = 0;
+
+	/* huge padding logits must not matter */
+	for (int n = 0; n < XN; n++)
+		for (int v = XV; v < XVP; v++)
+			logits[n * XVP + v] = 50.0f;
+	c.logits = dcopy(logits, XN * XVP);
+	ops_cpu.softmax_xent_forward(losses, logits, c.targets, XN, XV, XVP);
+	for (int n = 0; n < XN; n++) {
+		double s = 0;
+
+		for (int v = XV; v < XVP; v++)
+			ck_assert_msg(logits[n * XVP + v] == 0.0f, "padding probability not 0");
+		for (int v = 0; v < XV; v++)
+			s += logits[n * XVP + v];
+		ck_assert_msg(fabs(s - 1) < 1e-5, "row %d probabilities sum to %g", n, s);
+		mean += losses[n] / XN;
+	}
+	ck_assert_msg(fabs(mean - xent_loss(&f)) < TOL_ABS, "loss %g want %g", mean,
+		      xent_loss(&f));
+	ops_cpu.softmax_xent_backward(logits, c.targets, 1.0f / XN, XN, XV, XVP);
+	fd = fd_grad(&f, c.logits, XN * XVP);
+	assert_close(logits, fd, XN * XVP, "dlogits"); /* padding: fd is exactly 0 */
+}
+END_TEST
+
+START_TEST(test_adamw_kernel_uses_shared_formula)
+{
+	float p[2] = { 1.0f, -2.0f }, g[2] = { 0.5f, 0.25f }, m[2] = { 0 }, v[2] = { 0 };
+	float p2 = -2.0f, m2 = 0, v2 = 0;
+
+	ops_cpu.adamw(p, g, m, v, 2, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.1f, 0.001f);
+	/* step 1 bias-corrected: mhat = g, vhat = g^2, update = lr * g/|g| = 0.1 */
+	ck_assert_msg(fabsf(p[0] - 0.9f) < 1e-6f, "p[0] = %g, want 0.9", p[0]);
+	p2 = math_adamw(p2, 0.25f, &m2, &v2, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.1f, 0.001f);
+	ck_assert_msg(p[1] == p2 && m[1] == m2 && v[1] == v2, "kernel and math_adamw differ");
+}
+END_TEST
+
+static Suite *kernels_suite(void)
+{
+	Suite *s = suite_create("kernels");
+	TCase *tc = tcase_create("cpu");
+
+	tcase_add_test(tc, test_encoder_matches_reference);
+	tcase_add_test(tc, test_layernorm_matches_reference);
+	tcase_add_test(tc, test_matmul_matches_reference);
+	tcase_add_test(tc, test_matmul_split_over_threads_matches_reference);
+	tcase_add_test(tc, test_attention_matches_reference);
+	tcase_add_test(tc, test_gelu_matches_reference);
+	tcase_add_test(tc, test_residual_adds_and_passes_gradients);
+	tcase_add_test(tc, test_softmax_xent_excludes_padding);
+	tcase_add_test(tc, test_adamw_kernel_uses_shared_formula);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(kernels_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

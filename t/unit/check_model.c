@@ -1,0 +1,514 @@
+/*
+ * t/unit/check_model.c - the GPT-2 model (daemon/model.c) and its optimizer
+ * (daemon/optimizer.c): gradients against finite differences, llm.c file
+ * round trips and errors, determinism, pipeline stages, AdamW, the
+ * learning-rate schedule and clipping.
+ *
+ * All on a tiny model (2 layers, 2 heads, 8 channels, vocabulary 11 padded
+ * to 16) so the whole suite runs in well under a second.
+ */
+#include "config.h"
+#include "daemon/model.h"
+#include "daemon/optimizer.h"
+#include "lib/rng.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const struct gpt2_config tiny = { .max_seq_len = 8, .vocab_size = 11,
+					 .padded_vocab_size = 16, .num_layers = 2,
+					 .num_heads = 2, .channels = 8 };
+enum { B = 2, T = 4 };
+static const int inputs[B * T] = { 1, 5, 9, 2, 10, 0, 3, 3 };
+static const int targets[B * T] = { 5, 9, 2, 7, 0, 3, 3, 4 };
+
+static void build(struct gpt2 *m, uint64_t seed)
+{
+	ck_assert_msg(gpt2_build(m, &tiny, seed) == 0, "build: %s", m->err);
+}
+
+static char tmp_path[256];
+
+static const char *tmpfile_path(const char *name)
+{
+	snprintf(tmp_path, sizeof tmp_path, "/tmp/check_model.%d.%s", (int)getpid(), name);
+	return tmp_path;
+}
+
+/* ------------------------------------------------------------ build */
+
+START_TEST(test_build_is_deterministic)
+{
+	struct gpt2 a, b, c;
+
+	build(&a, 7);
+	build(&b, 7);
+	build(&c, 8);
+	ck_assert_uint_eq(a.num_params, b.num_params);
+	ck_assert_msg(!memcmp(a.params, b.params, a.num_params * sizeof(float)),
+		      "same seed, different parameters");
+	ck_assert_msg(memcmp(a.params, c.params, a.num_params * sizeof(float)),
+		      "different seeds, same parameters");
+	gpt2_free(&a);
+	gpt2_free(&b);
+	gpt2_free(&c);
+}
+END_TEST
+
+START_TEST(test_build_uses_gpt2_initialisation)
+{
+	struct gpt2_config big = { .max_seq_len = 64, .vocab_size = 100, .padded_vocab_size = 128,
+				   .num_layers = 4, .num_heads = 4, .channels = 64 };
+	struct gpt2 m;
+	double s2 = 0;
+	size_t n;
+
+	ck_assert_int_eq(gpt2_build(&m, &big, 1), 0);
+	/* llm.c's parameter count for these sizes: 12 L C^2 + 13 L C + (Vp + maxT + 2) C */
+	ck_assert_uint_eq(m.num_params, 12u * 4 * 64 * 64 + 13u * 4 * 64 + (128u + 64 + 2) * 64);
+	for (size_t i = 0; i < m.sizes[GPT2_LN1W]; i++)
+		ck_assert_float_eq(m.tensors[GPT2_LN1W][i], 1.0f);
+	for (size_t i = 0; i < m.sizes[GPT2_QKVB]; i++)
+		ck_assert_float_eq(m.tensors[GPT2_QKVB][i], 0.0f);
+	for (size_t i = 100 * 64; i < m.sizes[GPT2_WTE]; i++)
+		ck_assert_msg(m.tensors[GPT2_WTE][i] == 0.0f, "padding row of wte not zero");
+	n = m.sizes[GPT2_FCW];
+	for (size_t i = 0; i < n; i++)
+		s2 += (double)m.tensors[GPT2_FCW][i] * m.tensors[GPT2_FCW][i];
+	/* 65536 draws: the sample std is within 1% of 0.02 with overwhelming probability */
+	ck_assert_msg(fabs(sqrt(s2 / n) - 0.02) < 0.0004, "fcw std %g", sqrt(s2 / n));
+	s2 = 0;
+	n = m.sizes[GPT2_FCPROJW];
+	for (size_t i = 0; i < n; i++)
+		s2 += (double)m.tensors[GPT2_FCPROJW][i] * m.tensors[GPT2_FCPROJW][i];
+	ck_assert_msg(fabs(sqrt(s2 / n) - 0.02 / sqrt(8.0)) < 0.0002, "fcprojw std %g",
+		      sqrt(s2 / n));
+	gpt2_free(&m);
+}
+END_TEST
+
+START_TEST(test_build_rejects_bad_sizes)
+{
+	struct gpt2 m;
+	struct gpt2_config c = tiny;
+
+	c.channels = 9; /* not a multiple of 2 heads */
+	ck_assert_int_eq(gpt2_build(&m, &c, 1), -1);
+	ck_assert_msg(strstr(m.err, "channels"), "message: %s", m.err);
+	c = tiny;
+	c.num_layers = 0;
+	ck_assert_int_eq(gpt2_build(&m, &c, 1), -1);
+	ck_assert_msg(strstr(m.err, "layers is 0"), "message: %s", m.err);
+}
+END_TEST
+
+/* ------------------------------------------------------------ gradients */
+
+/*
+ * Parameters spread wider than GPT-2's init (std 0.3 instead of 0.02) so
+ * that every tensor's gradient is large enough to compare.
+ */
+static void spread(struct gpt2 *m)
+{
+	uint64_t st = rng_seed(3, 0);
+
+	for (size_t i = 0; i < m->num_params; i++)
+		m->params[i] += rng_normal(&st, 0.0f, 0.3f);
+}
+
+START_TEST(test_gradients_match_finite_differences)
+{
+	struct gpt2 m;
+	float *g;
+
+	build(&m, 11);
+	spread(&m);
+	gpt2_zero_grad(&m);
+	gpt2_forward(&m, inputs, targets, B, T);
+	ck_assert_int_eq(gpt2_backward(&m, 1.0f), 0);
+	g = malloc(m.num_params * sizeof(float));
+	memcpy(g, m.grads, m.num_params * sizeof(float));
+	/*
+	 * Central differences of the float model with h = 1e-2. The loss is a
+	 * float (~2.5, rounding ~3e-7) summed in double, so the difference
+	 * quotient carries ~3e-5 of rounding noise; the h^2 truncation term is
+	 * ~1e-4 * |f'''| ~ 1e-4. We allow 1e-3 absolute plus 2% relative:
+	 * ten times that noise, while a wrong formula is off by O(|g|).
+	 */
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
+		size_t n = m.sizes[t], step = n / 7 + 1;
+		int checked = 0;
+
+		for (size_t i = 0; i < n; i += step) {
+			float *p = m.tensors[t] + i, save = *p;
+			double lp, lm, fd, an = g[(size_t)(p - m.params)];
+
+			if (t == GPT2_WTE && i >= (size_t)tiny.vocab_size * tiny.channels)
+				continue; /* padding rows: checked to be 0 below */
+			if (t == GPT2_WPE && i >= (size_t)T * tiny.channels)
+				continue; /* positions beyond T get no gradient */
+			*p = save + 1e-2f;
+			lp = gpt2_forward(&m, inputs, targets, B, T);
+			*p = save - 1e-2f;
+			lm = gpt2_forward(&m, inputs, targets, B, T);
+			*p = save;
+			/* the float step actually taken is (save+h)-(save-h) */
+			fd = (lp - lm) / ((double)(save + 1e-2f) - (double)(save - 1e-2f));
+			ck_assert_msg(fabs(fd - an) <= 1e-3 + 0.02 * fabs(fd),
+				      "%s[%zu]: backward %g, finite difference %g",
+				      gpt2_tensor_name(t), i, an, fd);
+			checked++;
+		}
+		ck_assert_msg(checked > 0, "no element of %s checked", gpt2_tensor_name(t));
+	}
+	for (size_t i = (size_t)tiny.vocab_size * tiny.channels; i < m.sizes[GPT2_WTE]; i++)
+		ck_assert_msg(g[i] == 0.0f, "padding row of wte has gradient %g", g[i]);
+	free(g);
+	gpt2_free(&m);
+}
+END_TEST
+
+START_TEST(test_forward_backward_is_deterministic)
+{
+	struct gpt2 m;
+	float l1, l2, *g;
+
+	build(&m, 5);
+	gpt2_zero_grad(&m);
+	l1 = gpt2_forward(&m, inputs, targets, B, T);
+	gpt2_backward(&m, 1.0f);
+	g = malloc(m.num_params * sizeof(float));
+	memcpy(g, m.grads, m.num_params * sizeof(float));
+	gpt2_zero_grad(&m);
+	l2 = gpt2_forward(&m, inputs, targets, B, T);
+	gpt2_backward(&m, 1.0f);
+	ck_assert_msg(l1 == l2, "losses %.9g and %.9g differ", l1, l2);
+	ck_assert_msg(!memcmp(g, m.grads, m.num_params * sizeof(float)), "gradients differ");
+	/* an untrained model predicts roughly uniformly over the 11 tokens */
+	ck_assert_msg(fabs(l1 - log(11.0)) < 0.1, "initial loss %g, want ~ln 11", l1);
+	free(g);
+	gpt2_free(&m);
+}
+END_TEST
+
+START_TEST(test_backward_accumulates_scaled_gradients)
+{
+	struct gpt2 m;
+	float *g;
+
+	build(&m, 5);
+	gpt2_zero_grad(&m);
+	gpt2_forward(&m, inputs, targets, B, T);
+	gpt2_backward(&m, 1.0f);
+	g = malloc(m.num_params * sizeof(float));
+	memcpy(g, m.grads, m.num_params * sizeof(float));
+	gpt2_zero_grad(&m);
+	for (int k = 0; k < 2; k++) {
+		gpt2_forward(&m, inputs, targets, B, T);
+		gpt2_backward(&m, 0.5f);
+	}
+	for (size_t i = 0; i < m.num_params; i++)
+		ck_assert_msg(fabsf(m.grads[i] - g[i]) <= 1e-6f * (1 + fabsf(g[i])),
+			      "two half micro-steps != one step at %zu", i);
+	free(g);
+	gpt2_free(&m);
+}
+END_TEST
+
+START_TEST(test_pipeline_stages_equal_whole_model)
+{
+	struct gpt2 m;
+	float whole, staged, *g, x[B * T * 8], dx[B * T * 8];
+
+	build(&m, 9);
+	gpt2_zero_grad(&m);
+	whole = gpt2_forward(&m, inputs, targets, B, T);
+	gpt2_backward(&m, 1.0f);
+	g = malloc(m.num_params * sizeof(float));
+	memcpy(g, m.grads, m.num_params * sizeof(float));
+	gpt2_zero_grad(&m);
+	ck_assert_int_eq(gpt2_stage_forward(&m, inputs, NULL, B, T, 0, 1, NULL, x, NULL), 0);
+	ck_assert_int_eq(gpt2_stage_forward(&m, NULL, targets, B, T, 1, 2, x, NULL, &staged), 0);
+	ck_assert_msg(whole == staged, "loss %g whole, %g in two stages", whole, staged);
+	ck_assert_int_eq(gpt2_stage_backward(&m, 1, 2, 1.0f, NULL, dx), 0);
+	ck_assert_int_eq(gpt2_stage_backward(&m, 0, 1, 1.0f, dx, NULL), 0);
+	ck_assert_msg(!memcmp(g, m.grads, m.num_params * sizeof(float)),
+		      "gradients of two stages differ from the whole model's");
+	free(g);
+	gpt2_free(&m);
+}
+END_TEST
+
+START_TEST(test_forward_rejects_tokens_outside_vocabulary)
+{
+	struct gpt2 m;
+	int bad[B * T];
+
+	build(&m, 1);
+	memcpy(bad, inputs, sizeof bad);
+	bad[3] = 11; /* V = 11: the padding ids are not tokens */
+	ck_assert_msg(isnan(gpt2_forward(&m, bad, targets, B, T)), "no error");
+	ck_assert_msg(strstr(m.err, "11") && strstr(m.err, "vocabulary"), "message: %s", m.err);
+	ck_assert_msg(isnan(gpt2_forward(&m, inputs, targets, 1, 9)), "T > maxT accepted");
+	gpt2_free(&m);
+}
+END_TEST
+
+/* ------------------------------------------------------------ files */
+
+START_TEST(test_save_load_round_trip_is_bit_exact)
+{
+	struct gpt2 a, b;
+	char err[512];
+	int32_t hdr[GPT2_HEADER_INTS];
+	const char *path = tmpfile_path("rt.bin");
+	FILE *f;
+	long size;
+
+	build(&a, 3);
+	ck_assert_msg(gpt2_save(&a, path, err, sizeof err) == 0, "%s", err);
+	f = fopen(path, "rb");
+	ck_assert_int_eq(fread(hdr, sizeof hdr, 1, f), 1);
+	fseek(f, 0, SEEK_END);
+	size = ftell(f);
+	fclose(f);
+	/* llm.c's layout, read independently of gpt2_load */
+	ck_assert_int_eq(hdr[0], 20240326);
+	ck_assert_int_eq(hdr[1], 3);
+	ck_assert_int_eq(hdr[2], 8);
+	ck_assert_int_eq(hdr[3], 11);
+	ck_assert_int_eq(hdr[4], 2);
+	ck_assert_int_eq(hdr[5], 2);
+	ck_assert_int_eq(hdr[6], 8);
+	ck_assert_int_eq(hdr[7], 16);
+	ck_assert_int_eq(size, 1024 + 4 * (long)a.num_params);
+	ck_assert_msg(gpt2_load(&b, path, err, sizeof err) == 0, "%s", err);
+	ck_assert_msg(!memcmp(&a.config, &b.config, sizeof a.config), "config differs");
+	ck_assert_msg(!memcmp(a.params, b.params, a.num_params * sizeof(float)),
+		      "parameters differ after save and load");
+	unlink(path);
+	gpt2_free(&a);
+	gpt2_free(&b);
+}
+END_TEST
+
+/* Save a tiny model, let edit() damage the file, and expect load to fail with words. */
+static void expect_load_error(void (*edit)(const char *path), const char *word)
+{
+	struct gpt2 a, b;
+	char err[512] = "";
+	const char *path = tmpfile_path("bad.bin");
+
+	build(&a, 3);
+	ck_assert_int_eq(gpt2_save(&a, path, err, sizeof err), 0);
+	edit(path);
+	ck_assert_int_eq(gpt2_load(&b, path, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, path), "message does not name the file: %s", err);
+	ck_assert_msg(strstr(err, word), "message does not say '%s': %s", word, err);
+	ck_assert_msg(b.params == NULL, "failed load left parameters behind");
+	unlink(path);
+	gpt2_free(&a);
+}
+
+static void put_int(const char *path, long off, int32_t v)
+{
+	FILE *f = fopen(path, "r+b");
+
+	fseek(f, off, SEEK_SET);
+	fwrite(&v, sizeof v, 1, f);
+	fclose(f);
+}
+
+static void wrong_magic(const char *path)
+{
+	put_int(path, 0, 20240520); /* a token shard's magic */
+}
+
+static void wrong_version(const char *path)
+{
+	put_int(path, 4, 5);
+}
+
+static void cut_parameters(const char *path)
+{
+	ck_assert_int_eq(truncate(path, 1024 + 100), 0);
+}
+
+static void cut_header(const char *path)
+{
+	ck_assert_int_eq(truncate(path, 10), 0);
+}
+
+START_TEST(test_load_rejects_wrong_magic)
+{
+	expect_load_error(wrong_magic, "magic");
+}
+END_TEST
+
+START_TEST(test_load_rejects_wrong_version)
+{
+	expect_load_error(wrong_version, "version 5");
+}
+END_TEST
+
+START_TEST(test_load_rejects_truncated_file)
+{
+	expect_load_error(cut_parameters, "truncated");
+	expect_load_error(cut_header, "truncated");
+}
+END_TEST
+
+START_TEST(test_load_names_missing_file)
+{
+	struct gpt2 m;
+	char err[512];
+
+	ck_assert_int_eq(gpt2_load(&m, "/nonexistent/model.bin", err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "/nonexistent/model.bin"), "message: %s", err);
+}
+END_TEST
+
+/* ------------------------------------------------------------ optimizer */
+
+START_TEST(test_adamw_matches_hand_computed_steps)
+{
+	/*
+	 * p = 1, g = 0.5 twice, lr 0.1, betas (0.9, 0.999), wd 0.1.
+	 * Step 1: m = 0.05, v = 0.00025; mhat = 0.5, vhat = 0.25, so the Adam
+	 * direction is 0.5 / 0.5 = 1 and p = 1 - 0.1 (1 + 0.1 * 1) = 0.89.
+	 * Step 2: m = 0.095, v = 0.00049975; mhat = 0.095/0.19 = 0.5,
+	 * vhat = 0.00049975/0.001999 = 0.25: direction 1 again, and
+	 * p = 0.89 - 0.1 (1 + 0.1 * 0.89) = 0.7811. Without decay: 0.9, 0.8.
+	 */
+	struct adamw_state s;
+	struct adamw_params h = { 0.9f, 0.999f, 1e-8f, 0.1f };
+	float p[2] = { 1.0f, 1.0f }, g[2] = { 0.5f, 0.5f };
+
+	ck_assert_int_eq(adamw_init(&s, 2), 0);
+	adamw_update(&ops_cpu, &s, &h, 0.1f, 1, p, g, 0, 1);
+	adamw_update(&ops_cpu, &s, &h, 0.1f, 0, p + 1, g + 1, 1, 1);
+	adamw_step_done(&s);
+	ck_assert_msg(fabsf(p[0] - 0.89f) < 1e-6f, "decayed step 1: %.8g", p[0]);
+	ck_assert_msg(fabsf(p[1] - 0.9f) < 1e-6f, "undecayed step 1: %.8g", p[1]);
+	/* 1 - 0.9 and 1 - 0.999 are rounded in float: m, v are off by ~2e-7 relative */
+	ck_assert_msg(fabsf(s.m[0] - 0.05f) < 1e-7f && fabsf(s.v[0] - 0.00025f) < 1e-8f,
+		      "moments %g %g", s.m[0], s.v[0]);
+	adamw_update(&ops_cpu, &s, &h, 0.1f, 1, p, g, 0, 1);
+	adamw_update(&ops_cpu, &s, &h, 0.1f, 0, p + 1, g + 1, 1, 1);
+	adamw_step_done(&s);
+	ck_assert_msg(fabsf(p[0] - 0.7811f) < 1e-5f, "decayed step 2: %.8g", p[0]);
+	ck_assert_msg(fabsf(p[1] - 0.8f) < 1e-5f, "undecayed step 2: %.8g", p[1]);
+	ck_assert_int_eq(s.step, 2);
+	adamw_free(&s);
+}
+END_TEST
+
+START_TEST(test_weight_decay_applies_to_2d_weights_only)
+{
+	int decays[GPT2_NUM_TENSORS] = { [GPT2_WTE] = 1, [GPT2_WPE] = 1, [GPT2_QKVW] = 1,
+					  [GPT2_ATTPROJW] = 1, [GPT2_FCW] = 1, [GPT2_FCPROJW] = 1 };
+
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
+		ck_assert_msg(gpt2_tensor_decays(t) == decays[t], "%s", gpt2_tensor_name(t));
+}
+END_TEST
+
+START_TEST(test_lr_schedule_warmup_peak_end)
+{
+	struct lr_schedule c = { LR_COSINE, 1.0f, 0.1f, 10, 111 };
+	struct lr_schedule k = { LR_CONSTANT, 0.5f, 0.0f, 0, 0 };
+
+	ck_assert_msg(fabsf(lr_at(&c, 0) - 0.1f) < 1e-7f, "first warmup step");
+	ck_assert_msg(fabsf(lr_at(&c, 4) - 0.5f) < 1e-7f, "mid warmup");
+	ck_assert_msg(fabsf(lr_at(&c, 9) - 1.0f) < 1e-7f, "end of warmup reaches the peak");
+	ck_assert_msg(fabsf(lr_at(&c, 10) - 1.0f) < 1e-7f, "cosine starts at the peak");
+	/* step 60: half way through the 100 cosine steps, (1 + cos(pi/2))/2 = 0.5 */
+	ck_assert_msg(fabsf(lr_at(&c, 60) - 0.55f) < 1e-6f, "half way: %g", lr_at(&c, 60));
+	ck_assert_msg(fabsf(lr_at(&c, 110) - 0.1f) < 1e-7f, "last step at min_lr");
+	ck_assert_msg(fabsf(lr_at(&c, 500) - 0.1f) < 1e-7f, "after the end: min_lr");
+	ck_assert_float_eq(lr_at(&k, 0), 0.5f);
+	ck_assert_float_eq(lr_at(&k, 1000), 0.5f);
+}
+END_TEST
+
+START_TEST(test_clipping_scales_to_the_global_norm)
+{
+	float g[2] = { 3.0f, 4.0f };
+	float norm = (float)sqrt(grad_sumsq(g, 2));
+
+	ck_assert_float_eq(norm, 5.0f);
+	ck_assert_float_eq(grad_clip_scale(norm, 1.0f), 0.2f);
+	ck_assert_float_eq(grad_clip_scale(norm, 0.0f), 1.0f); /* off */
+	ck_assert_float_eq(grad_clip_scale(norm, 10.0f), 1.0f); /* below the limit */
+	grad_scale(g, 2, grad_clip_scale(norm, 1.0f));
+	ck_assert_msg(fabs(sqrt(grad_sumsq(g, 2)) - 1.0) < 1e-6, "clipped norm");
+}
+END_TEST
+
+START_TEST(test_training_steps_lower_the_loss)
+{
+	struct gpt2 m;
+	struct adamw_state s;
+	struct adamw_params h = { 0.9f, 0.95f, 1e-8f, 0.0f };
+	float first = 0, last = 0;
+
+	build(&m, 2);
+	ck_assert_int_eq(adamw_init(&s, m.num_params), 0);
+	for (int i = 0; i < 30; i++) {
+		gpt2_zero_grad(&m);
+		last = gpt2_forward(&m, inputs, targets, B, T);
+		if (i == 0)
+			first = last;
+		gpt2_backward(&m, 1.0f);
+		adamw_step_model(&s, &h, 1e-2f, &m);
+	}
+	ck_assert_msg(last < 0.5f * first, "loss %g -> %g over 30 steps of one batch", first,
+		      last);
+	adamw_free(&s);
+	gpt2_free(&m);
+}
+END_TEST
+
+static Suite *model_suite(void)
+{
+	Suite *s = suite_create("model");
+	TCase *tc = tcase_create("gpt2");
+	TCase *to = tcase_create("optimizer");
+
+	tcase_add_test(tc, test_build_is_deterministic);
+	tcase_add_test(tc, test_build_uses_gpt2_initialisation);
+	tcase_add_test(tc, test_build_rejects_bad_sizes);
+	tcase_add_test(tc, test_gradients_match_finite_differences);
+	tcase_add_test(tc, test_forward_backward_is_deterministic);
+	tcase_add_test(tc, test_backward_accumulates_scaled_gradients);
+	tcase_add_test(tc, test_pipeline_stages_equal_whole_model);
+	tcase_add_test(tc, test_forward_rejects_tokens_outside_vocabulary);
+	tcase_add_test(tc, test_save_load_round_trip_is_bit_exact);
+	tcase_add_test(tc, test_load_rejects_wrong_magic);
+	tcase_add_test(tc, test_load_rejects_wrong_version);
+	tcase_add_test(tc, test_load_rejects_truncated_file);
+	tcase_add_test(tc, test_load_names_missing_file);
+	tcase_add_test(to, test_adamw_matches_hand_computed_steps);
+	tcase_add_test(to, test_weight_decay_applies_to_2d_weights_only);
+	tcase_add_test(to, test_lr_schedule_warmup_peak_end);
+	tcase_add_test(to, test_clipping_scales_to_the_global_norm);
+	tcase_add_test(to, test_training_steps_lower_the_loss);
+	suite_add_tcase(s, tc);
+	suite_add_tcase(s, to);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(model_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
