@@ -6,7 +6,8 @@ lib_libstork_la_SOURCES = \
 	lib/log.c lib/log.h \
 	lib/rng.h \
 	lib/version.c lib/version.h \
-	lib/rundir.c lib/rundir.h
+	lib/rundir.c lib/rundir.h \
+	lib/exit_info.c lib/exit_info.h
 lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS)
 lib_libstork_la_LIBADD = $(HWLOC_LIBS) $(YAML_LIBS) -lpthread
 
@@ -14,3 +15,8 @@ lib_libstork_la_LIBADD = $(HWLOC_LIBS) $(YAML_LIBS) -lpthread
 include lib/bind.mk
 include lib/config.mk
 include lib/comm.mk
+
+# What only the launcher and the daemon use: they may talk to slurmctld
+# through libslurm, the plugin (inside Slurm's processes) must not.
+noinst_LIBRARIES += lib/libstork_slurm.a
+lib_libstork_slurm_a_SOURCES = lib/slurm_job.c lib/slurm_job.h

@@ -1,0 +1,66 @@
+/*
+ * lib/exit_info.h - why a run ended, for people and for scripts.
+ *
+ * Every node's launcher writes exit_info.node-NNN.json (atomically); the
+ * launcher of node 0 then writes exit_info.json, the summary: the node files'
+ * most telling reason and the earliest first failure. Each reason has one
+ * exit code (lib/exit_codes.h, documented in stork(1)).
+ */
+#ifndef STORK_EXIT_INFO_H
+#define STORK_EXIT_INFO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct exit_failure {
+	int valid;
+	int rank;                 /* -1: the node's daemon as a whole */
+	char host[64];
+	int pid;
+	int exit_code;            /* -1 when killed by a signal */
+	char signal[16];          /* "SIGKILL", or "" */
+	double time;              /* seconds since the epoch */
+	int64_t last_step;        /* last completed step; -1 unknown */
+	char what[256];
+};
+
+struct exit_info {
+	const char *reason;       /* exit_reason_name() */
+	int exit_code;
+	struct exit_failure first_failure;
+	char last_checkpoint[1024]; /* path, "" when none */
+	int64_t last_checkpoint_step;
+	int restart_count;
+	char job_id[32];
+	char step_id[32];
+	int node_rank;
+	char host[64];
+	char message[1024];
+};
+
+/* The exit_info.json reason of an exit code ("completed", "rank_failed"...). */
+const char *exit_reason_name(int exit_code);
+
+/* The exit code of a reason name, or -1. */
+int exit_reason_code(const char *reason);
+
+/* Fill job/step/restart/host fields from the environment; reason from code. */
+void exit_info_init(struct exit_info *e, int exit_code, int node_rank);
+
+/* Write run_dir/exit_info.node-NNN.json. Returns 0 or -1 with a message. */
+int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *err, size_t errlen);
+
+/*
+ * Node 0: read the nnodes node files (waiting up to wait_s seconds for the
+ * missing ones), summarise and write run_dir/exit_info.json. The summary's
+ * exit code is the most telling of the nodes' (a failure over a stop over
+ * success); first_failure is the earliest. Returns the summary's exit code,
+ * or -1 with a message.
+ */
+int exit_info_summarise(const char *run_dir, int nnodes, double wait_s, struct exit_info *sum,
+			char *err, size_t errlen);
+
+/* Which of two exit codes says more about the run (for summaries). */
+int exit_code_worst(int a, int b);
+
+#endif

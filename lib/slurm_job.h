@@ -1,0 +1,37 @@
+/*
+ * lib/slurm_job.h - the few questions Stork asks slurmctld about its own job:
+ * its end time and whether it may be requeued, the requeue itself, and the
+ * job's Comment. Linked by the launcher and the daemon only (the plugin runs
+ * inside Slurm's own processes and must not load libslurm again).
+ */
+#ifndef STORK_SLURM_JOB_H
+#define STORK_SLURM_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+struct slurm_job {
+	uint32_t id;
+	time_t end_time;          /* 0 when unknown or unlimited */
+	time_t start_time;
+	int requeue;              /* the job may be requeued (--requeue / JobRequeue) */
+	int batch;                /* a batch job (only those can be requeued) */
+};
+
+/* The job id of this process's allocation (SLURM_JOB_ID), 0 outside Slurm. */
+uint32_t slurm_job_id_from_env(void);
+
+/* Ask slurmctld about job id. Returns 0, or -1 with Slurm's message. */
+int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen);
+
+/*
+ * Requeue the job: libslurm's slurm_requeue, then `scontrol requeue` if that
+ * fails. Returns 0, or -1 with Slurm's message(s) in err.
+ */
+int slurm_job_requeue(uint32_t id, char *err, size_t errlen);
+
+/* Set the job's Comment (best effort). Returns 0 or -1. */
+int slurm_job_set_comment(uint32_t id, const char *comment);
+
+#endif
