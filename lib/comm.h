@@ -146,4 +146,29 @@ void comm_world_abort(struct comm_world *w, const char *reason);
  */
 void comm_world_destroy(struct comm_world *w);
 
+/* ------------------------------------------------ between processes: UCX
+ *
+ * One struct comm_ucx per process (one UCX context and worker); its worker
+ * address goes through the rendezvous to every peer. Calls on communicators
+ * of one comm_ucx must come from one thread at a time.
+ */
+struct comm_ucx;
+
+/*
+ * Open UCX; *addr and *addrlen give this worker's address (owned by *out)
+ * for the rendezvous to exchange.
+ */
+int comm_ucx_open(struct comm_ucx **out, const void **addr, size_t *addrlen);
+
+/*
+ * Connect to every rank (addrs[k]: rank k's worker address, own included)
+ * and make rank `rank`'s communicator over all nranks. Free it with
+ * comm_free (collective: it ends with a barrier) before comm_ucx_close.
+ */
+int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
+		   const void *const *addrs, struct comm **out);
+
+/* Close UCX once its communicators are freed. */
+void comm_ucx_close(struct comm_ucx *u);
+
 #endif

@@ -39,8 +39,8 @@ static void *thread_main(void *p)
 	return NULL;
 }
 
-/* Run fn on n rank threads of a fresh world. */
-static void run_ranks(int n, rank_fn *fn, void *arg)
+/* Run fn on n rank threads of a fresh shared-memory world. */
+static void run_shm_ranks(int n, rank_fn *fn, void *arg)
 {
 	struct comm_world *w = comm_world_create(n);
 	pthread_t th[MAXR];
@@ -54,6 +54,67 @@ static void run_ranks(int n, rank_fn *fn, void *arg)
 	for (int r = 0; r < n; r++)
 		pthread_join(th[r], NULL);
 	comm_world_destroy(w);
+}
+
+/* Run fn on n rank threads, each with its own UCX context and worker,
+ * connected through the addresses they publish (what the rendezvous does
+ * between processes). */
+struct ucx_thread {
+	int rank, n;
+	rank_fn *fn;
+	void *arg;
+	const void **addrs;
+	pthread_barrier_t *bar;
+	int rc;
+};
+
+static void *ucx_thread_main(void *p)
+{
+	struct ucx_thread *ut = p;
+	struct comm_ucx *u;
+	struct comm *c;
+	size_t len;
+
+	ut->rc = comm_ucx_open(&u, &ut->addrs[ut->rank], &len);
+	pthread_barrier_wait(ut->bar);
+	if (ut->rc)
+		return NULL;
+	ut->rc = comm_ucx_world(u, ut->rank, ut->n, ut->addrs, &c);
+	if (!ut->rc) {
+		ut->fn(c, ut->arg);
+		comm_free(c);
+	}
+	comm_ucx_close(u);
+	return NULL;
+}
+
+static void run_ucx_ranks(int n, rank_fn *fn, void *arg)
+{
+	pthread_t th[MAXR];
+	struct ucx_thread ut[MAXR];
+	const void *addrs[MAXR];
+	pthread_barrier_t bar;
+
+	pthread_barrier_init(&bar, NULL, (unsigned)n);
+	for (int r = 0; r < n; r++) {
+		ut[r] = (struct ucx_thread){ r, n, fn, arg, addrs, &bar, 0 };
+		ck_assert_int_eq(pthread_create(&th[r], NULL, ucx_thread_main, &ut[r]), 0);
+	}
+	for (int r = 0; r < n; r++)
+		pthread_join(th[r], NULL);
+	pthread_barrier_destroy(&bar);
+	for (int r = 0; r < n; r++)
+		ck_assert_msg(ut[r].rc == COMM_OK, "rank %d: UCX setup: %s", r,
+			      comm_strerror(ut[r].rc));
+}
+
+/* The backend under test: the shm test case sets run_shm_ranks, the ucx one
+ * run_ucx_ranks. */
+static void (*run_ranks)(int n, rank_fn *fn, void *arg) = run_shm_ranks;
+
+static void use_ucx(void)
+{
+	run_ranks = run_ucx_ranks;
 }
 
 /* Floats of widely varying magnitude and sign, so addition order shows in the bits. */
@@ -564,7 +625,7 @@ END_TEST
 static Suite *comm_suite(void)
 {
 	Suite *s = suite_create("comm");
-	TCase *tc = tcase_create("shm");
+	TCase *tc = tcase_create("shm"), *tu;
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, allreduce_equals_rank_order_fold, 1, 6);
@@ -579,6 +640,19 @@ static Suite *comm_suite(void)
 	tcase_add_test(tc, abort_reaches_sub_communicators);
 	tcase_add_test(tc, bad_arguments_are_refused);
 	suite_add_tcase(s, tc);
+
+	/* The same promises over UCX between rank threads (2 and 3 ranks). */
+	tu = tcase_create("ucx");
+	tcase_set_timeout(tu, 300);
+	tcase_add_unchecked_fixture(tu, use_ucx, NULL);
+	tcase_add_loop_test(tu, allreduce_equals_rank_order_fold, 2, 4);
+	tcase_add_loop_test(tu, reduce_scatter_gives_each_rank_its_segment_of_the_fold, 2, 4);
+	tcase_add_loop_test(tu, allgather_places_rank_k_at_offset_k, 2, 4);
+	tcase_add_loop_test(tu, broadcast_copies_the_roots_buffer_everywhere, 2, 4);
+	tcase_add_loop_test(tu, barrier_releases_no_rank_before_all_arrive, 2, 4);
+	tcase_add_loop_test(tu, split_groups_by_color_ordered_by_key, 4, 5);
+	tcase_add_test(tu, allreduce_is_deterministic_across_runs);
+	suite_add_tcase(s, tu);
 	return s;
 }
 

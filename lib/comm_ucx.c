@@ -1,0 +1,553 @@
+/*
+ * lib/comm_ucx.c - the collectives between processes over UCX (UCP tag API).
+ *
+ * Each process opens one UCX context and worker (comm_ucx_open) and
+ * publishes the worker's address through the rendezvous; comm_ucx_world then
+ * connects an endpoint to every peer. Messages carry a 64-bit tag: the
+ * communicator id (16 bits), a round number every rank counts the same way
+ * (32 bits) and the sender's rank (16 bits), so every receive matches
+ * exactly one send.
+ *
+ * The fold order of lib/comm.h is kept: all-reduce and reduce-scatter send
+ * chunk k of every rank directly to rank k (the chunks of lib/comm_shm.c),
+ * which folds the n contributions in rank order 0..n-1 into its chunk; the
+ * all-reduce then passes the reduced chunks around a ring (all-gather). Each
+ * rank sends and receives (n-1)/n of the buffer per phase, as a ring does.
+ * Chunks travel in pieces of at most UCX_PIECE bytes, so the receive space is
+ * n pieces. Waiting progresses the worker, then backs off into short
+ * sleeps so an idle rank does not take a core from a busy one.
+ *
+ * Abort is local to the process: it fails this process's pending and future
+ * calls; peers learn of the failure from their launcher (the process exits).
+ */
+#include "config.h"
+#include "lib/comm_backend.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <ucp/api/ucp.h>
+
+#define UCX_PIECE (4u << 20)
+#define UCX_SPIN 2000           /* idle progress calls before sleeping */
+#define UCX_TAG_ALL 0xffffffffffffffffULL
+
+struct comm_ucx {
+	ucp_context_h ctx;
+	ucp_worker_h worker;
+	ucp_address_t *addr;
+	size_t addrlen;
+	atomic_int aborted;
+	char reason[256];
+};
+
+struct ucx_comm {
+	struct comm base;
+	struct comm_ucx *u;
+	ucp_ep_h *eps;          /* by world rank; NULL for self */
+	int *world;             /* world rank of each rank of this communicator */
+	int owns_eps;
+	uint16_t id;
+	uint16_t nsplit;        /* splits made from this communicator so far */
+	uint32_t round;
+	void *tmp;              /* n-1 pieces of receive space, 1 to fold in */
+};
+
+static const struct comm_ops ucx_ops;
+
+/* ------------------------------------------------------------- messages */
+
+static ucp_tag_t make_tag(const struct ucx_comm *c, uint32_t round, int src)
+{
+	return ((ucp_tag_t)c->id << 48) | ((ucp_tag_t)round << 16) | (uint16_t)src;
+}
+
+static void *post_send(struct ucx_comm *c, int dst, const void *buf, size_t len,
+		       uint32_t round)
+{
+	ucp_request_param_t p = { .op_attr_mask = 0 };
+
+	return ucp_tag_send_nbx(c->eps[c->world[dst]], buf, len,
+				make_tag(c, round, c->base.rank), &p);
+}
+
+static void *post_recv(struct ucx_comm *c, int src, void *buf, size_t len,
+		       uint32_t round)
+{
+	ucp_request_param_t p = { .op_attr_mask = 0 };
+
+	return ucp_tag_recv_nbx(c->u->worker, buf, len, make_tag(c, round, src),
+				UCX_TAG_ALL, &p);
+}
+
+/* Wait for every request of reqs (NULL: done already); frees them. */
+static int wait_all(struct ucx_comm *c, void **reqs, int n)
+{
+	int idle = 0, rc = COMM_OK;
+
+	for (int i = 0; i < n; i++)
+		if (UCS_PTR_IS_ERR(reqs[i])) {
+			reqs[i] = NULL;
+			rc = COMM_ESYS;
+		}
+	for (;;) {
+		int pending = 0;
+
+		for (int i = 0; i < n; i++) {
+			ucs_status_t st;
+
+			if (!reqs[i])
+				continue;
+			st = ucp_request_check_status(reqs[i]);
+			if (st == UCS_INPROGRESS) {
+				pending++;
+				continue;
+			}
+			if (st != UCS_OK)
+				rc = COMM_ESYS;
+			ucp_request_free(reqs[i]);
+			reqs[i] = NULL;
+		}
+		if (!pending)
+			return rc;
+		if (atomic_load(&c->u->aborted))
+			rc = COMM_EABORTED;
+		if (rc == COMM_EABORTED) {
+			for (int i = 0; i < n; i++)
+				if (reqs[i])
+					ucp_request_cancel(c->u->worker, reqs[i]);
+		}
+		if (ucp_worker_progress(c->u->worker)) {
+			idle = 0;
+		} else if (++idle > UCX_SPIN) {
+			struct timespec ts = { 0, 20000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+/* ---------------------------------------------------------- collectives */
+
+static void chunk_of(size_t count, size_t esize, int n, int r, size_t *lo, size_t *hi)
+{
+	size_t align = 64 / esize;
+	size_t chunk = (count + (size_t)n - 1) / (size_t)n;
+
+	chunk = (chunk + align - 1) / align * align;
+	*lo = chunk * (size_t)r < count ? chunk * (size_t)r : count;
+	*hi = *lo + chunk < count ? *lo + chunk : count;
+}
+
+/*
+ * Rank k receives every rank's elements of chunk k of send and folds them in
+ * rank order into recv (which holds chunk k; may alias send's chunk k).
+ */
+static int direct_reduce(struct ucx_comm *c, const void *send, void *recv,
+			 size_t count, enum comm_dtype t, enum comm_op op)
+{
+	int n = c->base.size, me = c->base.rank, rc = COMM_OK;
+	size_t es = comm_dtype_size(t), piece = UCX_PIECE / es, lo, maxchunk;
+	void **reqs = calloc(2 * (size_t)n, sizeof *reqs);
+	char *tmp = c->tmp;
+
+	if (!reqs)
+		return COMM_ENOMEM;
+	chunk_of(count, es, n, 0, &lo, &maxchunk);
+	for (size_t off = 0; off < maxchunk && !rc; off += piece) {
+		uint32_t round = c->round++;
+		size_t mlo, mhi, m;
+		int nr = 0;
+
+		chunk_of(count, es, n, me, &mlo, &mhi);
+		m = mlo + off < mhi ? (mhi - mlo - off < piece ? mhi - mlo - off : piece) : 0;
+		for (int k = 0; k < n; k++) {
+			size_t klo, khi, km;
+
+			if (k == me)
+				continue;
+			if (m)          /* rank k's piece of my chunk */
+				reqs[nr++] = post_recv(c, k, tmp + (size_t)(k < me ? k : k - 1) * UCX_PIECE,
+						       m * es, round);
+			chunk_of(count, es, n, k, &klo, &khi);
+			km = klo + off < khi ? (khi - klo - off < piece ? khi - klo - off : piece) : 0;
+			if (km)         /* my piece of rank k's chunk */
+				reqs[nr++] = post_send(c, k, (const char *)send + (klo + off) * es,
+						       km * es, round);
+		}
+		rc = wait_all(c, reqs, nr);
+		if (rc || !m)
+			continue;
+		/* fold in rank order into the last piece of tmp (recv may alias
+		 * send); contribution k lives in tmp or, for k = me, in send */
+		{
+			char *acc = tmp + (size_t)(n - 1) * UCX_PIECE;
+			const char *mine = (const char *)send + (mlo + off) * es;
+
+			memcpy(acc, me == 0 ? mine : tmp, m * es);
+			for (int k = 1; k < n; k++)
+				comm_reduce_local(acc, k == me ? mine :
+						  tmp + (size_t)(k < me ? k : k - 1) * UCX_PIECE,
+						  m, t, op);
+			memcpy((char *)recv + off * es, acc, m * es);
+		}
+	}
+	free(reqs);
+	return rc;
+}
+
+/* Ring all-gather of the chunks of buf (chunk k is complete on rank k). */
+static int ring_allgather(struct ucx_comm *c, void *buf, size_t count, size_t es,
+			  int chunked, size_t each)
+{
+	int n = c->base.size, me = c->base.rank, rc = COMM_OK;
+	int right = (me + 1) % n, left = (me + n - 1) % n;
+
+	for (int s = 0; s < n - 1 && !rc; s++) {
+		int sc = (me - s + n) % n, rcv = (me - s - 1 + 2 * n) % n;
+		size_t slo, shi, rlo, rhi;
+		void *reqs[2];
+
+		if (chunked) {
+			chunk_of(count, es, n, sc, &slo, &shi);
+			chunk_of(count, es, n, rcv, &rlo, &rhi);
+		} else {
+			slo = (size_t)sc * each, shi = slo + each;
+			rlo = (size_t)rcv * each, rhi = rlo + each;
+		}
+		uint32_t round = c->round++;
+		reqs[0] = rhi > rlo ? post_recv(c, left, (char *)buf + rlo * es,
+					       (rhi - rlo) * es, round) : NULL;
+		reqs[1] = shi > slo ? post_send(c, right, (char *)buf + slo * es,
+					       (shi - slo) * es, round) : NULL;
+		rc = wait_all(c, reqs, 2);
+	}
+	return rc;
+}
+
+static int check_abort(struct ucx_comm *c)
+{
+	return atomic_load(&c->u->aborted) ? COMM_EABORTED : COMM_OK;
+}
+
+static int ucx_allreduce(struct comm *cc, void *buf, size_t count,
+			 enum comm_dtype t, enum comm_op op)
+{
+	struct ucx_comm *c = (struct ucx_comm *)cc;
+	size_t es = comm_dtype_size(t), lo, hi;
+	int rc;
+
+	if (cc->size == 1 || (rc = check_abort(c)))
+		return check_abort(c);
+	chunk_of(count, es, cc->size, cc->rank, &lo, &hi);
+	if ((rc = direct_reduce(c, buf, (char *)buf + lo * es, count, t, op)))
+		return rc;
+	return ring_allgather(c, buf, count, es, 1, 0);
+}
+
+static int ucx_reduce_scatter(struct comm *cc, const void *send, void *recv,
+			      size_t recvcount, enum comm_dtype t, enum comm_op op)
+{
+	struct ucx_comm *c = (struct ucx_comm *)cc;
+	size_t es = comm_dtype_size(t), n = (size_t)cc->size;
+	int rc;
+
+	if ((rc = check_abort(c)))
+		return rc;
+	if (n == 1) {
+		memcpy(recv, send, recvcount * es);
+		return COMM_OK;
+	}
+	/* direct_reduce's chunks are the equal segments when recvcount is a
+	 * multiple of the 64-byte alignment; otherwise go through a copy that
+	 * spaces the segments out. */
+	if ((recvcount * es) % 64 == 0)
+		return direct_reduce(c, send, recv, recvcount * n, t, op);
+	{
+		size_t align = 64 / es, stride = (recvcount + align - 1) / align * align;
+		char *pad = calloc(stride * n, es);
+
+		if (!pad)
+			return COMM_ENOMEM;
+		for (size_t k = 0; k < n; k++)
+			memcpy(pad + k * stride * es, (const char *)send + k * recvcount * es,
+			       recvcount * es);
+		rc = direct_reduce(c, pad, pad + (size_t)cc->rank * stride * es,
+				   stride * n, t, op);
+		if (!rc)
+			memcpy(recv, pad + (size_t)cc->rank * stride * es, recvcount * es);
+		free(pad);
+		return rc;
+	}
+}
+
+static int ucx_allgather(struct comm *cc, const void *send, void *recv,
+			 size_t sendcount, enum comm_dtype t)
+{
+	struct ucx_comm *c = (struct ucx_comm *)cc;
+	size_t es = comm_dtype_size(t);
+	char *mine = (char *)recv + (size_t)cc->rank * sendcount * es;
+	int rc;
+
+	if ((rc = check_abort(c)))
+		return rc;
+	if (mine != send)
+		memcpy(mine, send, sendcount * es);
+	if (cc->size == 1)
+		return COMM_OK;
+	return ring_allgather(c, recv, 0, es, 0, sendcount);
+}
+
+static int ucx_broadcast(struct comm *cc, void *buf, size_t count,
+			 enum comm_dtype t, int root)
+{
+	struct ucx_comm *c = (struct ucx_comm *)cc;
+	size_t len = count * comm_dtype_size(t);
+	int n = cc->size, nr = 0, rc;
+	uint32_t round = c->round++;
+	void **reqs;
+
+	if (n == 1 || (rc = check_abort(c)) || !len)
+		return check_abort(c);
+	if (!(reqs = calloc((size_t)n, sizeof *reqs)))
+		return COMM_ENOMEM;
+	if (cc->rank == root) {
+		for (int k = 0; k < n; k++)
+			if (k != root)
+				reqs[nr++] = post_send(c, k, buf, len, round);
+	} else {
+		reqs[nr++] = post_recv(c, root, buf, len, round);
+	}
+	rc = wait_all(c, reqs, nr);
+	free(reqs);
+	return rc;
+}
+
+static int ucx_barrier(struct comm *cc)
+{
+	int32_t x = 0;
+
+	return ucx_allreduce(cc, &x, 1, COMM_INT32, COMM_MAX);
+}
+
+/* ---------------------------------------------------------- communicators */
+
+static struct ucx_comm *comm_new(struct comm_ucx *u, int rank, int n, uint16_t id)
+{
+	struct ucx_comm *c = calloc(1, sizeof *c);
+
+	if (!c)
+		return NULL;
+	c->base.ops = &ucx_ops;
+	c->base.rank = rank;
+	c->base.size = n;
+	c->u = u;
+	c->id = id;
+	c->world = calloc((size_t)n, sizeof *c->world);
+	c->tmp = malloc((size_t)n * UCX_PIECE);
+	if (!c->world || !c->tmp) {
+		free(c->world);
+		free(c->tmp);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static int ucx_split(struct comm *cc, int color, int key, struct comm **out)
+{
+	struct ucx_comm *c = (struct ucx_comm *)cc, *nc;
+	int n = cc->size, m = 0, pos = 0, rc;
+	int32_t mine[2] = { color, key }, *all = malloc(sizeof(int32_t) * 2 * (size_t)n);
+	uint16_t id = (uint16_t)(c->id * 31 + 7 * ++c->nsplit + (uint16_t)color + 1);
+
+	if (!all)
+		return COMM_ENOMEM;
+	if ((rc = ucx_allgather(cc, mine, all, 2, COMM_INT32)) || color == COMM_UNDEFINED)
+		goto out;
+	for (int k = 0; k < n; k++) {
+		if (all[2 * k] != color)
+			continue;
+		m++;
+		if (all[2 * k + 1] < key || (all[2 * k + 1] == key && k < cc->rank))
+			pos++;
+	}
+	if (!(nc = comm_new(c->u, pos, m, id))) {
+		rc = COMM_ENOMEM;
+		goto out;
+	}
+	nc->eps = c->eps;
+	for (int k = 0, p; k < n; k++) {
+		if (all[2 * k] != color)
+			continue;
+		p = 0;
+		for (int j = 0; j < n; j++)
+			if (all[2 * j] == color && (all[2 * j + 1] < all[2 * k + 1] ||
+			    (all[2 * j + 1] == all[2 * k + 1] && j < k)))
+				p++;
+		nc->world[p] = c->world[k];
+	}
+	*out = &nc->base;
+out:
+	free(all);
+	return rc;
+}
+
+static void ucx_free(struct comm *cc)
+{
+	struct ucx_comm *c = (struct ucx_comm *)cc;
+
+	if (c->owns_eps) {
+		ucx_barrier(cc);        /* nobody still sends to us */
+		for (int k = 0; k < cc->size; k++) {
+			ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+						  .flags = UCP_EP_CLOSE_FLAG_FORCE };
+			void *req;
+
+			if (!c->eps[k])
+				continue;
+			req = ucp_ep_close_nbx(c->eps[k], &p);
+			if (req && !UCS_PTR_IS_ERR(req)) {
+				while (ucp_request_check_status(req) == UCS_INPROGRESS)
+					ucp_worker_progress(c->u->worker);
+				ucp_request_free(req);
+			}
+		}
+		free(c->eps);
+	}
+	free(c->world);
+	free(c->tmp);
+	free(c);
+}
+
+static void ucx_abort(struct comm *cc, const char *reason)
+{
+	struct comm_ucx *u = ((struct ucx_comm *)cc)->u;
+
+	if (!atomic_exchange(&u->aborted, 1))
+		snprintf(u->reason, sizeof u->reason, "%s", reason ? reason : "aborted");
+}
+
+static const char *ucx_abort_reason(const struct comm *cc)
+{
+	return ((const struct ucx_comm *)cc)->u->reason;
+}
+
+static const struct comm_ops ucx_ops = {
+	.name = "ucx",
+	.allreduce = ucx_allreduce,
+	.reduce_scatter = ucx_reduce_scatter,
+	.allgather = ucx_allgather,
+	.broadcast = ucx_broadcast,
+	.barrier = ucx_barrier,
+	.split = ucx_split,
+	.free = ucx_free,
+	.abort = ucx_abort,
+	.abort_reason = ucx_abort_reason,
+};
+
+/* ----------------------------------------------------------------- setup */
+
+int comm_ucx_open(struct comm_ucx **out, const void **addr, size_t *addrlen)
+{
+	ucp_params_t params = { .field_mask = UCP_PARAM_FIELD_FEATURES,
+				.features = UCP_FEATURE_TAG };
+	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+				   .thread_mode = UCS_THREAD_MODE_SINGLE };
+	struct comm_ucx *u = calloc(1, sizeof *u);
+	ucp_config_t *cfg = NULL;
+
+	*out = NULL;
+	if (!u)
+		return COMM_ENOMEM;
+	if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK)
+		goto fail;
+	if (ucp_init(&params, cfg, &u->ctx) != UCS_OK) {
+		u->ctx = NULL;
+		goto fail;
+	}
+	ucp_config_release(cfg);
+	cfg = NULL;
+	if (ucp_worker_create(u->ctx, &wp, &u->worker) != UCS_OK) {
+		u->worker = NULL;
+		goto fail;
+	}
+	if (ucp_worker_get_address(u->worker, &u->addr, &u->addrlen) != UCS_OK) {
+		u->addr = NULL;
+		goto fail;
+	}
+	*addr = u->addr;
+	*addrlen = u->addrlen;
+	*out = u;
+	return COMM_OK;
+fail:
+	if (cfg)
+		ucp_config_release(cfg);
+	comm_ucx_close(u);
+	return COMM_ESYS;
+}
+
+/* A peer closed its endpoint or failed: its requests then fail (COMM_ESYS);
+ * nothing more to do here. */
+static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+}
+
+int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
+		   const void *const *addrs, struct comm **out)
+{
+	struct ucx_comm *c;
+
+	*out = NULL;
+	if (rank < 0 || rank >= nranks || nranks > 65535)
+		return COMM_EINVAL;
+	if (!(c = comm_new(u, rank, nranks, 1)))
+		return COMM_ENOMEM;
+	c->owns_eps = 1;
+	if (!(c->eps = calloc((size_t)nranks, sizeof *c->eps))) {
+		free(c->world), free(c->tmp), free(c);
+		return COMM_ENOMEM;
+	}
+	for (int k = 0; k < nranks; k++) {
+		ucp_ep_params_t ep = {
+			.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+				      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+				      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+			.address = addrs[k],
+			.err_mode = UCP_ERR_HANDLING_MODE_PEER,
+			.err_handler = { .cb = ep_error, .arg = NULL },
+		};
+
+		c->world[k] = k;
+		if (k == rank)
+			continue;
+		if (ucp_ep_create(u->worker, &ep, &c->eps[k]) != UCS_OK) {
+			c->eps[k] = NULL;
+			c->owns_eps = 0;
+			for (int j = 0; j < k; j++)
+				if (c->eps[j])
+					ucp_ep_destroy(c->eps[j]);
+			free(c->eps);
+			free(c->world), free(c->tmp), free(c);
+			return COMM_ESYS;
+		}
+	}
+	*out = &c->base;
+	return COMM_OK;
+}
+
+void comm_ucx_close(struct comm_ucx *u)
+{
+	if (!u)
+		return;
+	if (u->addr)
+		ucp_worker_release_address(u->worker, u->addr);
+	if (u->worker)
+		ucp_worker_destroy(u->worker);
+	if (u->ctx)
+		ucp_cleanup(u->ctx);
+	free(u);
+}
