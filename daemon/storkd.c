@@ -11,6 +11,9 @@
 #include "daemon/train.h"
 #include "kernels/device.h"
 #include "lib/exit_codes.h"
+#include "lib/exit_info.h"
+#include "lib/json.h"
+#include "lib/slurm_job.h"
 #include "lib/log.h"
 #include "lib/stork_config.h"
 #include "lib/version.h"
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t stop_requested;
@@ -35,6 +39,7 @@ struct options {
 	const char *config;
 	const char *run_dir;
 	int local_ranks, rank_base, world_size, node_rank;
+	int result_fd;          /* where the launcher reads how the node ended; -1 none */
 };
 
 static void usage(FILE *out)
@@ -76,13 +81,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "rank-base", required_argument, NULL, 'r' },
 		{ "world-size", required_argument, NULL, 'w' },
 		{ "node-rank", required_argument, NULL, 'n' },
+		{ "result-fd", required_argument, NULL, 'f' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	int c;
 
-	*o = (struct options){ .local_ranks = 1, .world_size = 0 };
+	*o = (struct options){ .local_ranks = 1, .world_size = 0, .result_fd = -1 };
 	while ((c = getopt_long(argc, argv, "Vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': o->config = optarg; break;
@@ -91,6 +97,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'r': if (parse_int("--rank-base", optarg, 0, &o->rank_base)) return -1; break;
 		case 'w': if (parse_int("--world-size", optarg, 1, &o->world_size)) return -1; break;
 		case 'n': if (parse_int("--node-rank", optarg, 0, &o->node_rank)) return -1; break;
+		case 'f': if (parse_int("--result-fd", optarg, 0, &o->result_fd)) return -1; break;
 		case 'V': print_version(); exit(STORK_EXIT_OK);
 		case 'h': usage(stdout); exit(STORK_EXIT_OK);
 		default: usage(stderr); return -1;
@@ -136,16 +143,89 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* The exit code that says most: a rank failure over a stop over success. */
-static int worst(int a, int b)
+/*
+ * How the node ended, for the launcher's exit_info: one JSON object on the
+ * result pipe. The first failure is the failing rank whose failure came
+ * first; a watchdog verdict names the stuck ranks.
+ */
+static void report_result(int fd, int code, const struct worker *w, int n, const char *hang_msg)
 {
-	if (a == STORK_EXIT_OK)
-		return b;
-	if (b == STORK_EXIT_OK)
-		return a;
-	if (a == STORK_EXIT_PREEMPTED)
-		return b;
-	return a;
+	const struct train_rank_result *first = NULL, *ckpt = NULL;
+	int first_rank = -1;
+	int64_t last_step = -1;
+	struct json j;
+
+	if (fd < 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		const struct train_rank_result *r = &w[i].result;
+
+		if (r->fail_time > 0 && r->exit_code != STORK_EXIT_PREEMPTED &&
+		    r->exit_code != STORK_EXIT_TIMEOUT && (!first || r->fail_time < first->fail_time)) {
+			first = r;
+			first_rank = w[i].node->rank_base + i;
+		}
+		if (r->checkpoint[0] && (!ckpt || r->checkpoint_step > ckpt->checkpoint_step))
+			ckpt = r;
+		if (last_step < 0 || r->last_step < last_step)
+			last_step = r->last_step;
+	}
+	json_init(&j, JSON_COMPACT);
+	json_begin_object(&j);
+	json_key_int(&j, "exit_code", code);
+	json_key_int(&j, "last_step", last_step);
+	if (hang_msg) {
+		json_key_string(&j, "message", hang_msg);
+	} else if (first) {
+		json_key_int(&j, "failed_rank", first_rank);
+		json_key_double(&j, "fail_time", first->fail_time);
+		json_key_int(&j, "failed_rank_step", first->last_step);
+		json_key_int(&j, "failed_rank_code", first->exit_code);
+		json_key_string(&j, "message", first->message);
+	} else {
+		for (int i = 0; i < n; i++)
+			if (w[i].result.exit_code == code) {
+				json_key_string(&j, "message", w[i].result.message);
+				break;
+			}
+	}
+	if (ckpt) {
+		json_key_string(&j, "checkpoint", ckpt->checkpoint);
+		json_key_int(&j, "checkpoint_step", ckpt->checkpoint_step);
+	}
+	json_end_object(&j);
+	if (!json_error(&j)) {
+		ssize_t ignored = write(fd, json_str(&j), json_len(&j));
+		(void)ignored;
+	}
+	json_free(&j);
+}
+
+/*
+ * The watchdog: a rank whose heartbeat is older than hang_timeout seconds
+ * is stuck (a deadlock, a hung file system, a stalled device). Returns a
+ * message naming every stuck rank and the step it reached, or NULL.
+ */
+static const char *find_stuck(const struct train_node *node, double timeout, char *msg, size_t len)
+{
+	double now = train_clock();
+	size_t used;
+	int stuck = 0;
+
+	if (timeout <= 0)
+		return NULL;
+	used = (size_t)snprintf(msg, len, "no progress for %.0f s on %s:", timeout, node->host);
+	for (int i = 0; i < node->local_ranks; i++) {
+		const struct rank_progress *p = &node->progress[i];
+
+		if (p->done || now - p->beat < timeout)
+			continue;
+		stuck++;
+		if (used < len)
+			used += (size_t)snprintf(msg + used, len - used, " rank %d (at step %lld)",
+						 node->rank_base + i, (long long)p->step + 1);
+	}
+	return stuck ? msg : NULL;
 }
 
 static int run(const struct options *o, const struct stork_config *cfg)
@@ -153,15 +233,19 @@ static int run(const struct options *o, const struct stork_config *cfg)
 	struct train_node node = {
 		.cfg = cfg, .run_dir = o->run_dir, .local_ranks = o->local_ranks,
 		.rank_base = o->rank_base, .world_size = o->world_size, .node_rank = o->node_rank,
-		.stop_requested = &stop_requested,
+		.stop_requested = &stop_requested, .stall_rank = -1, .stall_step = -1,
 	};
 	struct worker *w = calloc((size_t)o->local_ranks, sizeof *w);
-	const char *s;
-	char err[512];
-	int code = STORK_EXIT_OK;
+	const char *s, *hang = NULL;
+	char err[512], hang_msg[1024];
+	int code = STORK_EXIT_OK, started = 0;
 
-	if (!w)
+	node.progress = calloc((size_t)o->local_ranks, sizeof *node.progress);
+	if (!w || !node.progress) {
+		free(w);
+		free(node.progress);
 		return STORK_EXIT_INTERNAL;
+	}
 	gethostname(node.host, sizeof node.host - 1);
 	s = getenv("SLURM_JOB_ID");
 	snprintf(node.job_id, sizeof node.job_id, "%s", s && *s ? s : "local");
@@ -169,36 +253,72 @@ static int run(const struct options *o, const struct stork_config *cfg)
 	node.restart_count = s ? atoi(s) : 0;
 	s = getenv("STORK_STOP_AT_STEP");
 	node.stop_at_step = s ? atoll(s) : 0;
+#ifdef STORK_FAULT_INJECTION
+	s = getenv("STORK_FAULT_STALL");
+	if (s && sscanf(s, "%d:%d", &node.stall_rank, &node.stall_step) == 2)
+		stork_warn("fault injection: local rank %d will stall at step %d", node.stall_rank,
+			   node.stall_step + 1);
+#endif
+	node.slurm_job = slurm_job_id_from_env();
+	if (node.slurm_job) {
+		struct slurm_job job;
+
+		if (slurm_job_query(node.slurm_job, &job, err, sizeof err) == 0)
+			node.job_end_time = job.end_time;
+		else
+			stork_warn("%s", err);
+	}
 	node.topo = topo_load(getenv("STORK_TOPOLOGY"), err, sizeof err);
 	if (!node.topo) {
 		stork_error("%s", err);
-		free(w);
-		return STORK_EXIT_INTERNAL;
+		code = STORK_EXIT_INTERNAL;
+		goto out;
 	}
 	node.world = comm_world_create(o->local_ranks);
 	if (!node.world) {
-		topo_free(node.topo);
-		free(w);
-		return STORK_EXIT_INTERNAL;
+		code = STORK_EXIT_INTERNAL;
+		goto out;
 	}
 	for (int i = 0; i < o->local_ranks; i++) {
 		w[i] = (struct worker){ .node = &node, .local = i };
+		node.progress[i].beat = train_clock();
 		if (pthread_create(&w[i].thread, NULL, worker_main, &w[i])) {
 			stork_error("cannot start the thread of local rank %d", i);
 			comm_world_abort(node.world, "storkd could not start every rank");
-			for (int k = 0; k < i; k++)
-				pthread_join(w[k].thread, NULL);
 			code = STORK_EXIT_INTERNAL;
-			goto out;
+			break;
 		}
+		started++;
 	}
-	for (int i = 0; i < o->local_ranks; i++) {
+	/* Wait for the ranks, watching their heartbeats. */
+	for (;;) {
+		int done = 0;
+
+		for (int i = 0; i < started; i++)
+			done += node.progress[i].done;
+		if (done == started)
+			break;
+		hang = find_stuck(&node, cfg->preempt.hang_timeout, hang_msg, sizeof hang_msg);
+		if (hang) {
+			stork_error("%s", hang);
+			comm_world_abort(node.world, hang);
+			/* A stuck rank may never return: report and leave. */
+			report_result(o->result_fd, STORK_EXIT_HANG, w, started, hang);
+			_exit(STORK_EXIT_HANG);
+		}
+		nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
+	}
+	for (int i = 0; i < started; i++) {
 		pthread_join(w[i].thread, NULL);
-		code = worst(code, w[i].result.exit_code);
+		code = exit_code_worst(code, w[i].result.exit_code);
 	}
+	report_result(o->result_fd, code, w, started, NULL);
 out:
-	comm_world_destroy(node.world);
-	topo_free(node.topo);
+	if (node.world)
+		comm_world_destroy(node.world);
+	if (node.topo)
+		topo_free(node.topo);
+	free(node.progress);
 	free(w);
 	return code;
 }

@@ -17,6 +17,7 @@
 #include "kernels/ops.h"
 #include "lib/bind.h"
 #include "lib/exit_codes.h"
+#include "lib/slurm_job.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+/* A stop this close to the job's end (seconds) is a timeout, not a preemption. */
+#define STOP_NEAR_END_S 300
 
 struct rank {
 	const struct train_node *node;
@@ -48,11 +53,31 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+double train_clock(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void heartbeat(struct rank *r, int64_t steps_done)
+{
+	struct rank_progress *p = &r->node->progress[r->local];
+
+	p->step = steps_done;
+	p->beat = train_clock();
+}
+
 /* Record why this rank stops; the first reason wins. */
 static int fail(struct rank *r, int code, const char *msg)
 {
 	if (r->res->exit_code == 0) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
 		r->res->exit_code = code;
+		r->res->fail_time = ts.tv_sec + ts.tv_nsec / 1e9;
 		snprintf(r->res->message, sizeof r->res->message, "%s", msg);
 	}
 	rank_logf(&r->log, "error: %s", msg);
@@ -305,6 +330,9 @@ static int checkpoint(struct rank *r, int64_t steps_done)
 		return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
 	rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
 		  now_ms() - t0);
+	snprintf(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
+		 steps_done);
+	r->res->checkpoint_step = steps_done;
 	printf("checkpoint step_%08" PRId64 " committed\n", steps_done);
 	fflush(stdout);
 	return 0;
@@ -346,6 +374,65 @@ static void report_step(struct rank *r, int64_t step, float loss, float lr, floa
 	}
 }
 
+/*
+ * After the stop checkpoint is committed: global rank 0 requeues the job,
+ * exactly once; every rank then ends with the same reason. A stop close to
+ * the job's end time is a timeout (the --signal=USR1@N route), any other a
+ * preemption.
+ */
+static int stop_and_requeue(struct rank *r, int64_t steps_done)
+{
+	const struct train_node *n = r->node;
+	time_t now = time(NULL);
+	int timeout = n->job_end_time && n->job_end_time - now <= STOP_NEAR_END_S;
+	int code = timeout ? STORK_EXIT_TIMEOUT : STORK_EXIT_PREEMPTED;
+	char err[768];
+
+	rank_logf(&r->log, "stopping after step %" PRId64 " on request%s", steps_done,
+		  timeout ? " (the job's time limit is near)" : "");
+	if (r->rank == 0) {
+		if (!n->slurm_job) {
+			snprintf(err, sizeof err, "not a Slurm job: nothing to requeue; run the same command again to resume");
+			code = STORK_EXIT_REQUEUE_FAILED;
+		} else if (slurm_job_requeue(n->slurm_job, err, sizeof err) < 0) {
+			code = STORK_EXIT_REQUEUE_FAILED;
+		} else {
+			rank_logf(&r->log, "job %u requeued", n->slurm_job);
+			printf("job %u requeued after step %" PRId64 "\n", n->slurm_job, steps_done);
+			fflush(stdout);
+		}
+		if (code == STORK_EXIT_REQUEUE_FAILED) {
+			rank_logf(&r->log, "requeue failed: %s", err);
+			fprintf(stderr, "storkd: checkpoint committed but the requeue failed: %s\n", err);
+			snprintf(r->res->message, sizeof r->res->message,
+				 "stopped after step %" PRId64 ", checkpoint committed, requeue failed: %s",
+				 steps_done, err);
+			r->res->exit_code = code;
+			return code;
+		}
+	}
+	snprintf(r->res->message, sizeof r->res->message,
+		 "stopped after step %" PRId64 " (%s), checkpoint committed, job requeued", steps_done,
+		 timeout ? "time limit near" : "preempted");
+	r->res->exit_code = code;
+	return code;
+}
+
+/* Fault injection for the watchdog's test: stall forever at a step. */
+static void maybe_stall(struct rank *r, int64_t step)
+{
+#ifdef STORK_FAULT_INJECTION
+	if (r->local == r->node->stall_rank && step == r->node->stall_step) {
+		rank_logf(&r->log, "fault injection: stalling at step %" PRId64, step);
+		for (;;)
+			sleep(1);
+	}
+#else
+	(void)r;
+	(void)step;
+#endif
+}
+
 static int run_steps(struct rank *r, int64_t start)
 {
 	const struct stork_config *c = r->cfg;
@@ -356,6 +443,8 @@ static int run_steps(struct rank *r, int64_t start)
 		float loss = 0, norm = 0, lr = 0;
 		double t0 = now_ms();
 
+		heartbeat(r, step);
+		maybe_stall(r, step);
 		if (r->val && step % c->train.val_every == 0 && validate(r, step))
 			return r->res->exit_code;
 		if (compute_gradients(r, &loss) || update(r, step, &norm, &lr))
@@ -364,20 +453,15 @@ static int run_steps(struct rank *r, int64_t start)
 			return fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
 		report_step(r, step, loss, lr, norm, now_ms() - t0);
 		r->res->last_step = step + 1;
+		heartbeat(r, step + 1);
 		if (agree_stop(r, step + 1, &stop))
 			return r->res->exit_code;
 		if (stop || step + 1 == c->train.steps ||
 		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0))
 			if (checkpoint(r, step + 1))
 				return r->res->exit_code;
-		if (stop) {
-			rank_logf(&r->log, "stopping after step %" PRId64 " on request", step + 1);
-			snprintf(r->res->message, sizeof r->res->message,
-				 "stopped on request after step %" PRId64 ", checkpoint committed",
-				 step + 1);
-			r->res->exit_code = STORK_EXIT_PREEMPTED;
-			return r->res->exit_code;
-		}
+		if (stop)
+			return stop_and_requeue(r, step + 1);
 	}
 	snprintf(r->res->message, sizeof r->res->message, "completed %d steps", c->train.steps);
 	return 0;
@@ -391,6 +475,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	char err[512];
 
 	memset(res, 0, sizeof *res);
+	heartbeat(&r, 0);
 	r.comm = comm_world_rank(n->world, local);
 	if (rank_log_open(&r.log, n->run_dir, r.rank, local, n->host, n->job_id, err,
 			  sizeof err) < 0) {
@@ -409,6 +494,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	run_steps(&r, start);
 out:
 	rank_logf(&r.log, "exit %d: %s", res->exit_code, res->message);
+	n->progress[local].done = 1;
 	free(r.inputs);
 	free(r.targets);
 	if (r.train)

@@ -23,11 +23,19 @@
 #define STORK_DAEMON_TRAIN_H
 
 #include <signal.h>
+#include <time.h>
 #include <stdint.h>
 
 #include "lib/comm.h"
 #include "lib/stork_config.h"
 #include "lib/topology.h"
+
+/* A rank's heartbeat, read by storkd's watchdog (see storkd.c). */
+struct rank_progress {
+	_Atomic int64_t step;          /* steps completed */
+	_Atomic double beat;           /* CLOCK_MONOTONIC seconds of the last sign of life */
+	_Atomic int done;              /* the rank has returned */
+};
 
 struct train_node {
 	const struct stork_config *cfg;
@@ -43,13 +51,23 @@ struct train_node {
 	int restart_count;
 	volatile sig_atomic_t *stop_requested; /* set by the signal handler */
 	int64_t stop_at_step;          /* STORK_STOP_AT_STEP: act as if stopped there (0 = off) */
+	uint32_t slurm_job;            /* 0 outside Slurm: nothing to requeue */
+	time_t job_end_time;           /* 0 when unknown or unlimited */
+	struct rank_progress *progress; /* local_ranks entries */
+	int stall_rank, stall_step;    /* fault injection (test builds): -1 = off */
 };
 
 struct train_rank_result {
 	int exit_code;                 /* lib/exit_codes.h */
 	int64_t last_step;             /* steps completed when the rank stopped */
+	double fail_time;              /* wall-clock seconds when it failed, 0 if it did not */
+	char checkpoint[1024];         /* the last checkpoint this rank committed, or "" */
+	int64_t checkpoint_step;
 	char message[512];             /* why, for exit_info.json and the log */
 };
+
+/* CLOCK_MONOTONIC in seconds, the watchdog's clock. */
+double train_clock(void);
 
 /* Run local rank `local` of node n to the end. Thread entry point body. */
 void train_rank(const struct train_node *n, int local, struct train_rank_result *res);

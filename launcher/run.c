@@ -17,11 +17,16 @@
 #include "kernels/device.h"
 #include "lib/atomic_file.h"
 #include "lib/exit_codes.h"
+#include "lib/exit_info.h"
+#include "lib/json.h"
+#include "lib/slurm_job.h"
 #include "lib/log.h"
 #include "lib/rundir.h"
 #include "lib/stork_config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <time.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -200,16 +205,57 @@ static void find_storkd(const char *given, char *buf, size_t len)
 	snprintf(buf, len, "%s/storkd", STORK_SBINDIR);
 }
 
-static int supervise(const char *storkd, char *const args[])
+/* What storkd reported on the result pipe (see daemon/storkd.c). */
+struct daemon_result {
+	int have;
+	struct json_value *v;
+};
+
+static void read_result(int fd, struct daemon_result *res)
+{
+	char buf[8192], err[128];
+	size_t used = 0;
+	ssize_t n;
+
+	while (used < sizeof buf - 1 && (n = read(fd, buf + used, sizeof buf - 1 - used)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		used += (size_t)n;
+	}
+	buf[used] = '\0';
+	res->v = used ? json_parse(buf, used, err, sizeof err) : NULL;
+	res->have = res->v != NULL;
+}
+
+/*
+ * Start storkd, forward the signals a job receives to it, and wait. The
+ * result pipe stays open in storkd only; its end of file tells us storkd is
+ * gone even if it could not say why.
+ */
+static int supervise(const char *storkd, char **args, struct daemon_result *res, pid_t *pid_out,
+		     int *signal_out)
 {
 	static const int forwarded[] = { SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP };
 	struct sigaction sa = { .sa_handler = forward_signal, .sa_flags = SA_RESTART };
-	int status;
+	char fdarg[16];
+	int status, pipefd[2];
 	pid_t pid;
 
+	*signal_out = 0;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
 		sigaction(forwarded[i], &sa, NULL);
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		stork_error("cannot create a pipe: %s", strerror(errno));
+		return STORK_EXIT_INTERNAL;
+	}
+	snprintf(fdarg, sizeof fdarg, "%d", pipefd[1]);
+	for (int i = 0; args[i]; i++)
+		if (!strcmp(args[i], "@RESULT_FD@"))
+			args[i] = fdarg;
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {
@@ -217,11 +263,16 @@ static int supervise(const char *storkd, char *const args[])
 		return STORK_EXIT_INTERNAL;
 	}
 	if (pid == 0) {
+		fcntl(pipefd[1], F_SETFD, 0); /* keep the write end across exec */
 		execv(storkd, args);
 		fprintf(stderr, "stork: cannot run %s: %s\n", storkd, strerror(errno));
 		_exit(STORK_EXIT_INTERNAL);
 	}
 	child_pid = pid;
+	*pid_out = pid;
+	close(pipefd[1]);
+	read_result(pipefd[0], res);
+	close(pipefd[0]);
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR) {
 			stork_error("waiting for storkd: %s", strerror(errno));
@@ -230,8 +281,139 @@ static int supervise(const char *storkd, char *const args[])
 	child_pid = 0;
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
-	stork_error("storkd (pid %d) died of signal %s", (int)pid, strsignal(WTERMSIG(status)));
+	*signal_out = WTERMSIG(status);
+	stork_error("storkd (pid %d) died of signal %s", (int)pid, sigabbrev_np(WTERMSIG(status)));
 	return STORK_EXIT_RANK_FAILED;
+}
+
+static void latest_checkpoint(const char *run_dir, struct exit_info *e)
+{
+	char link[4200], target[256];
+	ssize_t n;
+
+	snprintf(link, sizeof link, "%s/checkpoints/latest", run_dir);
+	n = readlink(link, target, sizeof target - 1);
+	if (n <= 0)
+		return;
+	target[n] = '\0';
+	snprintf(e->last_checkpoint, sizeof e->last_checkpoint, "%s/checkpoints/%s", run_dir, target);
+	e->last_checkpoint_step = strtoll(target + 5, NULL, 10);
+}
+
+/* This node's exit_info from storkd's report, or from how it died. */
+static void node_exit_info(struct exit_info *e, int code, const struct layout *l,
+			   const char *run_dir, const struct daemon_result *res, pid_t pid, int sig)
+{
+	const char *msg;
+	int64_t v;
+	double t;
+
+	exit_info_init(e, code, l->index);
+	latest_checkpoint(run_dir, e);
+	if (sig) {
+		struct exit_failure *f = &e->first_failure;
+
+		f->valid = 1;
+		f->rank = -1;
+		snprintf(f->host, sizeof f->host, "%s", e->host);
+		f->pid = (int)pid;
+		f->exit_code = -1;
+		snprintf(f->signal, sizeof f->signal, "SIG%s", sigabbrev_np(sig));
+		f->time = (double)time(NULL);
+		f->last_step = -1;
+		snprintf(f->what, sizeof f->what, "storkd died of %s", f->signal);
+		snprintf(e->message, sizeof e->message, "storkd (pid %d) on %s died of %s", (int)pid,
+			 e->host, f->signal);
+		return;
+	}
+	if (!res->have) {
+		if (code != STORK_EXIT_OK)
+			snprintf(e->message, sizeof e->message, "storkd exited with %d without a report",
+				 code);
+		return;
+	}
+	msg = json_get_string(res->v, "message");
+	snprintf(e->message, sizeof e->message, "%s", msg ? msg : "");
+	if (json_get_int(res->v, "failed_rank", &v) == 0) {
+		struct exit_failure *f = &e->first_failure;
+
+		f->valid = 1;
+		f->rank = (int)v;
+		snprintf(f->host, sizeof f->host, "%s", e->host);
+		f->pid = (int)pid;
+		f->exit_code = json_get_int(res->v, "failed_rank_code", &v) == 0 ? (int)v : code;
+		f->time = json_get_double(res->v, "fail_time", &t) == 0 ? t : (double)time(NULL);
+		f->last_step = json_get_int(res->v, "failed_rank_step", &v) == 0 ? v : -1;
+		snprintf(f->what, sizeof f->what, "%s", msg ? msg : "");
+	} else if (code == STORK_EXIT_HANG) {
+		struct exit_failure *f = &e->first_failure;
+
+		f->valid = 1;
+		f->rank = -1;
+		snprintf(f->host, sizeof f->host, "%s", e->host);
+		f->pid = (int)pid;
+		f->exit_code = code;
+		f->time = (double)time(NULL);
+		f->last_step = json_get_int(res->v, "last_step", &v) == 0 ? v : -1;
+		snprintf(f->what, sizeof f->what, "%s", msg ? msg : "");
+	}
+}
+
+/* Write this node's exit_info; node 0 also writes the summary. */
+static int finish(const char *run_dir, const struct layout *l, int code,
+		  const struct daemon_result *res, pid_t pid, int sig)
+{
+	struct exit_info node, sum;
+	char err[512];
+	int final = code;
+
+	node_exit_info(&node, code, l, run_dir, res, pid, sig);
+	if (exit_info_write_node(run_dir, &node, err, sizeof err) < 0)
+		stork_error("%s", err);
+	if (l->index != 0)
+		return code;
+	final = exit_info_summarise(run_dir, l->launchers, 30.0, &sum, err, sizeof err);
+	if (final < 0) {
+		stork_error("%s", err);
+		return code;
+	}
+	printf("stork: %s (exit %d)%s%s\n", sum.reason, final, sum.message[0] ? ": " : "",
+	       sum.message);
+	if (slurm_job_id_from_env()) {
+		char comment[256];
+
+		snprintf(comment, sizeof comment, "stork: %s", sum.reason);
+		slurm_job_set_comment(slurm_job_id_from_env(), comment);
+	}
+	return final;
+}
+
+/* Before training: say when the job ends and whether it can come back. */
+static void check_job(void)
+{
+	uint32_t id = slurm_job_id_from_env();
+	struct slurm_job job;
+	char err[512], when[64];
+
+	if (!id || (getenv("SLURM_PROCID") && atoi(getenv("SLURM_PROCID")) != 0))
+		return;
+	if (slurm_job_query(id, &job, err, sizeof err) < 0) {
+		stork_warn("%s", err);
+		return;
+	}
+	if (job.end_time) {
+		struct tm tm;
+
+		localtime_r(&job.end_time, &tm);
+		strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+		stork_info("job %u ends at %s (in %ld s)", id, when, (long)(job.end_time - time(NULL)));
+	} else {
+		stork_info("job %u has no time limit", id);
+	}
+	if (!job.requeue || !job.batch)
+		stork_warn("job %u cannot be requeued (%s): a preemption signal will checkpoint and stop, "
+			   "but the job will not come back by itself; submit with sbatch --requeue",
+			   id, !job.batch ? "not a batch job" : "--no-requeue or JobRequeue=0");
 }
 
 int cmd_run(int argc, char **argv)
@@ -265,6 +447,7 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	printf("stork: run directory %s\n", run_dir);
+	check_job();
 	find_storkd(o.storkd, storkd, sizeof storkd);
 	snprintf(config_path, sizeof config_path, "%s/config/stork.yaml", run_dir);
 	snprintf(nranks, sizeof nranks, "%d", l.local_ranks);
@@ -274,9 +457,15 @@ int cmd_run(int argc, char **argv)
 	{
 		char *args[] = { storkd, "--config", config_path, "--run-dir", run_dir,
 				 "--local-ranks", nranks, "--rank-base", base, "--world-size", world,
-				 "--node-rank", node, NULL };
+				 "--node-rank", node, "--result-fd", "@RESULT_FD@", NULL };
+		struct daemon_result res = { 0 };
+		pid_t pid = 0;
+		int sig;
 
-		code = supervise(storkd, args);
+		code = supervise(storkd, args, &res, &pid, &sig);
+		code = finish(run_dir, &l, code, &res, pid, sig);
+		if (res.v)
+			json_value_free(res.v);
 	}
 out:
 	config_free(&cfg);

@@ -17,7 +17,7 @@ setup() {
 @test "a run stopped after step 7 and resumed gives the uninterrupted run's losses bit for bit" {
 	"$STORK" run tiny.yaml --set run.name=full >/dev/null
 	run env STORK_STOP_AT_STEP=7 "$STORK" run tiny.yaml --set run.name=cut
-	[ "$status" -eq 10 ]
+	[ "$status" -eq 12 ]
 	[[ "$output" == *"checkpoint step_00000007 committed"* ]]
 	[ "$(losses cut | wc -l)" -eq 7 ]
 	run "$STORK" run tiny.yaml --set run.name=cut
