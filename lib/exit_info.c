@@ -174,6 +174,12 @@ int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *e
 {
 	char path[4096];
 
+	/* Each attempt of a requeued job keeps its own record; the plain name
+	 * is the latest attempt's, which the summary reads. */
+	snprintf(path, sizeof path, "%s/exit_info.node-%03d.restart-%d.json", run_dir, e->node_rank,
+		 e->restart_count);
+	if (write_json(path, e, 0, err, errlen) < 0)
+		return -1;
 	snprintf(path, sizeof path, "%s/exit_info.node-%03d.json", run_dir, e->node_rank);
 	return write_json(path, e, 0, err, errlen);
 }

@@ -1,0 +1,65 @@
+#!/usr/bin/env bats
+# Failure handling that needs no Slurm: a corrupted checkpoint, a stalled
+# rank, a stop outside Slurm. (Requeue paths run on the test cluster:
+# t/integration/preempt.bats.)
+
+load helpers
+
+setup() {
+	setup_run
+}
+
+fault_injection() {
+	grep -q '^#define STORK_FAULT_INJECTION 1' "$abs_top_builddir/config.h"
+}
+
+@test "a corrupted newest checkpoint: resume falls back to the previous one and the log says so" {
+	"$STORK" run tiny.yaml --set train.steps=10 --set checkpoint.every=5 >/dev/null
+	dir=runs/tiny__job=local__task=0
+	truncate -s 100 $dir/checkpoints/step_00000010/model.bin
+	run "$STORK" run tiny.yaml --set train.steps=12 --set checkpoint.every=5
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"step_00000010 is not usable"*"model.bin has 100 bytes"* ]]
+	[[ "$output" == *"resumed from"*"step_00000005 at step 5"* ]]
+	grep -q "resuming from the older checkpoint .*step_00000005" $dir/logs/rank-000.log
+}
+
+@test "a checkpoint whose checksum does not match is not used" {
+	"$STORK" run tiny.yaml --set train.steps=10 --set checkpoint.every=5 >/dev/null
+	dir=runs/tiny__job=local__task=0
+	# Same size, one byte changed.
+	printf '\x01' | dd of=$dir/checkpoints/step_00000010/optimizer.bin bs=1 seek=4096 conv=notrunc 2>/dev/null
+	run "$STORK" run tiny.yaml --set train.steps=12 --set checkpoint.every=5
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"optimizer.bin: checksum"* ]]
+	[[ "$output" == *"at step 5"* ]]
+}
+
+@test "a stop outside Slurm commits the checkpoint and says nothing was requeued" {
+	run env STORK_STOP_AT_STEP=4 "$STORK" run tiny.yaml
+	[ "$status" -eq 12 ]
+	info=runs/tiny__job=local__task=0/exit_info.json
+	grep -q '"reason": "requeue_failed"' $info
+	grep -q '"exit_code": 12' $info
+	grep -q '"step": 4' $info
+	grep -q 'not a Slurm job' $info
+}
+
+@test "a stalled rank: reason hang, naming the rank and its step" {
+	fault_injection || skip "built without --enable-fault-injection"
+	run env STORK_FAULT_STALL=1:5 "$STORK" run tiny.yaml --local-ranks 2 --set preempt.hang_timeout=3
+	[ "$status" -eq 21 ]
+	info=runs/tiny__job=local__task=0/exit_info.json
+	cat $info
+	grep -q '"reason": "hang"' $info
+	grep -q 'rank 1 (at step 6)' $info
+}
+
+@test "a completed run's exit_info says completed" {
+	"$STORK" run tiny.yaml --set train.steps=3 >/dev/null
+	info=runs/tiny__job=local__task=0/exit_info.json
+	grep -q '"reason": "completed"' $info
+	grep -q '"exit_code": 0' $info
+	grep -q '"first_failure": null' $info
+	[ -s runs/tiny__job=local__task=0/exit_info.node-000.restart-0.json ]
+}
