@@ -1,0 +1,196 @@
+#!/usr/bin/env bats
+# Preemption on the real cluster: USR1 -> checkpoint -> requeue -> exact
+# resume, and exit_info.json (issue "Preemption that loses nothing").
+
+load helpers
+
+STORK=$abs_top_builddir/launcher/stork
+
+setup() {
+	setup_workdir
+	mkdir -p data
+	cat "$abs_top_srcdir"/README.md "$abs_top_srcdir"/man/*.[0-9] >text.txt
+	"$STORK" prep --out data --name docs text.txt >/dev/null
+	cat >run.yaml <<-'YAML'
+	run:
+	  name: pre
+	  dir: runs
+	model:
+	  layers: 4
+	  heads: 4
+	  channels: 128
+	  max_seq_len: 64
+	  vocab_size: 257
+	data:
+	  train: ["data/docs_train.bin"]
+	  val: ["data/docs_val.bin"]
+	train:
+	  batch_size: 8
+	  seq_len: 64
+	  steps: 150
+	  lr: 1.0e-3
+	  warmup_steps: 5
+	  min_lr: 1.0e-4
+	  val_every: 50
+	  val_batches: 2
+	checkpoint:
+	  every: 50
+	  keep: 3
+	YAML
+}
+
+# job_script NAME [SBATCH-LINES...]: a one-launcher, two-rank training job.
+job_script() {
+	local name=$1
+	shift
+	{
+		echo '#!/bin/bash'
+		echo "#SBATCH -N1 -n1 -c2 --open-mode=append -o $name.out -J $name"
+		for l in "$@"; do echo "#SBATCH $l"; done
+		echo "srun $STORK run run.yaml --local-ranks 2 --set run.name=$name"
+	} >"$name.sh"
+}
+
+run_dir() { echo "$WORK/runs/$1__job=$2__task=0"; }
+
+# losses DIR: "step value" of rank 0, the last value logged for each step.
+losses() {
+	grep -h '"metric":"train_loss"' "$1"/logs/rank-000.metrics.jsonl |
+		sed 's/.*"step":\([0-9]*\).*"value":\([^,}]*\).*/\1 \2/' |
+		awk '{ v[$1] = $2 } END { for (s in v) print s, v[s] }' | sort -n
+}
+
+# wait_step DIR STEP SECONDS: until rank 0 has logged that step.
+wait_step() {
+	local deadline=$((SECONDS + $3))
+	while ((SECONDS < deadline)); do
+		[ "$(losses "$1" 2>/dev/null | tail -1 | cut -d' ' -f1)" -ge "$2" ] 2>/dev/null && return 0
+		sleep 0.5
+	done
+	echo "no step $2 in $1 after $3 s" >&2
+	return 1
+}
+
+reference() {
+	job_script ref
+	run sbatch --wait ref.sh
+	[ "$status" -eq 0 ]
+	ref=$(squeue -h -o %i -n ref -t all 2>/dev/null | head -1)
+	REF=$(ls -d "$WORK"/runs/ref__job=*__task=0)
+	[ "$(losses "$REF" | wc -l)" -eq 150 ]
+}
+
+@test "scancel --signal=USR1 mid-run: requeued, resumed, completed, losses bit-identical" {
+	reference
+	job_script pre --requeue
+	job=$(submit pre.sh)
+	dir=$(run_dir pre "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 20 120
+	t0=$SECONDS
+	scancel --signal=USR1 "$job"
+	wait_job_state "$job" 'PENDING|REQUEUED|RUNNING' 30
+	wait_job_state "$job" COMPLETED 300
+	echo "signal to completion of the requeued job: $((SECONDS - t0)) s" >&3
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+	grep -q '"restart_count": 1' "$dir/exit_info.json"
+	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '=== restart 1 (job '"$job"') ===' "$dir/logs/rank-000.log"
+	grep -q '=== restart 1' "$dir/logs/rank-001.log"
+	diff <(losses "$REF") <(losses "$dir")
+	nodes_idle
+}
+
+@test "three preemptions in a row, then the same losses as an uninterrupted run" {
+	reference
+	job_script three --requeue
+	job=$(submit three.sh)
+	dir=$(run_dir three "$job")
+	for n in 1 2 3; do
+		wait_job_state "$job" RUNNING 120
+		wait_step "$dir" $((n * 25)) 120
+		scancel --signal=USR1 "$job"
+		# Wait for this attempt's requeue before signalling the next one.
+		for _ in $(seq 120); do
+			[ "$(job_field "$job" Restarts)" = "$n" ] && break
+			sleep 1
+		done
+		[ "$(job_field "$job" Restarts)" = "$n" ]
+	done
+	wait_job_state "$job" COMPLETED 300
+	grep -q '"restart_count": 3' "$dir/exit_info.json"
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+	for n in 0 1 2; do
+		grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-$n.json"
+	done
+	diff <(losses "$REF") <(losses "$dir")
+}
+
+@test "--signal=USR1@N on a short time limit: timeout_requeued, then completed" {
+	sed -i 's/steps: 150/steps: 400/' run.yaml
+	job_script lim --requeue --time=1 --signal=USR1@45
+	job=$(submit lim.sh)
+	dir=$(run_dir lim "$job")
+	wait_job_state "$job" COMPLETED 600
+	[ "$(job_field "$job" Restarts)" -ge 1 ]
+	grep -q '"reason": "timeout_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+	[ "$(losses "$dir" | wc -l)" -eq 400 ]
+}
+
+@test "a --no-requeue job receiving USR1: checkpoint committed, reason requeue_failed" {
+	job_script noreq --no-requeue
+	job=$(submit noreq.sh)
+	dir=$(run_dir noreq "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 10 120
+	scancel --signal=USR1 "$job"
+	wait_job_state "$job" 'COMPLETED|FAILED' 120
+	grep -q 'cannot be requeued' noreq.out
+	grep -q '"reason": "requeue_failed"' "$dir/exit_info.json"
+	grep -q '"exit_code": 12' "$dir/exit_info.json"
+	step=$(sed -n 's/.*"step": \([0-9]*\).*/\1/p' "$dir/exit_info.json" | head -1)
+	[ -d "$dir/checkpoints/step_$(printf %08d "$step")" ]
+	[ "$(readlink "$dir/checkpoints/latest")" = "step_$(printf %08d "$step")" ]
+	[ "$(job_field "$job" Restarts)" = 0 ]
+}
+
+@test "kill -9 of storkd: reason rank_failed, naming the host and SIGKILL" {
+	job_script kill
+	job=$(submit kill.sh)
+	dir=$(run_dir kill "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 5 120
+	host=$(job_field "$job" NodeList)
+	pid=$(pgrep -f "storkd --config $dir/config/stork.yaml" | head -1)
+	[ -n "$pid" ]
+	kill -9 "$pid"
+	wait_job_state "$job" 'COMPLETED|FAILED' 60
+	cat "$dir/exit_info.json"
+	grep -q '"reason": "rank_failed"' "$dir/exit_info.json"
+	grep -q '"signal": "SIGKILL"' "$dir/exit_info.json"
+	grep -q "\"host\": \"$host\"" "$dir/exit_info.json"
+	nodes_idle
+}
+
+@test "a signal while a checkpoint is being written: the previous checkpoint stays valid and the run completes" {
+	grep -q '^#define STORK_FAULT_INJECTION 1' "$abs_top_builddir/config.h" ||
+		skip "built without --enable-fault-injection"
+	job_script mid --requeue
+	sed -i "s|^srun |STORK_FAULT_CKPT_DELAY=6 srun |" mid.sh
+	job=$(submit mid.sh)
+	dir=$(run_dir mid "$job")
+	wait_job_state "$job" RUNNING 60
+	# The checkpoint of step 50 takes 6 s: signal inside that window.
+	for _ in $(seq 240); do
+		[ -d "$dir/checkpoints/step_00000050.tmp" ] && break
+		sleep 0.5
+	done
+	[ -d "$dir/checkpoints/step_00000050.tmp" ]
+	[ ! -e "$dir/checkpoints/latest" ]
+	scancel --signal=USR1 "$job"
+	wait_job_state "$job" COMPLETED 400
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+	[ "$(readlink "$dir/checkpoints/latest")" = step_00000150 ]
+}
