@@ -20,3 +20,4 @@ include lib/comm.mk
 # through libslurm, the plugin (inside Slurm's processes) must not.
 noinst_LIBRARIES += lib/libstork_slurm.a
 lib_libstork_slurm_a_SOURCES = lib/slurm_job.c lib/slurm_job.h
+include lib/rendezvous.mk
