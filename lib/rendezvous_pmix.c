@@ -13,8 +13,8 @@
  * launcher that never arrives cannot hold us past the timeout whatever the
  * server's own timeouts are. When the fence fails or times out, every other
  * launcher's key is asked for once more directly (a direct modex through the
- * servers, bounded by a few seconds): those that answer had arrived, the
- * others are named as missing.
+ * servers, in the last tenth of the timeout, at most 1 s, kept for it): those
+ * that answer had arrived, the others are named as missing.
  */
 #include "config.h"
 
@@ -29,7 +29,13 @@
 
 #include "lib/rendezvous_impl.h"
 
-#define PROBE_SECONDS 3
+/* The end of the timeout kept for asking who arrived, so that the whole
+ * failure fits in the timeout: a tenth of it, from 0.2 s to 1 s. */
+static double probe_budget(double timeout)
+{
+	double b = timeout / 10;
+	return b < 0.2 ? 0.2 : b > 1.0 ? 1.0 : b;
+}
 
 static bool pmix_up;
 static pmix_proc_t me;
@@ -271,7 +277,7 @@ static int get_all(const struct rdv_params *p, const char *key, struct wait **wa
 }
 
 static void report_missing(const struct rdv_params *p, const char *key, pmix_status_t why,
-			   char *err, size_t errlen)
+			   double deadline, char *err, size_t errlen)
 {
 	struct wait **waits = calloc((size_t)p->count, sizeof *waits);
 	bool *arrived = calloc((size_t)p->count, sizeof *arrived);
@@ -280,7 +286,8 @@ static void report_missing(const struct rdv_params *p, const char *key, pmix_sta
 
 	if (waits && arrived) {
 		arrived[p->index] = true;
-		get_all(p, key, waits, arrived, rdv_now() + PROBE_SECONDS, PROBE_SECONDS);
+		double end = deadline > rdv_now() + 0.2 ? deadline : rdv_now() + 0.2;
+		get_all(p, key, waits, arrived, end, (int)ceil(end - rdv_now()));
 		for (int i = 0; i < p->count; i++)
 			n += !arrived[i];
 		rdv_describe_missing(p, arrived, missing, sizeof missing);
@@ -310,8 +317,8 @@ int rdv_pmix_exchange(const struct rdv_params *p, const void *blob, size_t len,
 	snprintf(key, sizeof key, "stork.rdv.%u", exchanges++);
 	if (put_blob(p, key, blob, len, err, errlen) < 0)
 		return -1;
-	if ((rc = fence(deadline)) != PMIX_SUCCESS) {
-		report_missing(p, key, rc, err, errlen);
+	if ((rc = fence(deadline - probe_budget(p->timeout))) != PMIX_SUCCESS) {
+		report_missing(p, key, rc, deadline, err, errlen);
 		return -1;
 	}
 	if (!(peers[p->index].blob = rdv_dup(blob, len))) {

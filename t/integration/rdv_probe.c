@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/exit_codes.h"
@@ -115,8 +116,12 @@ int main(int argc, char **argv)
 	}
 	if (!(blob = make_blob(p.index, host, o.bytes, &len)))
 		return STORK_EXIT_INTERNAL;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (rdv_exchange(&p, blob, len, &r, err, sizeof err) < 0) {
-		fprintf(stderr, "rdv_probe: launcher %d on %s failed: %s\n", p.index, host, err);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		fprintf(stderr, "rdv_probe: launcher %d on %s failed after %.1f s: %s\n", p.index, host,
+			(double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, err);
 		free(blob);
 		rdv_finalize();
 		return STORK_EXIT_RENDEZVOUS;
