@@ -15,6 +15,7 @@ lib_libstork_la_LIBADD = $(HWLOC_LIBS) $(YAML_LIBS) -lpthread
 include lib/bind.mk
 include lib/config.mk
 include lib/comm.mk
+include lib/rendezvous.mk
 
 # What only the launcher and the daemon use: they may talk to slurmctld
 # through libslurm, the plugin (inside Slurm's processes) must not.

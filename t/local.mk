@@ -14,6 +14,7 @@ include t/unit/bind.mk
 include t/unit/config.mk
 include t/unit/comm.mk
 include t/unit/engine.mk
+include t/unit/rendezvous.mk
 
 # Integration tests: one TAP-producing driver that starts the cluster once.
 check_PROGRAMS += t/integration/pmix_hello
@@ -25,7 +26,8 @@ TESTS += t/integration/run.sh
 TEST_EXTENSIONS = .sh
 SH_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
 AM_TESTS_ENVIRONMENT = abs_top_srcdir='$(abs_top_srcdir)' abs_top_builddir='$(abs_top_builddir)'; export abs_top_srcdir abs_top_builddir;
-EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/cluster.bats t/integration/preempt.bats
+EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/cluster.bats \
+	t/integration/preempt.bats t/integration/rendezvous.bats t/integration/plugin.bats
 check_SCRIPTS += contrib/testcluster/stork-testcluster
 clean-local: clean-integration
 clean-integration:

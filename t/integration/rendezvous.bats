@@ -1,0 +1,98 @@
+#!/usr/bin/env bats
+# The rendezvous of a step's launchers (lib/rendezvous) on the test cluster:
+# over PMIx under srun --mpi=pmix, over TCP on the first node otherwise, and
+# a launcher that never arrives is named within the timeout.
+#
+# rdv_probe (t/integration/rdv_probe.c) is one launcher: it contributes its
+# index and host and prints the table it learned, one line per launcher:
+#   launcher I of N on HOST via METHOD in MS ms: 0=H0 1=H1 ...
+
+load helpers
+
+probe=$abs_top_builddir/t/integration/rdv_probe
+
+setup() {
+	setup_workdir
+}
+
+# assert_tables N METHOD HOSTS...: exactly N lines, one per launcher, each
+# by the launcher on HOSTS[I] via METHOD and listing every launcher's host.
+assert_tables() {
+	local n=$1 method=$2
+	shift 2
+	local hosts=("$@") want="" i
+	for ((i = 0; i < n; i++)); do want="$want $i=${hosts[i]}"; done
+	echo "$output"
+	[ "$(grep -c '^launcher ' <<<"$output")" -eq "$n" ]
+	for ((i = 0; i < n; i++)); do
+		grep -Eq "^launcher $i of $n on ${hosts[i]} via $method in [0-9.]+ ms:$want\$" <<<"$output"
+	done
+	# The time each launcher spent, for the record.
+	sed -n 's/^launcher \([0-9]*\) .* in \([0-9.]*\) ms:.*/launcher \1: \2 ms/p' <<<"$output" |
+		tr '\n' ' ' | sed "s/^/# $method, $n launchers: /" >&3
+	echo >&3
+}
+
+@test "srun -N2 -n2 --mpi=pmix: each launcher learns the other's host over PMIx" {
+	run srun -N2 -n2 --mpi=pmix "$probe"
+	[ "$status" -eq 0 ]
+	assert_tables 2 pmix n1 n2
+}
+
+@test "srun -N2 -n2 without PMIx: the TCP rendezvous on the first node gives the same table" {
+	run srun -N2 -n2 --mpi=none "$probe"
+	[ "$status" -eq 0 ]
+	assert_tables 2 tcp n1 n2
+}
+
+@test "srun -N2 -n4 --mpi=pmix: four launchers, two per node, over PMIx" {
+	run srun -N2 -n4 --mpi=pmix "$probe" -b 4096
+	[ "$status" -eq 0 ]
+	assert_tables 4 pmix n1 n1 n2 n2
+}
+
+@test "srun -N2 -n4 without PMIx: four launchers over TCP, 1 MiB blobs" {
+	run srun -N2 -n4 --mpi=none "$probe" -b 1048576
+	[ "$status" -eq 0 ]
+	assert_tables 4 tcp n1 n1 n2 n2
+}
+
+@test "srun -N2 -n4 -m cyclic without PMIx: launchers dealt round-robin" {
+	run srun -N2 -n4 -m cyclic --mpi=none "$probe"
+	[ "$status" -eq 0 ]
+	assert_tables 4 tcp n1 n2 n1 n2
+}
+
+# The failure line of launcher I: "rdv_probe: launcher I on HOST failed after S s: MESSAGE".
+failed_after() {
+	sed -n "s/^rdv_probe: launcher $1 on [^ ]* failed after \([0-9.]*\) s: .*/\1/p" <<<"$output"
+}
+
+@test "TCP: a launcher that never arrives is named, with its node, within the timeout" {
+	run srun -N2 -n2 --mpi=none "$probe" -t 3 -a 1 -s 8
+	echo "$output"
+	[ "$status" -eq 22 ]
+	grep -q "^rdv_probe: launcher 0 on n1 failed after .* s: rendezvous: 1 of 2 launchers did not arrive within 3 s: launcher 1 (n2)\$" <<<"$output"
+	secs=$(failed_after 0)
+	echo "# launcher 0 gave up after $secs s (timeout 3 s)" >&3
+	awk -v s="$secs" 'BEGIN { exit !(s >= 2.9 && s < 4) }'
+}
+
+@test "TCP: when launcher 0 never arrives the others name its address" {
+	run srun -N2 -n2 --mpi=none "$probe" -t 2 -a 0 -s 4
+	echo "$output"
+	[ "$status" -eq 22 ]
+	grep -Eq "^rdv_probe: launcher 1 on n2 failed after .* s: rendezvous: launcher 1: launcher 0 on n1:[0-9]+ never answered within 2 s" <<<"$output"
+}
+
+@test "PMIx: a launcher that never arrives is named, with its node, within the timeout" {
+	run srun -N2 -n4 --mpi=pmix "$probe" -t 3 -a 3 -s 8
+	echo "$output"
+	[ "$status" -eq 22 ]
+	for i in 0 1 2; do
+		grep -q "^rdv_probe: launcher $i on n[12] failed after .* s: rendezvous: 1 of 4 launchers did not arrive within 3 s (PMIx fence: .*): launcher 3 (n2)\$" <<<"$output"
+		secs=$(failed_after $i)
+		echo "# launcher $i gave up after $secs s (timeout 3 s)" >&3
+		awk -v s="$secs" 'BEGIN { exit !(s >= 2.9 && s < 4.5) }'
+	done
+}

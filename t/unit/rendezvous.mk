@@ -1,0 +1,13 @@
+# t/unit/rendezvous.mk: the rendezvous over TCP on 127.0.0.1, the task
+# layout and the parameters from a Slurm task's environment (see t/local.mk).
+check_PROGRAMS += t/unit/check_rendezvous
+TESTS += t/unit/check_rendezvous
+t_unit_check_rendezvous_SOURCES = t/unit/check_rendezvous.c
+t_unit_check_rendezvous_CFLAGS = $(UNIT_CFLAGS) $(HWLOC_CFLAGS)
+t_unit_check_rendezvous_LDADD = $(RDV_LIBS) $(UNIT_LIBS) $(SLURM_LIBS)
+
+# One launcher of a rendezvous, run by t/integration/rendezvous.bats.
+check_PROGRAMS += t/integration/rdv_probe
+t_integration_rdv_probe_SOURCES = t/integration/rdv_probe.c
+t_integration_rdv_probe_CFLAGS = $(AM_CFLAGS)
+t_integration_rdv_probe_LDADD = $(RDV_LIBS) lib/libstork.la $(SLURM_LIBS)
