@@ -5,7 +5,7 @@ daemon_storkd_SOURCES = daemon/storkd.c \
 	daemon/checkpoint.c daemon/checkpoint.h \
 	daemon/rank_log.c daemon/rank_log.h
 daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
-daemon_storkd_LDADD = daemon/libdata.a $(ENGINE_LIBS) lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS)
+daemon_storkd_LDADD = daemon/libdata.a $(ENGINE_LIBS) $(COMM_LIBS) $(RDV_LIBS) lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS)
 
 # The training engine (model, optimizer, data) is an archive of its own so
 # that unit tests link the same code as storkd. Its parts add their files in

@@ -1,7 +1,11 @@
 # lib/comm.mk: the collectives interface (lib/comm.h), its in-node
 # shared-memory backend and its UCX backend between processes.
-lib_libstork_la_SOURCES += \
+# An archive of its own, not part of libstork: libstork is linked into the
+# SPANK plugin, which must not load UCX into srun and slurmstepd. Link
+#   $(COMM_LIBS) lib/libstork.la
+noinst_LIBRARIES += lib/libcomm.a
+lib_libcomm_a_SOURCES = \
 	lib/comm.c lib/comm.h lib/comm_backend.h \
 	lib/comm_shm.c lib/comm_ucx.c
-lib_libstork_la_CFLAGS += $(UCX_CFLAGS)
-lib_libstork_la_LIBADD += $(UCX_LIBS)
+lib_libcomm_a_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
+COMM_LIBS = lib/libcomm.a $(UCX_LIBS) -lpthread

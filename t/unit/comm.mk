@@ -4,7 +4,7 @@ check_PROGRAMS += t/unit/check_comm
 TESTS += t/unit/check_comm
 t_unit_check_comm_SOURCES = t/unit/check_comm.c
 t_unit_check_comm_CFLAGS = $(UNIT_CFLAGS)
-t_unit_check_comm_LDADD = $(UNIT_LIBS)
+t_unit_check_comm_LDADD = $(COMM_LIBS) $(UNIT_LIBS)
 
 # check_data also builds `stork prep` (launcher/prep.c) to round-trip text.
 check_PROGRAMS += t/unit/check_data
