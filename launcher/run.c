@@ -70,7 +70,7 @@ static int env_int(const char *name, int dflt)
 static void run_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: stork run CONFIG [--local-ranks N] [--set KEY=VALUE]...\n"
+		"usage: stork run CONFIG [--local-ranks N] [--set KEY=VALUE]... [KEY=VALUE]...\n"
 		"  --local-ranks N   ranks this launcher runs (default: parallel.local_ranks)\n"
 		"  --set KEY=VALUE   override a configuration key, e.g. train.steps=50\n");
 }
@@ -110,11 +110,20 @@ static int parse_run_options(int argc, char **argv, struct run_options *o)
 		default: run_usage(stderr); return -1;
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind >= argc) {
 		run_usage(stderr);
 		return -1;
 	}
-	o->config = argv[optind];
+	o->config = argv[optind++];
+	/* Overrides may also follow the file as plain KEY=VALUE words. */
+	for (; optind < argc; optind++) {
+		if (!strchr(argv[optind], '=')) {
+			stork_error("unexpected argument '%s': overrides look like train.steps=50", argv[optind]);
+			run_usage(stderr);
+			return -1;
+		}
+		o->overrides[o->noverrides++] = argv[optind];
+	}
 	return 0;
 }
 
