@@ -3,8 +3,9 @@ sbin_PROGRAMS += daemon/storkd
 daemon_storkd_SOURCES = daemon/storkd.c \
 	daemon/train.c daemon/train.h \
 	daemon/checkpoint.c daemon/checkpoint.h \
-	daemon/rank_log.c daemon/rank_log.h
-daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
+	daemon/rank_log.c daemon/rank_log.h \
+	daemon/join.c daemon/join.h
+daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS)
 daemon_storkd_LDADD = daemon/libdata.a $(ENGINE_LIBS) $(COMM_LIBS) $(RDV_LIBS) lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS)
 
 # The training engine (model, optimizer, data) is an archive of its own so

@@ -84,7 +84,8 @@ static int fail(struct rank *r, int code, const char *msg)
 	fprintf(stderr, "storkd: rank %d on %s: %s\n", r->rank, r->node->host, msg);
 	/* Wake the other ranks out of any collective instead of leaving them
 	 * waiting for this one. */
-	comm_world_abort(r->node->world, msg);
+	if (r->comm)
+		comm_abort(r->comm, msg);
 	return code;
 }
 
@@ -109,30 +110,17 @@ static void notice_to_log(void *arg, const char *msg)
 
 /* ----------------------------------------------------------------- setup */
 
+/* Pin this thread as storkd planned (the plan is the launcher's own code in lib/bind). */
 static int bind_rank(struct rank *r)
 {
-	const struct train_node *n = r->node;
-	struct bind_request req = { .mode = BIND_AUTO, .ntasks = n->local_ranks, .task = r->local };
-	struct bind_plan plan;
-	hwloc_cpuset_t allowed = hwloc_bitmap_alloc();
+	const struct bind_plan *plan = &r->node->plans[r->local];
 	char desc[256], err[512];
-	int rc;
 
-	/* The cores the launcher (and Slurm or the plugin before it) allowed. */
-	hwloc_get_cpubind(topo_hwloc(n->topo), allowed, HWLOC_CPUBIND_PROCESS);
-	req.allowed = allowed;
-	rc = bind_plan_compute(n->topo, &req, &plan, err, sizeof err);
-	hwloc_bitmap_free(allowed);
-	if (rc < 0) {
-		snprintf(r->err, sizeof r->err, "cannot bind local rank %d: %s", r->local, err);
-		return fail(r, STORK_EXIT_CONFIG, r->err);
-	}
-	if (bind_apply(&plan, err, sizeof err) < 0)
+	if (bind_apply(plan, err, sizeof err) < 0)
 		rank_logf(&r->log, "warning: %s", err);
-	bind_plan_describe(&plan, desc, sizeof desc);
-	rank_logf(&r->log, "bound: %s, %d thread(s)", desc, plan.omp_threads);
-	ops_cpu_set_threads(plan.omp_threads);
-	bind_plan_free(&plan);
+	bind_plan_describe(plan, desc, sizeof desc);
+	rank_logf(&r->log, "bound: %s, %d thread(s)", desc, plan->omp_threads);
+	ops_cpu_set_threads(plan->omp_threads);
 	return 0;
 }
 
@@ -476,7 +464,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 
 	memset(res, 0, sizeof *res);
 	heartbeat(&r, 0);
-	r.comm = comm_world_rank(n->world, local);
+	r.comm = n->rank_comm(n->rank_comm_arg, local);
 	if (rank_log_open(&r.log, n->run_dir, r.rank, local, n->host, n->job_id, err,
 			  sizeof err) < 0) {
 		fail(&r, STORK_EXIT_INTERNAL, err);
