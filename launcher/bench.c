@@ -23,7 +23,8 @@
 
 static int bench_usage(FILE *out)
 {
-	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--set KEY=VALUE]...\n");
+	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--set KEY=VALUE]...\n"
+		     "       stork bench checkpoint CONFIG [--dir DIR] [--repeat N]\n");
 	return STORK_EXIT_USAGE;
 }
 
@@ -81,5 +82,7 @@ int cmd_bench(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "train"))
 		return bench_train_cmd(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "checkpoint"))
+		return cmd_bench_checkpoint(argc - 1, argv + 1);
 	return bench_usage(stderr);
 }

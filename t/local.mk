@@ -47,7 +47,7 @@ TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats
 TEST_EXTENSIONS += .bats
 BATS_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
 BATS_LOG_COMPILER = bats --tap
-EXTRA_DIST += t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats
+EXTRA_DIST += t/training.bash t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats
 clean-local: clean-train
 clean-train:
 	rm -rf t/train/work

@@ -3,45 +3,18 @@
 # hierarchical collectives, the run directory (issue "srun stork run").
 
 load helpers
+load ../training
 
 STORK=$abs_top_builddir/launcher/stork
 
 setup() {
 	setup_workdir
-	mkdir -p data
-	cat "$abs_top_srcdir"/README.md "$abs_top_srcdir"/man/*.[0-9] >text.txt
-	"$STORK" prep --out data --name docs text.txt >/dev/null
-	cat >run.yaml <<-'YAML'
-	run:
-	  name: mn
-	  dir: runs
-	model:
-	  layers: 2
-	  heads: 4
-	  channels: 64
-	  max_seq_len: 64
-	  vocab_size: 257
-	data:
-	  train: ["data/docs_train.bin"]
-	  val: ["data/docs_val.bin"]
-	train:
-	  batch_size: 4
-	  seq_len: 32
-	  steps: 50
-	  lr: 1.0e-3
-	  warmup_steps: 5
-	  min_lr: 1.0e-4
-	  val_every: 25
-	  val_batches: 2
-	checkpoint:
-	  every: 25
-	YAML
+	docs_data
+	small_config run.yaml mn 2 64 4 32 50
+	sed -i 's/every: 0/every: 25/' run.yaml
 }
 
-losses() {
-	grep -h '"metric":"train_loss"' "$1"/logs/rank-"${2:-000}".metrics.jsonl |
-		sed 's/.*"step":\([0-9]*\).*"value":\([^,}]*\).*/\1 \2/'
-}
+losses() { run_losses "$1" "${2:-000}"; }
 
 # two_node_job NAME MPI: sbatch 2 nodes x 1 launcher x 2 ranks, waits.
 two_node_job() {
