@@ -171,4 +171,80 @@ int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 /* Close UCX once its communicators are freed. */
 void comm_ucx_close(struct comm_ucx *u);
 
+/* ================================================ UCX peer failures and
+ * the hierarchical communicator (lib/comm_ucx.c, lib/comm_hier.c)
+ */
+
+/*
+ * The world rank of the first peer whose process failed (UCX reported its
+ * endpoint broken; the comm_ucx is then aborted with the reason
+ * "rank K (peer process) failed: WHY"), or -1 if none did. why (may be NULL)
+ * receives UCX's description of the failure.
+ */
+int comm_ucx_failed_peer(struct comm_ucx *u, char *why, size_t len);
+
+/*
+ * Hierarchical communicator: the global communicator over all ranks of all
+ * nodes, for storkd (one process per node, one thread per local rank).
+ * Global ranks are node-major: node k's local rank i is global rank
+ * base_k + i, base_k = sum of the local rank counts of nodes 0..k-1.
+ *
+ * Inside a node the ranks talk through the node's shared-memory world; local
+ * rank 0 of each node is the only thread that touches the node's comm_ucx,
+ * which connects the nodes (one UCX rank per node, UCX rank = node index).
+ *
+ * Reduction order (this communicator's exception to the flat fold above):
+ * element i is the fold over nodes 0..N-1, in node order, of each node's
+ * fold over its local ranks in local rank order,
+ *
+ *     r[i] = op(...op(s_0[i], s_1[i])..., s_{N-1}[i]),
+ *     s_k[i] = op(...op(x_{k,0}[i], x_{k,1}[i])..., x_{k,n_k-1}[i]).
+ *
+ * It equals the flat fold when every node has one rank or there is one node.
+ * The same layout (node count and local rank counts) gives the same bits run
+ * after run; reduce-scatter and all-gather give exactly all-reduce's bits.
+ *
+ * All-reduce: all-reduce in the node (shared memory) -> all-reduce across
+ * nodes by local rank 0 (UCX) -> broadcast in the node. Reduce-scatter
+ * reduces the whole buffer that way and keeps the rank's segment; all-gather
+ * gathers in the node, then across node leaders, then broadcasts in the
+ * node; broadcast goes root -> its node's rank 0 -> other node leaders ->
+ * their nodes. comm_split is supported when every new group lies inside one
+ * node (it is then a shared-memory group); otherwise it returns COMM_EINVAL.
+ *
+ * Abort: comm_abort on any rank aborts the node's shared-memory world and the
+ * comm_ucx, so no thread of the process stays blocked; a failed peer process
+ * (reported by the comm_ucx) aborts the node's world with a reason naming the
+ * peer node and its global ranks. Other processes learn of an abort when the
+ * aborting process exits (or, over TCP, closes its endpoints).
+ */
+struct comm_hier;
+
+/*
+ * Collective across nodes, called once per process by one thread before the
+ * rank threads use the communicator: node is this node's shared-memory world
+ * (local_ranks_per_node[node_index] ranks), u this process's comm_ucx,
+ * node_addrs[k] node k's UCX worker address (own included; only read during
+ * the call). With nnodes == 1, u may be NULL. Returns 0 or a COMM_E* code.
+ */
+int comm_hier_create(struct comm_world *node, struct comm_ucx *u, int node_index,
+		     int nnodes, const void *const *node_addrs,
+		     const int *local_ranks_per_node, struct comm_hier **out);
+
+/*
+ * Local rank `local`'s communicator over all ranks (owned by h), usable with
+ * every comm_* call from that rank's thread; comm_rank/comm_size are global.
+ */
+struct comm *comm_hier_rank(struct comm_hier *h, int local);
+
+/* This node's first global rank (base_k). */
+int comm_hier_rank_base(const struct comm_hier *h);
+
+/*
+ * Free h once the rank threads are done with it; collective across nodes
+ * (it frees the UCX communicator, which ends with a barrier unless aborted).
+ * The node world and the comm_ucx stay the caller's.
+ */
+void comm_hier_destroy(struct comm_hier *h);
+
 #endif

@@ -14,15 +14,25 @@
  * all-reduce then passes the reduced chunks around a ring (all-gather). Each
  * rank sends and receives (n-1)/n of the buffer per phase, as a ring does.
  * Chunks travel in pieces of at most UCX_PIECE bytes, so the receive space is
- * n pieces. Waiting progresses the worker, then backs off into short
+ * n pieces; each piece is folded in small cache-resident blocks straight
+ * into the result. Waiting progresses the worker, then backs off into short
  * sleeps so an idle rank does not take a core from a busy one.
  *
- * Abort is local to the process: it fails this process's pending and future
- * calls; peers learn of the failure from their launcher (the process exits).
+ * Failures: endpoints use UCX peer error handling (UCP_ERR_HANDLING_MODE_PEER
+ * with an error callback, and keepalive at least every second), so when a
+ * peer process dies the callback aborts this process's comm_ucx with
+ * "rank K (peer process) failed: <UCX status>" and every pending and future
+ * call returns COMM_EABORTED within seconds. Every wait polls the abort flag,
+ * so comm_abort from another thread also ends it. After an abort the waiting
+ * thread cancels its receives and force-closes the endpoints, which fails
+ * the sends still in flight (and, over connection-oriented transports, tells
+ * the peers). Abort is otherwise local to the process: peers learn of it when
+ * the process exits.
  */
 #include "config.h"
 #include "lib/comm_backend.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +44,14 @@
 #define UCX_PIECE (4u << 20)
 #define UCX_SPIN 2000           /* idle progress calls before sleeping */
 #define UCX_TAG_ALL 0xffffffffffffffffULL
+#define UCX_FOLD_BLOCK 16384    /* bytes folded at a time (stays in L1) */
+#define UCX_KEEPALIVE "1s"      /* default UCX_KEEPALIVE_INTERVAL */
+
+/* The error callback's argument: which world rank an endpoint leads to. */
+struct ucx_peer {
+	struct comm_ucx *u;
+	int rank;
+};
 
 struct comm_ucx {
 	ucp_context_h ctx;
@@ -41,7 +59,13 @@ struct comm_ucx {
 	ucp_address_t *addr;
 	size_t addrlen;
 	atomic_int aborted;
+	pthread_mutex_t lock;           /* reason and failed_* while being set */
 	char reason[256];
+	int failed_peer;                /* first peer whose process failed, or -1 */
+	char failed_why[128];
+	ucp_ep_h *eps;                  /* the world's endpoints, to close on abort */
+	int neps;
+	struct ucx_peer *peers;
 };
 
 struct ucx_comm {
@@ -58,6 +82,37 @@ struct ucx_comm {
 
 static const struct comm_ops ucx_ops;
 
+/* First abort wins; the reason is complete before the flag is seen. */
+static void set_abort(struct comm_ucx *u, const char *reason)
+{
+	pthread_mutex_lock(&u->lock);
+	if (!atomic_load(&u->aborted)) {
+		snprintf(u->reason, sizeof u->reason, "%s", reason ? reason : "aborted");
+		atomic_store(&u->aborted, 1);
+	}
+	pthread_mutex_unlock(&u->lock);
+}
+
+/* Close every endpoint at once; what is still in flight fails. */
+static void close_eps_force(struct comm_ucx *u)
+{
+	for (int k = 0; k < u->neps; k++) {
+		ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+					  .flags = UCP_EP_CLOSE_FLAG_FORCE };
+		void *req;
+
+		if (!u->eps[k])
+			continue;
+		req = ucp_ep_close_nbx(u->eps[k], &p);
+		u->eps[k] = NULL;
+		if (req && !UCS_PTR_IS_ERR(req)) {
+			while (ucp_request_check_status(req) == UCS_INPROGRESS)
+				ucp_worker_progress(u->worker);
+			ucp_request_free(req);
+		}
+	}
+}
+
 /* ------------------------------------------------------------- messages */
 
 static ucp_tag_t make_tag(const struct ucx_comm *c, uint32_t round, int src)
@@ -69,8 +124,11 @@ static void *post_send(struct ucx_comm *c, int dst, const void *buf, size_t len,
 		       uint32_t round)
 {
 	ucp_request_param_t p = { .op_attr_mask = 0 };
+	ucp_ep_h ep = c->eps[c->world[dst]];
 
-	return ucp_tag_send_nbx(c->eps[c->world[dst]], buf, len,
+	if (!ep)        /* closed after an abort */
+		return UCS_STATUS_PTR(UCS_ERR_CANCELED);
+	return ucp_tag_send_nbx(ep, buf, len,
 				make_tag(c, round, c->base.rank), &p);
 }
 
@@ -83,15 +141,22 @@ static void *post_recv(struct ucx_comm *c, int src, void *buf, size_t len,
 				UCX_TAG_ALL, &p);
 }
 
-/* Wait for every request of reqs (NULL: done already); frees them. */
+/*
+ * Wait for every request of reqs (NULL: done already); frees them. Returns
+ * COMM_EABORTED once the comm_ucx is aborted (by comm_abort, or by a peer's
+ * failure reported through ep_error), after cancelling what is pending.
+ */
 static int wait_all(struct ucx_comm *c, void **reqs, int n)
 {
-	int idle = 0, rc = COMM_OK;
+	struct comm_ucx *u = c->u;
+	int idle = 0, failed = 0, cancelled = 0;
+	ucs_status_t why = UCS_OK;
 
 	for (int i = 0; i < n; i++)
 		if (UCS_PTR_IS_ERR(reqs[i])) {
+			why = UCS_PTR_STATUS(reqs[i]);
 			reqs[i] = NULL;
-			rc = COMM_ESYS;
+			failed = 1;
 		}
 	for (;;) {
 		int pending = 0;
@@ -106,21 +171,21 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 				pending++;
 				continue;
 			}
-			if (st != UCS_OK)
-				rc = COMM_ESYS;
+			if (st != UCS_OK && st != UCS_ERR_CANCELED)
+				why = st, failed = 1;
 			ucp_request_free(reqs[i]);
 			reqs[i] = NULL;
 		}
 		if (!pending)
-			return rc;
-		if (atomic_load(&c->u->aborted))
-			rc = COMM_EABORTED;
-		if (rc == COMM_EABORTED) {
+			break;
+		if (atomic_load(&u->aborted) && !cancelled) {
 			for (int i = 0; i < n; i++)
 				if (reqs[i])
-					ucp_request_cancel(c->u->worker, reqs[i]);
+					ucp_request_cancel(u->worker, reqs[i]);
+			close_eps_force(u);
+			cancelled = 1;
 		}
-		if (ucp_worker_progress(c->u->worker)) {
+		if (ucp_worker_progress(u->worker)) {
 			idle = 0;
 		} else if (++idle > UCX_SPIN) {
 			struct timespec ts = { 0, 20000 };
@@ -128,6 +193,16 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 			nanosleep(&ts, NULL);
 		}
 	}
+	if (failed && !atomic_load(&u->aborted)) {
+		char msg[200];
+
+		/* the endpoint's error callback names the peer; give it a moment */
+		for (int i = 0; i < 1000 && !atomic_load(&u->aborted); i++)
+			ucp_worker_progress(u->worker);
+		snprintf(msg, sizeof msg, "UCX transfer failed: %s", ucs_status_string(why));
+		set_abort(u, msg);
+	}
+	return atomic_load(&u->aborted) ? COMM_EABORTED : COMM_OK;
 }
 
 /* ---------------------------------------------------------- collectives */
@@ -143,6 +218,26 @@ static void chunk_of(size_t count, size_t esize, int n, int r, size_t *lo, size_
 }
 
 /*
+ * dst[i] = fold over k = 0..n-1 of src[k][i], for i < m, a block at a time;
+ * dst may be one of the src (each block is read before it is written).
+ */
+static void fold_ranks(void *dst, const char *const *src, int n, size_t m,
+		       enum comm_dtype t, enum comm_op op)
+{
+	_Alignas(64) unsigned char block[UCX_FOLD_BLOCK];
+	size_t es = comm_dtype_size(t), per = UCX_FOLD_BLOCK / es;
+
+	for (size_t b = 0; b < m; b += per) {
+		size_t k = m - b < per ? m - b : per;
+
+		memcpy(block, src[0] + b * es, k * es);
+		for (int j = 1; j < n; j++)
+			comm_reduce_local(block, src[j] + b * es, k, t, op);
+		memcpy((char *)dst + b * es, block, k * es);
+	}
+}
+
+/*
  * Rank k receives every rank's elements of chunk k of send and folds them in
  * rank order into recv (which holds chunk k; may alias send's chunk k).
  */
@@ -152,10 +247,14 @@ static int direct_reduce(struct ucx_comm *c, const void *send, void *recv,
 	int n = c->base.size, me = c->base.rank, rc = COMM_OK;
 	size_t es = comm_dtype_size(t), piece = UCX_PIECE / es, lo, maxchunk;
 	void **reqs = calloc(2 * (size_t)n, sizeof *reqs);
+	const char **src = calloc((size_t)n, sizeof *src);
 	char *tmp = c->tmp;
 
-	if (!reqs)
+	if (!reqs || !src) {
+		free(reqs);
+		free(src);
 		return COMM_ENOMEM;
+	}
 	chunk_of(count, es, n, 0, &lo, &maxchunk);
 	for (size_t off = 0; off < maxchunk && !rc; off += piece) {
 		uint32_t round = c->round++;
@@ -181,21 +280,15 @@ static int direct_reduce(struct ucx_comm *c, const void *send, void *recv,
 		rc = wait_all(c, reqs, nr);
 		if (rc || !m)
 			continue;
-		/* fold in rank order into the last piece of tmp (recv may alias
-		 * send); contribution k lives in tmp or, for k = me, in send */
-		{
-			char *acc = tmp + (size_t)(n - 1) * UCX_PIECE;
-			const char *mine = (const char *)send + (mlo + off) * es;
-
-			memcpy(acc, me == 0 ? mine : tmp, m * es);
-			for (int k = 1; k < n; k++)
-				comm_reduce_local(acc, k == me ? mine :
-						  tmp + (size_t)(k < me ? k : k - 1) * UCX_PIECE,
-						  m, t, op);
-			memcpy((char *)recv + off * es, acc, m * es);
-		}
+		/* fold in rank order; contribution k lives in tmp or, for k = me,
+		 * in send (which recv may alias) */
+		for (int k = 0; k < n; k++)
+			src[k] = k == me ? (const char *)send + (mlo + off) * es :
+					   tmp + (size_t)(k < me ? k : k - 1) * UCX_PIECE;
+		fold_ranks((char *)recv + off * es, src, n, m, t, op);
 	}
 	free(reqs);
+	free(src);
 	return rc;
 }
 
@@ -399,24 +492,17 @@ out:
 static void ucx_free(struct comm *cc)
 {
 	struct ucx_comm *c = (struct ucx_comm *)cc;
+	struct comm_ucx *u = c->u;
 
 	if (c->owns_eps) {
 		ucx_barrier(cc);        /* nobody still sends to us */
-		for (int k = 0; k < cc->size; k++) {
-			ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-						  .flags = UCP_EP_CLOSE_FLAG_FORCE };
-			void *req;
-
-			if (!c->eps[k])
-				continue;
-			req = ucp_ep_close_nbx(c->eps[k], &p);
-			if (req && !UCS_PTR_IS_ERR(req)) {
-				while (ucp_request_check_status(req) == UCS_INPROGRESS)
-					ucp_worker_progress(c->u->worker);
-				ucp_request_free(req);
-			}
-		}
+		if (u->eps == c->eps)
+			close_eps_force(u);
+		u->eps = NULL;
+		u->neps = 0;
 		free(c->eps);
+		free(u->peers);
+		u->peers = NULL;
 	}
 	free(c->world);
 	free(c->tmp);
@@ -425,10 +511,7 @@ static void ucx_free(struct comm *cc)
 
 static void ucx_abort(struct comm *cc, const char *reason)
 {
-	struct comm_ucx *u = ((struct ucx_comm *)cc)->u;
-
-	if (!atomic_exchange(&u->aborted, 1))
-		snprintf(u->reason, sizeof u->reason, "%s", reason ? reason : "aborted");
+	set_abort(((struct ucx_comm *)cc)->u, reason);
 }
 
 static const char *ucx_abort_reason(const struct comm *cc)
@@ -463,8 +546,13 @@ int comm_ucx_open(struct comm_ucx **out, const void **addr, size_t *addrlen)
 	*out = NULL;
 	if (!u)
 		return COMM_ENOMEM;
+	pthread_mutex_init(&u->lock, NULL);
+	u->failed_peer = -1;
 	if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK)
 		goto fail;
+	/* a dead peer must be noticed within seconds, also over shared memory */
+	if (!getenv("UCX_KEEPALIVE_INTERVAL"))
+		ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", UCX_KEEPALIVE);
 	if (ucp_init(&params, cfg, &u->ctx) != UCS_OK) {
 		u->ctx = NULL;
 		goto fail;
@@ -490,10 +578,39 @@ fail:
 	return COMM_ESYS;
 }
 
-/* A peer closed its endpoint or failed: its requests then fail (COMM_ESYS);
- * nothing more to do here. */
+/*
+ * UCX reports that the peer behind an endpoint failed (its process died or
+ * its connection broke): abort this comm_ucx, naming the peer. Runs inside
+ * ucp_worker_progress, on the thread that waits.
+ */
 static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
+	struct ucx_peer *p = arg;
+	struct comm_ucx *u = p->u;
+	char msg[256];
+
+	(void)ep;
+	pthread_mutex_lock(&u->lock);
+	if (u->failed_peer < 0) {
+		u->failed_peer = p->rank;
+		snprintf(u->failed_why, sizeof u->failed_why, "%s", ucs_status_string(status));
+	}
+	pthread_mutex_unlock(&u->lock);
+	snprintf(msg, sizeof msg, "rank %d (peer process) failed: %s", p->rank,
+		 ucs_status_string(status));
+	set_abort(u, msg);
+}
+
+int comm_ucx_failed_peer(struct comm_ucx *u, char *why, size_t len)
+{
+	int rank;
+
+	pthread_mutex_lock(&u->lock);
+	rank = u->failed_peer;
+	if (why && len)
+		snprintf(why, len, "%s", rank >= 0 ? u->failed_why : "");
+	pthread_mutex_unlock(&u->lock);
+	return rank;
 }
 
 int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
@@ -507,8 +624,11 @@ int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 	if (!(c = comm_new(u, rank, nranks, 1)))
 		return COMM_ENOMEM;
 	c->owns_eps = 1;
-	if (!(c->eps = calloc((size_t)nranks, sizeof *c->eps))) {
-		free(c->world), free(c->tmp), free(c);
+	c->eps = calloc((size_t)nranks, sizeof *c->eps);
+	free(u->peers);
+	u->peers = calloc((size_t)nranks, sizeof *u->peers);
+	if (!c->eps || !u->peers) {
+		free(c->eps), free(c->world), free(c->tmp), free(c);
 		return COMM_ENOMEM;
 	}
 	for (int k = 0; k < nranks; k++) {
@@ -518,10 +638,11 @@ int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 				      UCP_EP_PARAM_FIELD_ERR_HANDLER,
 			.address = addrs[k],
 			.err_mode = UCP_ERR_HANDLING_MODE_PEER,
-			.err_handler = { .cb = ep_error, .arg = NULL },
+			.err_handler = { .cb = ep_error, .arg = &u->peers[k] },
 		};
 
 		c->world[k] = k;
+		u->peers[k] = (struct ucx_peer){ u, k };
 		if (k == rank)
 			continue;
 		if (ucp_ep_create(u->worker, &ep, &c->eps[k]) != UCS_OK) {
@@ -535,6 +656,8 @@ int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 			return COMM_ESYS;
 		}
 	}
+	u->eps = c->eps;
+	u->neps = nranks;
 	*out = &c->base;
 	return COMM_OK;
 }
@@ -549,5 +672,7 @@ void comm_ucx_close(struct comm_ucx *u)
 		ucp_worker_destroy(u->worker);
 	if (u->ctx)
 		ucp_cleanup(u->ctx);
+	free(u->peers);
+	pthread_mutex_destroy(&u->lock);
 	free(u);
 }

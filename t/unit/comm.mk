@@ -6,6 +6,13 @@ t_unit_check_comm_SOURCES = t/unit/check_comm.c
 t_unit_check_comm_CFLAGS = $(UNIT_CFLAGS)
 t_unit_check_comm_LDADD = $(COMM_LIBS) $(UNIT_LIBS)
 
+# The hierarchical communicator and UCX peer failures, with forked processes.
+check_PROGRAMS += t/unit/check_comm_hier
+TESTS += t/unit/check_comm_hier
+t_unit_check_comm_hier_SOURCES = t/unit/check_comm_hier.c
+t_unit_check_comm_hier_CFLAGS = $(UNIT_CFLAGS)
+t_unit_check_comm_hier_LDADD = $(COMM_LIBS) $(UNIT_LIBS)
+
 # check_data also builds `stork prep` (launcher/prep.c) to round-trip text.
 check_PROGRAMS += t/unit/check_data
 TESTS += t/unit/check_data
