@@ -42,6 +42,7 @@ struct train_node {
 	const struct stork_config *cfg;
 	const char *run_dir;
 	struct comm_world *world;      /* this node's ranks (in-node backend) */
+	struct topo *topo;             /* the node's hardware */
 	struct bind_plan *plans;       /* local_ranks binding plans, computed by storkd */
 	struct comm *(*rank_comm)(void *arg, int local); /* the global communicator of a local rank */
 	void *rank_comm_arg;
