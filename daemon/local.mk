@@ -1,7 +1,7 @@
 # storkd: the per-node training daemon.
 sbin_PROGRAMS += daemon/storkd
 daemon_storkd_SOURCES = daemon/storkd.c
-daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS)
+daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS) $(UCX_CFLAGS) $(BLAS_CFLAGS)
 daemon_storkd_LDADD = $(STORKD_LIBS)
 
 # The daemon's parts as an archive, so that `stork bench` and the tests

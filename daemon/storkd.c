@@ -11,6 +11,7 @@
 #include "daemon/join.h"
 #include "daemon/train.h"
 #include "kernels/device.h"
+#include "lib/atomic_file.h"
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/json.h"
@@ -19,7 +20,10 @@
 #include "lib/stork_config.h"
 #include "lib/version.h"
 
+#include <cblas.h>
 #include <getopt.h>
+#include <pmix.h>
+#include <ucp/api/ucp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -347,6 +351,29 @@ static void read_environment(struct train_node *node)
 	}
 }
 
+/* provenance/libraries.json: the versions of what this daemon runs on. */
+static void write_library_versions(const char *run_dir)
+{
+	char path[4200], err[512];
+	struct json j;
+
+	json_init(&j, JSON_PRETTY);
+	json_begin_object(&j);
+	json_key_string(&j, "pmix", PMIx_Get_version());
+	json_key_string(&j, "ucx", ucp_get_version_string());
+	json_key_string(&j, "blas", kernels_cpu_backend_name());
+#ifdef OPENBLAS_VERSION
+	json_key_string(&j, "openblas_config", openblas_get_config());
+#endif
+	json_key_string(&j, "cuda", kernels_cuda_versions());
+	json_key_int(&j, "cuda_devices", kernels_cuda_device_count());
+	json_end_object(&j);
+	snprintf(path, sizeof path, "%s/provenance/libraries.json", run_dir);
+	if (json_error(&j) || atomic_write_file(path, json_str(&j), json_len(&j), err, sizeof err) < 0)
+		stork_warn("cannot write %s", path);
+	json_free(&j);
+}
+
 /*
  * Join the other nodes (a world of one when this is the only daemon), then
  * set the node's place in the world and its communicators.
@@ -408,8 +435,11 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 		node->rank_comm = hier_comm;
 		node->rank_comm_arg = *hier;
 	}
-	if (layout->node_index == 0 && join_write_slurm_env(o->run_dir, layout, err, errlen) < 0)
-		stork_warn("%s", err);
+	if (layout->node_index == 0) {
+		if (join_write_slurm_env(o->run_dir, layout, err, errlen) < 0)
+			stork_warn("%s", err);
+		write_library_versions(o->run_dir);
+	}
 	stork_info("node %d of %d on %s: ranks %d..%d of %d (rendezvous: %s, %.3f s)",
 		   layout->node_index, layout->nnodes, node->host, node->rank_base,
 		   node->rank_base + node->local_ranks - 1, node->world_size, layout->method,

@@ -42,6 +42,7 @@ struct rank {
 	struct data_loader *train, *val;
 	int *inputs, *targets;
 	struct train_rank_result *res;
+	double ckpt_seconds;           /* how long the last checkpoint took; 0 = none yet */
 	char err[1024];
 };
 
@@ -297,6 +298,23 @@ static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
 	return 0;
 }
 
+/*
+ * Whether a checkpoint still fits before the job's end: it must, with a
+ * margin, take no longer than the last one did (the first one is guessed at
+ * 100 MB/s for the model and both moments). A checkpoint that cannot finish
+ * would only be cut by the kill; better to keep the previous one and say so.
+ */
+static int checkpoint_fits(struct rank *r, double *left, double *need)
+{
+	time_t end = r->node->job_end_time;
+
+	*need = r->ckpt_seconds > 0 ? r->ckpt_seconds :
+				      (double)r->model.num_params * 12.0 / 100e6;
+	*need = *need * 1.5 + 5.0;
+	*left = end ? (double)(end - time(NULL)) : 1e30;
+	return *left >= *need;
+}
+
 static int checkpoint(struct rank *r, int64_t steps_done)
 {
 	struct ckpt_state st = {
@@ -316,6 +334,7 @@ static int checkpoint(struct rank *r, int64_t steps_done)
 	if (ckpt_save(root, &r->model, &r->opt, &st, r->cfg->checkpoint.keep, r->err,
 		      sizeof r->err) < 0)
 		return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+	r->ckpt_seconds = (now_ms() - t0) / 1e3;
 	rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
 		  now_ms() - t0);
 	snprintf(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
@@ -444,6 +463,27 @@ static int run_steps(struct rank *r, int64_t start)
 		heartbeat(r, step + 1);
 		if (agree_stop(r, step + 1, &stop))
 			return r->res->exit_code;
+		if (stop) {
+			double left, need;
+
+			if (!checkpoint_fits(r, &left, &need)) {
+				snprintf(r->err, sizeof r->err,
+					 "stopped after step %" PRId64 " with %.0f s left before the job's end, "
+					 "too little for a checkpoint (~%.0f s): no new checkpoint, the previous "
+					 "one stays the latest", step + 1, left, need);
+				/* Still requeue: the job resumes from the previous one. */
+				if (r->rank == 0 && r->node->slurm_job) {
+					char why[512];
+					size_t l = strlen(r->err);
+
+					if (slurm_job_requeue(r->node->slurm_job, why, sizeof why) == 0)
+						snprintf(r->err + l, sizeof r->err - l, "; job requeued");
+					else
+						snprintf(r->err + l, sizeof r->err - l, "; requeue failed: %s", why);
+				}
+				return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+			}
+		}
 		if (stop || step + 1 == c->train.steps ||
 		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0))
 			if (checkpoint(r, step + 1))

@@ -24,7 +24,8 @@
 static int bench_usage(FILE *out)
 {
 	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--set KEY=VALUE]...\n"
-		     "       stork bench checkpoint CONFIG [--dir DIR] [--repeat N]\n");
+		     "       stork bench checkpoint CONFIG [--dir DIR] [--repeat N]\n"
+		     "       stork bench launch CONFIG [--nodes N] [--repeat R]   (inside an allocation)\n");
 	return STORK_EXIT_USAGE;
 }
 
@@ -84,5 +85,7 @@ int cmd_bench(int argc, char **argv)
 		return bench_train_cmd(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "checkpoint"))
 		return cmd_bench_checkpoint(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "launch"))
+		return cmd_bench_launch(argc - 1, argv + 1);
 	return bench_usage(stderr);
 }

@@ -3,6 +3,6 @@ bin_PROGRAMS += launcher/stork
 launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
 	launcher/run.c \
 	launcher/prep.c launcher/prep.h \
-	launcher/bench.c launcher/bench_checkpoint.c
+	launcher/bench.c launcher/bench_checkpoint.c launcher/bench_launch.c
 launcher_stork_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 launcher_stork_LDADD = $(STORKD_LIBS)

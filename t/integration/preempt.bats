@@ -164,3 +164,19 @@ reference() {
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 	[ "$(readlink "$dir/checkpoints/latest")" = step_00000150 ]
 }
+
+@test "--signal=B:USR1 route: the batch shell execs srun, which forwards USR1; requeued and completed" {
+	job_script bsh --requeue
+	sed -i 's|^srun |exec srun |' bsh.sh
+	job=$(submit bsh.sh)
+	dir=$(run_dir bsh "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 20 120
+	# What --signal=B:USR1@N does at the time limit: signal the batch shell.
+	scancel --batch --signal=USR1 "$job"
+	wait_job_state "$job" COMPLETED 300
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+	[ "$(losses "$dir" | wc -l)" -eq 150 ]
+}
