@@ -97,6 +97,16 @@ struct ops {
 	 */
 	void (*adamw)(float *params, const float *grads, float *m, float *v, size_t n, float lr,
 		      float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2);
+
+	/* p (n) = 0: gradients and activation gradients before they accumulate. */
+	void (*zero)(float *p, size_t n);
+	/* p (n) *= s: gradient averaging and clipping. */
+	void (*scale)(float *p, size_t n, float s);
+	/*
+	 * Sum of squares of p (n) in double (the global gradient norm), summed
+	 * in an order that depends only on n, not on the thread count.
+	 */
+	double (*sumsq)(const float *p, size_t n);
 };
 
 /* The CPU backend: host arrays, every entry implemented. */

@@ -10,12 +10,16 @@
  * sgemm calls too (Q K^T, att V and their transposes), which beats a naive
  * dot-product loop by an order of magnitude because gcc does not vectorise
  * float reductions without -ffast-math. Bias, softmax and LayerNorm stay in
- * C.
+ * C; long float sums use a fixed number of partial sums (SUM_LANES) so that
+ * they vectorise and still do not depend on the thread count.
  *
  * Threads: OpenBLAS's thread count is process-wide, and storkd runs one
  * worker thread per rank in one process, so OpenBLAS is kept at one thread
  * and this file splits work itself: a matrix product is cut into column
- * blocks, one per thread, each a single-threaded sgemm call. The helper
+ * blocks, one per thread, each a single-threaded sgemm call; every other
+ * kernel splits its rows, channels or elements the same way (reductions
+ * over rows, such as bias and LayerNorm weight gradients, are split by
+ * channel so each sum keeps the serial order). The helper
  * threads are created by the calling (rank) thread and inherit its CPU
  * affinity, so a rank only ever runs on its own cores. Each output element
  * is computed by exactly one thread with a fixed split, so results do not
@@ -232,29 +236,78 @@ static void split_range(int total, int align, int i, int n, int *lo, int *hi)
 	*hi = b1 * align < total ? b1 * align : total;
 }
 
+/* The part [*lo, *hi) of [0, total) that worker i of n owns, in multiples of 16 floats. */
+static void split_size(size_t total, int i, int n, size_t *lo, size_t *hi)
+{
+	size_t blocks = (total + 15) / 16;
+	size_t b0 = blocks * i / n, b1 = blocks * (i + 1) / n;
+
+	*lo = b0 * 16 < total ? b0 * 16 : total;
+	*hi = b1 * 16 < total ? b1 * 16 : total;
+}
+
 /* Threads worth using for work of this many FLOPs (a thread costs ~20 us). */
 static int threads_for(double flops)
 {
 	int n = ops_cpu_threads();
 
-	if (flops < 4e6)
+	if (flops < 1e6)
 		return 1;
 	return n;
 }
 
 /* ------------------------------------------------------------ encoder */
 
+struct rows_args {
+	float *out, *mean, *rstd, *dinp, *dweight, *dbias, *dwte, *dwpe;
+	const float *inp, *weight, *bias, *dout, *wte, *wpe, *cmean, *crstd;
+	const int *tok;
+	int B, T, N, C;
+};
+
+static void encoder_forward_part(void *p, int i, int n)
+{
+	struct rows_args *a = p;
+	int lo, hi, C = a->C;
+
+	split_range(a->B * a->T, 1, i, n, &lo, &hi);
+	for (int r = lo; r < hi; r++) {
+		float *o = a->out + (size_t)r * C;
+		const float *te = a->wte + (size_t)a->tok[r] * C;
+		const float *pe = a->wpe + (size_t)(r % a->T) * C;
+
+		for (int c = 0; c < C; c++)
+			o[c] = te[c] + pe[c];
+	}
+}
+
 static void encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B,
 			    int T, int C)
 {
-	for (int b = 0; b < B; b++) {
-		for (int t = 0; t < T; t++) {
-			float *o = out + ((size_t)b * T + t) * C;
-			const float *te = wte + (size_t)inp[b * T + t] * C;
-			const float *pe = wpe + (size_t)t * C;
+	struct rows_args a = { .out = out, .tok = inp, .wte = wte, .wpe = wpe, .B = B, .T = T,
+			       .C = C };
 
-			for (int c = 0; c < C; c++)
-				o[c] = te[c] + pe[c];
+	parallel_for(threads_for(2.0 * B * T * C), encoder_forward_part, &a);
+}
+
+/*
+ * Split by channel: a token may occur several times, so rows of dwte are
+ * shared; channels are not, and each keeps the serial order over (b, t).
+ */
+static void encoder_backward_part(void *p, int i, int n)
+{
+	struct rows_args *a = p;
+	int lo, hi, C = a->C;
+
+	split_range(C, 16, i, n, &lo, &hi);
+	for (int r = 0; r < a->B * a->T; r++) {
+		const float *d = a->dout + (size_t)r * C;
+		float *te = a->dwte + (size_t)a->tok[r] * C;
+		float *pe = a->dwpe + (size_t)(r % a->T) * C;
+
+		for (int c = lo; c < hi; c++) {
+			te[c] += d[c];
+			pe[c] += d[c];
 		}
 	}
 }
@@ -262,43 +315,131 @@ static void encoder_forward(float *out, const int *inp, const float *wte, const 
 static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
 			     int T, int C)
 {
-	for (int b = 0; b < B; b++) {
-		for (int t = 0; t < T; t++) {
-			const float *d = dout + ((size_t)b * T + t) * C;
-			float *te = dwte + (size_t)inp[b * T + t] * C;
-			float *pe = dwpe + (size_t)t * C;
+	struct rows_args a = { .dwte = dwte, .dwpe = dwpe, .dout = dout, .tok = inp, .B = B,
+			       .T = T, .C = C };
 
-			for (int c = 0; c < C; c++) {
-				te[c] += d[c];
-				pe[c] += d[c];
-			}
-		}
-	}
+	parallel_for(threads_for(4.0 * B * T * C), encoder_backward_part, &a);
 }
 
 /* ------------------------------------------------------------ layernorm */
 
 #define LN_EPS 1e-5f
+/* Partial sums of a long float sum: vectorises, same bits for any thread count. */
+#define SUM_LANES 16
+
+/* Sum of x[0..n) in SUM_LANES interleaved partial sums, added up in a fixed order. */
+static float sum_lanes(const float *x, int n)
+{
+	float acc[SUM_LANES] = { 0 }, s = 0.0f;
+	int i = 0;
+
+	for (; i + SUM_LANES <= n; i += SUM_LANES)
+		for (int j = 0; j < SUM_LANES; j++)
+			acc[j] += x[i + j];
+	for (; i < n; i++)
+		acc[i % SUM_LANES] += x[i];
+	for (int j = 0; j < SUM_LANES; j++)
+		s += acc[j];
+	return s;
+}
+
+/* Sum of (x[c] - m)^2 over the row, as sum_lanes. */
+static float sum_sq_dev(const float *x, float m, int n)
+{
+	float acc[SUM_LANES] = { 0 }, s = 0.0f;
+	int i = 0;
+
+	for (; i + SUM_LANES <= n; i += SUM_LANES)
+		for (int j = 0; j < SUM_LANES; j++)
+			acc[j] += (x[i + j] - m) * (x[i + j] - m);
+	for (; i < n; i++)
+		acc[i % SUM_LANES] += (x[i] - m) * (x[i] - m);
+	for (int j = 0; j < SUM_LANES; j++)
+		s += acc[j];
+	return s;
+}
+
+static void layernorm_forward_part(void *p, int i, int n)
+{
+	struct rows_args *a = p;
+	int lo, hi, C = a->C;
+
+	split_range(a->N, 1, i, n, &lo, &hi);
+	for (int r = lo; r < hi; r++) {
+		const float *x = a->inp + (size_t)r * C;
+		float *o = a->out + (size_t)r * C;
+		float m = sum_lanes(x, C) / C;
+		float s = math_ln_rstd(sum_sq_dev(x, m, C) / C, LN_EPS);
+
+		for (int c = 0; c < C; c++)
+			o[c] = math_ln_apply(x[c], m, s, a->weight[c], a->bias[c]);
+		a->mean[r] = m;
+		a->rstd[r] = s;
+	}
+}
 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 			      const float *weight, const float *bias, int N, int C)
 {
-	for (int n = 0; n < N; n++) {
-		const float *x = inp + (size_t)n * C;
-		float *o = out + (size_t)n * C;
-		float m = 0.0f, v = 0.0f, s;
+	struct rows_args a = { .out = out, .mean = mean, .rstd = rstd, .inp = inp,
+			       .weight = weight, .bias = bias, .N = N, .C = C };
 
-		for (int c = 0; c < C; c++)
-			m += x[c];
-		m /= C;
-		for (int c = 0; c < C; c++)
-			v += (x[c] - m) * (x[c] - m);
-		v /= C;
-		s = math_ln_rstd(v, LN_EPS);
-		for (int c = 0; c < C; c++)
-			o[c] = math_ln_apply(x[c], m, s, weight[c], bias[c]);
-		mean[n] = m;
-		rstd[n] = s;
+	parallel_for(threads_for(8.0 * N * C), layernorm_forward_part, &a);
+}
+
+/*
+ * Two independent passes over the rows: dinp by row (each row needs its own
+ * two sums), then dweight and dbias by channel (each a sum over all rows, in
+ * row order). Neither reads what the other writes, so no barrier between.
+ */
+static void layernorm_backward_part(void *p, int i, int n)
+{
+	struct rows_args *a = p;
+	float dn[SUM_LANES], dnx[SUM_LANES];
+	int lo, hi, C = a->C;
+
+	split_range(a->N, 1, i, n, &lo, &hi);
+	for (int r = lo; r < hi; r++) {
+		const float *d = a->dout + (size_t)r * C, *x = a->inp + (size_t)r * C;
+		float *dx = a->dinp + (size_t)r * C;
+		float m = a->cmean[r], s = a->crstd[r], dnorm_mean = 0.0f, dnorm_x_mean = 0.0f;
+		int c = 0;
+
+		for (int j = 0; j < SUM_LANES; j++)
+			dn[j] = dnx[j] = 0.0f;
+		for (; c + SUM_LANES <= C; c += SUM_LANES) {
+			for (int j = 0; j < SUM_LANES; j++) {
+				float wd = a->weight[c + j] * d[c + j];
+
+				dn[j] += wd;
+				dnx[j] += wd * ((x[c + j] - m) * s);
+			}
+		}
+		for (; c < C; c++) {
+			float wd = a->weight[c] * d[c];
+
+			dn[c % SUM_LANES] += wd;
+			dnx[c % SUM_LANES] += wd * ((x[c] - m) * s);
+		}
+		for (int j = 0; j < SUM_LANES; j++) {
+			dnorm_mean += dn[j];
+			dnorm_x_mean += dnx[j];
+		}
+		dnorm_mean /= C;
+		dnorm_x_mean /= C;
+		for (c = 0; c < C; c++)
+			dx[c] += math_ln_dx(d[c], a->weight[c], (x[c] - m) * s, s, dnorm_mean,
+					    dnorm_x_mean);
+	}
+	split_range(C, 16, i, n, &lo, &hi);
+	for (int r = 0; r < a->N; r++) {
+		const float *d = a->dout + (size_t)r * C, *x = a->inp + (size_t)r * C;
+		float m = a->cmean[r], s = a->crstd[r];
+
+		for (int c = lo; c < hi; c++) {
+			a->dbias[c] += d[c];
+			a->dweight[c] += (x[c] - m) * s * d[c];
+		}
 	}
 }
 
@@ -306,70 +447,57 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
 			       const float *inp, const float *weight, const float *mean,
 			       const float *rstd, int N, int C)
 {
-	for (int n = 0; n < N; n++) {
-		const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
-		float *dx = dinp + (size_t)n * C;
-		float m = mean[n], s = rstd[n], dnorm_mean = 0.0f, dnorm_x_mean = 0.0f;
+	struct rows_args a = { .dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout,
+			       .inp = inp, .weight = weight, .cmean = mean, .crstd = rstd, .N = N,
+			       .C = C };
 
-		for (int c = 0; c < C; c++) {
-			float xhat = (x[c] - m) * s, dn = weight[c] * d[c];
-
-			dnorm_mean += dn;
-			dnorm_x_mean += dn * xhat;
-		}
-		dnorm_mean /= C;
-		dnorm_x_mean /= C;
-		for (int c = 0; c < C; c++) {
-			float xhat = (x[c] - m) * s;
-
-			dbias[c] += d[c];
-			dweight[c] += xhat * d[c];
-			dx[c] += math_ln_dx(d[c], weight[c], xhat, s, dnorm_mean, dnorm_x_mean);
-		}
-	}
+	parallel_for(threads_for(12.0 * N * C), layernorm_backward_part, &a);
 }
 
 /* ------------------------------------------------------------ matmul */
 
 struct mm_args {
-	float *out, *dinp, *dweight;
-	const float *inp, *weight, *dout;
+	float *out, *dinp, *dweight, *dbias;
+	const float *inp, *weight, *bias, *dout;
 	int N, C, OC;
 };
 
-/* out[:, o0:o1] = inp @ weight[o0:o1]^T */
+/*
+ * out[:, o0:o1] = inp @ weight[o0:o1]^T (+ bias[o0:o1]): the bias is
+ * written first and sgemm adds to it (beta = 1), which costs no more than
+ * the zeroing sgemm does for beta = 0.
+ */
 static void mm_forward_part(void *p, int i, int n)
 {
 	struct mm_args *a = p;
 	int lo, hi;
 
 	split_range(a->OC, 16, i, n, &lo, &hi);
-	if (hi > lo)
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->N, hi - lo, a->C, 1.0f,
-			    a->inp, a->C, a->weight + (size_t)lo * a->C, a->C, 0.0f, a->out + lo,
-			    a->OC);
+	if (hi <= lo)
+		return;
+	if (a->bias)
+		for (int r = 0; r < a->N; r++)
+			memcpy(a->out + (size_t)r * a->OC + lo, a->bias + lo,
+			       (size_t)(hi - lo) * sizeof(float));
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->N, hi - lo, a->C, 1.0f, a->inp,
+		    a->C, a->weight + (size_t)lo * a->C, a->C, a->bias ? 1.0f : 0.0f, a->out + lo,
+		    a->OC);
 }
 
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
 			   int N, int C, int OC)
 {
-	struct mm_args a = { .out = out, .inp = inp, .weight = weight, .N = N, .C = C, .OC = OC };
+	struct mm_args a = { .out = out, .inp = inp, .weight = weight, .bias = bias, .N = N,
+			     .C = C, .OC = OC };
 
 	parallel_for(threads_for(2.0 * N * C * OC), mm_forward_part, &a);
-	if (bias) {
-		for (int n = 0; n < N; n++) {
-			float *o = out + (size_t)n * OC;
-
-			for (int oc = 0; oc < OC; oc++)
-				o[oc] += bias[oc];
-		}
-	}
 }
 
 /*
- * Worker i owns columns [c0, c1) of dinp and rows [o0, o1) of dweight:
+ * Worker i owns columns [c0, c1) of dinp and rows [o0, o1) of dweight and dbias:
  *   dinp[:, c0:c1]    += dout @ weight[:, c0:c1]
  *   dweight[o0:o1, :] += dout[:, o0:o1]^T @ inp
+ *   dbias[o0:o1]      += sum over rows of dout[:, o0:o1] (in row order)
  */
 static void mm_backward_part(void *p, int i, int n)
 {
@@ -384,27 +512,23 @@ static void mm_backward_part(void *p, int i, int n)
 				    a->C);
 	}
 	split_range(a->OC, 16, i, n, &lo, &hi);
-	if (hi > lo)
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, a->C, a->N, 1.0f,
-			    a->dout + lo, a->OC, a->inp, a->C, 1.0f, a->dweight + (size_t)lo * a->C,
-			    a->C);
+	if (hi <= lo)
+		return;
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, a->C, a->N, 1.0f,
+		    a->dout + lo, a->OC, a->inp, a->C, 1.0f, a->dweight + (size_t)lo * a->C, a->C);
+	if (a->dbias)
+		for (int r = 0; r < a->N; r++)
+			for (int o = lo; o < hi; o++)
+				a->dbias[o] += a->dout[(size_t)r * a->OC + o];
 }
 
 static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
 			    const float *inp, const float *weight, int N, int C, int OC)
 {
-	struct mm_args a = { .dinp = dinp, .dweight = dweight, .inp = inp, .weight = weight,
-			     .dout = dout, .N = N, .C = C, .OC = OC };
+	struct mm_args a = { .dinp = dinp, .dweight = dweight, .dbias = dbias, .inp = inp,
+			     .weight = weight, .dout = dout, .N = N, .C = C, .OC = OC };
 
 	parallel_for(threads_for(4.0 * N * C * OC), mm_backward_part, &a);
-	if (dbias) {
-		for (int n = 0; n < N; n++) {
-			const float *d = dout + (size_t)n * OC;
-
-			for (int oc = 0; oc < OC; oc++)
-				dbias[oc] += d[oc];
-		}
-	}
 }
 
 /* ------------------------------------------------------------ attention */
@@ -529,30 +653,187 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
 
 /* ------------------------------------------------------------ element-wise */
 
+/*
+ * Element-wise kernels: each thread takes a contiguous range of elements
+ * (split_size); an element's value does not depend on the split.
+ */
+struct ew_args {
+	float *out, *out2;
+	const float *a, *b;
+	size_t n;
+	float s;
+};
+
+static void gelu_forward_part(void *p, int i, int n)
+{
+	struct ew_args *e = p;
+	float *restrict out = e->out;
+	const float *restrict inp = e->a;
+	size_t lo, hi;
+
+	split_size(e->n, i, n, &lo, &hi);
+	for (size_t k = lo; k < hi; k++)
+		out[k] = math_gelu_forward(inp[k]);
+}
+
 static void gelu_forward(float *out, const float *inp, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		out[i] = math_gelu_forward(inp[i]);
+	struct ew_args e = { .out = out, .a = inp, .n = n };
+
+	parallel_for(threads_for(30.0 * n), gelu_forward_part, &e);
+}
+
+static void gelu_backward_part(void *p, int i, int n)
+{
+	struct ew_args *e = p;
+	float *restrict dinp = e->out;
+	const float *restrict inp = e->a, *restrict dout = e->b;
+	size_t lo, hi;
+
+	split_size(e->n, i, n, &lo, &hi);
+	for (size_t k = lo; k < hi; k++)
+		dinp[k] += math_gelu_backward(inp[k], dout[k]);
 }
 
 static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		dinp[i] += math_gelu_backward(inp[i], dout[i]);
+	struct ew_args e = { .out = dinp, .a = inp, .b = dout, .n = n };
+
+	parallel_for(threads_for(40.0 * n), gelu_backward_part, &e);
+}
+
+/* out may be a or b (the model adds a projection into the stream in place). */
+static void residual_forward_part(void *p, int i, int n)
+{
+	struct ew_args *e = p;
+	size_t lo, hi;
+
+	split_size(e->n, i, n, &lo, &hi);
+	for (size_t k = lo; k < hi; k++)
+		e->out[k] = e->a[k] + e->b[k];
 }
 
 static void residual_forward(float *out, const float *a, const float *b, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		out[i] = a[i] + b[i];
+	struct ew_args e = { .out = out, .a = a, .b = b, .n = n };
+
+	parallel_for(threads_for(8.0 * n), residual_forward_part, &e);
+}
+
+static void residual_backward_part(void *p, int i, int n)
+{
+	struct ew_args *e = p;
+	float *restrict da = e->out, *restrict db = e->out2;
+	const float *restrict dout = e->a;
+	size_t lo, hi;
+
+	split_size(e->n, i, n, &lo, &hi);
+	for (size_t k = lo; k < hi; k++) {
+		da[k] += dout[k];
+		db[k] += dout[k];
+	}
 }
 
 static void residual_backward(float *da, float *db, const float *dout, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		da[i] += dout[i];
-		db[i] += dout[i];
+	struct ew_args e = { .out = da, .out2 = db, .a = dout, .n = n };
+
+	parallel_for(threads_for(12.0 * n), residual_backward_part, &e);
+}
+
+static void zero_part(void *p, int i, int n)
+{
+	struct ew_args *e = p;
+	size_t lo, hi;
+
+	split_size(e->n, i, n, &lo, &hi);
+	memset(e->out + lo, 0, (hi - lo) * sizeof(float));
+}
+
+static void zero(float *p, size_t n)
+{
+	struct ew_args e = { .out = p, .n = n };
+
+	parallel_for(threads_for(4.0 * n), zero_part, &e);
+}
+
+static void scale_part(void *p, int i, int n)
+{
+	struct ew_args *e = p;
+	float *restrict x = e->out;
+	size_t lo, hi;
+
+	split_size(e->n, i, n, &lo, &hi);
+	for (size_t k = lo; k < hi; k++)
+		x[k] *= e->s;
+}
+
+static void scale(float *p, size_t n, float s)
+{
+	struct ew_args e = { .out = p, .n = n, .s = s };
+
+	parallel_for(threads_for(8.0 * n), scale_part, &e);
+}
+
+/*
+ * Sum of squares: fixed chunks of SUMSQ_CHUNK elements, each summed in
+ * double over SUM_LANES partial sums, the chunk sums then added in chunk
+ * order by the caller. Threads take whole chunks, so the result is the same
+ * for any thread count.
+ */
+#define SUMSQ_CHUNK 65536
+
+struct sumsq_args {
+	const float *x;
+	size_t n;
+	double *chunk;
+};
+
+static double sumsq_chunk(const float *restrict x, size_t n)
+{
+	double acc[SUM_LANES] = { 0 }, s = 0.0;
+	size_t i = 0;
+
+	for (; i + SUM_LANES <= n; i += SUM_LANES)
+		for (int j = 0; j < SUM_LANES; j++)
+			acc[j] += (double)x[i + j] * x[i + j];
+	for (; i < n; i++)
+		acc[i % SUM_LANES] += (double)x[i] * x[i];
+	for (int j = 0; j < SUM_LANES; j++)
+		s += acc[j];
+	return s;
+}
+
+static void sumsq_part(void *p, int i, int n)
+{
+	struct sumsq_args *a = p;
+	size_t chunks = (a->n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
+
+	for (size_t c = chunks * i / n; c < chunks * (i + 1) / n; c++) {
+		size_t lo = c * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < a->n ? lo + SUMSQ_CHUNK : a->n;
+
+		a->chunk[c] = sumsq_chunk(a->x + lo, hi - lo);
 	}
+}
+
+static double sumsq(const float *x, size_t n)
+{
+	size_t chunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
+	double small[64], *chunk = chunks <= 64 ? small : malloc(chunks * sizeof(double)), s = 0.0;
+	struct sumsq_args a = { x, n, chunk };
+
+	if (!chunk) { /* no memory for the partial sums: one thread, same order */
+		for (size_t c = 0; c < chunks; c++)
+			s += sumsq_chunk(x + c * SUMSQ_CHUNK,
+					 c + 1 < chunks ? SUMSQ_CHUNK : n - c * SUMSQ_CHUNK);
+		return s;
+	}
+	parallel_for(threads_for(2.0 * n), sumsq_part, &a);
+	for (size_t c = 0; c < chunks; c++)
+		s += chunk[c];
+	if (chunk != small)
+		free(chunk);
+	return s;
 }
 
 /* ------------------------------------------------------------ softmax + cross-entropy */
@@ -567,21 +848,20 @@ struct xent_args {
 static void xent_forward_part(void *p, int i, int n)
 {
 	struct xent_args *a = p;
-	int lo, hi;
+	int lo, hi, V = a->V, Vp = a->Vp; /* locals: the loops below store floats */
 
 	split_range(a->N, 1, i, n, &lo, &hi);
 	for (int r = lo; r < hi; r++) {
-		float *row = a->logits + (size_t)r * a->Vp, max = -FLT_MAX, sum = 0.0f;
+		float *row = a->logits + (size_t)r * Vp, max = -FLT_MAX, sum;
 
-		for (int v = 0; v < a->V; v++)
+		for (int v = 0; v < V; v++)
 			max = row[v] > max ? row[v] : max;
-		for (int v = 0; v < a->V; v++) {
+		for (int v = 0; v < V; v++)
 			row[v] = math_softmax_exp(row[v], max);
-			sum += row[v];
-		}
-		for (int v = 0; v < a->V; v++)
+		sum = sum_lanes(row, V);
+		for (int v = 0; v < V; v++)
 			row[v] /= sum;
-		for (int v = a->V; v < a->Vp; v++)
+		for (int v = V; v < Vp; v++)
 			row[v] = 0.0f;
 		if (a->targets)
 			a->losses[r] = -logf(row[a->targets[r]]);
@@ -602,14 +882,17 @@ static void xent_backward_part(void *p, int i, int n)
 	struct xent_args *a = p;
 	int lo, hi;
 
+	int V = a->V, Vp = a->Vp;
+	float dloss = a->dloss;
+
 	split_range(a->N, 1, i, n, &lo, &hi);
 	for (int r = lo; r < hi; r++) {
-		float *row = a->logits + (size_t)r * a->Vp;
+		float *row = a->logits + (size_t)r * Vp;
 		int target = a->targets[r];
 
-		for (int v = 0; v < a->V; v++)
-			row[v] = math_xent_dlogit(row[v], v == target, a->dloss);
-		for (int v = a->V; v < a->Vp; v++)
+		for (int v = 0; v < V; v++)
+			row[v] = math_xent_dlogit(row[v], v == target, dloss);
+		for (int v = V; v < Vp; v++)
 			row[v] = 0.0f;
 	}
 }
@@ -670,4 +953,7 @@ const struct ops ops_cpu = {
 	.softmax_xent_forward = softmax_xent_forward,
 	.softmax_xent_backward = softmax_xent_backward,
 	.adamw = adamw,
+	.zero = zero,
+	.scale = scale,
+	.sumsq = sumsq,
 };
