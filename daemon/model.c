@@ -487,11 +487,11 @@ static void block_backward(struct gpt2 *m, int l)
 	int B = m->B, T = m->T, N = B * T, C = d.C;
 	const float *x = layer_input(m, l);
 
-	memset(g->dfch_gelu, 0, (size_t)N * d.fc_oc * sizeof(float));
-	memset(g->dfch, 0, (size_t)N * d.fc_oc * sizeof(float));
-	memset(g->dln, 0, (size_t)N * C * sizeof(float));
-	memset(g->datty, 0, (size_t)N * d.att_c * sizeof(float));
-	memset(g->dqkv, 0, (size_t)N * d.qkv_oc * sizeof(float));
+	o->zero(g->dfch_gelu, (size_t)N * d.fc_oc);
+	o->zero(g->dfch, (size_t)N * d.fc_oc);
+	o->zero(g->dln, (size_t)N * C);
+	o->zero(g->datty, (size_t)N * d.att_c);
+	o->zero(g->dqkv, (size_t)N * d.qkv_oc);
 
 	o->matmul_backward(g->dfch_gelu, dw.fcprojw, dw.fcprojb, g->dres, a.fch_gelu, w.fcprojw, N,
 			   d.fc_oc, C);
@@ -499,7 +499,7 @@ static void block_backward(struct gpt2 *m, int l)
 	o->matmul_backward(g->dln, dw.fcw, dw.fcb, g->dfch, a.ln2, w.fcw, N, C, d.fc_oc);
 	o->layernorm_backward(g->dres, dw.ln2w, dw.ln2b, g->dln, a.res2, w.ln2w, a.ln2_mean,
 			      a.ln2_rstd, N, C);
-	memset(g->dln, 0, (size_t)N * C * sizeof(float));
+	o->zero(g->dln, (size_t)N * C);
 	o->matmul_backward(g->datty, dw.attprojw, dw.attprojb, g->dres, a.atty, w.attprojw, N,
 			   d.att_c, C);
 	o->attention_backward(g->dqkv, g->datty, a.qkv, a.att, B, T, d.NH, d.HS);
@@ -623,7 +623,7 @@ int gpt2_zero_grad(struct gpt2 *m)
 		point_tensors(m->grad_tensors, m->grads, m->sizes);
 		return 0;
 	}
-	memset(m->grads, 0, m->num_params * sizeof(float));
+	m->ops->zero(m->grads, m->num_params);
 	return 0;
 }
 
@@ -637,10 +637,10 @@ static void head_backward(struct gpt2 *m, float loss_scale)
 
 	o->softmax_xent_backward(a->logits, m->targets, loss_scale / N, N, c->vocab_size,
 				 c->padded_vocab_size);
-	memset(a->dlnf, 0, (size_t)N * C * sizeof(float));
+	o->zero(a->dlnf, (size_t)N * C);
 	o->matmul_backward(a->dlnf, m->grad_tensors[GPT2_WTE], NULL, a->logits, a->lnf,
 			   m->tensors[GPT2_WTE], N, C, c->padded_vocab_size);
-	memset(a->dres, 0, (size_t)N * C * sizeof(float));
+	o->zero(a->dres, (size_t)N * C);
 	o->layernorm_backward(a->dres, m->grad_tensors[GPT2_LNFW], m->grad_tensors[GPT2_LNFB],
 			      a->dlnf, layer_input(m, c->num_layers), m->tensors[GPT2_LNFW],
 			      a->lnf_mean, a->lnf_rstd, N, C);

@@ -76,11 +76,7 @@ float lr_at(const struct lr_schedule *s, int64_t step)
 
 double grad_sumsq(const float *g, size_t n)
 {
-	double s = 0.0;
-
-	for (size_t i = 0; i < n; i++)
-		s += (double)g[i] * g[i];
-	return s;
+	return ops_cpu.sumsq(g, n);
 }
 
 float grad_clip_scale(float norm, float clip)
@@ -92,8 +88,6 @@ float grad_clip_scale(float norm, float clip)
 
 void grad_scale(float *g, size_t n, float scale)
 {
-	if (scale == 1.0f)
-		return;
-	for (size_t i = 0; i < n; i++)
-		g[i] *= scale;
+	if (scale != 1.0f)
+		ops_cpu.scale(g, n, scale);
 }
