@@ -10,11 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* n zeroed floats aligned to a cache line (see alloc_floats in model.c), or NULL. */
+static float *alloc_zeroed(size_t n)
+{
+	void *p;
+
+	if (posix_memalign(&p, 64, n * sizeof(float)))
+		return NULL;
+	memset(p, 0, n * sizeof(float));
+	return p;
+}
+
 int adamw_init(struct adamw_state *s, size_t n)
 {
 	memset(s, 0, sizeof *s);
-	s->m = calloc(n, sizeof(float));
-	s->v = calloc(n, sizeof(float));
+	s->m = alloc_zeroed(n);
+	s->v = alloc_zeroed(n);
 	if (!s->m || !s->v) {
 		adamw_free(s);
 		return -2;
