@@ -29,9 +29,28 @@
 
 static uint64_t rng = 42;
 
+/* Buffers the current test allocated: free_bufs (a fixture) frees them after it. */
+#define MAX_BUFS 256
+static void *bufs[MAX_BUFS];
+static int nbufs;
+
+static void *track(void *p)
+{
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_lt(nbufs, MAX_BUFS);
+	bufs[nbufs++] = p;
+	return p;
+}
+
+static void free_bufs(void)
+{
+	while (nbufs > 0)
+		free(bufs[--nbufs]);
+}
+
 static float *frand(size_t n, float scale)
 {
-	float *p = malloc(n * sizeof(float));
+	float *p = track(malloc(n * sizeof(float)));
 
 	for (size_t i = 0; i < n; i++)
 		p[i] = rng_normal(&rng, 0.0f, scale);
@@ -40,12 +59,12 @@ static float *frand(size_t n, float scale)
 
 static float *fzero(size_t n)
 {
-	return calloc(n, sizeof(float));
+	return track(calloc(n, sizeof(float)));
 }
 
 static double *dcopy(const float *f, size_t n)
 {
-	double *d = malloc(n * sizeof(double));
+	double *d = track(malloc(n * sizeof(double)));
 
 	for (size_t i = 0; i < n; i++)
 		d[i] = f[i];
@@ -71,7 +90,7 @@ struct fd {
 /* Central differences of f->loss with respect to each of x[0..n). */
 static double *fd_grad(struct fd *f, double *x, size_t n)
 {
-	double *g = malloc(n * sizeof(double));
+	double *g = track(malloc(n * sizeof(double)));
 
 	for (size_t i = 0; i < n; i++) {
 		double save = x[i], lp, lm;
@@ -234,7 +253,7 @@ static void check_matmul(int N, int C, int OC, int threads)
 	c.w = dcopy(w, (size_t)OC * C);
 	c.b = dcopy(b, OC);
 	c.dout = dcopy(dout, (size_t)N * OC);
-	c.out = malloc(sizeof(double) * N * OC);
+	c.out = track(malloc(sizeof(double) * N * OC));
 	ops_cpu.matmul_forward(out, inp, w, b, N, C, OC);
 	ref_matmul(&c);
 	assert_close(out, c.out, (size_t)N * OC, "matmul out");
@@ -271,7 +290,6 @@ static void check_matmul(int N, int C, int OC, int threads)
 		g = fd_grad(&f, c.w + i, 1);
 		c.w[i] = save;
 		ck_assert_msg(fabs(g[0] - dw[i]) <= 1e-3 * (1 + fabs(g[0])), "fd dweight[%d]", i);
-		free(g);
 	}
 	ops_cpu_set_threads(0);
 }
@@ -528,7 +546,6 @@ START_TEST(test_zero_scale_sumsq_match_reference)
 	ops_cpu.zero(x, n);
 	for (size_t i = 0; i < n; i++)
 		ck_assert_msg(x[i] == 0.0f, "x[%zu] = %g after zero", i, (double)x[i]);
-	free(x);
 }
 END_TEST
 
@@ -671,6 +688,7 @@ static Suite *kernels_suite(void)
 	tcase_add_test(tc, test_zero_scale_sumsq_match_reference);
 	tcase_add_test(tc, test_kernels_give_the_same_bits_for_any_thread_count);
 	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, NULL, free_bufs);
 	suite_add_tcase(s, tc);
 	return s;
 }
