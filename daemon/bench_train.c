@@ -10,6 +10,7 @@
 #include "config.h"
 #include "daemon/bench_train.h"
 #include "daemon/optimizer.h"
+#include "kernels/device.h"
 #include "lib/rng.h"
 
 #include <stdint.h>
@@ -290,7 +291,14 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 	fprintf(out, "model: L=%d H=%d C=%d V=%d Vp=%d maxT=%d, %zu parameters; B=%d T=%d\n",
 		c->num_layers, c->num_heads, c->channels, c->vocab_size, c->padded_vocab_size,
 		c->max_seq_len, m.num_params, B, T);
-	fprintf(out, "backend: %s, %d thread(s)\n", ops_cpu.name, ops_cpu_threads());
+	fprintf(out, "backend: %s, %d thread(s)\n", kernels_cpu_backend_name(), ops_cpu_threads());
+	if (ops_cpu_blas_coretype_hint())
+		fprintf(out,
+			"note: OpenBLAS runs AVX2 kernels (OPENBLAS_CORETYPE=%s) on this AVX-512 CPU: "
+			"matrix products are capped at 50%% of peak; OPENBLAS_CORETYPE=%s "
+			"is about twice as fast\n",
+			getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset",
+			ops_cpu_blas_coretype_hint());
 	fprintf(out, "step: %.1f ms (forward %.1f, backward %.1f, adamw %.1f), %d steps\n",
 		1e3 * step_s, 1e3 * ph.fwd / steps, 1e3 * ph.bwd / steps, 1e3 * ph.upd / steps,
 		steps);

@@ -124,12 +124,16 @@ void ops_cpu_set_threads(int n);
 int ops_cpu_threads(void);
 
 /*
- * OpenBLAS core type this CPU should use when the library's own detection
- * falls short (OpenBLAS 0.3.21 runs AVX2 kernels on AVX-512 CPUs it does not
- * know, e.g. AMD Zen 4/5: about half their speed), or NULL. The value takes
+ * OpenBLAS core type this CPU should use when the kernels OpenBLAS loaded
+ * are AVX2 (or older) on a CPU with AVX-512, or NULL. That happens when the
+ * library does not know the CPU, or when OPENBLAS_CORETYPE asks for older
+ * kernels (e.g. Haswell): on an AVX-512 CPU the Haswell sgemm runs at half
+ * the speed, at most 50% of the fp32 peak. (OpenBLAS 0.3.21 itself picks
+ * Cooperlake, with the SkylakeX sgemm, on AMD Zen 5.) The value takes
  * effect only through the environment variable OPENBLAS_CORETYPE before the
  * library loads, so a program sets it for the processes it starts (or
- * re-executes itself).
+ * re-executes itself) when the variable is unset; a value the user set
+ * wins, and this function then says what it costs.
  */
 const char *ops_cpu_blas_coretype_hint(void);
 
