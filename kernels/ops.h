@@ -113,14 +113,16 @@ struct ops {
 extern const struct ops ops_cpu;
 
 /*
- * Threads the CPU matrix products of the calling thread use (a rank's
+ * Threads the CPU kernels of the calling thread use (a rank's
  * worker thread calls this once after it is pinned). n <= 0 means: as many
  * as CPUs in the calling thread's affinity mask. Helper threads inherit the
  * caller's affinity, so a rank never computes outside its cores. OpenBLAS
- * itself is kept single-threaded (its thread count is process-wide).
+ * itself is kept single-threaded (its thread count is process-wide). Results
+ * are the same, bit for bit, for any n: work is cut into blocks that depend
+ * on the sizes only.
  */
 void ops_cpu_set_threads(int n);
-/* Threads the calling thread's matrix products use now. */
+/* Threads the calling thread's kernels use now. */
 int ops_cpu_threads(void);
 
 /*

@@ -16,14 +16,17 @@
  * Threads: OpenBLAS's thread count is process-wide, and storkd runs one
  * worker thread per rank in one process, so OpenBLAS is kept at one thread
  * and this file splits work itself: a matrix product is cut into column
- * blocks, one per thread, each a single-threaded sgemm call; every other
- * kernel splits its rows, channels or elements the same way (reductions
- * over rows, such as bias and LayerNorm weight gradients, are split by
- * channel so each sum keeps the serial order). The helper
- * threads are created by the calling (rank) thread and inherit its CPU
- * affinity, so a rank only ever runs on its own cores. Each output element
- * is computed by exactly one thread with a fixed split, so results do not
- * depend on scheduling: runs are bit-reproducible for a given thread count.
+ * blocks (at least 6, about 512 columns each), each a single-threaded sgemm
+ * call; every other kernel cuts its rows, channels or elements into blocks
+ * (reductions over rows, such as bias and LayerNorm weight gradients, are
+ * cut by channel so each sum keeps the serial order). The blocks depend on
+ * the problem's sizes only, and the threads take them in turn until none is
+ * left, so a thread slowed down by another process on its core does less
+ * of the work instead of holding everyone up. The helper threads are
+ * created by the calling (rank) thread and inherit its CPU affinity, so a
+ * rank only ever runs on its own cores. Each block is computed by one
+ * thread the same way whichever thread it is, so results depend neither on
+ * scheduling nor on the thread count: runs are bit-reproducible.
  */
 #include "config.h"
 #include "kernels/math.h"
@@ -34,6 +37,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -104,9 +108,11 @@ struct pool {
 	unsigned gen;  /* bumped for every job */
 	int pending;   /* helpers still working on the job */
 	int stop;
-	void (*fn)(void *arg, int i, int n);
+	void (*fn)(void *arg, int k, int count);
 	void *arg;
-	int parts;     /* n of the job: helpers i >= parts sit it out */
+	int count;     /* blocks of the job */
+	atomic_int next; /* the next block to take */
+	int parts;     /* threads on the job: helpers i >= parts sit it out */
 	struct helper {
 		struct pool *p;
 		int i;
@@ -116,6 +122,13 @@ struct pool {
 static _Thread_local struct pool *my_pool;
 static pthread_key_t pool_key;
 static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
+
+/* Run blocks of the pool's job until none is left. */
+static void take_blocks(struct pool *p)
+{
+	for (int k; (k = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < p->count;)
+		p->fn(p->arg, k, p->count);
+}
 
 static void *pool_main(void *arg)
 {
@@ -132,7 +145,7 @@ static void *pool_main(void *arg)
 		seen = p->gen;
 		pthread_mutex_unlock(&p->mu);
 		if (h->i < p->parts)
-			p->fn(p->arg, h->i, p->parts);
+			take_blocks(p);
 		pthread_mutex_lock(&p->mu);
 		if (--p->pending == 0)
 			pthread_cond_signal(&p->done);
@@ -194,56 +207,80 @@ static struct pool *pool_get(int n)
 }
 
 /*
- * Run fn(arg, i, n) for every i in [0, n): i = 0 on the calling thread, the
- * others on its pool (threads inherit the creator's affinity). Parts the
- * pool has no thread for run on the caller.
+ * Run fn(arg, k, count) for every block k in [0, count), on up to `threads`
+ * threads: the caller and its pool (threads inherit the creator's
+ * affinity) take blocks in turn. The pool's mutex orders the job's setup
+ * before the helpers' work and their work before the caller returns.
  */
-static void parallel_for(int n, void (*fn)(void *arg, int i, int n), void *arg)
+static void parallel_for(int count, int threads, void (*fn)(void *arg, int k, int count),
+			 void *arg)
 {
-	struct pool *p = n > 1 ? pool_get(ops_cpu_threads()) : NULL;
-	int helpers;
+	struct pool *p = threads > 1 && count > 1 ? pool_get(ops_cpu_threads()) : NULL;
 
 	if (!p || p->n == 1) {
-		for (int i = 0; i < n; i++)
-			fn(arg, i, n);
+		for (int k = 0; k < count; k++)
+			fn(arg, k, count);
 		return;
 	}
-	helpers = p->n - 1;
 	pthread_mutex_lock(&p->mu);
 	p->fn = fn;
 	p->arg = arg;
-	p->parts = n;
-	p->pending = helpers;
+	p->count = count;
+	atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+	p->parts = threads < count ? threads : count;
+	p->pending = p->n - 1;
 	p->gen++;
 	pthread_cond_broadcast(&p->go);
 	pthread_mutex_unlock(&p->mu);
-	fn(arg, 0, n);
-	for (int i = p->n; i < n; i++)
-		fn(arg, i, n);
+	take_blocks(p);
 	pthread_mutex_lock(&p->mu);
 	while (p->pending)
 		pthread_cond_wait(&p->done, &p->mu);
 	pthread_mutex_unlock(&p->mu);
 }
 
-/* The part [*lo, *hi) of [0, total) that worker i of n owns, in multiples of align. */
-static void split_range(int total, int align, int i, int n, int *lo, int *hi)
+/* Block k of count of [0, total): [*lo, *hi), cut in multiples of align. */
+static void split_range(int total, int align, int k, int count, int *lo, int *hi)
 {
-	int blocks = (total + align - 1) / align;
-	int b0 = (int)((long)blocks * i / n), b1 = (int)((long)blocks * (i + 1) / n);
+	int units = (total + align - 1) / align;
+	int b0 = (int)((long)units * k / count), b1 = (int)((long)units * (k + 1) / count);
 
 	*lo = b0 * align < total ? b0 * align : total;
 	*hi = b1 * align < total ? b1 * align : total;
 }
 
-/* The part [*lo, *hi) of [0, total) that worker i of n owns, in multiples of 16 floats. */
-static void split_size(size_t total, int i, int n, size_t *lo, size_t *hi)
+/* Block k of count of [0, total) in multiples of 16 floats (a cache line). */
+static void split_size(size_t total, int k, int count, size_t *lo, size_t *hi)
 {
-	size_t blocks = (total + 15) / 16;
-	size_t b0 = blocks * i / n, b1 = blocks * (i + 1) / n;
+	size_t units = (total + 15) / 16;
+	size_t b0 = units * k / count, b1 = units * (k + 1) / count;
 
 	*lo = b0 * 16 < total ? b0 * 16 : total;
 	*hi = b1 * 16 < total ? b1 * 16 : total;
+}
+
+/* Blocks of `each` out of total (at least 1). */
+static int blocks_of(size_t total, size_t each)
+{
+	size_t n = (total + each - 1) / each;
+
+	return n < 1 ? 1 : n > 1 << 20 ? 1 << 20 : (int)n;
+}
+
+/* Rows per block of row-wise kernels, elements per block of element-wise ones. */
+#define ROW_BLOCK 8
+#define EW_BLOCK 32768
+/*
+ * sgemm blocks of a dimension of a matrix product: at least 6 (even
+ * C = 768 then balances over 2 or 3 threads), else about 512 columns each
+ * (a single-core sgemm of 512 columns runs as fast as one of thousands;
+ * 128 loses about 5%).
+ */
+static int mm_blocks(int dim)
+{
+	int n = blocks_of(dim, 512);
+
+	return n < 6 ? 6 : n;
 }
 
 /* Threads worth using for work of this many FLOPs (a thread costs ~20 us). */
@@ -263,6 +300,7 @@ struct rows_args {
 	const float *inp, *weight, *bias, *dout, *wte, *wpe, *cmean, *crstd;
 	const int *tok;
 	int B, T, N, C;
+	int row_blocks, channel_blocks; /* layernorm_backward's two kinds of block */
 };
 
 static void encoder_forward_part(void *p, int i, int n)
@@ -270,7 +308,7 @@ static void encoder_forward_part(void *p, int i, int n)
 	struct rows_args *a = p;
 	int lo, hi, C = a->C;
 
-	split_range(a->B * a->T, 1, i, n, &lo, &hi);
+	split_range(a->B * a->T, ROW_BLOCK, i, n, &lo, &hi);
 	for (int r = lo; r < hi; r++) {
 		float *o = a->out + (size_t)r * C;
 		const float *te = a->wte + (size_t)a->tok[r] * C;
@@ -287,7 +325,8 @@ static void encoder_forward(float *out, const int *inp, const float *wte, const 
 	struct rows_args a = { .out = out, .tok = inp, .wte = wte, .wpe = wpe, .B = B, .T = T,
 			       .C = C };
 
-	parallel_for(threads_for(2.0 * B * T * C), encoder_forward_part, &a);
+	parallel_for(blocks_of((size_t)B * T, ROW_BLOCK), threads_for(2.0 * B * T * C),
+		     encoder_forward_part, &a);
 }
 
 /*
@@ -318,7 +357,7 @@ static void encoder_backward(float *dwte, float *dwpe, const float *dout, const 
 	struct rows_args a = { .dwte = dwte, .dwpe = dwpe, .dout = dout, .tok = inp, .B = B,
 			       .T = T, .C = C };
 
-	parallel_for(threads_for(4.0 * B * T * C), encoder_backward_part, &a);
+	parallel_for(blocks_of(C, 64), threads_for(4.0 * B * T * C), encoder_backward_part, &a);
 }
 
 /* ------------------------------------------------------------ layernorm */
@@ -364,7 +403,7 @@ static void layernorm_forward_part(void *p, int i, int n)
 	struct rows_args *a = p;
 	int lo, hi, C = a->C;
 
-	split_range(a->N, 1, i, n, &lo, &hi);
+	split_range(a->N, ROW_BLOCK, i, n, &lo, &hi);
 	for (int r = lo; r < hi; r++) {
 		const float *x = a->inp + (size_t)r * C;
 		float *o = a->out + (size_t)r * C;
@@ -384,7 +423,7 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
 	struct rows_args a = { .out = out, .mean = mean, .rstd = rstd, .inp = inp,
 			       .weight = weight, .bias = bias, .N = N, .C = C };
 
-	parallel_for(threads_for(8.0 * N * C), layernorm_forward_part, &a);
+	parallel_for(blocks_of(N, ROW_BLOCK), threads_for(8.0 * N * C), layernorm_forward_part, &a);
 }
 
 /*
@@ -392,13 +431,12 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
  * two sums), then dweight and dbias by channel (each a sum over all rows, in
  * row order). Neither reads what the other writes, so no barrier between.
  */
-static void layernorm_backward_part(void *p, int i, int n)
+/* dinp of rows [lo, hi). */
+static void ln_backward_rows(struct rows_args *a, int lo, int hi)
 {
-	struct rows_args *a = p;
 	float dn[SUM_LANES], dnx[SUM_LANES];
-	int lo, hi, C = a->C;
+	int C = a->C;
 
-	split_range(a->N, 1, i, n, &lo, &hi);
 	for (int r = lo; r < hi; r++) {
 		const float *d = a->dout + (size_t)r * C, *x = a->inp + (size_t)r * C;
 		float *dx = a->dinp + (size_t)r * C;
@@ -431,7 +469,13 @@ static void layernorm_backward_part(void *p, int i, int n)
 			dx[c] += math_ln_dx(d[c], a->weight[c], (x[c] - m) * s, s, dnorm_mean,
 					    dnorm_x_mean);
 	}
-	split_range(C, 16, i, n, &lo, &hi);
+}
+
+/* dweight and dbias of channels [lo, hi): sums over all rows in row order. */
+static void ln_backward_channels(struct rows_args *a, int lo, int hi)
+{
+	int C = a->C;
+
 	for (int r = 0; r < a->N; r++) {
 		const float *d = a->dout + (size_t)r * C, *x = a->inp + (size_t)r * C;
 		float m = a->cmean[r], s = a->crstd[r];
@@ -443,15 +487,32 @@ static void layernorm_backward_part(void *p, int i, int n)
 	}
 }
 
+static void layernorm_backward_part(void *p, int k, int count)
+{
+	struct rows_args *a = p;
+	int lo, hi;
+
+	(void)count;
+	if (k < a->row_blocks) {
+		split_range(a->N, ROW_BLOCK, k, a->row_blocks, &lo, &hi);
+		ln_backward_rows(a, lo, hi);
+	} else {
+		split_range(a->C, 16, k - a->row_blocks, a->channel_blocks, &lo, &hi);
+		ln_backward_channels(a, lo, hi);
+	}
+}
+
 static void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
 			       const float *inp, const float *weight, const float *mean,
 			       const float *rstd, int N, int C)
 {
 	struct rows_args a = { .dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout,
 			       .inp = inp, .weight = weight, .cmean = mean, .crstd = rstd, .N = N,
-			       .C = C };
+			       .C = C, .row_blocks = blocks_of(N, ROW_BLOCK),
+			       .channel_blocks = blocks_of(C, 64) };
 
-	parallel_for(threads_for(12.0 * N * C), layernorm_backward_part, &a);
+	parallel_for(a.row_blocks + a.channel_blocks, threads_for(12.0 * N * C),
+		     layernorm_backward_part, &a);
 }
 
 /* ------------------------------------------------------------ matmul */
@@ -460,6 +521,7 @@ struct mm_args {
 	float *out, *dinp, *dweight, *dbias;
 	const float *inp, *weight, *bias, *dout;
 	int N, C, OC;
+	int dinp_blocks, dweight_blocks; /* matmul_backward's two kinds of block */
 };
 
 /*
@@ -490,28 +552,32 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
 	struct mm_args a = { .out = out, .inp = inp, .weight = weight, .bias = bias, .N = N,
 			     .C = C, .OC = OC };
 
-	parallel_for(threads_for(2.0 * N * C * OC), mm_forward_part, &a);
+	parallel_for(mm_blocks(OC), threads_for(2.0 * N * C * OC), mm_forward_part,
+		     &a);
 }
 
 /*
- * Worker i owns columns [c0, c1) of dinp and rows [o0, o1) of dweight and dbias:
+ * Blocks [0, dinp_blocks) are column blocks [c0, c1) of dinp, the others
+ * row blocks [o0, o1) of dweight and dbias:
  *   dinp[:, c0:c1]    += dout @ weight[:, c0:c1]
  *   dweight[o0:o1, :] += dout[:, o0:o1]^T @ inp
  *   dbias[o0:o1]      += sum over rows of dout[:, o0:o1] (in row order)
  */
-static void mm_backward_part(void *p, int i, int n)
+static void mm_backward_part(void *p, int k, int count)
 {
 	struct mm_args *a = p;
 	int lo, hi;
 
-	if (a->dinp) {
-		split_range(a->C, 16, i, n, &lo, &hi);
+	(void)count;
+	if (k < a->dinp_blocks) {
+		split_range(a->C, 16, k, a->dinp_blocks, &lo, &hi);
 		if (hi > lo)
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->N, hi - lo, a->OC,
 				    1.0f, a->dout, a->OC, a->weight + lo, a->C, 1.0f, a->dinp + lo,
 				    a->C);
+		return;
 	}
-	split_range(a->OC, 16, i, n, &lo, &hi);
+	split_range(a->OC, 16, k - a->dinp_blocks, a->dweight_blocks, &lo, &hi);
 	if (hi <= lo)
 		return;
 	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, a->C, a->N, 1.0f,
@@ -526,9 +592,12 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
 			    const float *inp, const float *weight, int N, int C, int OC)
 {
 	struct mm_args a = { .dinp = dinp, .dweight = dweight, .dbias = dbias, .inp = inp,
-			     .weight = weight, .dout = dout, .N = N, .C = C, .OC = OC };
+			     .weight = weight, .dout = dout, .N = N, .C = C, .OC = OC,
+			     .dinp_blocks = dinp ? mm_blocks(C) : 0,
+			     .dweight_blocks = mm_blocks(OC) };
 
-	parallel_for(threads_for(4.0 * N * C * OC), mm_backward_part, &a);
+	parallel_for(a.dinp_blocks + a.dweight_blocks, threads_for(4.0 * N * C * OC),
+		     mm_backward_part, &a);
 }
 
 /* ------------------------------------------------------------ attention */
@@ -588,7 +657,7 @@ static void attention_forward(float *out, float *att, const float *qkv, int B, i
 	struct att_args a = { .out = out, .att = att, .qkv = qkv, .B = B, .T = T, .NH = NH,
 			      .HS = HS };
 
-	parallel_for(threads_for(4.0 * B * NH * T * T * HS), att_forward_part, &a);
+	parallel_for(B * NH, threads_for(4.0 * B * NH * T * T * HS), att_forward_part, &a);
 }
 
 /*
@@ -648,14 +717,14 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
 	struct att_args a = { .dqkv = dqkv, .dout = dout, .qkv = qkv, .catt = att, .B = B, .T = T,
 			      .NH = NH, .HS = HS };
 
-	parallel_for(threads_for(8.0 * B * NH * T * T * HS), att_backward_part, &a);
+	parallel_for(B * NH, threads_for(8.0 * B * NH * T * T * HS), att_backward_part, &a);
 }
 
 /* ------------------------------------------------------------ element-wise */
 
 /*
- * Element-wise kernels: each thread takes a contiguous range of elements
- * (split_size); an element's value does not depend on the split.
+ * Element-wise kernels: blocks of about EW_BLOCK elements (split_size); an
+ * element's value does not depend on the blocks.
  */
 struct ew_args {
 	float *out, *out2;
@@ -680,7 +749,7 @@ static void gelu_forward(float *out, const float *inp, size_t n)
 {
 	struct ew_args e = { .out = out, .a = inp, .n = n };
 
-	parallel_for(threads_for(30.0 * n), gelu_forward_part, &e);
+	parallel_for(blocks_of(n, EW_BLOCK), threads_for(30.0 * n), gelu_forward_part, &e);
 }
 
 static void gelu_backward_part(void *p, int i, int n)
@@ -699,7 +768,7 @@ static void gelu_backward(float *dinp, const float *inp, const float *dout, size
 {
 	struct ew_args e = { .out = dinp, .a = inp, .b = dout, .n = n };
 
-	parallel_for(threads_for(40.0 * n), gelu_backward_part, &e);
+	parallel_for(blocks_of(n, EW_BLOCK), threads_for(40.0 * n), gelu_backward_part, &e);
 }
 
 /* out may be a or b (the model adds a projection into the stream in place). */
@@ -717,7 +786,7 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
 {
 	struct ew_args e = { .out = out, .a = a, .b = b, .n = n };
 
-	parallel_for(threads_for(8.0 * n), residual_forward_part, &e);
+	parallel_for(blocks_of(n, EW_BLOCK), threads_for(8.0 * n), residual_forward_part, &e);
 }
 
 static void residual_backward_part(void *p, int i, int n)
@@ -738,7 +807,7 @@ static void residual_backward(float *da, float *db, const float *dout, size_t n)
 {
 	struct ew_args e = { .out = da, .out2 = db, .a = dout, .n = n };
 
-	parallel_for(threads_for(12.0 * n), residual_backward_part, &e);
+	parallel_for(blocks_of(n, EW_BLOCK), threads_for(12.0 * n), residual_backward_part, &e);
 }
 
 static void zero_part(void *p, int i, int n)
@@ -754,7 +823,7 @@ static void zero(float *p, size_t n)
 {
 	struct ew_args e = { .out = p, .n = n };
 
-	parallel_for(threads_for(4.0 * n), zero_part, &e);
+	parallel_for(blocks_of(n, EW_BLOCK), threads_for(4.0 * n), zero_part, &e);
 }
 
 static void scale_part(void *p, int i, int n)
@@ -772,14 +841,14 @@ static void scale(float *p, size_t n, float s)
 {
 	struct ew_args e = { .out = p, .n = n, .s = s };
 
-	parallel_for(threads_for(8.0 * n), scale_part, &e);
+	parallel_for(blocks_of(n, EW_BLOCK), threads_for(8.0 * n), scale_part, &e);
 }
 
 /*
  * Sum of squares: fixed chunks of SUMSQ_CHUNK elements, each summed in
  * double over SUM_LANES partial sums, the chunk sums then added in chunk
- * order by the caller. Threads take whole chunks, so the result is the same
- * for any thread count.
+ * order by the caller: one block per chunk, so the result is the same for
+ * any thread count.
  */
 #define SUMSQ_CHUNK 65536
 
@@ -828,7 +897,7 @@ static double sumsq(const float *x, size_t n)
 					 c + 1 < chunks ? SUMSQ_CHUNK : n - c * SUMSQ_CHUNK);
 		return s;
 	}
-	parallel_for(threads_for(2.0 * n), sumsq_part, &a);
+	parallel_for((int)chunks, threads_for(2.0 * n), sumsq_part, &a);
 	for (size_t c = 0; c < chunks; c++)
 		s += chunk[c];
 	if (chunk != small)
@@ -874,7 +943,7 @@ static void softmax_xent_forward(float *losses, float *logits, const int *target
 	struct xent_args a = { .losses = losses, .logits = logits, .targets = targets, .N = N,
 			       .V = V, .Vp = Vp };
 
-	parallel_for(threads_for(20.0 * N * V), xent_forward_part, &a);
+	parallel_for(N, threads_for(20.0 * N * V), xent_forward_part, &a);
 }
 
 static void xent_backward_part(void *p, int i, int n)
@@ -903,7 +972,7 @@ static void softmax_xent_backward(float *probs, const int *targets, float dloss,
 	struct xent_args a = { .logits = probs, .targets = targets, .dloss = dloss, .N = N, .V = V,
 			       .Vp = Vp };
 
-	parallel_for(threads_for(4.0 * N * V), xent_backward_part, &a);
+	parallel_for(N, threads_for(4.0 * N * V), xent_backward_part, &a);
 }
 
 /* ------------------------------------------------------------ AdamW */
@@ -933,7 +1002,7 @@ static void adamw(float *params, const float *grads, float *m, float *v, size_t 
 	struct adamw_args a = { params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, bc1,
 				bc2 };
 
-	parallel_for(threads_for(10.0 * n), adamw_part, &a);
+	parallel_for(blocks_of(n, EW_BLOCK), threads_for(10.0 * n), adamw_part, &a);
 }
 
 const struct ops ops_cpu = {

@@ -552,16 +552,16 @@ END_TEST
 /* ------------------------------------------------------------ thread counts */
 
 /*
- * Everything but the matrix products (whose sgemm blocks follow the thread
- * split) gives the same bits for any thread count: each output is computed
- * by one thread, sums over rows are split by channel, long sums use fixed
- * partial sums. Sizes are above the threshold where the work is split.
+ * Every kernel gives the same bits for any thread count: work is cut into
+ * blocks that depend on the sizes only (sgemm column blocks included), each
+ * computed by one thread; sums over rows are cut by channel, long sums use
+ * fixed partial sums. Sizes are above the threshold where work is split.
  */
 enum { TB = 4, TT = 64, TC = 768, TN = TB * TT, TV = 1000, TVP = 1024 };
 
 struct thr_out {
 	float *enc, *dwte, *dwpe, *ln, *mean, *rstd, *dln, *dlnw, *dlnb, *gelu, *dgelu, *probs,
-		*losses, *dlogits, *p, *mm, *dmmw, *dmmb;
+		*losses, *p, *mm, *dmm, *dmmw, *dmmb;
 	double sumsq;
 };
 
@@ -601,7 +601,8 @@ static void thr_run(int threads, struct thr_out *o)
 		.dlnw = calloc(TC, 4), .dlnb = calloc(TC, 4), .gelu = malloc(big * 4),
 		.dgelu = calloc(big, 4), .probs = malloc((size_t)TN * TVP * 4),
 		.losses = malloc(TN * 4), .p = malloc(big * 4), .mm = malloc((size_t)TN * TC * 4),
-		.dmmw = calloc((size_t)TC * TC, 4), .dmmb = calloc(TC, 4),
+		.dmm = calloc((size_t)TN * TC, 4), .dmmw = calloc((size_t)TC * TC, 4),
+		.dmmb = calloc(TC, 4),
 	};
 	ops_cpu.encoder_forward(o->enc, tok, wte, wpe, TB, TT, TC);
 	ops_cpu.encoder_backward(o->dwte, o->dwpe, d, tok, TB, TT, TC);
@@ -615,9 +616,9 @@ static void thr_run(int threads, struct thr_out *o)
 	memcpy(o->p, x, big * 4);
 	ops_cpu.adamw(o->p, g, m, v, big, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f);
 	o->sumsq = ops_cpu.sumsq(g, big);
-	/* bias of the forward product and dbias of the backward: sums over rows */
+	/* a product with bias, forward and backward */
 	ops_cpu.matmul_forward(o->mm, x, mmw, b, TN, TC, TC);
-	ops_cpu.matmul_backward(NULL, o->dmmw, o->dmmb, d, x, mmw, TN, TC, TC);
+	ops_cpu.matmul_backward(o->dmm, o->dmmw, o->dmmb, d, x, mmw, TN, TC, TC);
 	free(wte), free(wpe), free(x), free(d), free(w), free(b), free(g), free(m), free(v);
 	free(mmw);
 }
@@ -626,7 +627,7 @@ static void thr_free(struct thr_out *o)
 {
 	float **f[] = { &o->enc, &o->dwte, &o->dwpe, &o->ln, &o->mean, &o->rstd, &o->dln,
 			&o->dlnw, &o->dlnb, &o->gelu, &o->dgelu, &o->probs, &o->losses, &o->p,
-			&o->mm, &o->dmmw, &o->dmmb };
+			&o->mm, &o->dmm, &o->dmmw, &o->dmmb };
 
 	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
 		free(*f[i]);
@@ -658,6 +659,9 @@ START_TEST(test_kernels_give_the_same_bits_for_any_thread_count)
 		SAME_BITS(&one, o, losses, TN);
 		SAME_BITS(&one, o, probs, TN * TVP);
 		SAME_BITS(&one, o, p, TN * 4 * TC);
+		SAME_BITS(&one, o, mm, TN * TC);
+		SAME_BITS(&one, o, dmm, TN * TC);
+		SAME_BITS(&one, o, dmmw, TC * TC);
 		SAME_BITS(&one, o, dmmb, TC);
 		ck_assert_msg(one.sumsq == o->sumsq, "sumsq differs between thread counts");
 	}
