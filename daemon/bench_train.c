@@ -266,7 +266,10 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 		free(tok);
 		return -1;
 	}
-	m.ops = &timed;
+	if (gpt2_set_backend(&m, &timed)) {
+		fprintf(out, "bench train: %s\n", m.err);
+		goto fail;
+	}
 	if (!tok || adamw_init(&s, m.num_params) || gpt2_zero_grad(&m)) {
 		fprintf(out, "bench train: out of memory\n");
 		goto fail;
