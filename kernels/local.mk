@@ -8,9 +8,11 @@ kernels_libkernels_a_SOURCES = kernels/device.h kernels/cpu/device_cpu.c \
 # lets the clamps of math_exp become min/max (no code reads FP exception
 # flags), and the dynamic cost model accepts loops that need a scalar
 # epilogue (gcc 12's -O2 default refuses them). No reassociation: sums keep
-# their written order.
+# their written order. -ffp-contract=off: no fused multiply-adds, so the
+# AVX-512, AVX2 and baseline clones of a loop (SIMD_CLONES in ops_cpu.c)
+# compute the same bits.
 kernels_libkernels_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) -fno-math-errno -fno-trapping-math \
-	-ftree-vectorize -fvect-cost-model=dynamic
+	-ftree-vectorize -fvect-cost-model=dynamic -ffp-contract=off
 # What a program linking the kernels needs besides the archive itself.
 KERNELS_LIBS = kernels/libkernels.a $(BLAS_LIBS) -lpthread -lm
 

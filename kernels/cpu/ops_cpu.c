@@ -267,6 +267,19 @@ static int blocks_of(size_t total, size_t each)
 	return n < 1 ? 1 : n > 1 << 20 ? 1 << 20 : (int)n;
 }
 
+/*
+ * The loops of the element-wise and row-wise kernels are compiled three
+ * times, for AVX-512, AVX2 and the baseline ISA, and the loader picks the
+ * best the CPU has (an ifunc). The clones give the same bits: no fused
+ * multiply-adds (-ffp-contract=off in kernels/local.mk) and no reordered
+ * sums, so a wider vector only does more of the same operations at once.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SIMD_CLONES
+#endif
+
 /* Rows per block of row-wise kernels, elements per block of element-wise ones. */
 #define ROW_BLOCK 8
 #define EW_BLOCK 32768
@@ -303,6 +316,7 @@ struct rows_args {
 	int row_blocks, channel_blocks; /* layernorm_backward's two kinds of block */
 };
 
+SIMD_CLONES
 static void encoder_forward_part(void *p, int i, int n)
 {
 	struct rows_args *a = p;
@@ -333,6 +347,7 @@ static void encoder_forward(float *out, const int *inp, const float *wte, const 
  * Split by channel: a token may occur several times, so rows of dwte are
  * shared; channels are not, and each keeps the serial order over (b, t).
  */
+SIMD_CLONES
 static void encoder_backward_part(void *p, int i, int n)
 {
 	struct rows_args *a = p;
@@ -367,7 +382,7 @@ static void encoder_backward(float *dwte, float *dwpe, const float *dout, const 
 #define SUM_LANES 16
 
 /* Sum of x[0..n) in SUM_LANES interleaved partial sums, added up in a fixed order. */
-static float sum_lanes(const float *x, int n)
+static inline float sum_lanes(const float *x, int n)
 {
 	float acc[SUM_LANES] = { 0 }, s = 0.0f;
 	int i = 0;
@@ -383,7 +398,7 @@ static float sum_lanes(const float *x, int n)
 }
 
 /* Sum of (x[c] - m)^2 over the row, as sum_lanes. */
-static float sum_sq_dev(const float *x, float m, int n)
+static inline float sum_sq_dev(const float *x, float m, int n)
 {
 	float acc[SUM_LANES] = { 0 }, s = 0.0f;
 	int i = 0;
@@ -398,6 +413,7 @@ static float sum_sq_dev(const float *x, float m, int n)
 	return s;
 }
 
+SIMD_CLONES
 static void layernorm_forward_part(void *p, int i, int n)
 {
 	struct rows_args *a = p;
@@ -432,6 +448,7 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
  * row order). Neither reads what the other writes, so no barrier between.
  */
 /* dinp of rows [lo, hi). */
+SIMD_CLONES
 static void ln_backward_rows(struct rows_args *a, int lo, int hi)
 {
 	float dn[SUM_LANES], dnx[SUM_LANES];
@@ -472,6 +489,7 @@ static void ln_backward_rows(struct rows_args *a, int lo, int hi)
 }
 
 /* dweight and dbias of channels [lo, hi): sums over all rows in row order. */
+SIMD_CLONES
 static void ln_backward_channels(struct rows_args *a, int lo, int hi)
 {
 	int C = a->C;
@@ -733,6 +751,7 @@ struct ew_args {
 	float s;
 };
 
+SIMD_CLONES
 static void gelu_forward_part(void *p, int i, int n)
 {
 	struct ew_args *e = p;
@@ -752,6 +771,7 @@ static void gelu_forward(float *out, const float *inp, size_t n)
 	parallel_for(blocks_of(n, EW_BLOCK), threads_for(30.0 * n), gelu_forward_part, &e);
 }
 
+SIMD_CLONES
 static void gelu_backward_part(void *p, int i, int n)
 {
 	struct ew_args *e = p;
@@ -772,6 +792,7 @@ static void gelu_backward(float *dinp, const float *inp, const float *dout, size
 }
 
 /* out may be a or b (the model adds a projection into the stream in place). */
+SIMD_CLONES
 static void residual_forward_part(void *p, int i, int n)
 {
 	struct ew_args *e = p;
@@ -789,6 +810,7 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
 	parallel_for(blocks_of(n, EW_BLOCK), threads_for(8.0 * n), residual_forward_part, &e);
 }
 
+SIMD_CLONES
 static void residual_backward_part(void *p, int i, int n)
 {
 	struct ew_args *e = p;
@@ -826,6 +848,7 @@ static void zero(float *p, size_t n)
 	parallel_for(blocks_of(n, EW_BLOCK), threads_for(4.0 * n), zero_part, &e);
 }
 
+SIMD_CLONES
 static void scale_part(void *p, int i, int n)
 {
 	struct ew_args *e = p;
@@ -858,6 +881,7 @@ struct sumsq_args {
 	double *chunk;
 };
 
+SIMD_CLONES
 static double sumsq_chunk(const float *restrict x, size_t n)
 {
 	double acc[SUM_LANES] = { 0 }, s = 0.0;
@@ -914,6 +938,7 @@ struct xent_args {
 	int N, V, Vp;
 };
 
+SIMD_CLONES
 static void xent_forward_part(void *p, int i, int n)
 {
 	struct xent_args *a = p;
@@ -946,6 +971,7 @@ static void softmax_xent_forward(float *losses, float *logits, const int *target
 	parallel_for(N, threads_for(20.0 * N * V), xent_forward_part, &a);
 }
 
+SIMD_CLONES
 static void xent_backward_part(void *p, int i, int n)
 {
 	struct xent_args *a = p;
@@ -984,6 +1010,7 @@ struct adamw_args {
 	float lr, beta1, beta2, eps, wd, bc1, bc2;
 };
 
+SIMD_CLONES
 static void adamw_part(void *p, int i, int n)
 {
 	struct adamw_args *a = p;
