@@ -296,7 +296,7 @@ static int mm_blocks(int dim)
 	return n < 6 ? 6 : n;
 }
 
-/* Threads worth using for work of this many FLOPs (a thread costs ~20 us). */
+/* Threads worth using for work of this many FLOPs (waking a thread costs ~20 us). */
 static int threads_for(double flops)
 {
 	int n = ops_cpu_threads();
@@ -317,12 +317,12 @@ struct rows_args {
 };
 
 SIMD_CLONES
-static void encoder_forward_part(void *p, int i, int n)
+static void encoder_forward_part(void *p, int block, int count)
 {
 	struct rows_args *a = p;
 	int lo, hi, C = a->C;
 
-	split_range(a->B * a->T, ROW_BLOCK, i, n, &lo, &hi);
+	split_range(a->B * a->T, ROW_BLOCK, block, count, &lo, &hi);
 	for (int r = lo; r < hi; r++) {
 		float *o = a->out + (size_t)r * C;
 		const float *te = a->wte + (size_t)a->tok[r] * C;
@@ -348,12 +348,12 @@ static void encoder_forward(float *out, const int *inp, const float *wte, const 
  * shared; channels are not, and each keeps the serial order over (b, t).
  */
 SIMD_CLONES
-static void encoder_backward_part(void *p, int i, int n)
+static void encoder_backward_part(void *p, int block, int count)
 {
 	struct rows_args *a = p;
 	int lo, hi, C = a->C;
 
-	split_range(C, 16, i, n, &lo, &hi);
+	split_range(C, 16, block, count, &lo, &hi);
 	for (int r = 0; r < a->B * a->T; r++) {
 		const float *d = a->dout + (size_t)r * C;
 		float *te = a->dwte + (size_t)a->tok[r] * C;
@@ -414,12 +414,12 @@ static inline float sum_sq_dev(const float *x, float m, int n)
 }
 
 SIMD_CLONES
-static void layernorm_forward_part(void *p, int i, int n)
+static void layernorm_forward_part(void *p, int block, int count)
 {
 	struct rows_args *a = p;
 	int lo, hi, C = a->C;
 
-	split_range(a->N, ROW_BLOCK, i, n, &lo, &hi);
+	split_range(a->N, ROW_BLOCK, block, count, &lo, &hi);
 	for (int r = lo; r < hi; r++) {
 		const float *x = a->inp + (size_t)r * C;
 		float *o = a->out + (size_t)r * C;
@@ -505,17 +505,17 @@ static void ln_backward_channels(struct rows_args *a, int lo, int hi)
 	}
 }
 
-static void layernorm_backward_part(void *p, int k, int count)
+static void layernorm_backward_part(void *p, int block, int count)
 {
 	struct rows_args *a = p;
 	int lo, hi;
 
 	(void)count;
-	if (k < a->row_blocks) {
-		split_range(a->N, ROW_BLOCK, k, a->row_blocks, &lo, &hi);
+	if (block < a->row_blocks) {
+		split_range(a->N, ROW_BLOCK, block, a->row_blocks, &lo, &hi);
 		ln_backward_rows(a, lo, hi);
 	} else {
-		split_range(a->C, 16, k - a->row_blocks, a->channel_blocks, &lo, &hi);
+		split_range(a->C, 16, block - a->row_blocks, a->channel_blocks, &lo, &hi);
 		ln_backward_channels(a, lo, hi);
 	}
 }
@@ -547,12 +547,12 @@ struct mm_args {
  * written first and sgemm adds to it (beta = 1), which costs no more than
  * the zeroing sgemm does for beta = 0.
  */
-static void mm_forward_part(void *p, int i, int n)
+static void mm_forward_part(void *p, int block, int count)
 {
 	struct mm_args *a = p;
 	int lo, hi;
 
-	split_range(a->OC, 16, i, n, &lo, &hi);
+	split_range(a->OC, 16, block, count, &lo, &hi);
 	if (hi <= lo)
 		return;
 	if (a->bias)
@@ -581,21 +581,21 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
  *   dweight[o0:o1, :] += dout[:, o0:o1]^T @ inp
  *   dbias[o0:o1]      += sum over rows of dout[:, o0:o1] (in row order)
  */
-static void mm_backward_part(void *p, int k, int count)
+static void mm_backward_part(void *p, int block, int count)
 {
 	struct mm_args *a = p;
 	int lo, hi;
 
 	(void)count;
-	if (k < a->dinp_blocks) {
-		split_range(a->C, 16, k, a->dinp_blocks, &lo, &hi);
+	if (block < a->dinp_blocks) {
+		split_range(a->C, 16, block, a->dinp_blocks, &lo, &hi);
 		if (hi > lo)
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->N, hi - lo, a->OC,
 				    1.0f, a->dout, a->OC, a->weight + lo, a->C, 1.0f, a->dinp + lo,
 				    a->C);
 		return;
 	}
-	split_range(a->OC, 16, k - a->dinp_blocks, a->dweight_blocks, &lo, &hi);
+	split_range(a->OC, 16, block - a->dinp_blocks, a->dweight_blocks, &lo, &hi);
 	if (hi <= lo)
 		return;
 	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, a->C, a->N, 1.0f,
@@ -659,12 +659,12 @@ static void att_forward_head(struct att_args *a, int b, int h)
 		    out, C);
 }
 
-static void att_forward_part(void *p, int i, int n)
+static void att_forward_part(void *p, int block, int count)
 {
 	struct att_args *a = p;
 	int lo, hi;
 
-	split_range(a->B * a->NH, 1, i, n, &lo, &hi);
+	split_range(a->B * a->NH, 1, block, count, &lo, &hi);
 	for (int bh = lo; bh < hi; bh++)
 		att_forward_head(a, bh / a->NH, bh % a->NH);
 }
@@ -715,7 +715,7 @@ static void att_backward_head(struct att_args *a, int b, int h, float *datt)
 		    dk, C3);
 }
 
-static void att_backward_part(void *p, int i, int n)
+static void att_backward_part(void *p, int block, int count)
 {
 	struct att_args *a = p;
 	float *datt = malloc(sizeof(float) * (size_t)a->T * a->T);
@@ -723,7 +723,7 @@ static void att_backward_part(void *p, int i, int n)
 
 	if (!datt)
 		abort(); /* T*T floats: out of memory here means the machine is unusable */
-	split_range(a->B * a->NH, 1, i, n, &lo, &hi);
+	split_range(a->B * a->NH, 1, block, count, &lo, &hi);
 	for (int bh = lo; bh < hi; bh++)
 		att_backward_head(a, bh / a->NH, bh % a->NH, datt);
 	free(datt);
@@ -752,14 +752,14 @@ struct ew_args {
 };
 
 SIMD_CLONES
-static void gelu_forward_part(void *p, int i, int n)
+static void gelu_forward_part(void *p, int block, int count)
 {
 	struct ew_args *e = p;
 	float *restrict out = e->out;
 	const float *restrict inp = e->a;
 	size_t lo, hi;
 
-	split_size(e->n, i, n, &lo, &hi);
+	split_size(e->n, block, count, &lo, &hi);
 	for (size_t k = lo; k < hi; k++)
 		out[k] = math_gelu_forward(inp[k]);
 }
@@ -772,14 +772,14 @@ static void gelu_forward(float *out, const float *inp, size_t n)
 }
 
 SIMD_CLONES
-static void gelu_backward_part(void *p, int i, int n)
+static void gelu_backward_part(void *p, int block, int count)
 {
 	struct ew_args *e = p;
 	float *restrict dinp = e->out;
 	const float *restrict inp = e->a, *restrict dout = e->b;
 	size_t lo, hi;
 
-	split_size(e->n, i, n, &lo, &hi);
+	split_size(e->n, block, count, &lo, &hi);
 	for (size_t k = lo; k < hi; k++)
 		dinp[k] += math_gelu_backward(inp[k], dout[k]);
 }
@@ -793,12 +793,12 @@ static void gelu_backward(float *dinp, const float *inp, const float *dout, size
 
 /* out may be a or b (the model adds a projection into the stream in place). */
 SIMD_CLONES
-static void residual_forward_part(void *p, int i, int n)
+static void residual_forward_part(void *p, int block, int count)
 {
 	struct ew_args *e = p;
 	size_t lo, hi;
 
-	split_size(e->n, i, n, &lo, &hi);
+	split_size(e->n, block, count, &lo, &hi);
 	for (size_t k = lo; k < hi; k++)
 		e->out[k] = e->a[k] + e->b[k];
 }
@@ -811,14 +811,14 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
 }
 
 SIMD_CLONES
-static void residual_backward_part(void *p, int i, int n)
+static void residual_backward_part(void *p, int block, int count)
 {
 	struct ew_args *e = p;
 	float *restrict da = e->out, *restrict db = e->out2;
 	const float *restrict dout = e->a;
 	size_t lo, hi;
 
-	split_size(e->n, i, n, &lo, &hi);
+	split_size(e->n, block, count, &lo, &hi);
 	for (size_t k = lo; k < hi; k++) {
 		da[k] += dout[k];
 		db[k] += dout[k];
@@ -832,12 +832,12 @@ static void residual_backward(float *da, float *db, const float *dout, size_t n)
 	parallel_for(blocks_of(n, EW_BLOCK), threads_for(12.0 * n), residual_backward_part, &e);
 }
 
-static void zero_part(void *p, int i, int n)
+static void zero_part(void *p, int block, int count)
 {
 	struct ew_args *e = p;
 	size_t lo, hi;
 
-	split_size(e->n, i, n, &lo, &hi);
+	split_size(e->n, block, count, &lo, &hi);
 	memset(e->out + lo, 0, (hi - lo) * sizeof(float));
 }
 
@@ -849,13 +849,13 @@ static void zero(float *p, size_t n)
 }
 
 SIMD_CLONES
-static void scale_part(void *p, int i, int n)
+static void scale_part(void *p, int block, int count)
 {
 	struct ew_args *e = p;
 	float *restrict x = e->out;
 	size_t lo, hi;
 
-	split_size(e->n, i, n, &lo, &hi);
+	split_size(e->n, block, count, &lo, &hi);
 	for (size_t k = lo; k < hi; k++)
 		x[k] *= e->s;
 }
@@ -897,16 +897,15 @@ static double sumsq_chunk(const float *restrict x, size_t n)
 	return s;
 }
 
-static void sumsq_part(void *p, int i, int n)
+/* One block per chunk. */
+static void sumsq_part(void *p, int block, int count)
 {
 	struct sumsq_args *a = p;
-	size_t chunks = (a->n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
+	size_t lo = (size_t)block * SUMSQ_CHUNK;
+	size_t hi = lo + SUMSQ_CHUNK < a->n ? lo + SUMSQ_CHUNK : a->n;
 
-	for (size_t c = chunks * i / n; c < chunks * (i + 1) / n; c++) {
-		size_t lo = c * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < a->n ? lo + SUMSQ_CHUNK : a->n;
-
-		a->chunk[c] = sumsq_chunk(a->x + lo, hi - lo);
-	}
+	(void)count;
+	a->chunk[block] = sumsq_chunk(a->x + lo, hi - lo);
 }
 
 static double sumsq(const float *x, size_t n)
@@ -939,12 +938,12 @@ struct xent_args {
 };
 
 SIMD_CLONES
-static void xent_forward_part(void *p, int i, int n)
+static void xent_forward_part(void *p, int block, int count)
 {
 	struct xent_args *a = p;
 	int lo, hi, V = a->V, Vp = a->Vp; /* locals: the loops below store floats */
 
-	split_range(a->N, 1, i, n, &lo, &hi);
+	split_range(a->N, 1, block, count, &lo, &hi);
 	for (int r = lo; r < hi; r++) {
 		float *row = a->logits + (size_t)r * Vp, max = -FLT_MAX, sum;
 
@@ -972,7 +971,7 @@ static void softmax_xent_forward(float *losses, float *logits, const int *target
 }
 
 SIMD_CLONES
-static void xent_backward_part(void *p, int i, int n)
+static void xent_backward_part(void *p, int block, int count)
 {
 	struct xent_args *a = p;
 	int lo, hi;
@@ -980,7 +979,7 @@ static void xent_backward_part(void *p, int i, int n)
 	int V = a->V, Vp = a->Vp;
 	float dloss = a->dloss;
 
-	split_range(a->N, 1, i, n, &lo, &hi);
+	split_range(a->N, 1, block, count, &lo, &hi);
 	for (int r = lo; r < hi; r++) {
 		float *row = a->logits + (size_t)r * Vp;
 		int target = a->targets[r];
@@ -1011,13 +1010,14 @@ struct adamw_args {
 };
 
 SIMD_CLONES
-static void adamw_part(void *p, int i, int n)
+static void adamw_part(void *p, int block, int count)
 {
 	struct adamw_args *a = p;
-	size_t lo = a->n * i / n, hi = a->n * (i + 1) / n;
+	size_t lo, hi;
 	float *restrict params = a->params, *restrict m = a->m, *restrict v = a->v;
 	const float *restrict grads = a->grads;
 
+	split_size(a->n, block, count, &lo, &hi);
 	for (size_t k = lo; k < hi; k++)
 		params[k] = math_adamw(params[k], grads[k], &m[k], &v[k], a->lr, a->beta1,
 				       a->beta2, a->eps, a->wd, a->bc1, a->bc2);
