@@ -38,6 +38,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -99,35 +100,62 @@ const char *ops_cpu_blas_coretype_hint(void)
  * kept: creating threads per call would also give OpenBLAS a new thread
  * each time, and it maps (and the kernel zeroes) fresh buffers for every
  * new thread. The pool ends with its owner thread (a key destructor).
+ *
+ * A job is count blocks; threads claim blocks from one atomic word that
+ * holds the job's generation (high 32 bits) and the next block (low 32
+ * bits), so a helper that wakes up late, after its job is over, claims
+ * nothing (the generation moved on) and the caller never waits for a
+ * helper that had no time to start: only for blocks claimed and running.
  */
 struct pool {
 	int n; /* threads including the owner */
 	pthread_t tid[MAX_THREADS];
 	pthread_mutex_t mu;
 	pthread_cond_t go, done;
+	/* the current job, under mu */
 	unsigned gen;  /* bumped for every job */
-	int pending;   /* helpers still working on the job */
 	int stop;
-	void (*fn)(void *arg, int k, int count);
+	void (*fn)(void *arg, int block, int count);
 	void *arg;
 	int count;     /* blocks of the job */
-	atomic_int next; /* the next block to take */
 	int parts;     /* threads on the job: helpers i >= parts sit it out */
+	_Atomic uint64_t claim; /* gen << 32 | next block to claim */
+	atomic_int finished;    /* blocks of the job done */
 	struct helper {
 		struct pool *p;
 		int i;
 	} helpers[MAX_THREADS];
 };
 
+/* The fields of a job a thread works on, copied under the pool's mutex. */
+struct job {
+	unsigned gen;
+	void (*fn)(void *arg, int block, int count);
+	void *arg;
+	int count;
+};
+
 static _Thread_local struct pool *my_pool;
 static pthread_key_t pool_key;
 static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
 
-/* Run blocks of the pool's job until none is left. */
-static void take_blocks(struct pool *p)
+/* Claim and run blocks of job j until none is left or the pool moved to another job. */
+static void take_blocks(struct pool *p, const struct job *j)
 {
-	for (int k; (k = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < p->count;)
-		p->fn(p->arg, k, p->count);
+	for (;;) {
+		uint64_t v = atomic_load(&p->claim);
+
+		do {
+			if ((uint32_t)(v >> 32) != j->gen || (uint32_t)v >= (uint32_t)j->count)
+				return;
+		} while (!atomic_compare_exchange_weak(&p->claim, &v, v + 1));
+		j->fn(j->arg, (int)(uint32_t)v, j->count);
+		if (atomic_fetch_add(&p->finished, 1) + 1 == j->count) {
+			pthread_mutex_lock(&p->mu);
+			pthread_cond_signal(&p->done);
+			pthread_mutex_unlock(&p->mu);
+		}
+	}
 }
 
 static void *pool_main(void *arg)
@@ -138,17 +166,20 @@ static void *pool_main(void *arg)
 
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
+		struct job j;
+		int on_job;
+
 		while (p->gen == seen && !p->stop)
 			pthread_cond_wait(&p->go, &p->mu);
 		if (p->stop)
 			break;
 		seen = p->gen;
+		j = (struct job){ p->gen, p->fn, p->arg, p->count };
+		on_job = h->i < p->parts;
 		pthread_mutex_unlock(&p->mu);
-		if (h->i < p->parts)
-			take_blocks(p);
+		if (on_job)
+			take_blocks(p, &j);
 		pthread_mutex_lock(&p->mu);
-		if (--p->pending == 0)
-			pthread_cond_signal(&p->done);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -209,13 +240,15 @@ static struct pool *pool_get(int n)
 /*
  * Run fn(arg, k, count) for every block k in [0, count), on up to `threads`
  * threads: the caller and its pool (threads inherit the creator's
- * affinity) take blocks in turn. The pool's mutex orders the job's setup
- * before the helpers' work and their work before the caller returns.
+ * affinity) claim blocks in turn; returns when every block is done. A
+ * block's writes are visible to the caller: each block's end is an atomic
+ * increment of `finished`, which the caller reads.
  */
-static void parallel_for(int count, int threads, void (*fn)(void *arg, int k, int count),
+static void parallel_for(int count, int threads, void (*fn)(void *arg, int block, int count),
 			 void *arg)
 {
 	struct pool *p = threads > 1 && count > 1 ? pool_get(ops_cpu_threads()) : NULL;
+	struct job j = { 0, fn, arg, count };
 
 	if (!p || p->n == 1) {
 		for (int k = 0; k < count; k++)
@@ -223,18 +256,18 @@ static void parallel_for(int count, int threads, void (*fn)(void *arg, int k, in
 		return;
 	}
 	pthread_mutex_lock(&p->mu);
+	j.gen = ++p->gen;
 	p->fn = fn;
 	p->arg = arg;
 	p->count = count;
-	atomic_store_explicit(&p->next, 0, memory_order_relaxed);
 	p->parts = threads < count ? threads : count;
-	p->pending = p->n - 1;
-	p->gen++;
+	atomic_store(&p->finished, 0);
+	atomic_store(&p->claim, (uint64_t)j.gen << 32);
 	pthread_cond_broadcast(&p->go);
 	pthread_mutex_unlock(&p->mu);
-	take_blocks(p);
+	take_blocks(p, &j);
 	pthread_mutex_lock(&p->mu);
-	while (p->pending)
+	while (atomic_load(&p->finished) < count)
 		pthread_cond_wait(&p->done, &p->mu);
 	pthread_mutex_unlock(&p->mu);
 }
