@@ -177,14 +177,18 @@ double bench_flops_per_token(const struct gpt2_config *c, size_t num_params, int
 	return 6.0 * n + 12.0 * c->num_layers * c->channels * (double)T;
 }
 
-/* Clock of the calling core in GHz: 1e8 dependent adds take 1e8 cycles. */
+/*
+ * Clock of the calling core in GHz: n dependent adds take n cycles. The
+ * best of 20 short runs (5 ms each), so that on a shared machine one of
+ * them runs undisturbed.
+ */
 static double measure_ghz(void)
 {
 #if defined(__x86_64__)
 	double best = 0.0;
 
-	for (int r = 0; r < 3; r++) {
-		uint64_t x = 0, n = 100000000ULL;
+	for (int r = 0; r < 20; r++) {
+		uint64_t x = 0, n = 20000000ULL;
 		double t0 = now(), dt;
 
 		for (uint64_t i = 0; i < n; i += 8)
