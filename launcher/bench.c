@@ -11,6 +11,7 @@
 #include "launcher/commands.h"
 
 #include "daemon/bench_train.h"
+#include "launcher/bench_comm.h"
 #include "kernels/ops.h"
 #include "lib/log.h"
 #include "lib/stork_config.h"
@@ -23,7 +24,8 @@
 
 static int bench_usage(FILE *out)
 {
-	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--set KEY=VALUE]...\n");
+	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--set KEY=VALUE]...\n"
+		"       stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n");
 	return STORK_EXIT_USAGE;
 }
 
@@ -81,5 +83,7 @@ int cmd_bench(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "train"))
 		return bench_train_cmd(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "comm"))
+		return bench_comm(argc - 1, argv + 1);
 	return bench_usage(stderr);
 }
