@@ -11,6 +11,7 @@
 #include "launcher/commands.h"
 
 #include "daemon/bench_train.h"
+#include "launcher/bench_comm.h"
 #include "kernels/ops.h"
 #include "lib/log.h"
 #include "lib/stork_config.h"
@@ -25,7 +26,8 @@ static int bench_usage(FILE *out)
 {
 	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--set KEY=VALUE]...\n"
 		     "       stork bench checkpoint CONFIG [--dir DIR] [--repeat N]\n"
-		     "       stork bench launch CONFIG [--nodes N] [--repeat R]   (inside an allocation)\n");
+		     "       stork bench launch CONFIG [--nodes N] [--repeat R]   (inside an allocation)\n"
+		     "       stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n");
 	return STORK_EXIT_USAGE;
 }
 
@@ -87,5 +89,7 @@ int cmd_bench(int argc, char **argv)
 		return cmd_bench_checkpoint(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "launch"))
 		return cmd_bench_launch(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "comm"))
+		return bench_comm(argc - 1, argv + 1);
 	return bench_usage(stderr);
 }

@@ -46,6 +46,7 @@
 #define UCX_TAG_ALL 0xffffffffffffffffULL
 #define UCX_FOLD_BLOCK 16384    /* bytes folded at a time (stays in L1) */
 #define UCX_KEEPALIVE "1s"      /* default UCX_KEEPALIVE_INTERVAL */
+#define UCX_CLOSE_GRACE 5.0     /* seconds to finish freeing after a peer left */
 
 /* The error callback's argument: which world rank an endpoint leads to. */
 struct ucx_peer {
@@ -63,6 +64,9 @@ struct comm_ucx {
 	char reason[256];
 	int failed_peer;                /* first peer whose process failed, or -1 */
 	char failed_why[128];
+	int closing;                    /* the world is being freed */
+	double close_error_at;          /* when a peer closed or failed meanwhile */
+	int close_peer;                 /* which one */
 	ucp_ep_h *eps;                  /* the world's endpoints, to close on abort */
 	int neps;
 	struct ucx_peer *peers;
@@ -81,6 +85,14 @@ struct ucx_comm {
 };
 
 static const struct comm_ops ucx_ops;
+
+static double mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* First abort wins; the reason is complete before the flag is seen. */
 static void set_abort(struct comm_ucx *u, const char *reason)
@@ -178,6 +190,13 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 		}
 		if (!pending)
 			break;
+		if (u->close_error_at && mono_now() - u->close_error_at > UCX_CLOSE_GRACE) {
+			char msg[200];
+
+			snprintf(msg, sizeof msg, "rank %d left while this process was still "
+				 "finishing the last collective", u->close_peer);
+			set_abort(u, msg);
+		}
 		if (atomic_load(&u->aborted) && !cancelled) {
 			for (int i = 0; i < n; i++)
 				if (reqs[i])
@@ -495,7 +514,15 @@ static void ucx_free(struct comm *cc)
 	struct comm_ucx *u = c->u;
 
 	if (c->owns_eps) {
-		ucx_barrier(cc);        /* nobody still sends to us */
+		/* nobody still sends to us, and what we sent has arrived */
+		u->closing = 1;
+		if (ucx_barrier(cc) == COMM_OK) {
+			ucp_request_param_t p = { .op_attr_mask = 0 };
+			void *req = ucp_worker_flush_nbx(u->worker, &p);
+
+			if (req && !UCS_PTR_IS_ERR(req))
+				wait_all(c, &req, 1);
+		}
 		if (u->eps == c->eps)
 			close_eps_force(u);
 		u->eps = NULL;
@@ -503,6 +530,8 @@ static void ucx_free(struct comm *cc)
 		free(c->eps);
 		free(u->peers);
 		u->peers = NULL;
+		u->closing = 0;
+		u->close_error_at = 0;
 	}
 	free(c->world);
 	free(c->tmp);
@@ -590,6 +619,16 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 	char msg[256];
 
 	(void)ep;
+	if (u->closing) {
+		/* a peer that is done closes its endpoints while this process may
+		 * still wait for the last messages of the others: only a wait that
+		 * outlasts UCX_CLOSE_GRACE fails */
+		if (!u->close_error_at) {
+			u->close_error_at = mono_now();
+			u->close_peer = p->rank;
+		}
+		return;
+	}
 	pthread_mutex_lock(&u->lock);
 	if (u->failed_peer < 0) {
 		u->failed_peer = p->rank;

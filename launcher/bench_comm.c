@@ -1,0 +1,289 @@
+/*
+ * launcher/bench_comm.c - `stork bench comm`: all-reduce bandwidth between
+ * the tasks of a Slurm step over UCX (lib/comm.h), like nccl-tests.
+ *
+ *   srun -N2 -n2 --mpi=pmix stork bench comm -b 1K -e 256M -f 2
+ *
+ * Every task is one rank: the tasks meet through the step's rendezvous
+ * (lib/rendezvous.h: PMIx or TCP) to exchange their UCX worker addresses,
+ * then for each size from MIN to MAX (multiplied by FACTOR) they run WARMUP
+ * untimed and ITERS timed in-place float sums. Rank 0 prints one line per
+ * size:
+ *
+ *   size   bytes actually reduced (count * 4)
+ *   count  float elements
+ *   time   microseconds per all-reduce, the average over ITERS on the
+ *          slowest rank
+ *   algbw  size / time (GB/s, 1e9 bytes)
+ *   busbw  algbw * 2 (n - 1) / n: the bytes each rank's link carries in a
+ *          bandwidth-optimal all-reduce, comparable across rank counts
+ *   #wrong elements (over all ranks) of a separate, checked all-reduce whose
+ *          result differs from the exact sum: rank r contributes small
+ *          integers (i + 7 r) mod 61, whose float sum has no rounding
+ */
+#include "config.h"
+#include "launcher/bench_comm.h"
+
+#include "lib/comm.h"
+#include "lib/exit_codes.h"
+#include "lib/rendezvous.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct bench_opts {
+	size_t min, max;
+	unsigned long factor;
+	int iters, warmup;
+};
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] "
+		"[-w WARMUP]\n"
+		"  sizes in bytes with an optional K, M or G suffix (powers of 1024);\n"
+		"  defaults: -b 1K -e 64M -f 2 -n 20 -w 5\n");
+	return STORK_EXIT_USAGE;
+}
+
+/* "1000", "4K", "16M", "1G" -> bytes; -1 when malformed. */
+static int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -1;
+	switch (toupper((unsigned char)*end)) {
+	case 'G': v <<= 10; /* fall through */
+	case 'M': v <<= 10; /* fall through */
+	case 'K': v <<= 10; end++; break;
+	case '\0': break;
+	default: return -1;
+	}
+	if (*end && !(toupper((unsigned char)*end) == 'B' && !end[1]))
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct bench_opts *o)
+{
+	int c;
+	char *end;
+
+	*o = (struct bench_opts){ .min = 1024, .max = 64u << 20, .factor = 2, .iters = 20,
+				  .warmup = 5 };
+	optind = 1;
+	while ((c = getopt(argc, argv, "b:e:f:n:w:")) != -1) {
+		switch (c) {
+		case 'b':
+		case 'e':
+			if (parse_size(optarg, c == 'b' ? &o->min : &o->max) < 0) {
+				fprintf(stderr, "stork bench comm: -%c '%s' is not a size (bytes, "
+					"optionally with K, M or G)\n", c, optarg);
+				return -1;
+			}
+			break;
+		case 'f':
+			o->factor = strtoul(optarg, &end, 10);
+			if (*end || o->factor < 2) {
+				fprintf(stderr, "stork bench comm: -f '%s' is not a factor of 2 or "
+					"more\n", optarg);
+				return -1;
+			}
+			break;
+		case 'n':
+		case 'w':
+			*(c == 'n' ? &o->iters : &o->warmup) = (int)strtol(optarg, &end, 10);
+			if (*end || (c == 'n' ? o->iters < 1 : o->warmup < 0)) {
+				fprintf(stderr, "stork bench comm: -%c '%s' is not a %s number\n", c,
+					optarg, c == 'n' ? "positive" : "non-negative");
+				return -1;
+			}
+			break;
+		default:
+			return -1;
+		}
+	}
+	if (optind != argc || o->min < 4 || o->max < o->min) {
+		if (optind == argc)
+			fprintf(stderr, "stork bench comm: need 4 <= MIN <= MAX (got -b %zu -e %zu)\n",
+				o->min, o->max);
+		return -1;
+	}
+	return 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static float input(size_t i, int rank)
+{
+	return (float)((i + 7 * (size_t)rank) % 61);
+}
+
+static void fill(float *x, size_t count, int rank)
+{
+	for (size_t i = 0; i < count; i++)
+		x[i] = input(i, rank);
+}
+
+/* Elements of x that differ from the exact sum of every rank's input. */
+static int64_t count_wrong(const float *x, size_t count, int n)
+{
+	int64_t wrong = 0;
+
+	for (size_t i = 0; i < count; i++) {
+		uint64_t want = 0;
+
+		for (int r = 0; r < n; r++)
+			want += (uint64_t)input(i, r);
+		wrong += x[i] != (float)want;
+	}
+	return wrong;
+}
+
+/* One table line: time and #wrong agreed over all ranks. */
+static int bench_size(struct comm *c, float *x, size_t count, const struct bench_opts *o)
+{
+	int n = comm_size(c), rank = comm_rank(c), rc;
+	double t, us;
+	int64_t wrong;
+
+	fill(x, count, rank);
+	for (int i = 0; i < o->warmup; i++)
+		if ((rc = comm_allreduce(c, x, count, COMM_FLOAT32, COMM_SUM)))
+			return rc;
+	if ((rc = comm_barrier(c)))
+		return rc;
+	t = now();
+	for (int i = 0; i < o->iters; i++)
+		if ((rc = comm_allreduce(c, x, count, COMM_FLOAT32, COMM_SUM)))
+			return rc;
+	us = (now() - t) * 1e6 / o->iters;
+	fill(x, count, rank);
+	if ((rc = comm_allreduce(c, x, count, COMM_FLOAT32, COMM_SUM)))
+		return rc;
+	wrong = count_wrong(x, count, n);
+	if ((rc = comm_allreduce(c, &us, 1, COMM_FLOAT64, COMM_MAX)) ||
+	    (rc = comm_allreduce(c, &wrong, 1, COMM_INT64, COMM_SUM)))
+		return rc;
+	if (rank == 0) {
+		double size = (double)count * sizeof(float), algbw = size / us * 1e-3;
+
+		printf("%12zu  %12zu  %8s  %10.2f  %7.2f  %7.2f  %7lld\n", count * sizeof(float),
+		       count, "float", us, algbw, algbw * 2.0 * (n - 1) / n, (long long)wrong);
+		fflush(stdout);
+	}
+	return wrong ? 1 : 0;
+}
+
+/* Meet the step's other tasks and connect to them over UCX. */
+static int connect_ranks(struct comm_ucx **u, struct comm **c, const char **method)
+{
+	struct rdv_params p;
+	struct rdv_result r;
+	const void *addr, **addrs;
+	size_t len;
+	char err[4096];
+	int rc;
+
+	if (rdv_params_from_env(&p, RDV_AUTO, 0, err, sizeof err) < 0) {
+		fprintf(stderr, "stork bench comm: %s\n", err);
+		return STORK_EXIT_RENDEZVOUS;
+	}
+	if ((rc = comm_ucx_open(u, &addr, &len))) {
+		fprintf(stderr, "stork bench comm: task %d: cannot open UCX: %s\n", p.index,
+			comm_strerror(rc));
+		return STORK_EXIT_INTERNAL;
+	}
+	if (rdv_exchange(&p, addr, len, &r, err, sizeof err) < 0) {
+		fprintf(stderr, "stork bench comm: task %d: %s\n", p.index, err);
+		return STORK_EXIT_RENDEZVOUS;
+	}
+	*method = r.method;
+	if (!(addrs = calloc((size_t)r.n, sizeof *addrs)))
+		return STORK_EXIT_INTERNAL;
+	for (int k = 0; k < r.n; k++)
+		addrs[k] = r.peers[k].blob;
+	rc = comm_ucx_world(*u, p.index, p.count, addrs, c);
+	free(addrs);
+	rdv_result_free(&r);
+	if (rc) {
+		fprintf(stderr, "stork bench comm: task %d: cannot connect to the other %d tasks "
+			"over UCX: %s\n", p.index, p.count - 1, comm_strerror(rc));
+		return STORK_EXIT_INTERNAL;
+	}
+	return 0;
+}
+
+int bench_comm(int argc, char **argv)
+{
+	struct bench_opts o;
+	struct comm_ucx *u = NULL;
+	struct comm *c = NULL;
+	const char *method = "";
+	float *x = NULL;
+	int code, wrong = 0, rc = 0;
+	char host[256] = "";
+
+	if (parse_opts(argc, argv, &o) < 0)
+		return usage();
+	if ((code = connect_ranks(&u, &c, &method)))
+		goto out;
+	if (posix_memalign((void **)&x, 64, o.max / sizeof(float) * sizeof(float))) {
+		fprintf(stderr, "stork bench comm: cannot allocate %zu bytes\n", o.max);
+		comm_abort(c, "out of memory");
+		code = STORK_EXIT_INTERNAL;
+		goto out;
+	}
+	gethostname(host, sizeof host);
+	if (comm_rank(c) == 0) {
+		printf("# stork bench comm: all-reduce (float sum, in place) over %d ranks, "
+		       "UCX, rendezvous %s; rank 0 on %s\n", comm_size(c), method, host);
+		printf("# %d warm-up and %d timed iterations per size; time: the slowest rank's "
+		       "average\n#\n", o.warmup, o.iters);
+		printf("#%11s  %12s  %8s  %10s  %7s  %7s  %7s\n", "size", "count", "type", "time",
+		       "algbw", "busbw", "#wrong");
+		printf("#%11s  %12s  %8s  %10s  %7s  %7s  %7s\n", "(B)", "(elements)", "", "(us)",
+		       "(GB/s)", "(GB/s)", "");
+		fflush(stdout);
+	}
+	for (size_t size = o.min; size <= o.max && rc >= 0; ) {
+		size_t count = size / sizeof(float);
+
+		rc = bench_size(c, x, count, &o);
+		wrong |= rc > 0;
+		if (size > o.max / o.factor)
+			break;
+		size *= o.factor;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "stork bench comm: rank %d: all-reduce failed: %s%s%s\n",
+			comm_rank(c), comm_strerror(rc), *comm_abort_reason(c) ? ": " : "",
+			comm_abort_reason(c));
+		code = STORK_EXIT_INTERNAL;
+	} else {
+		code = wrong ? STORK_EXIT_INTERNAL : STORK_EXIT_OK;
+	}
+out:
+	free(x);
+	comm_free(c);
+	comm_ucx_close(u);
+	rdv_finalize();
+	return code;
+}
