@@ -52,6 +52,19 @@ static uint64_t dir_bytes(const char *dir)
 	return total;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* dd of `bytes` zeros with conv=fsync; returns MB/s (1e6 bytes) or -1. */
 static double dd_rate(const char *dir, uint64_t bytes)
 {
@@ -84,14 +97,14 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	struct adamw_state opt = { 0 };
 	char err[1024], root[4200];
 	int repeat = 3, c, code = STORK_EXIT_CONFIG;
-	double best = 1e30, dd;
+	double times[64], dd[64];
 	uint64_t bytes = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (c == 'd')
 			dir = optarg;
-		else if (c == 'n' && atoi(optarg) > 0)
+		else if (c == 'n' && atoi(optarg) > 0 && atoi(optarg) <= 64)
 			repeat = atoi(optarg);
 		else
 			goto usage;
@@ -134,17 +147,15 @@ int cmd_bench_checkpoint(int argc, char **argv)
 		t = now_s() - t0;
 		snprintf(path, sizeof path, "%s/step_%08d", root, i + 1);
 		bytes = dir_bytes(path);
-		printf("checkpoint %d: %.1f MB in %.2f s = %.0f MB/s\n", i + 1, bytes / 1e6, t,
-		       bytes / t / 1e6);
-		if (t < best)
-			best = t;
+		times[i] = bytes / t / 1e6;
+		dd[i] = dd_rate(root, bytes);
+		printf("round %d: checkpoint %.1f MB in %.2f s = %.0f MB/s; dd %.0f MB/s\n", i + 1,
+		       bytes / 1e6, t, times[i], dd[i]);
 	}
-	dd = dd_rate(root, bytes);
-	printf("best checkpoint: %.0f MB/s (model, optimizer, state, checksums, fsyncs, rename)\n",
-	       bytes / best / 1e6);
-	if (dd > 0)
-		printf("dd bs=16M conv=fsync of the same size: %.0f MB/s; checkpoint/dd = %.0f%%\n", dd,
-		       100.0 * bytes / best / 1e6 / dd);
+	printf("median of %d rounds: checkpoint %.0f MB/s (model, optimizer, state, checksums, "
+	       "fsyncs, renames); dd bs=16M conv=fsync of the same size %.0f MB/s; "
+	       "checkpoint/dd = %.0f%%\n", repeat, median(times, repeat), median(dd, repeat),
+	       100.0 * median(times, repeat) / median(dd, repeat));
 	snprintf(err, sizeof err, "rm -rf '%s'", root);
 	code = system(err) == 0 ? STORK_EXIT_OK : STORK_EXIT_INTERNAL;
 out:

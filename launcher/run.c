@@ -448,8 +448,10 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}
-	printf("stork: run directory %s\n", run_dir);
-	check_job();
+	if (l.index == 0) {
+		printf("stork: run directory %s\n", run_dir);
+		check_job();
+	}
 	find_storkd(o.storkd, storkd, sizeof storkd);
 	snprintf(config_path, sizeof config_path, "%s/config/stork.yaml", run_dir);
 	snprintf(nranks, sizeof nranks, "%d", l.local_ranks);
