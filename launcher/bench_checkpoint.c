@@ -9,6 +9,7 @@
  * include getting the data to stable storage.
  */
 #include "config.h"
+#include "launcher/bench_util.h"
 #include "launcher/commands.h"
 
 #include "daemon/checkpoint.h"
@@ -28,14 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static uint64_t dir_bytes(const char *dir)
 {
 	static const char *const files[] = { "model.bin", "optimizer.bin", "state.json",
@@ -52,19 +45,6 @@ static uint64_t dir_bytes(const char *dir)
 	return total;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* dd of `bytes` zeros with conv=fsync; returns MB/s (1e6 bytes) or -1. */
 static double dd_rate(const char *dir, uint64_t bytes)
 {
@@ -75,9 +55,9 @@ static double dd_rate(const char *dir, uint64_t bytes)
 
 	snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s/dd.bin' bs=16M count=%" PRIu64
 		 " conv=fsync status=none", dir, count);
-	t0 = now_s();
+	t0 = bench_monotonic();
 	rc = system(cmd);
-	t = now_s() - t0;
+	t = bench_monotonic() - t0;
 	snprintf(cmd, sizeof cmd, "%s/dd.bin", dir);
 	unlink(cmd);
 	return rc == 0 ? (double)count * (16u << 20) / t / 1e6 : -1;
@@ -137,14 +117,14 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	for (int i = 0; i < repeat; i++) {
 		struct ckpt_state st = { .step = i + 1 };
 		char path[4400];
-		double t0 = now_s(), t;
+		double t0 = bench_monotonic(), t;
 
 		if (ckpt_save(root, &m, &opt, &st, 1, err, sizeof err) < 0) {
 			stork_error("%s", err);
 			code = STORK_EXIT_CHECKPOINT_FAILED;
 			goto out;
 		}
-		t = now_s() - t0;
+		t = bench_monotonic() - t0;
 		snprintf(path, sizeof path, "%s/step_%08d", root, i + 1);
 		bytes = dir_bytes(path);
 		times[i] = bytes / t / 1e6;
@@ -154,8 +134,8 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	}
 	printf("median of %d rounds: checkpoint %.0f MB/s (model, optimizer, state, checksums, "
 	       "fsyncs, renames); dd bs=16M conv=fsync of the same size %.0f MB/s; "
-	       "checkpoint/dd = %.0f%%\n", repeat, median(times, repeat), median(dd, repeat),
-	       100.0 * median(times, repeat) / median(dd, repeat));
+	       "checkpoint/dd = %.0f%%\n", repeat, bench_median(times, repeat), bench_median(dd, repeat),
+	       100.0 * bench_median(times, repeat) / bench_median(dd, repeat));
 	snprintf(err, sizeof err, "rm -rf '%s'", root);
 	code = system(err) == 0 ? STORK_EXIT_OK : STORK_EXIT_INTERNAL;
 out:

@@ -10,6 +10,7 @@
  * model build, data open).
  */
 #include "config.h"
+#include "launcher/bench_util.h"
 #include "launcher/commands.h"
 
 #include "lib/json.h"
@@ -23,27 +24,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double wall(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* Start of step 1 in a run directory: its metrics "ts" minus its duration. */
 static double first_step_start(const char *run_dir)
@@ -110,12 +90,12 @@ int cmd_bench_launch(int argc, char **argv)
 	n = readlink("/proc/self/exe", self, sizeof self - 1);
 	self[n > 0 ? n : 0] = '\0';
 	for (int i = 0; i < repeat; i++) {
-		double t0 = wall();
+		double t0 = bench_wall();
 
 		snprintf(cmd, sizeof cmd, "srun -N %d --ntasks-per-node=1 true", nodes);
 		if (system(cmd) != 0)
 			goto failed;
-		bare[i] = wall() - t0;
+		bare[i] = bench_wall() - t0;
 
 		snprintf(name, sizeof name, "bench-launch-%d-%d", (int)getpid(), i);
 		rundir_path(run_dir, sizeof run_dir, cfg.run.dir, name);
@@ -123,7 +103,7 @@ int cmd_bench_launch(int argc, char **argv)
 			 "srun -N %d --ntasks-per-node=1 --mpi=pmix '%s' run '%s' train.steps=1 "
 			 "train.val_every=0 run.name=%s >/dev/null",
 			 nodes, self, argv[optind], name);
-		t0 = wall();
+		t0 = bench_wall();
 		if (system(cmd) != 0)
 			goto failed;
 		stork[i] = first_step_start(run_dir) - t0;
@@ -134,8 +114,8 @@ int cmd_bench_launch(int argc, char **argv)
 		       bare[i], stork[i]);
 	}
 	printf("median over %d runs on %d node(s): srun true %.3f s; stork run to step 1 %.3f s; "
-	       "launch overhead %.3f s\n", repeat, nodes, median(bare, repeat), median(stork, repeat),
-	       median(stork, repeat) - median(bare, repeat));
+	       "launch overhead %.3f s\n", repeat, nodes, bench_median(bare, repeat), bench_median(stork, repeat),
+	       bench_median(stork, repeat) - bench_median(bare, repeat));
 	config_free(&cfg);
 	return STORK_EXIT_OK;
 failed:

@@ -1,0 +1,37 @@
+/* launcher/bench_util.c - see bench_util.h. */
+#include "config.h"
+#include "launcher/bench_util.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+static double clock_s(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double bench_monotonic(void)
+{
+	return clock_s(CLOCK_MONOTONIC);
+}
+
+double bench_wall(void)
+{
+	return clock_s(CLOCK_REALTIME);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double bench_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
