@@ -10,6 +10,7 @@
 #include "config.h"
 #include "daemon/bench_train.h"
 #include "daemon/optimizer.h"
+#include "kernels/device.h"
 #include "lib/rng.h"
 
 #include <stdint.h>
@@ -25,27 +26,148 @@ static double now(void)
 	return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-/* Matrix products of the timed steps: seconds and FLOPs (one benchmark at a time). */
-static double mm_seconds, mm_flops;
+/*
+ * Time and FLOPs of each kernel during the timed steps (one benchmark at a
+ * time): every entry of the backend is wrapped by a function that adds its
+ * wall time to its slot. Matrix products also count FLOPs (2 N C OC
+ * forward, 4 N C OC backward, 2 N C OC without dinp).
+ */
+enum bench_kernel {
+	K_ENCODER, K_LAYERNORM, K_MATMUL, K_ATTENTION, K_GELU, K_RESIDUAL, K_XENT, K_ADAMW,
+	K_OTHER, K_NUM
+};
+static const char *const kernel_names[K_NUM] = {
+	"encoder", "layernorm", "matmul", "attention", "gelu", "residual", "softmax+xent", "adamw",
+	"zero",
+};
+static double k_seconds[K_NUM], mm_flops;
 
-static void timed_matmul_forward(float *out, const float *inp, const float *weight,
-				 const float *bias, int N, int C, int OC)
+#define TIMED(kind, call)                        \
+	do {                                     \
+		double t0_ = now();              \
+		call;                            \
+		k_seconds[kind] += now() - t0_;  \
+	} while (0)
+
+static void t_encoder_forward(float *out, const int *inp, const float *wte, const float *wpe,
+			      int B, int T, int C)
 {
-	double t0 = now();
+	TIMED(K_ENCODER, ops_cpu.encoder_forward(out, inp, wte, wpe, B, T, C));
+}
 
-	ops_cpu.matmul_forward(out, inp, weight, bias, N, C, OC);
-	mm_seconds += now() - t0;
+static void t_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp,
+			       int B, int T, int C)
+{
+	TIMED(K_ENCODER, ops_cpu.encoder_backward(dwte, dwpe, dout, inp, B, T, C));
+}
+
+static void t_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+				const float *weight, const float *bias, int N, int C)
+{
+	TIMED(K_LAYERNORM, ops_cpu.layernorm_forward(out, mean, rstd, inp, weight, bias, N, C));
+}
+
+static void t_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+				 const float *inp, const float *weight, const float *mean,
+				 const float *rstd, int N, int C)
+{
+	TIMED(K_LAYERNORM, ops_cpu.layernorm_backward(dinp, dweight, dbias, dout, inp, weight,
+						      mean, rstd, N, C));
+}
+
+static void t_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+			     int N, int C, int OC)
+{
+	TIMED(K_MATMUL, ops_cpu.matmul_forward(out, inp, weight, bias, N, C, OC));
 	mm_flops += 2.0 * N * C * OC;
 }
 
-static void timed_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-				  const float *inp, const float *weight, int N, int C, int OC)
+static void t_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+			      const float *inp, const float *weight, int N, int C, int OC)
 {
-	double t0 = now();
-
-	ops_cpu.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-	mm_seconds += now() - t0;
+	TIMED(K_MATMUL,
+	      ops_cpu.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC));
 	mm_flops += (dinp ? 4.0 : 2.0) * N * C * OC;
+}
+
+static void t_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
+				int HS)
+{
+	TIMED(K_ATTENTION, ops_cpu.attention_forward(out, att, qkv, B, T, NH, HS));
+}
+
+static void t_attention_backward(float *dqkv, const float *dout, const float *qkv,
+				 const float *att, int B, int T, int NH, int HS)
+{
+	TIMED(K_ATTENTION, ops_cpu.attention_backward(dqkv, dout, qkv, att, B, T, NH, HS));
+}
+
+static void t_gelu_forward(float *out, const float *inp, size_t n)
+{
+	TIMED(K_GELU, ops_cpu.gelu_forward(out, inp, n));
+}
+
+static void t_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+	TIMED(K_GELU, ops_cpu.gelu_backward(dinp, inp, dout, n));
+}
+
+static void t_residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+	TIMED(K_RESIDUAL, ops_cpu.residual_forward(out, a, b, n));
+}
+
+static void t_residual_backward(float *da, float *db, const float *dout, size_t n)
+{
+	TIMED(K_RESIDUAL, ops_cpu.residual_backward(da, db, dout, n));
+}
+
+static void t_softmax_xent_forward(float *losses, float *logits, const int *targets, int N, int V,
+				   int Vp)
+{
+	TIMED(K_XENT, ops_cpu.softmax_xent_forward(losses, logits, targets, N, V, Vp));
+}
+
+static void t_softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V,
+				    int Vp)
+{
+	TIMED(K_XENT, ops_cpu.softmax_xent_backward(probs, targets, dloss, N, V, Vp));
+}
+
+static void t_adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+		    float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2)
+{
+	TIMED(K_ADAMW, ops_cpu.adamw(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
+				     bc1, bc2));
+}
+
+static void t_zero(float *p, size_t n)
+{
+	TIMED(K_OTHER, ops_cpu.zero(p, n));
+}
+
+/* The CPU backend with every entry timed. */
+static struct ops timed_ops(void)
+{
+	struct ops o = ops_cpu;
+
+	o.encoder_forward = t_encoder_forward;
+	o.encoder_backward = t_encoder_backward;
+	o.layernorm_forward = t_layernorm_forward;
+	o.layernorm_backward = t_layernorm_backward;
+	o.matmul_forward = t_matmul_forward;
+	o.matmul_backward = t_matmul_backward;
+	o.attention_forward = t_attention_forward;
+	o.attention_backward = t_attention_backward;
+	o.gelu_forward = t_gelu_forward;
+	o.gelu_backward = t_gelu_backward;
+	o.residual_forward = t_residual_forward;
+	o.residual_backward = t_residual_backward;
+	o.softmax_xent_forward = t_softmax_xent_forward;
+	o.softmax_xent_backward = t_softmax_xent_backward;
+	o.adamw = t_adamw;
+	o.zero = t_zero;
+	return o;
 }
 
 double bench_flops_per_token(const struct gpt2_config *c, size_t num_params, int T)
@@ -55,14 +177,18 @@ double bench_flops_per_token(const struct gpt2_config *c, size_t num_params, int
 	return 6.0 * n + 12.0 * c->num_layers * c->channels * (double)T;
 }
 
-/* Clock of the calling core in GHz: 1e8 dependent adds take 1e8 cycles. */
+/*
+ * Clock of the calling core in GHz: n dependent adds take n cycles. The
+ * best of 20 short runs (5 ms each), so that on a shared machine one of
+ * them runs undisturbed.
+ */
 static double measure_ghz(void)
 {
 #if defined(__x86_64__)
 	double best = 0.0;
 
-	for (int r = 0; r < 3; r++) {
-		uint64_t x = 0, n = 100000000ULL;
+	for (int r = 0; r < 20; r++) {
+		uint64_t x = 0, n = 20000000ULL;
 		double t0 = now(), dt;
 
 		for (uint64_t i = 0; i < n; i += 8)
@@ -129,14 +255,14 @@ static int train_step(struct gpt2 *m, struct adamw_state *s, const int *tok, int
 
 int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 {
-	struct ops timed = ops_cpu;
+	struct ops timed = timed_ops();
 	struct gpt2 m;
 	struct adamw_state s = { 0 };
 	struct phase ph = { 0 };
 	uint64_t st = rng_seed(1337, 99);
 	int *tok = malloc(((size_t)B * T + 1) * sizeof(int));
 	char peak_how[256];
-	double peak, fpt, step_s, tps;
+	double peak, fpt, step_s, tps, rest;
 	int rc = -1;
 
 	if (gpt2_build(&m, c, 1337)) {
@@ -144,9 +270,10 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 		free(tok);
 		return -1;
 	}
-	timed.matmul_forward = timed_matmul_forward;
-	timed.matmul_backward = timed_matmul_backward;
-	m.ops = &timed;
+	if (gpt2_set_backend(&m, &timed)) {
+		fprintf(out, "bench train: %s\n", m.err);
+		goto fail;
+	}
 	if (!tok || adamw_init(&s, m.num_params) || gpt2_zero_grad(&m)) {
 		fprintf(out, "bench train: out of memory\n");
 		goto fail;
@@ -157,7 +284,8 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 		if (train_step(&m, &s, tok, B, T, &ph))
 			goto step_fail;
 	memset(&ph, 0, sizeof ph);
-	mm_seconds = mm_flops = 0.0;
+	memset(k_seconds, 0, sizeof k_seconds);
+	mm_flops = 0.0;
 	for (int i = 0; i < steps; i++)
 		if (train_step(&m, &s, tok, B, T, &ph))
 			goto step_fail;
@@ -166,10 +294,18 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 	fpt = bench_flops_per_token(c, m.num_params, T);
 	step_s = (ph.fwd + ph.bwd + ph.upd) / steps;
 	tps = (double)B * T / step_s;
+	rest = ph.fwd + ph.bwd + ph.upd;
 	fprintf(out, "model: L=%d H=%d C=%d V=%d Vp=%d maxT=%d, %zu parameters; B=%d T=%d\n",
 		c->num_layers, c->num_heads, c->channels, c->vocab_size, c->padded_vocab_size,
 		c->max_seq_len, m.num_params, B, T);
-	fprintf(out, "backend: %s, %d thread(s)\n", ops_cpu.name, ops_cpu_threads());
+	fprintf(out, "backend: %s, %d thread(s)\n", kernels_cpu_backend_name(), ops_cpu_threads());
+	if (ops_cpu_blas_coretype_hint())
+		fprintf(out,
+			"note: OpenBLAS runs AVX2 kernels (OPENBLAS_CORETYPE=%s) on this AVX-512 CPU: "
+			"matrix products are capped at 50%% of peak; OPENBLAS_CORETYPE=%s "
+			"is about twice as fast\n",
+			getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset",
+			ops_cpu_blas_coretype_hint());
 	fprintf(out, "step: %.1f ms (forward %.1f, backward %.1f, adamw %.1f), %d steps\n",
 		1e3 * step_s, 1e3 * ph.fwd / steps, 1e3 * ph.bwd / steps, 1e3 * ph.upd / steps,
 		steps);
@@ -181,8 +317,16 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 		fpt * tps / 1e9);
 	fprintf(out, "matrix products: %.1f ms/step (%.0f%% of the step), %.1f GFLOP/s = %.1f%% "
 		     "of peak\n",
-		1e3 * mm_seconds / steps, 100.0 * mm_seconds / steps / step_s,
-		mm_flops / mm_seconds / 1e9, 100.0 * mm_flops / mm_seconds / peak);
+		1e3 * k_seconds[K_MATMUL] / steps, 100.0 * k_seconds[K_MATMUL] / steps / step_s,
+		mm_flops / k_seconds[K_MATMUL] / 1e9,
+		100.0 * mm_flops / k_seconds[K_MATMUL] / peak);
+	fprintf(out, "by kernel (ms/step):");
+	for (int k = 0; k < K_NUM; k++) {
+		rest -= k_seconds[k];
+		if (k_seconds[k] > 0.0)
+			fprintf(out, " %s %.1f,", kernel_names[k], 1e3 * k_seconds[k] / steps);
+	}
+	fprintf(out, " model code %.1f\n", 1e3 * rest / steps);
 	rc = 0;
 	goto fail;
 step_fail:

@@ -1,11 +1,20 @@
 # storkd: the per-node training daemon.
 sbin_PROGRAMS += daemon/storkd
-daemon_storkd_SOURCES = daemon/storkd.c \
+daemon_storkd_SOURCES = daemon/storkd.c
+daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS) $(UCX_CFLAGS) $(BLAS_CFLAGS)
+daemon_storkd_LDADD = $(STORKD_LIBS)
+
+# The daemon's parts as an archive, so that `stork bench` and the tests
+# link the same code as storkd.
+noinst_LIBRARIES += daemon/libstorkd.a
+daemon_libstorkd_a_SOURCES = \
 	daemon/train.c daemon/train.h \
 	daemon/checkpoint.c daemon/checkpoint.h \
-	daemon/rank_log.c daemon/rank_log.h
-daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
-daemon_storkd_LDADD = daemon/libdata.a $(ENGINE_LIBS) $(COMM_LIBS) $(RDV_LIBS) lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS)
+	daemon/rank_log.c daemon/rank_log.h \
+	daemon/join.c daemon/join.h
+daemon_libstorkd_a_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS)
+STORKD_LIBS = daemon/libstorkd.a daemon/libdata.a $(ENGINE_LIBS) $(COMM_LIBS) $(RDV_LIBS) \
+	lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS)
 
 # The training engine (model, optimizer, data) is an archive of its own so
 # that unit tests link the same code as storkd. Its parts add their files in

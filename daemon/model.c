@@ -93,6 +93,24 @@ static void fill_sizes(size_t sizes[GPT2_NUM_TENSORS], const struct gpt2_config 
 	sizes[GPT2_LNFB] = C;
 }
 
+/*
+ * n floats aligned to a cache line, zeroed if asked, or NULL. malloc's large
+ * blocks start 16 bytes into a page: every AVX-512 load of such an array
+ * straddles two cache lines, which costs the LM head's sgemm calls about a
+ * third of their speed. Tensor sizes are multiples of C, so tensors inside
+ * an aligned buffer stay aligned when C is a multiple of 16.
+ */
+static float *alloc_floats(size_t n, int zero)
+{
+	void *p;
+
+	if (posix_memalign(&p, 64, n * sizeof(float)))
+		return NULL;
+	if (zero)
+		memset(p, 0, n * sizeof(float));
+	return p;
+}
+
 /* Point tensors[] into buf following sizes. */
 static void point_tensors(float *tensors[GPT2_NUM_TENSORS], float *buf,
 			  const size_t sizes[GPT2_NUM_TENSORS])
@@ -113,12 +131,59 @@ static int gpt2_alloc(struct gpt2 *m, const struct gpt2_config *c)
 	fill_sizes(m->sizes, c);
 	for (int i = 0; i < GPT2_NUM_TENSORS; i++)
 		m->num_params += m->sizes[i];
-	m->params = malloc(m->num_params * sizeof(float));
+	m->params = alloc_floats(m->num_params, 0);
 	if (!m->params) {
 		snprintf(m->err, sizeof m->err, "out of memory for %zu parameters", m->num_params);
 		return -2;
 	}
 	point_tensors(m->tensors, m->params, m->sizes);
+	return 0;
+}
+
+/* Append ", what" (or "what" first) to the string in buf of size bytes, truncating. */
+static void append_name(char *buf, size_t size, const char *what)
+{
+	size_t len = strlen(buf);
+
+	snprintf(buf + len, size - len, "%s%s", len ? ", " : "", what);
+}
+
+int gpt2_set_backend(struct gpt2 *m, const struct ops *o)
+{
+	char missing[200] = "";
+	int n = 0;
+
+#define NEED(entry)                                                   \
+	do {                                                          \
+		if (!o->entry) {                                      \
+			append_name(missing, sizeof missing, #entry); \
+			n++;                                          \
+		}                                                     \
+	} while (0)
+	NEED(encoder_forward);
+	NEED(encoder_backward);
+	NEED(layernorm_forward);
+	NEED(layernorm_backward);
+	NEED(matmul_forward);
+	NEED(matmul_backward);
+	NEED(attention_forward);
+	NEED(attention_backward);
+	NEED(gelu_forward);
+	NEED(gelu_backward);
+	NEED(residual_forward);
+	NEED(residual_backward);
+	NEED(softmax_xent_forward);
+	NEED(softmax_xent_backward);
+	NEED(zero);
+#undef NEED
+	if (n) {
+		snprintf(m->err, sizeof m->err,
+			 "backend %s lacks %d kernel(s) the model needs: %s; use another backend "
+			 "(e.g. cpu)",
+			 o->name ? o->name : "(unnamed)", n, missing);
+		return -1;
+	}
+	m->ops = o;
 	return 0;
 }
 
@@ -293,11 +358,17 @@ int gpt2_save(const struct gpt2 *m, const char *path, char *err, size_t errlen)
 
 /* ------------------------------------------------------------ activations */
 
-/* Point the fields of a at mem (NULL: only count) for (B, T); returns floats needed. */
+/*
+ * Point the fields of a at mem (NULL: only count) for (B, T) and the stage
+ * of layers [first, last): per-layer arrays for those layers only, the head
+ * (final LayerNorm, logits, losses) only when the stage ends the model.
+ * Arrays of no size are NULL. Returns the floats needed.
+ */
 static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_config *c, int B,
-			  int T)
+			  int T, int first, int last)
 {
-	size_t L = c->num_layers, C = c->channels, NH = c->num_heads, BT = (size_t)B * T;
+	size_t L = (size_t)(last - first), C = c->channels, NH = c->num_heads, BT = (size_t)B * T;
+	size_t H = last == c->num_layers; /* 1 if the stage has the head */
 	struct {
 		float **field;
 		size_t n;
@@ -309,9 +380,9 @@ static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_con
 		{ &a->res2, L * BT * C },	   { &a->ln2, L * BT * C },
 		{ &a->ln2_mean, L * BT },	   { &a->ln2_rstd, L * BT },
 		{ &a->fch, L * BT * 4 * C },	   { &a->fch_gelu, L * BT * 4 * C },
-		{ &a->res3, L * BT * C },	   { &a->lnf, BT * C },
-		{ &a->lnf_mean, BT },		   { &a->lnf_rstd, BT },
-		{ &a->logits, BT * c->padded_vocab_size }, { &a->losses, BT },
+		{ &a->res3, L * BT * C },	   { &a->lnf, H * BT * C },
+		{ &a->lnf_mean, H * BT },	   { &a->lnf_rstd, H * BT },
+		{ &a->logits, H * BT * c->padded_vocab_size }, { &a->losses, H * BT },
 		{ &a->dres, BT * C },		   { &a->dln, BT * C },
 		{ &a->datty, BT * C },		   { &a->dqkv, BT * 3 * C },
 		{ &a->dfch, BT * 4 * C },	   { &a->dfch_gelu, BT * 4 * C },
@@ -321,22 +392,25 @@ static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_con
 
 	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
 		if (mem)
-			*f[i].field = mem + total;
+			*f[i].field = f[i].n ? mem + total : NULL;
 		total += f[i].n;
 	}
 	return total;
 }
 
-/* Make the activations fit (B, T); reuses the buffer when it is large enough. */
-static int ensure_acts(struct gpt2 *m, int B, int T)
+/*
+ * Make the activations fit (B, T) and layers [first, last); reuses the
+ * buffer when it is large enough.
+ */
+static int ensure_acts(struct gpt2 *m, int B, int T, int first, int last)
 {
 	size_t need;
 
-	if (m->act_mem && m->B == B && m->T == T)
+	if (m->act_mem && m->B == B && m->T == T && m->act_first == first && m->act_last == last)
 		return 0;
-	need = layout_acts(&m->acts, NULL, &m->config, B, T);
+	need = layout_acts(&m->acts, NULL, &m->config, B, T, first, last);
 	if (need > m->act_cap) {
-		float *mem = malloc(need * sizeof(float));
+		float *mem = alloc_floats(need, 0);
 
 		if (!mem)
 			goto nomem;
@@ -354,9 +428,11 @@ static int ensure_acts(struct gpt2 *m, int B, int T)
 		m->tok_cap = 2 * (size_t)B * T;
 	}
 	m->targets = m->inputs + (size_t)B * T;
-	layout_acts(&m->acts, m->act_mem, &m->config, B, T);
+	layout_acts(&m->acts, m->act_mem, &m->config, B, T, first, last);
 	m->B = B;
 	m->T = T;
+	m->act_first = first;
+	m->act_last = last;
 	return 0;
 nomem:
 	snprintf(m->err, sizeof m->err, "out of memory for the activations of B=%d, T=%d (%zu MiB)",
@@ -417,10 +493,10 @@ struct block_a {
 	float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *res3;
 };
 
-static struct block_a block_acts(const struct gpt2 *m, const struct block_dims *d, int l)
+static struct block_a block_acts(const struct gpt2 *m, const struct block_dims *d, int layer)
 {
 	const struct gpt2_acts *a = &m->acts;
-	size_t BT = (size_t)m->B * m->T, C = d->C;
+	size_t BT = (size_t)m->B * m->T, C = d->C, l = (size_t)(layer - m->act_first);
 
 	return (struct block_a){
 		.ln1 = a->ln1 + l * BT * C,
@@ -439,11 +515,13 @@ static struct block_a block_acts(const struct gpt2 *m, const struct block_dims *
 	};
 }
 
-/* The residual stream entering layer l (B, T, C). */
+/* The residual stream entering layer l (B, T, C) of the stage's layers or their end. */
 static float *layer_input(struct gpt2 *m, int l)
 {
-	return l == 0 ? m->acts.encoded :
-			m->acts.res3 + (size_t)(l - 1) * m->B * m->T * m->config.channels;
+	return l == m->act_first ?
+		       m->acts.encoded :
+		       m->acts.res3 + (size_t)(l - 1 - m->act_first) * m->B * m->T *
+					      m->config.channels;
 }
 
 /*
@@ -487,11 +565,11 @@ static void block_backward(struct gpt2 *m, int l)
 	int B = m->B, T = m->T, N = B * T, C = d.C;
 	const float *x = layer_input(m, l);
 
-	memset(g->dfch_gelu, 0, (size_t)N * d.fc_oc * sizeof(float));
-	memset(g->dfch, 0, (size_t)N * d.fc_oc * sizeof(float));
-	memset(g->dln, 0, (size_t)N * C * sizeof(float));
-	memset(g->datty, 0, (size_t)N * d.att_c * sizeof(float));
-	memset(g->dqkv, 0, (size_t)N * d.qkv_oc * sizeof(float));
+	o->zero(g->dfch_gelu, (size_t)N * d.fc_oc);
+	o->zero(g->dfch, (size_t)N * d.fc_oc);
+	o->zero(g->dln, (size_t)N * C);
+	o->zero(g->datty, (size_t)N * d.att_c);
+	o->zero(g->dqkv, (size_t)N * d.qkv_oc);
 
 	o->matmul_backward(g->dfch_gelu, dw.fcprojw, dw.fcprojb, g->dres, a.fch_gelu, w.fcprojw, N,
 			   d.fc_oc, C);
@@ -499,7 +577,7 @@ static void block_backward(struct gpt2 *m, int l)
 	o->matmul_backward(g->dln, dw.fcw, dw.fcb, g->dfch, a.ln2, w.fcw, N, C, d.fc_oc);
 	o->layernorm_backward(g->dres, dw.ln2w, dw.ln2b, g->dln, a.res2, w.ln2w, a.ln2_mean,
 			      a.ln2_rstd, N, C);
-	memset(g->dln, 0, (size_t)N * C * sizeof(float));
+	o->zero(g->dln, (size_t)N * C);
 	o->matmul_backward(g->datty, dw.attprojw, dw.attprojb, g->dres, a.atty, w.attprojw, N,
 			   d.att_c, C);
 	o->attention_backward(g->dqkv, g->datty, a.qkv, a.att, B, T, d.NH, d.HS);
@@ -575,7 +653,7 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
 	m->loss = -1.0f;
 	if (check_stage(m, B, T, first, last))
 		return -1;
-	rc = ensure_acts(m, B, T);
+	rc = ensure_acts(m, B, T, first, last);
 	if (rc)
 		return rc;
 	if (targets && copy_tokens(m, m->targets, targets, (size_t)B * T, "target"))
@@ -614,7 +692,7 @@ float gpt2_forward(struct gpt2 *m, const int *inputs, const int *targets, int B,
 int gpt2_zero_grad(struct gpt2 *m)
 {
 	if (!m->grads) {
-		m->grads = calloc(m->num_params, sizeof(float));
+		m->grads = alloc_floats(m->num_params, 1);
 		if (!m->grads) {
 			snprintf(m->err, sizeof m->err, "out of memory for %zu gradients",
 				 m->num_params);
@@ -623,7 +701,7 @@ int gpt2_zero_grad(struct gpt2 *m)
 		point_tensors(m->grad_tensors, m->grads, m->sizes);
 		return 0;
 	}
-	memset(m->grads, 0, m->num_params * sizeof(float));
+	m->ops->zero(m->grads, m->num_params);
 	return 0;
 }
 
@@ -637,10 +715,10 @@ static void head_backward(struct gpt2 *m, float loss_scale)
 
 	o->softmax_xent_backward(a->logits, m->targets, loss_scale / N, N, c->vocab_size,
 				 c->padded_vocab_size);
-	memset(a->dlnf, 0, (size_t)N * C * sizeof(float));
+	o->zero(a->dlnf, (size_t)N * C);
 	o->matmul_backward(a->dlnf, m->grad_tensors[GPT2_WTE], NULL, a->logits, a->lnf,
 			   m->tensors[GPT2_WTE], N, C, c->padded_vocab_size);
-	memset(a->dres, 0, (size_t)N * C * sizeof(float));
+	o->zero(a->dres, (size_t)N * C);
 	o->layernorm_backward(a->dres, m->grad_tensors[GPT2_LNFW], m->grad_tensors[GPT2_LNFB],
 			      a->dlnf, layer_input(m, c->num_layers), m->tensors[GPT2_LNFW],
 			      a->lnf_mean, a->lnf_rstd, N, C);
@@ -659,6 +737,12 @@ int gpt2_stage_backward(struct gpt2 *m, int first, int last, float loss_scale,
 	}
 	if (check_stage(m, m->B, m->T, first, last))
 		return -1;
+	if (first != m->act_first || last != m->act_last) {
+		snprintf(m->err, sizeof m->err,
+			 "backward pass over layers [%d, %d) after a forward pass over [%d, %d)",
+			 first, last, m->act_first, m->act_last);
+		return -1;
+	}
 	if (last == m->config.num_layers) {
 		if (!m->have_targets) {
 			snprintf(m->err, sizeof m->err,

@@ -10,7 +10,7 @@
  * llm.c's order (GPT2_WTE ... GPT2_LNFB), so saving, loading, zeroing and
  * all-reducing are single operations on one span. Gradients are laid out
  * the same way. Activations are allocated on the first forward pass of a
- * given (B, T) and reused.
+ * given (B, T) and layer range, for those layers only, and reused.
  *
  * Files: llm.c's model format, a 256 x int32 header (magic 20240326,
  * version 3 = fp32, then max_seq_len, vocab_size, layers, heads, channels,
@@ -65,9 +65,14 @@ struct gpt2_config {
 	int channels;          /* C */
 };
 
-/* Activations of one (B, T); see model.c for the layout. */
+/*
+ * Activations of one (B, T) for the layers [first, last) of a stage (all L
+ * layers for the whole model); per-layer arrays hold those last - first
+ * layers (written L below), the head arrays (lnf..losses) are NULL unless
+ * the stage ends the model. See model.c for the layout.
+ */
 struct gpt2_acts {
-	float *encoded;  /* (B, T, C) residual stream entering layer 0 */
+	float *encoded;  /* (B, T, C) residual stream entering the first layer */
 	float *ln1, *ln1_mean, *ln1_rstd; /* (L, B, T, C), (L, B, T) x2 */
 	float *qkv;      /* (L, B, T, 3C) */
 	float *atty;     /* (L, B, T, C) */
@@ -97,8 +102,9 @@ struct gpt2 {
 	float *tensors[GPT2_NUM_TENSORS];
 	float *grads;                   /* NULL until the first gpt2_zero_grad */
 	float *grad_tensors[GPT2_NUM_TENSORS];
-	/* activations for (B, T) */
+	/* activations for (B, T) and layers [act_first, act_last) */
 	int B, T;
+	int act_first, act_last;
 	float *act_mem;
 	size_t act_cap;
 	struct gpt2_acts acts;
@@ -165,7 +171,8 @@ int gpt2_zero_grad(struct gpt2 *m);
 int gpt2_backward(struct gpt2 *m, float loss_scale);
 
 /*
- * Pipeline stage forward over layers [first, last). With first == 0 the
+ * Pipeline stage forward over layers [first, last): a stage is one model
+ * object, and keeps activations for these layers only. With first == 0 the
  * stage embeds inputs; otherwise x_in (B, T, C) is the residual stream from
  * the previous stage. With last == L the stage ends with the head and, when
  * targets is not NULL, stores the mean loss in *loss; otherwise the residual
@@ -176,14 +183,22 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
 		       int first, int last, const float *x_in, float *x_out, float *loss);
 
 /*
- * Pipeline stage backward over layers [first, last), after the matching
- * stage forward. With last == L the gradient starts at the loss (scaled by
+ * Pipeline stage backward over layers [first, last), after the stage
+ * forward over the same layers (else -1). With last == L the gradient starts at the loss (scaled by
  * loss_scale); otherwise dx_out (B, T, C) is the gradient of the stage's
  * output from the next stage. With first == 0 the gradient ends in the
  * embeddings; otherwise it is written to dx_in (B, T, C). Returns 0 or -1.
  */
 int gpt2_stage_backward(struct gpt2 *m, int first, int last, float loss_scale,
 			const float *dx_out, float *dx_in);
+
+/*
+ * Run the model on backend o from now on (gpt2_build and gpt2_load choose
+ * ops_cpu). Returns 0, or -1 when o lacks entries the forward and backward
+ * passes call (m->err names the backend and every missing entry; the model
+ * keeps its backend).
+ */
+int gpt2_set_backend(struct gpt2 *m, const struct ops *o);
 
 /* Whether the optimizer decays tensor t: the 2-D weight matrices only. */
 int gpt2_tensor_decays(enum gpt2_tensor t);

@@ -10,11 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* n zeroed floats aligned to a cache line (see alloc_floats in model.c), or NULL. */
+static float *alloc_zeroed(size_t n)
+{
+	void *p;
+
+	if (posix_memalign(&p, 64, n * sizeof(float)))
+		return NULL;
+	memset(p, 0, n * sizeof(float));
+	return p;
+}
+
 int adamw_init(struct adamw_state *s, size_t n)
 {
 	memset(s, 0, sizeof *s);
-	s->m = calloc(n, sizeof(float));
-	s->v = calloc(n, sizeof(float));
+	s->m = alloc_zeroed(n);
+	s->v = alloc_zeroed(n);
 	if (!s->m || !s->v) {
 		adamw_free(s);
 		return -2;
@@ -76,11 +87,7 @@ float lr_at(const struct lr_schedule *s, int64_t step)
 
 double grad_sumsq(const float *g, size_t n)
 {
-	double s = 0.0;
-
-	for (size_t i = 0; i < n; i++)
-		s += (double)g[i] * g[i];
-	return s;
+	return ops_cpu.sumsq(g, n);
 }
 
 float grad_clip_scale(float norm, float clip)
@@ -92,8 +99,6 @@ float grad_clip_scale(float norm, float clip)
 
 void grad_scale(float *g, size_t n, float scale)
 {
-	if (scale == 1.0f)
-		return;
-	for (size_t i = 0; i < n; i++)
-		g[i] *= scale;
+	if (scale != 1.0f)
+		ops_cpu.scale(g, n, scale);
 }

@@ -71,7 +71,11 @@ struct lr_schedule {
  */
 float lr_at(const struct lr_schedule *s, int64_t step);
 
-/* Sum of squares of n gradients, accumulated in double in index order. */
+/*
+ * Sum of squares of n gradients (host memory), in double, on the CPU
+ * backend's threads (ops_cpu.sumsq): the summation order depends on n only,
+ * so the result is the same for any thread count.
+ */
 double grad_sumsq(const float *g, size_t n);
 
 /*
@@ -80,7 +84,7 @@ double grad_sumsq(const float *g, size_t n);
  */
 float grad_clip_scale(float norm, float clip);
 
-/* g *= scale over n elements. */
+/* g *= scale over n elements (host memory, on the CPU backend's threads). */
 void grad_scale(float *g, size_t n, float scale);
 
 #endif

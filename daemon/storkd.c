@@ -8,8 +8,10 @@
  * on it at the next step boundary.
  */
 #include "config.h"
+#include "daemon/join.h"
 #include "daemon/train.h"
 #include "kernels/device.h"
+#include "lib/atomic_file.h"
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/json.h"
@@ -18,7 +20,10 @@
 #include "lib/stork_config.h"
 #include "lib/version.h"
 
+#include <cblas.h>
 #include <getopt.h>
+#include <pmix.h>
+#include <ucp/api/ucp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,15 +43,14 @@ static void on_stop_signal(int sig)
 struct options {
 	const char *config;
 	const char *run_dir;
-	int local_ranks, rank_base, world_size, node_rank;
+	int local_ranks;
 	int result_fd;          /* where the launcher reads how the node ended; -1 none */
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: storkd --config FILE --run-dir DIR [--local-ranks N] [--rank-base R]\n"
-		"              [--world-size W] [--node-rank K]\n"
+		"usage: storkd --config FILE --run-dir DIR [--local-ranks N] [--result-fd FD]\n"
 		"       storkd --version\n"
 		"storkd is started by 'stork run'; see storkd(8).\n");
 }
@@ -78,9 +82,6 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "config", required_argument, NULL, 'c' },
 		{ "run-dir", required_argument, NULL, 'd' },
 		{ "local-ranks", required_argument, NULL, 'l' },
-		{ "rank-base", required_argument, NULL, 'r' },
-		{ "world-size", required_argument, NULL, 'w' },
-		{ "node-rank", required_argument, NULL, 'n' },
 		{ "result-fd", required_argument, NULL, 'f' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -88,15 +89,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 	};
 	int c;
 
-	*o = (struct options){ .local_ranks = 1, .world_size = 0, .result_fd = -1 };
+	*o = (struct options){ .local_ranks = 1, .result_fd = -1 };
 	while ((c = getopt_long(argc, argv, "Vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': o->config = optarg; break;
 		case 'd': o->run_dir = optarg; break;
 		case 'l': if (parse_int("--local-ranks", optarg, 1, &o->local_ranks)) return -1; break;
-		case 'r': if (parse_int("--rank-base", optarg, 0, &o->rank_base)) return -1; break;
-		case 'w': if (parse_int("--world-size", optarg, 1, &o->world_size)) return -1; break;
-		case 'n': if (parse_int("--node-rank", optarg, 0, &o->node_rank)) return -1; break;
 		case 'f': if (parse_int("--result-fd", optarg, 0, &o->result_fd)) return -1; break;
 		case 'V': print_version(); exit(STORK_EXIT_OK);
 		case 'h': usage(stdout); exit(STORK_EXIT_OK);
@@ -105,13 +103,6 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc || !o->config || !o->run_dir) {
 		usage(stderr);
-		return -1;
-	}
-	if (!o->world_size)
-		o->world_size = o->local_ranks;
-	if (o->rank_base + o->local_ranks > o->world_size) {
-		stork_error("ranks %d..%d do not fit in a world of %d", o->rank_base,
-			    o->rank_base + o->local_ranks - 1, o->world_size);
 		return -1;
 	}
 	return 0;
@@ -228,55 +219,264 @@ static const char *find_stuck(const struct train_node *node, double timeout, cha
 	return stuck ? msg : NULL;
 }
 
+/*
+ * More ranks than allowed cores (several ranks per core on a small
+ * machine): rank i takes the (i mod n)-th allowed PU with one thread, so
+ * every rank still computes with a fixed thread count and the results do
+ * not depend on how the ranks were spread.
+ */
+static int plan_oversubscribed(const struct train_node *node, hwloc_const_cpuset_t allowed, int i,
+			       struct bind_plan *plan)
+{
+	int n = hwloc_bitmap_weight(allowed), pu = hwloc_bitmap_first(allowed);
+
+	if (n <= 0)
+		return -1;
+	for (int k = 0; k < i % n; k++)
+		pu = hwloc_bitmap_next(allowed, pu);
+	memset(plan, 0, sizeof *plan);
+	plan->mode = BIND_CORES;
+	plan->gpu = plan->gpu_index = -1;
+	plan->cpuset = hwloc_bitmap_alloc();
+	if (!plan->cpuset)
+		return -1;
+	hwloc_bitmap_only(plan->cpuset, (unsigned)pu);
+	plan->numa = topo_numa_of(node->topo, plan->cpuset);
+	plan->omp_threads = 1;
+	snprintf(plan->note, sizeof plan->note, "%d ranks share %d cpus", node->local_ranks, n);
+	return 0;
+}
+
+/* Every local rank's binding plan, and the same as JSON for slurm_env.json. */
+static int plan_bindings(struct train_node *node, char **json_out, char *err, size_t errlen)
+{
+	hwloc_cpuset_t allowed = hwloc_bitmap_alloc();
+	struct json j;
+	int rc = 0;
+
+	node->plans = calloc((size_t)node->local_ranks, sizeof *node->plans);
+	if (!node->plans || !allowed) {
+		snprintf(err, errlen, "out of memory");
+		hwloc_bitmap_free(allowed);
+		return -1;
+	}
+	/* The cores the launcher (and Slurm or the plugin before it) allowed. */
+	hwloc_get_cpubind(topo_hwloc(node->topo), allowed, HWLOC_CPUBIND_PROCESS);
+	json_init(&j, JSON_COMPACT);
+	json_begin_array(&j);
+	for (int i = 0; i < node->local_ranks && rc == 0; i++) {
+		struct bind_request req = { .mode = BIND_AUTO, .allowed = allowed,
+					    .ntasks = node->local_ranks, .task = i };
+		char cpus[256];
+
+		rc = bind_plan_compute(node->topo, &req, &node->plans[i], err, errlen);
+		if (rc < 0) {
+			if (i == 0)
+				stork_warn("%s; sharing cores instead", err);
+			rc = plan_oversubscribed(node, allowed, i, &node->plans[i]);
+		}
+		if (rc < 0)
+			break;
+		bind_cpuset_format(node->plans[i].cpuset, cpus, sizeof cpus);
+		json_begin_object(&j);
+		json_key_int(&j, "local_rank", i);
+		json_key_int(&j, "gpu", node->plans[i].gpu);
+		json_key_string(&j, "cpus", cpus);
+		json_key_int(&j, "numa", node->plans[i].numa);
+		json_key_int(&j, "threads", node->plans[i].omp_threads);
+		json_end_object(&j);
+	}
+	json_end_array(&j);
+	hwloc_bitmap_free(allowed);
+	*json_out = rc == 0 && !json_error(&j) ? strdup(json_str(&j)) : NULL;
+	json_free(&j);
+	return rc == 0 && *json_out ? 0 : -1;
+}
+
+/* The communicator of a local rank: in-node only, or across nodes. */
+static struct comm *world_comm(void *arg, int local)
+{
+	return comm_world_rank(arg, local);
+}
+
+static struct comm *hier_comm(void *arg, int local)
+{
+	return comm_hier_rank(arg, local);
+}
+
+static void report_simple(int fd, int code, const char *message)
+{
+	struct json j;
+
+	if (fd < 0)
+		return;
+	json_init(&j, JSON_COMPACT);
+	json_begin_object(&j);
+	json_key_int(&j, "exit_code", code);
+	json_key_string(&j, "message", message);
+	json_end_object(&j);
+	if (!json_error(&j)) {
+		ssize_t ignored = write(fd, json_str(&j), json_len(&j));
+		(void)ignored;
+	}
+	json_free(&j);
+}
+
+static void read_environment(struct train_node *node)
+{
+	const char *s;
+
+	gethostname(node->host, sizeof node->host - 1);
+	s = getenv("SLURM_JOB_ID");
+	snprintf(node->job_id, sizeof node->job_id, "%s", s && *s ? s : "local");
+	s = getenv("SLURM_RESTART_COUNT");
+	node->restart_count = s ? atoi(s) : 0;
+	s = getenv("STORK_STOP_AT_STEP");
+	node->stop_at_step = s ? atoll(s) : 0;
+#ifdef STORK_FAULT_INJECTION
+	s = getenv("STORK_FAULT_STALL");
+	if (s && sscanf(s, "%d:%d", &node->stall_rank, &node->stall_step) == 2)
+		stork_warn("fault injection: local rank %d will stall at step %d", node->stall_rank,
+			   node->stall_step + 1);
+#endif
+	node->slurm_job = slurm_job_id_from_env();
+	if (node->slurm_job) {
+		struct slurm_job job;
+		char err[512];
+
+		if (slurm_job_query(node->slurm_job, &job, err, sizeof err) == 0)
+			node->job_end_time = job.end_time;
+		else
+			stork_warn("%s", err);
+	}
+}
+
+/* provenance/libraries.json: the versions of what this daemon runs on. */
+static void write_library_versions(const char *run_dir)
+{
+	char path[4200], err[512];
+	struct json j;
+
+	json_init(&j, JSON_PRETTY);
+	json_begin_object(&j);
+	json_key_string(&j, "pmix", PMIx_Get_version());
+	json_key_string(&j, "ucx", ucp_get_version_string());
+	json_key_string(&j, "blas", kernels_cpu_backend_name());
+#ifdef OPENBLAS_VERSION
+	json_key_string(&j, "openblas_config", openblas_get_config());
+#endif
+	json_key_string(&j, "cuda", kernels_cuda_versions());
+	json_key_int(&j, "cuda_devices", kernels_cuda_device_count());
+	json_end_object(&j);
+	snprintf(path, sizeof path, "%s/provenance/libraries.json", run_dir);
+	if (json_error(&j) || atomic_write_file(path, json_str(&j), json_len(&j), err, sizeof err) < 0)
+		stork_warn("cannot write %s", path);
+	json_free(&j);
+}
+
+/*
+ * Join the other nodes (a world of one when this is the only daemon), then
+ * set the node's place in the world and its communicators.
+ */
+static int join(const struct options *o, const struct stork_config *cfg, struct train_node *node,
+		struct run_layout *layout, struct comm_ucx **ucx, struct comm_hier **hier,
+		char *err, size_t errlen)
+{
+	const void *addr = NULL;
+	size_t addr_len = 0;
+	struct rdv_params p;
+	char *bindings = NULL;
+	int code;
+
+	if (plan_bindings(node, &bindings, err, errlen) < 0)
+		return STORK_EXIT_CONFIG;
+	if (rdv_params_from_env(&p, RDV_AUTO, cfg->run.rendezvous_timeout, err, errlen) < 0) {
+		free(bindings);
+		return STORK_EXIT_CONFIG;
+	}
+	if (p.count > 1 && comm_ucx_open(ucx, &addr, &addr_len) < 0) {
+		snprintf(err, errlen, "cannot open UCX on %s", node->host);
+		free(bindings);
+		return STORK_EXIT_INTERNAL;
+	}
+	code = join_run(layout, &p, node->local_ranks, bindings, addr, addr_len, err, errlen);
+	free(bindings);
+	if (code)
+		return code;
+	node->node_rank = layout->node_index;
+	node->rank_base = layout->nodes[layout->node_index].rank_base;
+	node->world_size = layout->world_size;
+	node->world = comm_world_create(node->local_ranks);
+	if (!node->world) {
+		snprintf(err, errlen, "out of memory");
+		return STORK_EXIT_INTERNAL;
+	}
+	node->rank_comm = world_comm;
+	node->rank_comm_arg = node->world;
+	if (layout->nnodes > 1) {
+		const void **addrs = calloc((size_t)layout->nnodes, sizeof *addrs);
+		int *counts = calloc((size_t)layout->nnodes, sizeof *counts);
+		int rc = -1;
+
+		for (int i = 0; addrs && counts && i < layout->nnodes; i++) {
+			addrs[i] = layout->nodes[i].ucx_addr;
+			counts[i] = layout->nodes[i].local_ranks;
+		}
+		if (addrs && counts)
+			rc = comm_hier_create(node->world, *ucx, layout->node_index, layout->nnodes,
+					      addrs, counts, hier);
+		free(addrs);
+		free(counts);
+		if (rc < 0) {
+			snprintf(err, errlen, "cannot connect %s to the other nodes over UCX: %s",
+				 node->host, comm_strerror(rc));
+			return STORK_EXIT_RANK_FAILED;
+		}
+		node->rank_comm = hier_comm;
+		node->rank_comm_arg = *hier;
+	}
+	if (layout->node_index == 0) {
+		if (join_write_slurm_env(o->run_dir, layout, err, errlen) < 0)
+			stork_warn("%s", err);
+		write_library_versions(o->run_dir);
+	}
+	stork_info("node %d of %d on %s: ranks %d..%d of %d (rendezvous: %s, %.3f s)",
+		   layout->node_index, layout->nnodes, node->host, node->rank_base,
+		   node->rank_base + node->local_ranks - 1, node->world_size, layout->method,
+		   layout->seconds);
+	return 0;
+}
+
 static int run(const struct options *o, const struct stork_config *cfg)
 {
 	struct train_node node = {
 		.cfg = cfg, .run_dir = o->run_dir, .local_ranks = o->local_ranks,
-		.rank_base = o->rank_base, .world_size = o->world_size, .node_rank = o->node_rank,
-		.stop_requested = &stop_requested, .stall_rank = -1, .stall_step = -1,
+		.world_size = o->local_ranks, .stop_requested = &stop_requested, .stall_rank = -1, .stall_step = -1,
 	};
 	struct worker *w = calloc((size_t)o->local_ranks, sizeof *w);
-	const char *s, *hang = NULL;
-	char err[512], hang_msg[1024];
+	struct run_layout layout = { 0 };
+	struct comm_ucx *ucx = NULL;
+	struct comm_hier *hier = NULL;
+	const char *hang = NULL;
+	char err[1024], hang_msg[1024];
 	int code = STORK_EXIT_OK, started = 0;
 
 	node.progress = calloc((size_t)o->local_ranks, sizeof *node.progress);
 	if (!w || !node.progress) {
-		free(w);
-		free(node.progress);
-		return STORK_EXIT_INTERNAL;
+		code = STORK_EXIT_INTERNAL;
+		goto out;
 	}
-	gethostname(node.host, sizeof node.host - 1);
-	s = getenv("SLURM_JOB_ID");
-	snprintf(node.job_id, sizeof node.job_id, "%s", s && *s ? s : "local");
-	s = getenv("SLURM_RESTART_COUNT");
-	node.restart_count = s ? atoi(s) : 0;
-	s = getenv("STORK_STOP_AT_STEP");
-	node.stop_at_step = s ? atoll(s) : 0;
-#ifdef STORK_FAULT_INJECTION
-	s = getenv("STORK_FAULT_STALL");
-	if (s && sscanf(s, "%d:%d", &node.stall_rank, &node.stall_step) == 2)
-		stork_warn("fault injection: local rank %d will stall at step %d", node.stall_rank,
-			   node.stall_step + 1);
-#endif
-	node.slurm_job = slurm_job_id_from_env();
-	if (node.slurm_job) {
-		struct slurm_job job;
-
-		if (slurm_job_query(node.slurm_job, &job, err, sizeof err) == 0)
-			node.job_end_time = job.end_time;
-		else
-			stork_warn("%s", err);
-	}
+	read_environment(&node);
 	node.topo = topo_load(getenv("STORK_TOPOLOGY"), err, sizeof err);
 	if (!node.topo) {
 		stork_error("%s", err);
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}
-	node.world = comm_world_create(o->local_ranks);
-	if (!node.world) {
-		code = STORK_EXIT_INTERNAL;
+	code = join(o, cfg, &node, &layout, &ucx, &hier, err, sizeof err);
+	if (code) {
+		stork_error("%s", err);
+		report_simple(o->result_fd, code, err);
 		goto out;
 	}
 	for (int i = 0; i < o->local_ranks; i++) {
@@ -301,7 +501,7 @@ static int run(const struct options *o, const struct stork_config *cfg)
 		hang = find_stuck(&node, cfg->preempt.hang_timeout, hang_msg, sizeof hang_msg);
 		if (hang) {
 			stork_error("%s", hang);
-			comm_world_abort(node.world, hang);
+			comm_abort(node.rank_comm(node.rank_comm_arg, 0), hang);
 			/* A stuck rank may never return: report and leave. */
 			report_result(o->result_fd, STORK_EXIT_HANG, w, started, hang);
 			_exit(STORK_EXIT_HANG);
@@ -314,8 +514,16 @@ static int run(const struct options *o, const struct stork_config *cfg)
 	}
 	report_result(o->result_fd, code, w, started, NULL);
 out:
+	if (hier)
+		comm_hier_destroy(hier);
 	if (node.world)
 		comm_world_destroy(node.world);
+	if (ucx)
+		comm_ucx_close(ucx);
+	join_free(&layout);
+	for (int i = 0; node.plans && i < o->local_ranks; i++)
+		bind_plan_free(&node.plans[i]);
+	free(node.plans);
 	if (node.topo)
 		topo_free(node.topo);
 	free(node.progress);

@@ -42,6 +42,7 @@ struct rank {
 	struct data_loader *train, *val;
 	int *inputs, *targets;
 	struct train_rank_result *res;
+	double ckpt_seconds;           /* how long the last checkpoint took; 0 = none yet */
 	char err[1024];
 };
 
@@ -84,7 +85,8 @@ static int fail(struct rank *r, int code, const char *msg)
 	fprintf(stderr, "storkd: rank %d on %s: %s\n", r->rank, r->node->host, msg);
 	/* Wake the other ranks out of any collective instead of leaving them
 	 * waiting for this one. */
-	comm_world_abort(r->node->world, msg);
+	if (r->comm)
+		comm_abort(r->comm, msg);
 	return code;
 }
 
@@ -109,30 +111,17 @@ static void notice_to_log(void *arg, const char *msg)
 
 /* ----------------------------------------------------------------- setup */
 
+/* Pin this thread as storkd planned (the plan is the launcher's own code in lib/bind). */
 static int bind_rank(struct rank *r)
 {
-	const struct train_node *n = r->node;
-	struct bind_request req = { .mode = BIND_AUTO, .ntasks = n->local_ranks, .task = r->local };
-	struct bind_plan plan;
-	hwloc_cpuset_t allowed = hwloc_bitmap_alloc();
+	const struct bind_plan *plan = &r->node->plans[r->local];
 	char desc[256], err[512];
-	int rc;
 
-	/* The cores the launcher (and Slurm or the plugin before it) allowed. */
-	hwloc_get_cpubind(topo_hwloc(n->topo), allowed, HWLOC_CPUBIND_PROCESS);
-	req.allowed = allowed;
-	rc = bind_plan_compute(n->topo, &req, &plan, err, sizeof err);
-	hwloc_bitmap_free(allowed);
-	if (rc < 0) {
-		snprintf(r->err, sizeof r->err, "cannot bind local rank %d: %s", r->local, err);
-		return fail(r, STORK_EXIT_CONFIG, r->err);
-	}
-	if (bind_apply(&plan, err, sizeof err) < 0)
+	if (bind_apply(plan, err, sizeof err) < 0)
 		rank_logf(&r->log, "warning: %s", err);
-	bind_plan_describe(&plan, desc, sizeof desc);
-	rank_logf(&r->log, "bound: %s, %d thread(s)", desc, plan.omp_threads);
-	ops_cpu_set_threads(plan.omp_threads);
-	bind_plan_free(&plan);
+	bind_plan_describe(plan, desc, sizeof desc);
+	rank_logf(&r->log, "bound: %s, %d thread(s)", desc, plan->omp_threads);
+	ops_cpu_set_threads(plan->omp_threads);
 	return 0;
 }
 
@@ -309,6 +298,23 @@ static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
 	return 0;
 }
 
+/*
+ * Whether a checkpoint still fits before the job's end: it must, with a
+ * margin, take no longer than the last one did (the first one is guessed at
+ * 100 MB/s for the model and both moments). A checkpoint that cannot finish
+ * would only be cut by the kill; better to keep the previous one and say so.
+ */
+static int checkpoint_fits(struct rank *r, double *left, double *need)
+{
+	time_t end = r->node->job_end_time;
+
+	*need = r->ckpt_seconds > 0 ? r->ckpt_seconds :
+				      (double)r->model.num_params * 12.0 / 100e6;
+	*need = *need * 1.5 + 5.0;
+	*left = end ? (double)(end - time(NULL)) : 1e30;
+	return *left >= *need;
+}
+
 static int checkpoint(struct rank *r, int64_t steps_done)
 {
 	struct ckpt_state st = {
@@ -328,6 +334,7 @@ static int checkpoint(struct rank *r, int64_t steps_done)
 	if (ckpt_save(root, &r->model, &r->opt, &st, r->cfg->checkpoint.keep, r->err,
 		      sizeof r->err) < 0)
 		return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+	r->ckpt_seconds = (now_ms() - t0) / 1e3;
 	rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
 		  now_ms() - t0);
 	snprintf(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
@@ -456,6 +463,27 @@ static int run_steps(struct rank *r, int64_t start)
 		heartbeat(r, step + 1);
 		if (agree_stop(r, step + 1, &stop))
 			return r->res->exit_code;
+		if (stop) {
+			double left, need;
+
+			if (!checkpoint_fits(r, &left, &need)) {
+				snprintf(r->err, sizeof r->err,
+					 "stopped after step %" PRId64 " with %.0f s left before the job's end, "
+					 "too little for a checkpoint (~%.0f s): no new checkpoint, the previous "
+					 "one stays the latest", step + 1, left, need);
+				/* Still requeue: the job resumes from the previous one. */
+				if (r->rank == 0 && r->node->slurm_job) {
+					char why[512];
+					size_t l = strlen(r->err);
+
+					if (slurm_job_requeue(r->node->slurm_job, why, sizeof why) == 0)
+						snprintf(r->err + l, sizeof r->err - l, "; job requeued");
+					else
+						snprintf(r->err + l, sizeof r->err - l, "; requeue failed: %s", why);
+				}
+				return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+			}
+		}
 		if (stop || step + 1 == c->train.steps ||
 		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0))
 			if (checkpoint(r, step + 1))
@@ -476,7 +504,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 
 	memset(res, 0, sizeof *res);
 	heartbeat(&r, 0);
-	r.comm = comm_world_rank(n->world, local);
+	r.comm = n->rank_comm(n->rank_comm_arg, local);
 	if (rank_log_open(&r.log, n->run_dir, r.rank, local, n->host, n->job_id, err,
 			  sizeof err) < 0) {
 		fail(&r, STORK_EXIT_INTERNAL, err);

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <stdint.h>
 
+#include "lib/bind.h"
 #include "lib/comm.h"
 #include "lib/stork_config.h"
 #include "lib/topology.h"
@@ -41,7 +42,10 @@ struct train_node {
 	const struct stork_config *cfg;
 	const char *run_dir;
 	struct comm_world *world;      /* this node's ranks (in-node backend) */
-	struct topo *topo;             /* for binding the rank threads */
+	struct topo *topo;             /* the node's hardware */
+	struct bind_plan *plans;       /* local_ranks binding plans, computed by storkd */
+	struct comm *(*rank_comm)(void *arg, int local); /* the global communicator of a local rank */
+	void *rank_comm_arg;
 	int local_ranks;
 	int rank_base;                 /* global rank of local rank 0 */
 	int world_size;

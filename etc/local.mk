@@ -1,2 +1,2 @@
 # Example configuration shipped with the sources.
-EXTRA_DIST += etc/plugstack.conf.d/stork.conf etc/stork.yaml
+EXTRA_DIST += etc/plugstack.conf.d/stork.conf etc/stork.yaml etc/stork.sbatch

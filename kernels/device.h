@@ -15,7 +15,10 @@ extern "C" {
 /* Number of CUDA devices visible to this process; 0 without CUDA or GPUs. */
 int kernels_cuda_device_count(void);
 
-/* Human-readable backend summary, e.g. "cpu (openblas 0.3.21)". Static storage. */
+/*
+ * Human-readable backend summary with the BLAS kernels in use, e.g.
+ * "cpu (OpenBLAS 0.3.21, Cooperlake kernels)". Static storage.
+ */
 const char *kernels_cpu_backend_name(void);
 
 /* CUDA runtime and NCCL versions as "cuda 13.0, nccl 2.27.3", or "none". */

@@ -8,19 +8,65 @@
  * they are marked __host__ __device__. The CPU unit tests therefore exercise
  * the formulas the GPU runs.
  *
- * Only float arithmetic and the <math.h> functions that CUDA also provides
- * (tanhf, coshf, expf, sqrtf) are used.
+ * Only float arithmetic and sqrtf are used. The exponential (and tanh, built
+ * on it) is math_exp below rather than the C library's expf/tanhf: glibc's
+ * tanhf is scalar and slow (it went through expm1f, about 20 ns a call),
+ * and no libm call vectorises without -ffast-math, whereas plain float
+ * arithmetic does, and gives the same bits on every CPU and on the GPU.
  */
 #ifndef STORK_KERNELS_MATH_H
 #define STORK_KERNELS_MATH_H
 
 #include <math.h>
+#include <stdint.h>
 
 #if defined(__CUDACC__)
 #define MATH_HD __host__ __device__
 #else
 #define MATH_HD
 #endif
+
+/*
+ * exp(x) for float x, to about 1 ulp: x = k ln2 + r with |r| <= ln2/2 (ln2
+ * split in two parts so k ln2 is exact), exp(r) by its Taylor polynomial of
+ * degree 7 (truncation < 1e-8 relative), times 2^k built in the exponent
+ * bits. x is clamped to [-87, 88], so the result is a normal float: exp of
+ * anything below -87 gives 1.6e-38 instead of a denormal or 0.
+ */
+static inline MATH_HD float math_exp(float x)
+{
+	const float shift = 12582912.0f; /* 1.5 * 2^23: x + shift - shift rounds x */
+	float kf, r, p;
+	union {
+		uint32_t u;
+		float f;
+	} two_k;
+
+	x = x < -87.0f ? -87.0f : x;
+	x = x > 88.0f ? 88.0f : x;
+	kf = (x * 1.44269504f + shift) - shift;
+	r = x - kf * 0.693145752f;
+	r = r - kf * 1.42860677e-6f;
+	p = 1.0f / 5040.0f;
+	p = p * r + 1.0f / 720.0f;
+	p = p * r + 1.0f / 120.0f;
+	p = p * r + 1.0f / 24.0f;
+	p = p * r + 1.0f / 6.0f;
+	p = p * r + 0.5f;
+	p = p * r + 1.0f;
+	p = p * r + 1.0f;
+	two_k.u = (uint32_t)((int32_t)kf + 127) << 23;
+	return p * two_k.f;
+}
+
+/*
+ * tanh(x) = 1 - 2 / (exp(2x) + 1): exact limits +-1, absolute error about
+ * 1e-7 (relative error grows near 0, where GELU adds it to 1 anyway).
+ */
+static inline MATH_HD float math_tanh(float x)
+{
+	return 1.0f - 2.0f / (math_exp(2.0f * x) + 1.0f);
+}
 
 /* sqrt(2/pi), the constant of the tanh approximation of GELU. */
 #define MATH_GELU_SCALE 0.7978845608028654f
@@ -31,17 +77,16 @@ static inline MATH_HD float math_gelu_forward(float x)
 {
 	float cube = MATH_GELU_CUBE * x * x * x;
 
-	return 0.5f * x * (1.0f + tanhf(MATH_GELU_SCALE * (x + cube)));
+	return 0.5f * x * (1.0f + math_tanh(MATH_GELU_SCALE * (x + cube)));
 }
 
-/* d GELU(x) / dx times the upstream gradient dout. */
+/* d GELU(x) / dx times the upstream gradient dout (sech^2 = 1 - tanh^2). */
 static inline MATH_HD float math_gelu_backward(float x, float dout)
 {
 	float cube = MATH_GELU_CUBE * x * x * x;
 	float u = MATH_GELU_SCALE * (x + cube);
-	float th = tanhf(u);
-	float ch = coshf(u);
-	float sech2 = 1.0f / (ch * ch);
+	float th = math_tanh(u);
+	float sech2 = 1.0f - th * th;
 	float local = 0.5f * (1.0f + th) +
 		      x * 0.5f * sech2 * MATH_GELU_SCALE * (1.0f + 3.0f * MATH_GELU_CUBE * x * x);
 
@@ -75,7 +120,7 @@ static inline MATH_HD float math_ln_dx(float dout, float w, float xhat, float rs
 /* Softmax numerator: exp(x - max) with max the row maximum (keeps exp <= 1). */
 static inline MATH_HD float math_softmax_exp(float x, float max)
 {
-	return expf(x - max);
+	return math_exp(x - max);
 }
 
 /*

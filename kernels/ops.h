@@ -97,29 +97,45 @@ struct ops {
 	 */
 	void (*adamw)(float *params, const float *grads, float *m, float *v, size_t n, float lr,
 		      float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2);
+
+	/* p (n) = 0: gradients and activation gradients before they accumulate. */
+	void (*zero)(float *p, size_t n);
+	/* p (n) *= s: gradient averaging and clipping. */
+	void (*scale)(float *p, size_t n, float s);
+	/*
+	 * Sum of squares of p (n) in double (the global gradient norm), summed
+	 * in an order that depends only on n, not on the thread count.
+	 */
+	double (*sumsq)(const float *p, size_t n);
 };
 
 /* The CPU backend: host arrays, every entry implemented. */
 extern const struct ops ops_cpu;
 
 /*
- * Threads the CPU matrix products of the calling thread use (a rank's
+ * Threads the CPU kernels of the calling thread use (a rank's
  * worker thread calls this once after it is pinned). n <= 0 means: as many
  * as CPUs in the calling thread's affinity mask. Helper threads inherit the
  * caller's affinity, so a rank never computes outside its cores. OpenBLAS
- * itself is kept single-threaded (its thread count is process-wide).
+ * itself is kept single-threaded (its thread count is process-wide). Results
+ * are the same, bit for bit, for any n: work is cut into blocks that depend
+ * on the sizes only.
  */
 void ops_cpu_set_threads(int n);
-/* Threads the calling thread's matrix products use now. */
+/* Threads the calling thread's kernels use now. */
 int ops_cpu_threads(void);
 
 /*
- * OpenBLAS core type this CPU should use when the library's own detection
- * falls short (OpenBLAS 0.3.21 runs AVX2 kernels on AVX-512 CPUs it does not
- * know, e.g. AMD Zen 4/5: about half their speed), or NULL. The value takes
+ * OpenBLAS core type this CPU should use when the kernels OpenBLAS loaded
+ * are AVX2 (or older) on a CPU with AVX-512, or NULL. That happens when the
+ * library does not know the CPU, or when OPENBLAS_CORETYPE asks for older
+ * kernels (e.g. Haswell): on an AVX-512 CPU the Haswell sgemm runs at half
+ * the speed, at most 50% of the fp32 peak. (OpenBLAS 0.3.21 itself picks
+ * Cooperlake, with the SkylakeX sgemm, on AMD Zen 5.) The value takes
  * effect only through the environment variable OPENBLAS_CORETYPE before the
  * library loads, so a program sets it for the processes it starts (or
- * re-executes itself).
+ * re-executes itself) when the variable is unset; a value the user set
+ * wins, and this function then says what it costs.
  */
 const char *ops_cpu_blas_coretype_hint(void);
 

@@ -25,7 +25,9 @@
 static int bench_usage(FILE *out)
 {
 	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--set KEY=VALUE]...\n"
-		"       stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n");
+		     "       stork bench checkpoint CONFIG [--dir DIR] [--repeat N]\n"
+		     "       stork bench launch CONFIG [--nodes N] [--repeat R]   (inside an allocation)\n"
+		     "       stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n");
 	return STORK_EXIT_USAGE;
 }
 
@@ -83,6 +85,10 @@ int cmd_bench(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "train"))
 		return bench_train_cmd(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "checkpoint"))
+		return cmd_bench_checkpoint(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "launch"))
+		return cmd_bench_launch(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "comm"))
 		return bench_comm(argc - 1, argv + 1);
 	return bench_usage(stderr);

@@ -3,6 +3,7 @@ bin_PROGRAMS += launcher/stork
 launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
 	launcher/run.c \
 	launcher/prep.c launcher/prep.h \
-	launcher/bench.c launcher/bench_comm.c launcher/bench_comm.h
+	launcher/bench.c launcher/bench_checkpoint.c launcher/bench_launch.c \
+	launcher/bench_comm.c launcher/bench_comm.h
 launcher_stork_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
-launcher_stork_LDADD = daemon/libdata.a $(ENGINE_LIBS) $(COMM_LIBS) $(RDV_LIBS) lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS)
+launcher_stork_LDADD = $(STORKD_LIBS)

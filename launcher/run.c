@@ -44,12 +44,11 @@ struct run_options {
 	int noverrides;
 };
 
+/* This launcher's place; the global ranks follow from storkd's rendezvous. */
 struct layout {
 	int launchers;          /* launchers in the step */
 	int index;              /* this launcher, 0-based (SLURM_PROCID) */
 	int local_ranks;
-	int rank_base;
-	int world_size;
 };
 
 static pid_t child_pid;
@@ -70,7 +69,7 @@ static int env_int(const char *name, int dflt)
 static void run_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: stork run CONFIG [--local-ranks N] [--set KEY=VALUE]...\n"
+		"usage: stork run CONFIG [--local-ranks N] [--set KEY=VALUE]... [KEY=VALUE]...\n"
 		"  --local-ranks N   ranks this launcher runs (default: parallel.local_ranks)\n"
 		"  --set KEY=VALUE   override a configuration key, e.g. train.steps=50\n");
 }
@@ -110,11 +109,20 @@ static int parse_run_options(int argc, char **argv, struct run_options *o)
 		default: run_usage(stderr); return -1;
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind >= argc) {
 		run_usage(stderr);
 		return -1;
 	}
-	o->config = argv[optind];
+	o->config = argv[optind++];
+	/* Overrides may also follow the file as plain KEY=VALUE words. */
+	for (; optind < argc; optind++) {
+		if (!strchr(argv[optind], '=')) {
+			stork_error("unexpected argument '%s': overrides look like train.steps=50", argv[optind]);
+			run_usage(stderr);
+			return -1;
+		}
+		o->overrides[o->noverrides++] = argv[optind];
+	}
 	return 0;
 }
 
@@ -152,14 +160,6 @@ static int compute_layout(const struct run_options *o, const struct stork_config
 		l->local_ranks = 1; /* one launcher per task: one rank each */
 	else
 		l->local_ranks = kernels_cuda_device_count() > 0 ? kernels_cuda_device_count() : 1;
-	if (l->launchers > 1) {
-		stork_error("this step has %d launchers; runs across several launchers need the "
-			    "rendezvous, which this version of stork does not have yet: use one "
-			    "launcher (srun -N1 -n1 stork run ... --local-ranks N)", l->launchers);
-		return -1;
-	}
-	l->rank_base = l->index * l->local_ranks;
-	l->world_size = l->launchers * l->local_ranks;
 	return 0;
 }
 
@@ -372,7 +372,9 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 		stork_error("%s", err);
 	if (l->index != 0)
 		return code;
-	final = exit_info_summarise(run_dir, l->launchers, 30.0, &sum, err, sizeof err);
+	/* Wait for the other nodes' records, unless they never joined. */
+	final = exit_info_summarise(run_dir, l->launchers, code == STORK_EXIT_RENDEZVOUS ? 2.0 : 30.0,
+				    &sum, err, sizeof err);
 	if (final < 0) {
 		stork_error("%s", err);
 		return code;
@@ -422,7 +424,7 @@ int cmd_run(int argc, char **argv)
 	struct stork_config cfg;
 	struct layout l;
 	char run_dir[4096], storkd[4096], err[1024], config_path[4200];
-	char nranks[16], base[16], world[16], node[16];
+	char nranks[16];
 	int code;
 
 	if (parse_run_options(argc, argv, &o) < 0)
@@ -446,18 +448,16 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}
-	printf("stork: run directory %s\n", run_dir);
-	check_job();
+	if (l.index == 0) {
+		printf("stork: run directory %s\n", run_dir);
+		check_job();
+	}
 	find_storkd(o.storkd, storkd, sizeof storkd);
 	snprintf(config_path, sizeof config_path, "%s/config/stork.yaml", run_dir);
 	snprintf(nranks, sizeof nranks, "%d", l.local_ranks);
-	snprintf(base, sizeof base, "%d", l.rank_base);
-	snprintf(world, sizeof world, "%d", l.world_size);
-	snprintf(node, sizeof node, "%d", l.index);
 	{
 		char *args[] = { storkd, "--config", config_path, "--run-dir", run_dir,
-				 "--local-ranks", nranks, "--rank-base", base, "--world-size", world,
-				 "--node-rank", node, "--result-fd", "@RESULT_FD@", NULL };
+				 "--local-ranks", nranks, "--result-fd", "@RESULT_FD@", NULL };
 		struct daemon_result res = { 0 };
 		pid_t pid = 0;
 		int sig;

@@ -293,8 +293,11 @@ int exit_info_summarise(const char *run_dir, int nnodes, double wait_s, struct e
 
 		snprintf(sum->message + l, sizeof sum->message - l,
 			 "%s(node(s) %s wrote no exit_info file)", l ? " " : "", missing);
-		sum->exit_code = exit_code_worst(sum->exit_code, STORK_EXIT_RANK_FAILED);
-		sum->reason = exit_reason_name(sum->exit_code);
+		/* A node that never joined is what rendezvous_timeout says already. */
+		if (sum->exit_code != STORK_EXIT_RENDEZVOUS) {
+			sum->exit_code = exit_code_worst(sum->exit_code, STORK_EXIT_RANK_FAILED);
+			sum->reason = exit_reason_name(sum->exit_code);
+		}
 	}
 	snprintf(path, sizeof path, "%s/exit_info.json", run_dir);
 	if (write_json(path, sum, nnodes, err, errlen) < 0)

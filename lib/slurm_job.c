@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
 
 uint32_t slurm_job_id_from_env(void)
 {
@@ -40,26 +42,56 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 	return 0;
 }
 
-/* `scontrol requeue ID`, its output appended to err on failure. */
+/*
+ * `scontrol requeue ID`, its output appended to err on failure. The child
+ * ignores the preemption signals: Slurm signals every process of the step,
+ * and a child that dies of USR1 would lose the requeue.
+ */
 static int scontrol_requeue(uint32_t id, char *err, size_t errlen)
 {
-	char cmd[64], line[256];
+	static const int ignored[] = { SIGUSR1, SIGUSR2, SIGTERM, SIGINT };
+	char idstr[16], line[256];
 	size_t used = strlen(err);
-	FILE *p;
-	int status;
+	int pipefd[2], status;
+	FILE *out;
+	pid_t pid;
 
-	snprintf(cmd, sizeof cmd, "scontrol requeue %u 2>&1", id);
-	p = popen(cmd, "r");
-	if (!p)
+	if (pipe(pipefd) < 0)
 		return -1;
-	while (fgets(line, sizeof line, p)) {
+	snprintf(idstr, sizeof idstr, "%u", id);
+	pid = fork();
+	if (pid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
+			signal(ignored[i], SIG_IGN);
+		dup2(pipefd[1], STDOUT_FILENO);
+		dup2(pipefd[1], STDERR_FILENO);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		execlp("scontrol", "scontrol", "requeue", idstr, (char *)NULL);
+		printf("cannot run scontrol: %s\n", strerror(errno));
+		_exit(127);
+	}
+	close(pipefd[1]);
+	out = fdopen(pipefd[0], "r");
+	while (out && fgets(line, sizeof line, out)) {
 		line[strcspn(line, "\n")] = '\0';
 		if (used + 3 < errlen) {
 			snprintf(err + used, errlen - used, "; scontrol: %s", line);
 			used = strlen(err);
 		}
 	}
-	status = pclose(p);
+	if (out)
+		fclose(out);
+	else
+		close(pipefd[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 

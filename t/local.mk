@@ -28,6 +28,7 @@ SH_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-dri
 AM_TESTS_ENVIRONMENT = abs_top_srcdir='$(abs_top_srcdir)' abs_top_builddir='$(abs_top_builddir)'; export abs_top_srcdir abs_top_builddir;
 EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/cluster.bats \
 	t/integration/preempt.bats t/integration/rendezvous.bats t/integration/plugin.bats \
+	t/integration/multinode.bats \
 	t/integration/bench_comm.bats
 check_SCRIPTS += contrib/testcluster/stork-testcluster
 clean-local: clean-integration
@@ -47,7 +48,7 @@ TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats
 TEST_EXTENSIONS += .bats
 BATS_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
 BATS_LOG_COMPILER = bats --tap
-EXTRA_DIST += t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats
+EXTRA_DIST += t/training.bash t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats
 clean-local: clean-train
 clean-train:
 	rm -rf t/train/work

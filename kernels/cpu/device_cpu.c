@@ -22,7 +22,7 @@ const char *kernels_cpu_backend_name(void)
 	len = strlen(v);
 	while (len > 0 && v[len - 1] == ' ')
 		len--;
-	snprintf(name, sizeof name, "cpu (%.*s)", (int)len, v);
+	snprintf(name, sizeof name, "cpu (%.*s, %s kernels)", (int)len, v, openblas_get_corename());
 #else
 	snprintf(name, sizeof name, "cpu (cblas)");
 #endif

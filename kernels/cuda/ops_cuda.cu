@@ -135,6 +135,12 @@ static void residual_backward(float *da, float *db, const float *dout, size_t n)
 	cuda_check(cudaGetLastError(), "residual_backward");
 }
 
+/* Zero n floats of device memory (in stream order with the kernels). */
+static void zero(float *p, size_t n)
+{
+	cuda_check(cudaMemsetAsync(p, 0, n * sizeof(float)), "zero");
+}
+
 static void adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr,
 		  float beta1, float beta2, float eps, float wd, float bc1, float bc2)
 {
@@ -197,6 +203,7 @@ static struct ops make_ops_cuda(void)
 	o.residual_forward = residual_forward;
 	o.residual_backward = residual_backward;
 	o.adamw = adamw;
+	o.zero = zero;
 	return o;
 }
 

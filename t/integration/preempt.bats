@@ -3,40 +3,15 @@
 # resume, and exit_info.json (issue "Preemption that loses nothing").
 
 load helpers
+load ../training
 
 STORK=$abs_top_builddir/launcher/stork
 
 setup() {
 	setup_workdir
-	mkdir -p data
-	cat "$abs_top_srcdir"/README.md "$abs_top_srcdir"/man/*.[0-9] >text.txt
-	"$STORK" prep --out data --name docs text.txt >/dev/null
-	cat >run.yaml <<-'YAML'
-	run:
-	  name: pre
-	  dir: runs
-	model:
-	  layers: 4
-	  heads: 4
-	  channels: 128
-	  max_seq_len: 64
-	  vocab_size: 257
-	data:
-	  train: ["data/docs_train.bin"]
-	  val: ["data/docs_val.bin"]
-	train:
-	  batch_size: 8
-	  seq_len: 64
-	  steps: 150
-	  lr: 1.0e-3
-	  warmup_steps: 5
-	  min_lr: 1.0e-4
-	  val_every: 50
-	  val_batches: 2
-	checkpoint:
-	  every: 50
-	  keep: 3
-	YAML
+	docs_data
+	small_config run.yaml pre 4 128 8 64 150
+	sed -i 's/every: 0/every: 50/' run.yaml
 }
 
 # job_script NAME [SBATCH-LINES...]: a one-launcher, two-rank training job.
@@ -53,12 +28,7 @@ job_script() {
 
 run_dir() { echo "$WORK/runs/$1__job=$2__task=0"; }
 
-# losses DIR: "step value" of rank 0, the last value logged for each step.
-losses() {
-	grep -h '"metric":"train_loss"' "$1"/logs/rank-000.metrics.jsonl |
-		sed 's/.*"step":\([0-9]*\).*"value":\([^,}]*\).*/\1 \2/' |
-		awk '{ v[$1] = $2 } END { for (s in v) print s, v[s] }' | sort -n
-}
+losses() { run_losses "$1"; }
 
 # wait_step DIR STEP SECONDS: until rank 0 has logged that step.
 wait_step() {
@@ -193,4 +163,20 @@ reference() {
 	wait_job_state "$job" COMPLETED 400
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 	[ "$(readlink "$dir/checkpoints/latest")" = step_00000150 ]
+}
+
+@test "--signal=B:USR1 route: the batch shell execs srun, which forwards USR1; requeued and completed" {
+	job_script bsh --requeue
+	sed -i 's|^srun |exec srun |' bsh.sh
+	job=$(submit bsh.sh)
+	dir=$(run_dir bsh "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 20 120
+	# What --signal=B:USR1@N does at the time limit: signal the batch shell.
+	scancel --batch --signal=USR1 "$job"
+	wait_job_state "$job" COMPLETED 300
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+	[ "$(losses "$dir" | wc -l)" -eq 150 ]
 }

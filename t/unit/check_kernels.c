@@ -29,9 +29,28 @@
 
 static uint64_t rng = 42;
 
+/* Buffers the current test allocated: free_bufs (a fixture) frees them after it. */
+#define MAX_BUFS 256
+static void *bufs[MAX_BUFS];
+static int nbufs;
+
+static void *track(void *p)
+{
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_lt(nbufs, MAX_BUFS);
+	bufs[nbufs++] = p;
+	return p;
+}
+
+static void free_bufs(void)
+{
+	while (nbufs > 0)
+		free(bufs[--nbufs]);
+}
+
 static float *frand(size_t n, float scale)
 {
-	float *p = malloc(n * sizeof(float));
+	float *p = track(malloc(n * sizeof(float)));
 
 	for (size_t i = 0; i < n; i++)
 		p[i] = rng_normal(&rng, 0.0f, scale);
@@ -40,12 +59,12 @@ static float *frand(size_t n, float scale)
 
 static float *fzero(size_t n)
 {
-	return calloc(n, sizeof(float));
+	return track(calloc(n, sizeof(float)));
 }
 
 static double *dcopy(const float *f, size_t n)
 {
-	double *d = malloc(n * sizeof(double));
+	double *d = track(malloc(n * sizeof(double)));
 
 	for (size_t i = 0; i < n; i++)
 		d[i] = f[i];
@@ -71,7 +90,7 @@ struct fd {
 /* Central differences of f->loss with respect to each of x[0..n). */
 static double *fd_grad(struct fd *f, double *x, size_t n)
 {
-	double *g = malloc(n * sizeof(double));
+	double *g = track(malloc(n * sizeof(double)));
 
 	for (size_t i = 0; i < n; i++) {
 		double save = x[i], lp, lm;
@@ -234,7 +253,7 @@ static void check_matmul(int N, int C, int OC, int threads)
 	c.w = dcopy(w, (size_t)OC * C);
 	c.b = dcopy(b, OC);
 	c.dout = dcopy(dout, (size_t)N * OC);
-	c.out = malloc(sizeof(double) * N * OC);
+	c.out = track(malloc(sizeof(double) * N * OC));
 	ops_cpu.matmul_forward(out, inp, w, b, N, C, OC);
 	ref_matmul(&c);
 	assert_close(out, c.out, (size_t)N * OC, "matmul out");
@@ -271,7 +290,6 @@ static void check_matmul(int N, int C, int OC, int threads)
 		g = fd_grad(&f, c.w + i, 1);
 		c.w[i] = save;
 		ck_assert_msg(fabs(g[0] - dw[i]) <= 1e-3 * (1 + fabs(g[0])), "fd dweight[%d]", i);
-		free(g);
 	}
 	ops_cpu_set_threads(0);
 }
@@ -470,6 +488,191 @@ START_TEST(test_adamw_kernel_uses_shared_formula)
 }
 END_TEST
 
+/* ------------------------------------------------------------ math.h */
+
+/*
+ * math_exp: range reduction exact to ~1e-12, a degree-7 polynomial exact to
+ * 1e-8, then about eight float roundings of 6e-8 relative that partly
+ * cancel: the bound 2.4e-7 (2^-22) is two float ulps, far below what a
+ * wrong coefficient or a wrong power of two would give (>= 1e-3).
+ */
+START_TEST(test_math_exp_is_within_two_ulps)
+{
+	double worst = 0.0;
+
+	for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
+		double want = exp((double)x), err = fabs(math_exp(x) - want) / want;
+
+		worst = err > worst ? err : worst;
+	}
+	ck_assert_msg(worst <= 2.4e-7, "math_exp: worst relative error %g", worst);
+	/* clamped, never 0, denormal or infinite */
+	ck_assert(math_exp(-200.0f) > 0.0f && math_exp(-200.0f) < 2e-38f);
+	ck_assert(isfinite(math_exp(200.0f)) && math_exp(200.0f) > 1e38f);
+}
+END_TEST
+
+/* math_tanh = 1 - 2/(e+1): absolute error of 1 - (a value within 2 ulps of 1) <= 3e-7. */
+START_TEST(test_math_tanh_is_within_3e7_absolute)
+{
+	double worst = 0.0;
+
+	for (float x = -12.0f; x <= 12.0f; x += 0.00137f) {
+		double err = fabs(math_tanh(x) - tanh((double)x));
+
+		worst = err > worst ? err : worst;
+	}
+	ck_assert_msg(worst <= 3e-7, "math_tanh: worst absolute error %g", worst);
+	ck_assert(math_tanh(50.0f) == 1.0f && math_tanh(-50.0f) == -1.0f);
+	ck_assert(math_tanh(0.0f) == 0.0f);
+}
+END_TEST
+
+/* ------------------------------------------------------------ zero, scale, sumsq */
+
+START_TEST(test_zero_scale_sumsq_match_reference)
+{
+	/* more than one 65536-element chunk of sumsq, and a ragged end */
+	size_t n = 3 * 65536 + 1234;
+	float *x = frand(n, 1);
+	double want = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		want += (double)x[i] * x[i];
+	ck_assert_msg(fabs(ops_cpu.sumsq(x, n) - want) <= 1e-9 * want, "sumsq %.17g, want %.17g",
+		      ops_cpu.sumsq(x, n), want);
+	ops_cpu.scale(x, n, 0.5f);
+	ck_assert_msg(fabs(ops_cpu.sumsq(x, n) - want / 4) <= 1e-9 * want, "scaled sumsq");
+	ops_cpu.zero(x, n);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(x[i] == 0.0f, "x[%zu] = %g after zero", i, (double)x[i]);
+}
+END_TEST
+
+/* ------------------------------------------------------------ thread counts */
+
+/*
+ * Every kernel gives the same bits for any thread count: work is cut into
+ * blocks that depend on the sizes only (sgemm column blocks included), each
+ * computed by one thread; sums over rows are cut by channel, long sums use
+ * fixed partial sums. Sizes are above the threshold where work is split.
+ */
+enum { TB = 4, TT = 64, TC = 768, TN = TB * TT, TV = 1000, TVP = 1024 };
+
+struct thr_out {
+	float *enc, *dwte, *dwpe, *ln, *mean, *rstd, *dln, *dlnw, *dlnb, *gelu, *dgelu, *probs,
+		*losses, *p, *mm, *dmm, *dmmw, *dmmb;
+	double sumsq;
+};
+
+static void thr_run(int threads, struct thr_out *o)
+{
+	uint64_t st = 7;
+	size_t big = (size_t)TN * 4 * TC;
+	int tok[TN];
+	float *wte = malloc((size_t)TVP * TC * sizeof(float)), *wpe = malloc((size_t)TT * TC * 4);
+	float *x = malloc(big * 4), *d = malloc(big * 4), *w = malloc(TC * 4), *b = malloc(TC * 4);
+	float *g = malloc(big * 4), *m = calloc(big, 4), *v = calloc(big, 4);
+	float *mmw = malloc((size_t)TC * TC * 4);
+
+	for (size_t i = 0; i < (size_t)TVP * TC; i++)
+		wte[i] = rng_normal(&st, 0, 1);
+	for (size_t i = 0; i < (size_t)TT * TC; i++)
+		wpe[i] = rng_normal(&st, 0, 1);
+	for (size_t i = 0; i < big; i++) {
+		x[i] = rng_normal(&st, 0, 2);
+		d[i] = rng_normal(&st, 0, 1);
+		g[i] = rng_normal(&st, 0, 1);
+	}
+	for (int i = 0; i < TC; i++) {
+		w[i] = rng_normal(&st, 1, 0.1f);
+		b[i] = rng_normal(&st, 0, 0.1f);
+	}
+	for (size_t i = 0; i < (size_t)TC * TC; i++)
+		mmw[i] = rng_normal(&st, 0, 0.05f);
+	for (int i = 0; i < TN; i++)
+		tok[i] = (int)rng_below(&st, 16); /* repeated tokens share rows of dwte */
+
+	ops_cpu_set_threads(threads);
+	*o = (struct thr_out){
+		.enc = malloc((size_t)TN * TC * 4), .dwte = calloc((size_t)TVP * TC, 4),
+		.dwpe = calloc((size_t)TT * TC, 4), .ln = malloc((size_t)TN * TC * 4),
+		.mean = malloc(TN * 4), .rstd = malloc(TN * 4), .dln = calloc((size_t)TN * TC, 4),
+		.dlnw = calloc(TC, 4), .dlnb = calloc(TC, 4), .gelu = malloc(big * 4),
+		.dgelu = calloc(big, 4), .probs = malloc((size_t)TN * TVP * 4),
+		.losses = malloc(TN * 4), .p = malloc(big * 4), .mm = malloc((size_t)TN * TC * 4),
+		.dmm = calloc((size_t)TN * TC, 4), .dmmw = calloc((size_t)TC * TC, 4),
+		.dmmb = calloc(TC, 4),
+	};
+	ops_cpu.encoder_forward(o->enc, tok, wte, wpe, TB, TT, TC);
+	ops_cpu.encoder_backward(o->dwte, o->dwpe, d, tok, TB, TT, TC);
+	ops_cpu.layernorm_forward(o->ln, o->mean, o->rstd, x, w, b, TN, TC);
+	ops_cpu.layernorm_backward(o->dln, o->dlnw, o->dlnb, d, x, w, o->mean, o->rstd, TN, TC);
+	ops_cpu.gelu_forward(o->gelu, x, big);
+	ops_cpu.gelu_backward(o->dgelu, x, d, big);
+	memcpy(o->probs, x, (size_t)TN * TVP * 4);
+	ops_cpu.softmax_xent_forward(o->losses, o->probs, tok, TN, TV, TVP);
+	ops_cpu.softmax_xent_backward(o->probs, tok, 1.0f / TN, TN, TV, TVP);
+	memcpy(o->p, x, big * 4);
+	ops_cpu.adamw(o->p, g, m, v, big, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f);
+	o->sumsq = ops_cpu.sumsq(g, big);
+	/* a product with bias, forward and backward */
+	ops_cpu.matmul_forward(o->mm, x, mmw, b, TN, TC, TC);
+	ops_cpu.matmul_backward(o->dmm, o->dmmw, o->dmmb, d, x, mmw, TN, TC, TC);
+	free(wte), free(wpe), free(x), free(d), free(w), free(b), free(g), free(m), free(v);
+	free(mmw);
+}
+
+static void thr_free(struct thr_out *o)
+{
+	float **f[] = { &o->enc, &o->dwte, &o->dwpe, &o->ln, &o->mean, &o->rstd, &o->dln,
+			&o->dlnw, &o->dlnb, &o->gelu, &o->dgelu, &o->probs, &o->losses, &o->p,
+			&o->mm, &o->dmm, &o->dmmw, &o->dmmb };
+
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+		free(*f[i]);
+}
+
+#define SAME_BITS(a, b, field, n)                                                          \
+	ck_assert_msg(!memcmp((a)->field, (b)->field, (size_t)(n) * sizeof(float)),          \
+		      #field " differs between thread counts")
+
+START_TEST(test_kernels_give_the_same_bits_for_any_thread_count)
+{
+	struct thr_out one, two, three;
+
+	thr_run(1, &one);
+	thr_run(2, &two);
+	thr_run(3, &three);
+	for (struct thr_out *o = &two; o; o = o == &two ? &three : NULL) {
+		SAME_BITS(&one, o, enc, TN * TC);
+		SAME_BITS(&one, o, dwte, TVP * TC);
+		SAME_BITS(&one, o, dwpe, TT * TC);
+		SAME_BITS(&one, o, ln, TN * TC);
+		SAME_BITS(&one, o, mean, TN);
+		SAME_BITS(&one, o, rstd, TN);
+		SAME_BITS(&one, o, dln, TN * TC);
+		SAME_BITS(&one, o, dlnw, TC);
+		SAME_BITS(&one, o, dlnb, TC);
+		SAME_BITS(&one, o, gelu, TN * 4 * TC);
+		SAME_BITS(&one, o, dgelu, TN * 4 * TC);
+		SAME_BITS(&one, o, losses, TN);
+		SAME_BITS(&one, o, probs, TN * TVP);
+		SAME_BITS(&one, o, p, TN * 4 * TC);
+		SAME_BITS(&one, o, mm, TN * TC);
+		SAME_BITS(&one, o, dmm, TN * TC);
+		SAME_BITS(&one, o, dmmw, TC * TC);
+		SAME_BITS(&one, o, dmmb, TC);
+		ck_assert_msg(one.sumsq == o->sumsq, "sumsq differs between thread counts");
+	}
+	thr_free(&one);
+	thr_free(&two);
+	thr_free(&three);
+}
+END_TEST
+
+/* ------------------------------------------------------------ suite */
+
 static Suite *kernels_suite(void)
 {
 	Suite *s = suite_create("kernels");
@@ -484,6 +687,12 @@ static Suite *kernels_suite(void)
 	tcase_add_test(tc, test_residual_adds_and_passes_gradients);
 	tcase_add_test(tc, test_softmax_xent_excludes_padding);
 	tcase_add_test(tc, test_adamw_kernel_uses_shared_formula);
+	tcase_add_test(tc, test_math_exp_is_within_two_ulps);
+	tcase_add_test(tc, test_math_tanh_is_within_3e7_absolute);
+	tcase_add_test(tc, test_zero_scale_sumsq_match_reference);
+	tcase_add_test(tc, test_kernels_give_the_same_bits_for_any_thread_count);
+	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, NULL, free_bufs);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -219,26 +219,103 @@ START_TEST(test_backward_accumulates_scaled_gradients)
 }
 END_TEST
 
+/*
+ * Two stages, one model object each (as two pipeline ranks): the loss is
+ * the whole model's bit for bit, and so are the gradients once the two
+ * stages' gradients are added, except for the tied embedding: it gets its
+ * LM-head part in the last stage and its embedding part (one term per
+ * occurrence of a token) in the first, which the whole model adds up in
+ * another order, so those agree to float rounding (1e-6 relative). Every
+ * other gradient lives in one stage only.
+ */
 START_TEST(test_pipeline_stages_equal_whole_model)
 {
-	struct gpt2 m;
-	float whole, staged, *g, x[B * T * 8], dx[B * T * 8];
+	struct gpt2 m, s0, s1;
+	float whole, staged, x[B * T * 8], dx[B * T * 8];
 
 	build(&m, 9);
+	build(&s0, 9);
+	build(&s1, 9);
 	gpt2_zero_grad(&m);
+	gpt2_zero_grad(&s0);
+	gpt2_zero_grad(&s1);
 	whole = gpt2_forward(&m, inputs, targets, B, T);
 	gpt2_backward(&m, 1.0f);
-	g = malloc(m.num_params * sizeof(float));
-	memcpy(g, m.grads, m.num_params * sizeof(float));
-	gpt2_zero_grad(&m);
-	ck_assert_int_eq(gpt2_stage_forward(&m, inputs, NULL, B, T, 0, 1, NULL, x, NULL), 0);
-	ck_assert_int_eq(gpt2_stage_forward(&m, NULL, targets, B, T, 1, 2, x, NULL, &staged), 0);
+	ck_assert_int_eq(gpt2_stage_forward(&s0, inputs, NULL, B, T, 0, 1, NULL, x, NULL), 0);
+	ck_assert_int_eq(gpt2_stage_forward(&s1, NULL, targets, B, T, 1, 2, x, NULL, &staged), 0);
 	ck_assert_msg(whole == staged, "loss %g whole, %g in two stages", whole, staged);
-	ck_assert_int_eq(gpt2_stage_backward(&m, 1, 2, 1.0f, NULL, dx), 0);
-	ck_assert_int_eq(gpt2_stage_backward(&m, 0, 1, 1.0f, dx, NULL), 0);
-	ck_assert_msg(!memcmp(g, m.grads, m.num_params * sizeof(float)),
-		      "gradients of two stages differ from the whole model's");
-	free(g);
+	ck_assert_int_eq(gpt2_stage_backward(&s1, 1, 2, 1.0f, NULL, dx), 0);
+	ck_assert_int_eq(gpt2_stage_backward(&s0, 0, 1, 1.0f, dx, NULL), 0);
+	for (size_t i = 0; i < m.num_params; i++) {
+		float sum = s0.grads[i] + s1.grads[i], tol = 0.0f;
+
+		if (i < m.sizes[GPT2_WTE])
+			tol = 1e-6f * (fabsf(s0.grads[i]) + fabsf(s1.grads[i]));
+		ck_assert_msg(fabsf(sum - m.grads[i]) <= tol,
+			      "gradient %zu: %.9g + %.9g in two stages, %.9g whole", i,
+			      (double)s0.grads[i], (double)s1.grads[i], (double)m.grads[i]);
+	}
+	gpt2_free(&m);
+	gpt2_free(&s0);
+	gpt2_free(&s1);
+}
+END_TEST
+
+/*
+ * A 4-layer model cut in two stages of 2 layers: each stage's activations
+ * are about half the whole model's per-layer arrays (plus the shared
+ * scratch), and only the last stage holds the logits.
+ */
+START_TEST(test_stage_allocates_activations_for_its_own_layers)
+{
+	struct gpt2_config c4 = tiny;
+	struct gpt2 m, s0, s1;
+	float x[B * T * 8], loss;
+	size_t logits = (size_t)B * T * tiny.padded_vocab_size;
+
+	c4.num_layers = 4;
+	ck_assert_int_eq(gpt2_build(&m, &c4, 3), 0);
+	ck_assert_int_eq(gpt2_build(&s0, &c4, 3), 0);
+	ck_assert_int_eq(gpt2_build(&s1, &c4, 3), 0);
+	ck_assert(gpt2_forward(&m, inputs, targets, B, T) > 0);
+	ck_assert_int_eq(gpt2_stage_forward(&s0, inputs, NULL, B, T, 0, 2, NULL, x, NULL), 0);
+	ck_assert_int_eq(gpt2_stage_forward(&s1, NULL, targets, B, T, 2, 4, x, NULL, &loss), 0);
+	ck_assert_ptr_null(s0.acts.logits);
+	ck_assert_ptr_nonnull(s1.acts.logits);
+	/* without the head, half the layers: below half of what the whole model holds */
+	ck_assert_msg(s0.act_cap < (m.act_cap - logits) / 2 + m.act_cap / 8,
+		      "first stage holds %zu floats, the whole model %zu", s0.act_cap, m.act_cap);
+	ck_assert_msg(s1.act_cap - logits < (m.act_cap - logits) / 2 + m.act_cap / 8,
+		      "last stage holds %zu floats, the whole model %zu", s1.act_cap, m.act_cap);
+	/* a backward pass must cover the layers of the forward pass */
+	gpt2_zero_grad(&s1);
+	ck_assert_int_eq(gpt2_stage_backward(&s1, 3, 4, 1.0f, NULL, x), -1);
+	ck_assert_msg(strstr(s1.err, "[3, 4)") && strstr(s1.err, "[2, 4)"), "%s", s1.err);
+	gpt2_free(&m);
+	gpt2_free(&s0);
+	gpt2_free(&s1);
+}
+END_TEST
+
+/* A backend without every kernel the passes call is refused, naming what it lacks. */
+START_TEST(test_backend_missing_kernels_is_refused)
+{
+	struct gpt2 m;
+	struct ops partial = ops_cpu;
+
+	build(&m, 1);
+	partial.name = "partial";
+	partial.layernorm_forward = NULL;
+	partial.attention_backward = NULL;
+	ck_assert_int_eq(gpt2_set_backend(&m, &partial), -1);
+	ck_assert_msg(strstr(m.err, "partial") && strstr(m.err, "layernorm_forward") &&
+			      strstr(m.err, "attention_backward") && strstr(m.err, "2 kernel"),
+		      "%s", m.err);
+	ck_assert_ptr_eq(m.ops, &ops_cpu); /* kept */
+	partial = ops_cpu;
+	ck_assert_int_eq(gpt2_set_backend(&m, &partial), 0);
+	ck_assert_ptr_eq(m.ops, &partial);
+	ck_assert(gpt2_forward(&m, inputs, targets, B, T) > 0);
 	gpt2_free(&m);
 }
 END_TEST
@@ -486,6 +563,8 @@ static Suite *model_suite(void)
 	tcase_add_test(tc, test_forward_backward_is_deterministic);
 	tcase_add_test(tc, test_backward_accumulates_scaled_gradients);
 	tcase_add_test(tc, test_pipeline_stages_equal_whole_model);
+	tcase_add_test(tc, test_stage_allocates_activations_for_its_own_layers);
+	tcase_add_test(tc, test_backend_missing_kernels_is_refused);
 	tcase_add_test(tc, test_forward_rejects_tokens_outside_vocabulary);
 	tcase_add_test(tc, test_save_load_round_trip_is_bit_exact);
 	tcase_add_test(tc, test_load_rejects_wrong_magic);

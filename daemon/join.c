@@ -1,0 +1,191 @@
+/*
+ * daemon/join.c - see join.h. The blob is
+ *   "STK1" | u32 length of the JSON | JSON | UCX worker address
+ * so a daemon of another Stork version is recognised instead of misread.
+ */
+#include "config.h"
+#include "daemon/join.h"
+
+#include "lib/atomic_file.h"
+#include "lib/exit_codes.h"
+#include "lib/json.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BLOB_MAGIC "STK1"
+
+static void *make_blob(int local_ranks, const char *bindings, const void *addr, size_t addr_len,
+		       size_t *len)
+{
+	struct json j;
+	char host[64] = "";
+	unsigned char *blob = NULL;
+	uint32_t jlen;
+
+	gethostname(host, sizeof host - 1);
+	json_init(&j, JSON_COMPACT);
+	json_begin_object(&j);
+	json_key_string(&j, "host", host);
+	json_key_int(&j, "local_ranks", local_ranks);
+	json_key_int(&j, "pid", getpid());
+	json_key(&j, "bindings");
+	json_raw(&j, bindings);
+	json_end_object(&j);
+	if (json_error(&j))
+		goto out;
+	jlen = (uint32_t)json_len(&j);
+	*len = 8 + jlen + addr_len;
+	blob = malloc(*len);
+	if (!blob)
+		goto out;
+	memcpy(blob, BLOB_MAGIC, 4);
+	memcpy(blob + 4, &jlen, 4);
+	memcpy(blob + 8, json_str(&j), jlen);
+	if (addr_len)
+		memcpy(blob + 8 + jlen, addr, addr_len);
+out:
+	json_free(&j);
+	return blob;
+}
+
+static int parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, size_t errlen)
+{
+	const unsigned char *b = p->blob;
+	struct json_value *v;
+	const char *host;
+	char why[128];
+	uint32_t jlen;
+	int64_t i;
+
+	if (p->len < 8 || memcmp(b, BLOB_MAGIC, 4)) {
+		snprintf(err, errlen, "launcher %d is not a daemon of this Stork version", p->index);
+		return -1;
+	}
+	memcpy(&jlen, b + 4, 4);
+	if (8 + (size_t)jlen > p->len) {
+		snprintf(err, errlen, "launcher %d sent a truncated description", p->index);
+		return -1;
+	}
+	v = json_parse((const char *)b + 8, jlen, why, sizeof why);
+	if (!v) {
+		snprintf(err, errlen, "launcher %d sent a malformed description: %s", p->index, why);
+		return -1;
+	}
+	host = json_get_string(v, "host");
+	snprintf(n->host, sizeof n->host, "%s", host ? host : "?");
+	n->local_ranks = json_get_int(v, "local_ranks", &i) == 0 ? (int)i : 0;
+	n->pid = json_get_int(v, "pid", &i) == 0 ? (int)i : 0;
+	{
+		/* Keep the bindings as text: slurm_env.json embeds them as is. */
+		const char *start = strstr((const char *)b + 8, "\"bindings\":");
+		size_t off = start ? (size_t)(start - (const char *)b - 8) + 11 : jlen;
+		size_t blen = jlen > off + 1 ? jlen - off - 1 : 0;
+
+		n->bindings = strndup(start ? start + 11 : "[]", start ? blen : 2);
+	}
+	n->ucx_addr = p->len > 8 + jlen ? b + 8 + jlen : NULL;
+	n->ucx_len = p->len - 8 - jlen;
+	json_value_free(v);
+	if (n->local_ranks < 1) {
+		snprintf(err, errlen, "launcher %d (%s) runs no ranks", p->index, n->host);
+		return -1;
+	}
+	return 0;
+}
+
+int join_run(struct run_layout *l, const struct rdv_params *p, int local_ranks,
+	     const char *bindings_json, const void *ucx_addr, size_t ucx_len, char *err,
+	     size_t errlen)
+{
+	void *blob;
+	size_t len;
+	int base = 0;
+
+	memset(l, 0, sizeof *l);
+	blob = make_blob(local_ranks, bindings_json, ucx_addr, ucx_len, &len);
+	if (!blob) {
+		snprintf(err, errlen, "out of memory");
+		return STORK_EXIT_INTERNAL;
+	}
+	if (rdv_exchange(p, blob, len, &l->rdv, err, errlen) < 0) {
+		free(blob);
+		return STORK_EXIT_RENDEZVOUS;
+	}
+	free(blob);
+	l->nnodes = l->rdv.n;
+	l->node_index = p->index;
+	l->method = l->rdv.method;
+	l->seconds = l->rdv.seconds;
+	l->nodes = calloc((size_t)l->nnodes, sizeof *l->nodes);
+	if (!l->nodes) {
+		snprintf(err, errlen, "out of memory");
+		return STORK_EXIT_INTERNAL;
+	}
+	for (int i = 0; i < l->nnodes; i++) {
+		if (parse_blob(&l->rdv.peers[i], &l->nodes[i], err, errlen) < 0)
+			return STORK_EXIT_RENDEZVOUS;
+		l->nodes[i].rank_base = base;
+		base += l->nodes[i].local_ranks;
+	}
+	l->world_size = base;
+	return 0;
+}
+
+int join_write_slurm_env(const char *run_dir, const struct run_layout *l, char *err,
+			 size_t errlen)
+{
+	static const char *const vars[] = { "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_JOB_NODELIST",
+					    "SLURM_STEP_NODELIST", "SLURM_RESTART_COUNT",
+					    "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
+					    "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION" };
+	char path[4200];
+	struct json j;
+	int rc;
+
+	json_init(&j, JSON_PRETTY);
+	json_begin_object(&j);
+	json_key_begin_object(&j, "slurm");
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+		if (getenv(vars[i]))
+			json_key_string(&j, vars[i], getenv(vars[i]));
+	json_end_object(&j);
+	json_key_string(&j, "rendezvous", l->method);
+	json_key_double(&j, "rendezvous_seconds", l->seconds);
+	json_key_int(&j, "world_size", l->world_size);
+	json_key_begin_array(&j, "nodes");
+	for (int i = 0; i < l->nnodes; i++) {
+		const struct run_node *n = &l->nodes[i];
+
+		json_begin_object(&j);
+		json_key_int(&j, "node_rank", i);
+		json_key_string(&j, "host", n->host);
+		json_key_int(&j, "pid", n->pid);
+		json_key_int(&j, "rank_base", n->rank_base);
+		json_key_int(&j, "local_ranks", n->local_ranks);
+		json_key(&j, "ranks");
+		json_raw(&j, n->bindings);
+		json_end_object(&j);
+	}
+	json_end_array(&j);
+	json_end_object(&j);
+	snprintf(path, sizeof path, "%s/config/slurm_env.json", run_dir);
+	rc = json_error(&j) ? -1 : atomic_write_file(path, json_str(&j), json_len(&j), err, errlen);
+	if (json_error(&j))
+		snprintf(err, errlen, "cannot format %s", path);
+	json_free(&j);
+	return rc;
+}
+
+void join_free(struct run_layout *l)
+{
+	for (int i = 0; l->nodes && i < l->nnodes; i++)
+		free(l->nodes[i].bindings);
+	free(l->nodes);
+	rdv_result_free(&l->rdv);
+	rdv_finalize();
+	memset(l, 0, sizeof *l);
+}

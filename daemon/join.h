@@ -1,0 +1,57 @@
+/*
+ * daemon/join.h - how a storkd joins the run: the rendezvous with the other
+ * nodes' daemons and the layout of the world that follows from it.
+ *
+ * Each daemon contributes one blob: its host, its local rank count and
+ * binding (JSON), and its UCX worker address. After the exchange every
+ * daemon knows every node's ranks, so global ranks are assigned node-major
+ * (node k's local rank i is the sum of the earlier nodes' counts plus i)
+ * without a second round. The rendezvous itself (PMIx under
+ * srun --mpi=pmix, TCP otherwise) is lib/rendezvous.
+ *
+ * The daemon, not the launcher, performs the rendezvous because it owns the
+ * UCX worker whose address must be exchanged.
+ */
+#ifndef STORK_DAEMON_JOIN_H
+#define STORK_DAEMON_JOIN_H
+
+#include <stddef.h>
+
+#include "lib/rendezvous.h"
+
+struct run_node {
+	char host[64];
+	int local_ranks;
+	int rank_base;
+	int pid;
+	char *bindings;          /* JSON array of this node's ranks' bindings */
+	const void *ucx_addr;    /* inside the rendezvous result; NULL on one node */
+	size_t ucx_len;
+};
+
+struct run_layout {
+	int nnodes, node_index;
+	int world_size;
+	struct run_node *nodes;  /* nnodes entries, in launcher order */
+	const char *method;      /* "pmix", "tcp" or "local" */
+	double seconds;          /* time spent in the rendezvous */
+	struct rdv_result rdv;
+};
+
+/*
+ * Meet the other daemons of the step (a no-op world of one outside a
+ * multi-launcher step). Returns 0, or an exit code (STORK_EXIT_RENDEZVOUS,
+ * STORK_EXIT_CONFIG) with a message naming the missing nodes in err.
+ */
+int join_run(struct run_layout *l, const struct rdv_params *p, int local_ranks,
+	     const char *bindings_json, const void *ucx_addr, size_t ucx_len, char *err,
+	     size_t errlen);
+
+/* Write run_dir/config/slurm_env.json: job, step, nodes, and every rank's
+ * host, GPU, cpus and NUMA node. Returns 0 or -1 with a message. */
+int join_write_slurm_env(const char *run_dir, const struct run_layout *l, char *err,
+			 size_t errlen);
+
+void join_free(struct run_layout *l);
+
+#endif

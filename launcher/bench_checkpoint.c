@@ -1,0 +1,169 @@
+/*
+ * launcher/bench_checkpoint.c - `stork bench checkpoint CONFIG [--dir DIR]
+ * [--repeat N]`: how fast a checkpoint of CONFIG's model commits, against a
+ * plain sequential write of the same size by dd on the same disk.
+ *
+ * The checkpoint is the real one (daemon/checkpoint.c: model, optimizer,
+ * state, manifest with checksums, fsyncs, renames), so the figure is what a
+ * preemption costs on this disk. dd writes with conv=fsync, so both numbers
+ * include getting the data to stable storage.
+ */
+#include "config.h"
+#include "launcher/commands.h"
+
+#include "daemon/checkpoint.h"
+#include "daemon/model.h"
+#include "daemon/optimizer.h"
+#include "lib/atomic_file.h"
+#include "lib/log.h"
+#include "lib/stork_config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t dir_bytes(const char *dir)
+{
+	static const char *const files[] = { "model.bin", "optimizer.bin", "state.json",
+					     "manifest.json" };
+	char path[4200];
+	uint64_t total = 0;
+	struct stat st;
+
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		if (stat(path, &st) == 0)
+			total += (uint64_t)st.st_size;
+	}
+	return total;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* dd of `bytes` zeros with conv=fsync; returns MB/s (1e6 bytes) or -1. */
+static double dd_rate(const char *dir, uint64_t bytes)
+{
+	char cmd[4400];
+	uint64_t count = (bytes + (16u << 20) - 1) / (16u << 20);
+	double t0, t;
+	int rc;
+
+	snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s/dd.bin' bs=16M count=%" PRIu64
+		 " conv=fsync status=none", dir, count);
+	t0 = now_s();
+	rc = system(cmd);
+	t = now_s() - t0;
+	snprintf(cmd, sizeof cmd, "%s/dd.bin", dir);
+	unlink(cmd);
+	return rc == 0 ? (double)count * (16u << 20) / t / 1e6 : -1;
+}
+
+int cmd_bench_checkpoint(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "dir", required_argument, NULL, 'd' },
+		{ "repeat", required_argument, NULL, 'n' },
+		{ 0 },
+	};
+	const char *dir = ".";
+	struct stork_config cfg;
+	struct gpt2_config g;
+	struct gpt2 m = { 0 };
+	struct adamw_state opt = { 0 };
+	char err[1024], root[4200];
+	int repeat = 3, c, code = STORK_EXIT_CONFIG;
+	double times[64], dd[64];
+	uint64_t bytes = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (c == 'd')
+			dir = optarg;
+		else if (c == 'n' && atoi(optarg) > 0 && atoi(optarg) <= 64)
+			repeat = atoi(optarg);
+		else
+			goto usage;
+	}
+	if (optind != argc - 1)
+		goto usage;
+	if (config_load(&cfg, argv[optind], err, sizeof err) < 0 ||
+	    config_validate(&cfg, err, sizeof err) < 0) {
+		stork_error("%s", err);
+		config_free(&cfg);
+		return STORK_EXIT_CONFIG;
+	}
+	g = (struct gpt2_config){
+		.max_seq_len = cfg.model.max_seq_len, .vocab_size = cfg.model.vocab_size,
+		.padded_vocab_size = cfg.model.padded_vocab_size, .num_layers = cfg.model.layers,
+		.num_heads = cfg.model.heads, .channels = cfg.model.channels,
+	};
+	if (gpt2_build(&m, &g, cfg.model.seed) < 0 || adamw_init(&opt, m.num_params) < 0) {
+		stork_error("cannot build the model: %s", m.err);
+		code = STORK_EXIT_INTERNAL;
+		goto out;
+	}
+	snprintf(root, sizeof root, "%s/stork-bench-checkpoints.%d", dir, (int)getpid());
+	if (mkdir_p(root, 0755) < 0) {
+		stork_error("cannot create %s: %s", root, strerror(errno));
+		code = STORK_EXIT_INTERNAL;
+		goto out;
+	}
+	printf("model: %zu parameters; checkpoints in %s\n", m.num_params, root);
+	for (int i = 0; i < repeat; i++) {
+		struct ckpt_state st = { .step = i + 1 };
+		char path[4400];
+		double t0 = now_s(), t;
+
+		if (ckpt_save(root, &m, &opt, &st, 1, err, sizeof err) < 0) {
+			stork_error("%s", err);
+			code = STORK_EXIT_CHECKPOINT_FAILED;
+			goto out;
+		}
+		t = now_s() - t0;
+		snprintf(path, sizeof path, "%s/step_%08d", root, i + 1);
+		bytes = dir_bytes(path);
+		times[i] = bytes / t / 1e6;
+		dd[i] = dd_rate(root, bytes);
+		printf("round %d: checkpoint %.1f MB in %.2f s = %.0f MB/s; dd %.0f MB/s\n", i + 1,
+		       bytes / 1e6, t, times[i], dd[i]);
+	}
+	printf("median of %d rounds: checkpoint %.0f MB/s (model, optimizer, state, checksums, "
+	       "fsyncs, renames); dd bs=16M conv=fsync of the same size %.0f MB/s; "
+	       "checkpoint/dd = %.0f%%\n", repeat, median(times, repeat), median(dd, repeat),
+	       100.0 * median(times, repeat) / median(dd, repeat));
+	snprintf(err, sizeof err, "rm -rf '%s'", root);
+	code = system(err) == 0 ? STORK_EXIT_OK : STORK_EXIT_INTERNAL;
+out:
+	adamw_free(&opt);
+	gpt2_free(&m);
+	config_free(&cfg);
+	return code;
+usage:
+	fprintf(stderr, "usage: stork bench checkpoint CONFIG [--dir DIR] [--repeat N]\n");
+	return STORK_EXIT_USAGE;
+}

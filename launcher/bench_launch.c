@@ -1,0 +1,148 @@
+/*
+ * launcher/bench_launch.c - `stork bench launch CONFIG [--nodes N]
+ * [--repeat R]`: what Stork adds to a job step's start.
+ *
+ * Run inside an allocation (sbatch or salloc). It times a bare
+ * `srun -N N true`, then `srun -N N --mpi=pmix stork run CONFIG` for one
+ * step, from the moment srun is started to the moment the first training
+ * step begins (its metrics timestamp minus its duration), and prints the
+ * medians and their difference: the launch overhead (rendezvous, binding,
+ * model build, data open).
+ */
+#include "config.h"
+#include "launcher/commands.h"
+
+#include "lib/json.h"
+#include "lib/log.h"
+#include "lib/rundir.h"
+#include "lib/stork_config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Start of step 1 in a run directory: its metrics "ts" minus its duration. */
+static double first_step_start(const char *run_dir)
+{
+	char path[4200], line[1024], err[128];
+	double ts = -1, ms = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/logs/rank-000.metrics.jsonl", run_dir);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f) && (ts < 0 || ms < 0)) {
+		struct json_value *v = json_parse(line, strlen(line), err, sizeof err);
+		const char *m = v ? json_get_string(v, "metric") : NULL;
+		int64_t step = 0;
+
+		if (m && json_get_int(v, "step", &step) == 0 && step == 1 &&
+		    !strcmp(m, "step_time_ms")) {
+			json_get_double(v, "ts", &ts);
+			json_get_double(v, "value", &ms);
+		}
+		json_value_free(v);
+	}
+	fclose(f);
+	return ts > 0 && ms >= 0 ? ts - ms / 1e3 : -1;
+}
+
+int cmd_bench_launch(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "nodes", required_argument, NULL, 'N' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ 0 },
+	};
+	int nodes = 2, repeat = 5, c;
+	char cmd[8192], self[4096], run_dir[4096], name[64];
+	double bare[64], stork[64];
+	struct stork_config cfg;
+	char err[1024];
+	ssize_t n;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (c == 'N' && atoi(optarg) > 0)
+			nodes = atoi(optarg);
+		else if (c == 'r' && atoi(optarg) > 0 && atoi(optarg) <= 64)
+			repeat = atoi(optarg);
+		else
+			goto usage;
+	}
+	if (optind != argc - 1)
+		goto usage;
+	if (!getenv("SLURM_JOB_ID")) {
+		stork_error("bench launch runs srun: start it inside an allocation (sbatch or salloc)");
+		return STORK_EXIT_USAGE;
+	}
+	if (config_load(&cfg, argv[optind], err, sizeof err) < 0 ||
+	    config_validate(&cfg, err, sizeof err) < 0) {
+		stork_error("%s", err);
+		config_free(&cfg);
+		return STORK_EXIT_CONFIG;
+	}
+	n = readlink("/proc/self/exe", self, sizeof self - 1);
+	self[n > 0 ? n : 0] = '\0';
+	for (int i = 0; i < repeat; i++) {
+		double t0 = wall();
+
+		snprintf(cmd, sizeof cmd, "srun -N %d --ntasks-per-node=1 true", nodes);
+		if (system(cmd) != 0)
+			goto failed;
+		bare[i] = wall() - t0;
+
+		snprintf(name, sizeof name, "bench-launch-%d-%d", (int)getpid(), i);
+		rundir_path(run_dir, sizeof run_dir, cfg.run.dir, name);
+		snprintf(cmd, sizeof cmd,
+			 "srun -N %d --ntasks-per-node=1 --mpi=pmix '%s' run '%s' train.steps=1 "
+			 "train.val_every=0 run.name=%s >/dev/null",
+			 nodes, self, argv[optind], name);
+		t0 = wall();
+		if (system(cmd) != 0)
+			goto failed;
+		stork[i] = first_step_start(run_dir) - t0;
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", run_dir);
+		if (system(cmd) != 0)
+			stork_warn("cannot remove %s", run_dir);
+		printf("run %d: srun true %.3f s, srun stork run to the first step %.3f s\n", i + 1,
+		       bare[i], stork[i]);
+	}
+	printf("median over %d runs on %d node(s): srun true %.3f s; stork run to step 1 %.3f s; "
+	       "launch overhead %.3f s\n", repeat, nodes, median(bare, repeat), median(stork, repeat),
+	       median(stork, repeat) - median(bare, repeat));
+	config_free(&cfg);
+	return STORK_EXIT_OK;
+failed:
+	stork_error("'%s' failed", cmd);
+	config_free(&cfg);
+	return STORK_EXIT_INTERNAL;
+usage:
+	fprintf(stderr, "usage: stork bench launch CONFIG [--nodes N] [--repeat R]\n");
+	return STORK_EXIT_USAGE;
+}

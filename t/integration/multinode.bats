@@ -1,0 +1,111 @@
+#!/usr/bin/env bats
+# `srun stork run` across the two nodes of the test cluster: rendezvous,
+# hierarchical collectives, the run directory (issue "srun stork run").
+
+load helpers
+load ../training
+
+STORK=$abs_top_builddir/launcher/stork
+
+setup() {
+	setup_workdir
+	docs_data
+	small_config run.yaml mn 2 64 4 32 50
+	sed -i 's/every: 0/every: 25/' run.yaml
+}
+
+losses() { run_losses "$1" "${2:-000}"; }
+
+# two_node_job NAME MPI: sbatch 2 nodes x 1 launcher x 2 ranks, waits.
+two_node_job() {
+	cat >"$1.sh" <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=1 -c2 -o $1.out
+	srun --mpi=$2 $STORK run run.yaml --local-ranks 2 run.name=$1
+	SCRIPT
+	run sbatch --wait "$1.sh"
+	cat "$1.out"
+	[ "$status" -eq 0 ]
+	DIR=$(ls -d "$WORK"/runs/"$1"__job=*__task=0)
+}
+
+@test "2 nodes x 2 ranks (PMIx) match a 1-node 4-rank run within 1e-6 relative; the run directory is complete" {
+	two_node_job pm pmix
+	"$STORK" run run.yaml --local-ranks 4 run.name=flat >/dev/null
+	flat=runs/flat__job=local__task=0
+	[ "$(losses "$DIR" | wc -l)" -eq 50 ]
+	paste <(losses "$flat") <(losses "$DIR") | awk '
+		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r; if (d == 0) same++ }
+		END { printf "worst relative difference %.3g over %d steps, %d bitwise equal\n", w, n, same > "/dev/stderr";
+		      exit !(n == 50 && w <= 1e-6) }'
+	grep -q '"rendezvous": "pmix"' "$DIR/config/slurm_env.json"
+	grep -q '"world_size": 4' "$DIR/config/slurm_env.json"
+	grep -q '"host": "n1"' "$DIR/config/slurm_env.json"
+	grep -q '"host": "n2"' "$DIR/config/slurm_env.json"
+	[ -s "$DIR/config/stork.yaml" ]
+	[ -s "$DIR/provenance/build.json" ]
+	for r in 000 001 002 003; do
+		[ -s "$DIR/logs/rank-$r.log" ]
+		! grep -vE '^\[[0-9]+/[0-9]+ n[12] [0-9T:.-]+Z\] ' "$DIR/logs/rank-$r.log"
+		grep -q '"metric":"train_loss"' "$DIR/logs/rank-$r.metrics.jsonl"
+	done
+	grep -q '^\[2/0 n2 ' "$DIR/logs/rank-002.log"
+	grep -q '"reason": "completed"' "$DIR/exit_info.json"
+	[ -s "$DIR/exit_info.node-001.json" ]
+	[ "$(readlink "$DIR/checkpoints/latest")" = step_00000050 ]
+	nodes_idle
+}
+
+@test "the TCP rendezvous (no PMIx) trains the same run bit for bit" {
+	two_node_job pm pmix
+	pmix_dir=$DIR
+	two_node_job tcp none
+	grep -q '"rendezvous": "tcp"' "$DIR/config/slurm_env.json"
+	diff <(losses "$pmix_dir") <(losses "$DIR")
+}
+
+@test "a launcher that never starts on the second node: rendezvous_timeout naming it" {
+	cat >late.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=1 -c2 -o late.out
+	srun --mpi=none bash -c 'if [ \$SLURM_PROCID = 1 ]; then sleep 20; else exec $STORK run run.yaml run.name=late run.rendezvous_timeout=4; fi'
+	SCRIPT
+	t0=$SECONDS
+	run sbatch --wait late.sh
+	cat late.out
+	dir=$(ls -d "$WORK"/runs/late__job=*__task=0)
+	grep -q '"reason": "rendezvous_timeout"' "$dir/exit_info.json"
+	grep -q '"exit_code": 22' "$dir/exit_info.json"
+	grep -q 'launcher 1 (n2)' "$dir/exit_info.json"
+	grep -q 'rendezvous' late.out
+}
+
+@test "kill -9 of one node's storkd: rank_failed naming that host and SIGKILL; the other node stops within seconds" {
+	sed -i 's/steps: 50/steps: 100000/' run.yaml
+	cat >kill.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=1 -c2 -o kill.out
+	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=kill
+	SCRIPT
+	job=$(submit kill.sh)
+	wait_job_state "$job" RUNNING 60
+	for _ in $(seq 120); do
+		dir=$(ls -d "$WORK"/runs/kill__job=*__task=0 2>/dev/null) &&
+			grep -q '"step":10,' "$dir/logs/rank-000.metrics.jsonl" 2>/dev/null && break
+		sleep 0.5
+	done
+	# storkd of node 1 (n2): the daemon whose ranks are 2 and 3.
+	pid=$(awk '/"node_rank": 1,/ { on = 1 } on && /"pid":/ { gsub(/[^0-9]/, ""); print; exit }' \
+		"$dir/config/slurm_env.json")
+	[ -n "$pid" ]
+	t0=$SECONDS
+	kill -9 "$pid"
+	wait_job_state "$job" 'COMPLETED|FAILED' 60
+	echo "the job ended $((SECONDS - t0)) s after the kill" >&3
+	((SECONDS - t0 <= 20))
+	cat "$dir/exit_info.json"
+	grep -q '"reason": "rank_failed"' "$dir/exit_info.json"
+	grep -q '"signal": "SIGKILL"' "$dir/exit_info.json"
+	grep -q '"host": "n2"' "$dir/exit_info.json"
+	nodes_idle
+}
