@@ -28,6 +28,16 @@
  * the sends still in flight (and, over connection-oriented transports, tells
  * the peers). Abort is otherwise local to the process: peers learn of it when
  * the process exits.
+ *
+ * UCX has no peer failure handling on its shared-memory transports, so the
+ * error-handling endpoints run over TCP even within a host. To peers on the
+ * same machine (same kernel boot id) data therefore goes through a second
+ * endpoint without error handling (shared memory, cross-memory attach), while
+ * the first one still reports the peer's death. Caveat: if a same-host peer
+ * dies during a cross-memory-attach transfer, UCX aborts this process
+ * (SIGABRT) instead of returning an error; STORK_UCX_PEER_ONLY=1 keeps every
+ * transfer on the error-handling endpoints (slower, always a clean error).
+ * Peers on other hosts are unaffected (one storkd per node).
  */
 #include "config.h"
 #include "lib/comm_backend.h"
@@ -40,9 +50,10 @@
 #include <string.h>
 #include <time.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
-#define UCX_PIECE (4u << 20)
-#define UCX_SPIN 2000           /* idle progress calls before sleeping */
+#define UCX_PIECE (512u << 10)
+#define UCX_SPIN 20000           /* idle progress calls before sleeping */
 #define UCX_TAG_ALL 0xffffffffffffffffULL
 #define UCX_FOLD_BLOCK 16384    /* bytes folded at a time (stays in L1) */
 #define UCX_KEEPALIVE "1s"      /* default UCX_KEEPALIVE_INTERVAL */
@@ -75,7 +86,9 @@ struct comm_ucx {
 struct ucx_comm {
 	struct comm base;
 	struct comm_ucx *u;
-	ucp_ep_h *eps;          /* by world rank; NULL for self */
+	ucp_ep_h *eps;          /* by world rank; NULL for self; then the data
+				 * endpoints to same-host peers (see below) */
+	int nworld;
 	int *world;             /* world rank of each rank of this communicator */
 	int owns_eps;
 	uint16_t id;
@@ -136,7 +149,8 @@ static void *post_send(struct ucx_comm *c, int dst, const void *buf, size_t len,
 		       uint32_t round)
 {
 	ucp_request_param_t p = { .op_attr_mask = 0 };
-	ucp_ep_h ep = c->eps[c->world[dst]];
+	int w = c->world[dst];
+	ucp_ep_h ep = c->eps[c->nworld + w] ? c->eps[c->nworld + w] : c->eps[w];
 
 	if (!ep)        /* closed after an abort */
 		return UCS_STATUS_PTR(UCS_ERR_CANCELED);
@@ -492,6 +506,7 @@ static int ucx_split(struct comm *cc, int color, int key, struct comm **out)
 		goto out;
 	}
 	nc->eps = c->eps;
+	nc->nworld = c->nworld;
 	for (int k = 0, p; k < n; k++) {
 		if (all[2 * k] != color)
 			continue;
@@ -652,6 +667,63 @@ int comm_ucx_failed_peer(struct comm_ucx *u, char *why, size_t len)
 	return rank;
 }
 
+/* This machine (kernel boot), the same in every container and namespace of it. */
+static uint64_t host_key(void)
+{
+	char id[64] = "", host[256] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	if (f) {
+		if (!fgets(id, sizeof id, f))
+			id[0] = 0;
+		fclose(f);
+	}
+	if (!id[0])     /* no boot id: fall back to the host name */
+		gethostname(host, sizeof host);
+	for (const char *p = id[0] ? id : host; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	return h;
+}
+
+/*
+ * UCX offers no peer failure handling on its shared-memory transports, so
+ * the endpoints made with UCP_ERR_HANDLING_MODE_PEER run over TCP even
+ * between processes of one machine. Those stay, to learn of a peer's death;
+ * data to a peer on the same machine goes through a second endpoint without
+ * error handling, over shared memory and cross-memory attach.
+ */
+static int same_host_data_eps(struct ucx_comm *c, const void *const *addrs)
+{
+	int n = c->base.size, rc;
+	uint64_t *keys = calloc((size_t)n, sizeof *keys), mine = host_key();
+
+	if (!keys)
+		return COMM_ENOMEM;
+	if (getenv("STORK_UCX_PEER_ONLY") || (rc = ucx_allgather(&c->base, &mine, keys, 1,
+								COMM_INT64))) {
+		free(keys);
+		return getenv("STORK_UCX_PEER_ONLY") ? COMM_OK : rc;
+	}
+	for (int k = 0; k < n && !rc; k++) {
+		ucp_ep_params_t ep = {
+			.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+				      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+			.address = addrs[k],
+			.err_mode = UCP_ERR_HANDLING_MODE_NONE,
+		};
+
+		if (k == c->base.rank || keys[k] != mine)
+			continue;
+		if (ucp_ep_create(c->u->worker, &ep, &c->eps[n + k]) != UCS_OK) {
+			c->eps[n + k] = NULL;
+			rc = COMM_ESYS;
+		}
+	}
+	free(keys);
+	return rc;
+}
+
 int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 		   const void *const *addrs, struct comm **out)
 {
@@ -663,7 +735,8 @@ int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 	if (!(c = comm_new(u, rank, nranks, 1)))
 		return COMM_ENOMEM;
 	c->owns_eps = 1;
-	c->eps = calloc((size_t)nranks, sizeof *c->eps);
+	c->eps = calloc(2 * (size_t)nranks, sizeof *c->eps);
+	c->nworld = nranks;
 	free(u->peers);
 	u->peers = calloc((size_t)nranks, sizeof *u->peers);
 	if (!c->eps || !u->peers) {
@@ -696,7 +769,11 @@ int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 		}
 	}
 	u->eps = c->eps;
-	u->neps = nranks;
+	u->neps = 2 * nranks;
+	if (same_host_data_eps(c, addrs)) {
+		ucx_free(&c->base);
+		return COMM_ESYS;
+	}
 	*out = &c->base;
 	return COMM_OK;
 }

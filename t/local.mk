@@ -28,7 +28,8 @@ SH_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-dri
 AM_TESTS_ENVIRONMENT = abs_top_srcdir='$(abs_top_srcdir)' abs_top_builddir='$(abs_top_builddir)'; export abs_top_srcdir abs_top_builddir;
 EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/cluster.bats \
 	t/integration/preempt.bats t/integration/rendezvous.bats t/integration/plugin.bats \
-	t/integration/multinode.bats
+	t/integration/multinode.bats \
+	t/integration/bench_comm.bats
 check_SCRIPTS += contrib/testcluster/stork-testcluster
 clean-local: clean-integration
 clean-integration:
