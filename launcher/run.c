@@ -300,6 +300,14 @@ static void latest_checkpoint(const char *run_dir, struct exit_info *e)
 	e->last_checkpoint_step = strtoll(target + 5, NULL, 10);
 }
 
+static double now_wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 /* This node's exit_info from storkd's report, or from how it died. */
 static void node_exit_info(struct exit_info *e, int code, const struct layout *l,
 			   const char *run_dir, const struct daemon_result *res, pid_t pid, int sig)
@@ -319,7 +327,7 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		f->pid = (int)pid;
 		f->exit_code = -1;
 		snprintf(f->signal, sizeof f->signal, "SIG%s", sigabbrev_np(sig));
-		f->time = (double)time(NULL);
+		f->time = now_wall();
 		f->last_step = -1;
 		snprintf(f->what, sizeof f->what, "storkd died of %s", f->signal);
 		snprintf(e->message, sizeof e->message, "storkd (pid %d) on %s died of %s", (int)pid,
@@ -342,7 +350,7 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		snprintf(f->host, sizeof f->host, "%s", e->host);
 		f->pid = (int)pid;
 		f->exit_code = json_get_int(res->v, "failed_rank_code", &v) == 0 ? (int)v : code;
-		f->time = json_get_double(res->v, "fail_time", &t) == 0 ? t : (double)time(NULL);
+		f->time = json_get_double(res->v, "fail_time", &t) == 0 ? t : now_wall();
 		f->last_step = json_get_int(res->v, "failed_rank_step", &v) == 0 ? v : -1;
 		snprintf(f->what, sizeof f->what, "%s", msg ? msg : "");
 	} else if (code == STORK_EXIT_HANG) {
@@ -353,7 +361,7 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		snprintf(f->host, sizeof f->host, "%s", e->host);
 		f->pid = (int)pid;
 		f->exit_code = code;
-		f->time = (double)time(NULL);
+		f->time = now_wall();
 		f->last_step = json_get_int(res->v, "last_step", &v) == 0 ? v : -1;
 		snprintf(f->what, sizeof f->what, "%s", msg ? msg : "");
 	}
