@@ -440,7 +440,7 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 			stork_warn("%s", err);
 		write_library_versions(o->run_dir);
 	}
-	stork_info("node %d of %d on %s: ranks %d..%d of %d (rendezvous: %s, %.3f s)",
+	stork_info("launcher %d of %d on %s: ranks %d..%d of %d (rendezvous: %s, %.3f s)",
 		   layout->node_index, layout->nnodes, node->host, node->rank_base,
 		   node->rank_base + node->local_ranks - 1, node->world_size, layout->method,
 		   layout->seconds);

@@ -109,3 +109,21 @@ two_node_job() {
 	grep -q '"host": "n2"' "$dir/exit_info.json"
 	nodes_idle
 }
+
+@test "one launcher per task (srun --ntasks-per-node=2): one rank each, node-major, same run" {
+	cat >pt.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=2 -c1 -o pt.out
+	srun --mpi=pmix $STORK run run.yaml run.name=pt
+	SCRIPT
+	run sbatch --wait pt.sh
+	cat pt.out
+	[ "$status" -eq 0 ]
+	dir=$(ls -d "$WORK"/runs/pt__job=*__task=0)
+	grep -q '"world_size": 4' "$dir/config/slurm_env.json"
+	[ "$(grep -c '"local_ranks": 1' "$dir/config/slurm_env.json")" -eq 4 ]
+	grep -q '^\[1/0 n1 ' "$dir/logs/rank-001.log"
+	grep -q '^\[3/0 n2 ' "$dir/logs/rank-003.log"
+	[ "$(losses "$dir" | wc -l)" -eq 50 ]
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+}
