@@ -695,7 +695,7 @@ static uint64_t host_key(void)
  */
 static int same_host_data_eps(struct ucx_comm *c, const void *const *addrs)
 {
-	int n = c->base.size, rc;
+	int n = c->base.size, rc = COMM_OK;
 	uint64_t *keys = calloc((size_t)n, sizeof *keys), mine = host_key();
 
 	if (!keys)
