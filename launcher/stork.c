@@ -49,25 +49,36 @@ static int cmd_help(int argc, char **argv)
 }
 
 /*
- * OpenBLAS picks its kernels when it loads; on CPUs newer than the library
- * it falls back to slower ones unless OPENBLAS_CORETYPE says better. Set the
- * hint once, here, and re-execute, so stork and the storkd it starts both
- * load the library with it. A value the user set always wins.
+ * OpenBLAS reads its settings when it loads, so they are set here, once,
+ * before a re-execution, and storkd inherits them:
+ *  - OPENBLAS_CORETYPE: on CPUs newer than the library it may fall back to
+ *    slower kernels; set the better ones when it would.
+ *  - OPENBLAS_NUM_THREADS=1: Stork's CPU backend runs its own thread pool
+ *    and calls the BLAS single-threaded; OpenBLAS's own workers would only
+ *    spin on cores the ranks need.
+ * A value the user set always wins.
  */
-static void apply_blas_hint(char **argv)
+static void apply_blas_settings(char **argv)
 {
 	const char *hint = ops_cpu_blas_coretype_hint();
+	int changed = 0;
 
 	if (hint && !getenv("OPENBLAS_CORETYPE")) {
 		setenv("OPENBLAS_CORETYPE", hint, 1);
-		execv("/proc/self/exe", argv);
+		changed = 1;
 	}
+	if (!getenv("OPENBLAS_NUM_THREADS")) {
+		setenv("OPENBLAS_NUM_THREADS", "1", 1);
+		changed = 1;
+	}
+	if (changed)
+		execv("/proc/self/exe", argv);
 }
 
 int main(int argc, char **argv)
 {
 	stork_log_init("stork", STORK_LOG_INFO);
-	apply_blas_hint(argv);
+	apply_blas_settings(argv);
 	if (argc < 2) {
 		usage(stderr);
 		return STORK_EXIT_USAGE;
