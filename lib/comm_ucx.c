@@ -53,6 +53,13 @@
 #include <unistd.h>
 
 #define UCX_PIECE (512u << 10)
+#ifndef UCX_PIPE_PIECE
+#define UCX_PIPE_PIECE (128u << 10)     /* bytes of a chunk per pipelined step */
+#endif
+#ifndef UCX_PIPE_DEPTH
+#define UCX_PIPE_DEPTH 3                /* pieces in flight */
+#endif
+#define UCX_PIPE_MAXN 64                /* larger worlds: direct_reduce + ring */
 #define UCX_SPIN 20000           /* idle progress calls before sleeping */
 #define UCX_TAG_ALL 0xffffffffffffffffULL
 #define UCX_FOLD_BLOCK 16384    /* bytes folded at a time (stays in L1) */
@@ -359,6 +366,131 @@ static int check_abort(struct ucx_comm *c)
 	return atomic_load(&c->u->aborted) ? COMM_EABORTED : COMM_OK;
 }
 
+/* The [lo, hi) elements of piece p of chunk k of a count-element buffer. */
+static size_t piece_of(size_t count, size_t es, int n, int k, size_t p, size_t piece,
+		       size_t *lo)
+{
+	size_t klo, khi, off = p * piece;
+
+	chunk_of(count, es, n, k, &klo, &khi);
+	*lo = klo + off;
+	if (klo + off >= khi)
+		return 0;
+	return khi - klo - off < piece ? khi - klo - off : piece;
+}
+
+/* The state of one pipelined all-reduce (see pipe_allreduce). */
+struct pipe {
+	struct ucx_comm *c;
+	char *buf;
+	size_t count, es, piece;
+	uint32_t round;                 /* round of piece 0's reduce-scatter */
+	void **rs, **ag;                /* UCX_PIPE_DEPTH slots of 2n requests */
+};
+
+/* Reduce-scatter messages of piece p: my pieces out, the others' into tmp. */
+static void pipe_post_rs(struct pipe *pp, size_t p)
+{
+	struct ucx_comm *c = pp->c;
+	int n = c->base.size, me = c->base.rank, slot = (int)(p % UCX_PIPE_DEPTH);
+	void **r = pp->rs + (size_t)slot * 2 * (size_t)n;
+	char *tmp = (char *)c->tmp + (size_t)slot * (size_t)(n - 1) * UCX_PIPE_PIECE;
+	size_t lo, m = piece_of(pp->count, pp->es, n, me, p, pp->piece, &lo);
+
+	for (int k = 0; k < n; k++) {
+		size_t klo, km;
+
+		if (k == me)
+			continue;
+		if (m)
+			r[k] = post_recv(c, k, tmp + (size_t)(k < me ? k : k - 1) * UCX_PIPE_PIECE,
+					 m * pp->es, pp->round + 2 * (uint32_t)p);
+		km = piece_of(pp->count, pp->es, n, k, p, pp->piece, &klo);
+		if (km)
+			r[n + k] = post_send(c, k, pp->buf + klo * pp->es, km * pp->es,
+					     pp->round + 2 * (uint32_t)p);
+	}
+}
+
+/* Fold piece p of my chunk, then send it to every rank and receive theirs. */
+static void pipe_fold_ag(struct pipe *pp, size_t p, enum comm_dtype t, enum comm_op op)
+{
+	struct ucx_comm *c = pp->c;
+	int n = c->base.size, me = c->base.rank, slot = (int)(p % UCX_PIPE_DEPTH);
+	void **r = pp->ag + (size_t)slot * 2 * (size_t)n;
+	char *tmp = (char *)c->tmp + (size_t)slot * (size_t)(n - 1) * UCX_PIPE_PIECE;
+	const char *src[UCX_PIPE_MAXN];
+	size_t lo, m = piece_of(pp->count, pp->es, n, me, p, pp->piece, &lo);
+	uint32_t round = pp->round + 2 * (uint32_t)p + 1;
+
+	if (m) {
+		for (int k = 0; k < n; k++)
+			src[k] = k == me ? pp->buf + lo * pp->es :
+				 tmp + (size_t)(k < me ? k : k - 1) * UCX_PIPE_PIECE;
+		fold_ranks(pp->buf + lo * pp->es, src, n, m, t, op);
+	}
+	for (int k = 0; k < n; k++) {
+		size_t klo, km;
+
+		if (k == me)
+			continue;
+		if (m)
+			r[n + k] = post_send(c, k, pp->buf + lo * pp->es, m * pp->es, round);
+		km = piece_of(pp->count, pp->es, n, k, p, pp->piece, &klo);
+		if (km)         /* into my copy of chunk k: my own piece of it has
+				 * reached rank k before rank k can send this */
+			r[k] = post_recv(c, k, pp->buf + klo * pp->es, km * pp->es, round);
+	}
+}
+
+/*
+ * All-reduce in pieces: piece p of every chunk is reduce-scattered (chunk k
+ * to rank k, folded in rank order) and then sent by its owner to every other
+ * rank, while the messages of the next UCX_PIPE_DEPTH - 1 pieces are already
+ * under way. Each rank sends and receives (n-1)/n of the buffer per phase.
+ */
+static int pipe_allreduce(struct ucx_comm *c, void *buf, size_t count,
+			  enum comm_dtype t, enum comm_op op)
+{
+	int n = c->base.size, rc = COMM_OK, nreq = 2 * n * UCX_PIPE_DEPTH;
+	size_t es = comm_dtype_size(t), lo, maxchunk, npieces;
+	struct pipe pp = { .c = c, .buf = buf, .count = count, .es = es,
+			   .piece = UCX_PIPE_PIECE / es };
+
+	chunk_of(count, es, n, 0, &lo, &maxchunk);
+	npieces = (maxchunk + pp.piece - 1) / pp.piece;
+	pp.round = c->round;
+	c->round += 2 * (uint32_t)npieces;
+	pp.rs = calloc(2 * (size_t)nreq, sizeof *pp.rs);
+	if (!pp.rs)
+		return COMM_ENOMEM;
+	pp.ag = pp.rs + nreq;
+	for (size_t p = 0; p + 1 < UCX_PIPE_DEPTH && p < npieces; p++)
+		pipe_post_rs(&pp, p);
+	for (size_t p = 0; p < npieces && !rc; p++) {
+		size_t q = p + UCX_PIPE_DEPTH - 1;
+		void **rs = pp.rs + (p % UCX_PIPE_DEPTH) * 2 * (size_t)n;
+		void **ag = pp.ag + (p % UCX_PIPE_DEPTH) * 2 * (size_t)n;
+
+		if (q < npieces) {      /* its slot held piece p - 1 */
+			if ((rc = wait_all(c, pp.rs + (q % UCX_PIPE_DEPTH) * 2 * (size_t)n,
+					   2 * n)))
+				break;
+			pipe_post_rs(&pp, q);
+		}
+		if ((rc = wait_all(c, rs, n)) || (rc = wait_all(c, ag, 2 * n)))
+			break;
+		pipe_fold_ag(&pp, p, t, op);
+	}
+	{
+		int rc2 = wait_all(c, pp.rs, 2 * nreq);
+
+		rc = rc ? rc : rc2;
+	}
+	free(pp.rs);
+	return rc;
+}
+
 static int ucx_allreduce(struct comm *cc, void *buf, size_t count,
 			 enum comm_dtype t, enum comm_op op)
 {
@@ -368,6 +500,8 @@ static int ucx_allreduce(struct comm *cc, void *buf, size_t count,
 
 	if (cc->size == 1 || (rc = check_abort(c)))
 		return check_abort(c);
+	if (cc->size <= UCX_PIPE_MAXN)
+		return pipe_allreduce(c, buf, count, t, op);
 	chunk_of(count, es, cc->size, cc->rank, &lo, &hi);
 	if ((rc = direct_reduce(c, buf, (char *)buf + lo * es, count, t, op)))
 		return rc;
@@ -473,7 +607,8 @@ static struct ucx_comm *comm_new(struct comm_ucx *u, int rank, int n, uint16_t i
 	c->u = u;
 	c->id = id;
 	c->world = calloc((size_t)n, sizeof *c->world);
-	c->tmp = malloc((size_t)n * UCX_PIECE);
+	c->tmp = malloc((size_t)n * UCX_PIECE > (size_t)(n - 1) * UCX_PIPE_DEPTH * UCX_PIPE_PIECE ?
+			(size_t)n * UCX_PIECE : (size_t)(n - 1) * UCX_PIPE_DEPTH * UCX_PIPE_PIECE);
 	if (!c->world || !c->tmp) {
 		free(c->world);
 		free(c->tmp);
