@@ -15,8 +15,11 @@
  * rank sends and receives (n-1)/n of the buffer per phase, as a ring does.
  * Chunks travel in pieces of at most UCX_PIECE bytes, so the receive space is
  * n pieces; each piece is folded in small cache-resident blocks straight
- * into the result. Waiting progresses the worker, then backs off into short
- * sleeps so an idle rank does not take a core from a busy one.
+ * into the result. The all-reduce (up to UCX_PIPE_MAXN ranks) is pipelined:
+ * as soon as piece p of its chunk is folded, a rank sends it to every other
+ * rank, while the reduce-scatter of piece p+1 is already under way.
+ * Waiting progresses the workers, then backs off into short sleeps so an
+ * idle rank does not take a core from a busy one.
  *
  * Failures: endpoints use UCX peer error handling (UCP_ERR_HANDLING_MODE_PEER
  * with an error callback, and keepalive at least every second), so when a
@@ -33,7 +36,11 @@
  * error-handling endpoints run over TCP even within a host. To peers on the
  * same machine (same kernel boot id) data therefore goes through a second
  * endpoint without error handling (shared memory, cross-memory attach), while
- * the first one still reports the peer's death. Caveat: if a same-host peer
+ * the first one still reports the peer's death. These data endpoints live on
+ * a second worker (the published address holds both workers' addresses):
+ * progressing the TCP transport costs a system call, so while every peer is
+ * on this host the first worker is only progressed every UCX_MAIN_EVERY
+ * polls. Caveat: if a same-host peer
  * dies during a cross-memory-attach transfer, UCX aborts this process
  * (SIGABRT) instead of returning an error; STORK_UCX_PEER_ONLY=1 keeps every
  * transfer on the error-handling endpoints (slower, always a clean error).
@@ -53,6 +60,14 @@
 #include <unistd.h>
 
 #define UCX_PIECE (512u << 10)
+#ifndef UCX_PIPE_PIECE
+#define UCX_PIPE_PIECE (512u << 10)     /* bytes of a chunk per pipelined step */
+#endif
+#ifndef UCX_PIPE_DEPTH
+#define UCX_PIPE_DEPTH 2                /* pieces in flight */
+#endif
+#define UCX_PIPE_MAXN 64
+#define UCX_MAIN_EVERY 64               /* see progress() */                /* larger worlds: direct_reduce + ring */
 #define UCX_SPIN 20000           /* idle progress calls before sleeping */
 #define UCX_TAG_ALL 0xffffffffffffffffULL
 #define UCX_FOLD_BLOCK 16384    /* bytes folded at a time (stays in L1) */
@@ -67,9 +82,13 @@ struct ucx_peer {
 
 struct comm_ucx {
 	ucp_context_h ctx;
-	ucp_worker_h worker;
-	ucp_address_t *addr;
-	size_t addrlen;
+	ucp_worker_h worker;            /* error-handling endpoints */
+	ucp_worker_h dworker;           /* data endpoints to same-host peers */
+	ucp_address_t *addr, *daddr;
+	size_t addrlen, daddrlen;
+	char *blob;                     /* both addresses, as published */
+	int remote;                     /* data also flows through worker */
+	unsigned polls;
 	atomic_int aborted;
 	pthread_mutex_t lock;           /* reason and failed_* while being set */
 	char reason[256];
@@ -107,6 +126,36 @@ static double mono_now(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/*
+ * Progress the data worker, and the error-handling one every
+ * UCX_MAIN_EVERY calls unless data flows through it too (its TCP
+ * transport costs a system call per progress).
+ */
+static unsigned progress(struct comm_ucx *u)
+{
+	unsigned k = ucp_worker_progress(u->dworker);
+
+	if (u->remote || ++u->polls % UCX_MAIN_EVERY == 0)
+		k += ucp_worker_progress(u->worker);
+	return k;
+}
+
+/* Requests of the data worker carry a 1 in their lowest address bit. */
+static void *req_ptr(void *r)
+{
+	return (void *)((uintptr_t)r & ~(uintptr_t)1);
+}
+
+static ucp_worker_h req_worker(struct comm_ucx *u, void *r)
+{
+	return (uintptr_t)r & 1 ? u->dworker : u->worker;
+}
+
+static void *req_mark(void *r, int data)
+{
+	return data && r && !UCS_PTR_IS_ERR(r) ? (void *)((uintptr_t)r | 1) : r;
+}
+
 /* First abort wins; the reason is complete before the flag is seen. */
 static void set_abort(struct comm_ucx *u, const char *reason)
 {
@@ -131,8 +180,10 @@ static void close_eps_force(struct comm_ucx *u)
 		req = ucp_ep_close_nbx(u->eps[k], &p);
 		u->eps[k] = NULL;
 		if (req && !UCS_PTR_IS_ERR(req)) {
-			while (ucp_request_check_status(req) == UCS_INPROGRESS)
+			while (ucp_request_check_status(req) == UCS_INPROGRESS) {
 				ucp_worker_progress(u->worker);
+				ucp_worker_progress(u->dworker);
+			}
 			ucp_request_free(req);
 		}
 	}
@@ -154,17 +205,18 @@ static void *post_send(struct ucx_comm *c, int dst, const void *buf, size_t len,
 
 	if (!ep)        /* closed after an abort */
 		return UCS_STATUS_PTR(UCS_ERR_CANCELED);
-	return ucp_tag_send_nbx(ep, buf, len,
-				make_tag(c, round, c->base.rank), &p);
+	return req_mark(ucp_tag_send_nbx(ep, buf, len, make_tag(c, round, c->base.rank), &p),
+			ep == c->eps[c->nworld + w]);
 }
 
 static void *post_recv(struct ucx_comm *c, int src, void *buf, size_t len,
 		       uint32_t round)
 {
 	ucp_request_param_t p = { .op_attr_mask = 0 };
+	int data = c->eps[c->nworld + c->world[src]] != NULL;
 
-	return ucp_tag_recv_nbx(c->u->worker, buf, len, make_tag(c, round, src),
-				UCX_TAG_ALL, &p);
+	return req_mark(ucp_tag_recv_nbx(data ? c->u->dworker : c->u->worker, buf, len,
+					 make_tag(c, round, src), UCX_TAG_ALL, &p), data);
 }
 
 /*
@@ -192,14 +244,14 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 
 			if (!reqs[i])
 				continue;
-			st = ucp_request_check_status(reqs[i]);
+			st = ucp_request_check_status(req_ptr(reqs[i]));
 			if (st == UCS_INPROGRESS) {
 				pending++;
 				continue;
 			}
 			if (st != UCS_OK && st != UCS_ERR_CANCELED)
 				why = st, failed = 1;
-			ucp_request_free(reqs[i]);
+			ucp_request_free(req_ptr(reqs[i]));
 			reqs[i] = NULL;
 		}
 		if (!pending)
@@ -214,11 +266,12 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 		if (atomic_load(&u->aborted) && !cancelled) {
 			for (int i = 0; i < n; i++)
 				if (reqs[i])
-					ucp_request_cancel(u->worker, reqs[i]);
+					ucp_request_cancel(req_worker(u, reqs[i]),
+							   req_ptr(reqs[i]));
 			close_eps_force(u);
 			cancelled = 1;
 		}
-		if (ucp_worker_progress(u->worker)) {
+		if (progress(u)) {
 			idle = 0;
 		} else if (++idle > UCX_SPIN) {
 			struct timespec ts = { 0, 20000 };
@@ -359,6 +412,131 @@ static int check_abort(struct ucx_comm *c)
 	return atomic_load(&c->u->aborted) ? COMM_EABORTED : COMM_OK;
 }
 
+/* The [lo, hi) elements of piece p of chunk k of a count-element buffer. */
+static size_t piece_of(size_t count, size_t es, int n, int k, size_t p, size_t piece,
+		       size_t *lo)
+{
+	size_t klo, khi, off = p * piece;
+
+	chunk_of(count, es, n, k, &klo, &khi);
+	*lo = klo + off;
+	if (klo + off >= khi)
+		return 0;
+	return khi - klo - off < piece ? khi - klo - off : piece;
+}
+
+/* The state of one pipelined all-reduce (see pipe_allreduce). */
+struct pipe {
+	struct ucx_comm *c;
+	char *buf;
+	size_t count, es, piece;
+	uint32_t round;                 /* round of piece 0's reduce-scatter */
+	void **rs, **ag;                /* UCX_PIPE_DEPTH slots of 2n requests */
+};
+
+/* Reduce-scatter messages of piece p: my pieces out, the others' into tmp. */
+static void pipe_post_rs(struct pipe *pp, size_t p)
+{
+	struct ucx_comm *c = pp->c;
+	int n = c->base.size, me = c->base.rank, slot = (int)(p % UCX_PIPE_DEPTH);
+	void **r = pp->rs + (size_t)slot * 2 * (size_t)n;
+	char *tmp = (char *)c->tmp + (size_t)slot * (size_t)(n - 1) * UCX_PIPE_PIECE;
+	size_t lo, m = piece_of(pp->count, pp->es, n, me, p, pp->piece, &lo);
+
+	for (int k = 0; k < n; k++) {
+		size_t klo, km;
+
+		if (k == me)
+			continue;
+		if (m)
+			r[k] = post_recv(c, k, tmp + (size_t)(k < me ? k : k - 1) * UCX_PIPE_PIECE,
+					 m * pp->es, pp->round + 2 * (uint32_t)p);
+		km = piece_of(pp->count, pp->es, n, k, p, pp->piece, &klo);
+		if (km)
+			r[n + k] = post_send(c, k, pp->buf + klo * pp->es, km * pp->es,
+					     pp->round + 2 * (uint32_t)p);
+	}
+}
+
+/* Fold piece p of my chunk, then send it to every rank and receive theirs. */
+static void pipe_fold_ag(struct pipe *pp, size_t p, enum comm_dtype t, enum comm_op op)
+{
+	struct ucx_comm *c = pp->c;
+	int n = c->base.size, me = c->base.rank, slot = (int)(p % UCX_PIPE_DEPTH);
+	void **r = pp->ag + (size_t)slot * 2 * (size_t)n;
+	char *tmp = (char *)c->tmp + (size_t)slot * (size_t)(n - 1) * UCX_PIPE_PIECE;
+	const char *src[UCX_PIPE_MAXN];
+	size_t lo, m = piece_of(pp->count, pp->es, n, me, p, pp->piece, &lo);
+	uint32_t round = pp->round + 2 * (uint32_t)p + 1;
+
+	if (m) {
+		for (int k = 0; k < n; k++)
+			src[k] = k == me ? pp->buf + lo * pp->es :
+				 tmp + (size_t)(k < me ? k : k - 1) * UCX_PIPE_PIECE;
+		fold_ranks(pp->buf + lo * pp->es, src, n, m, t, op);
+	}
+	for (int k = 0; k < n; k++) {
+		size_t klo, km;
+
+		if (k == me)
+			continue;
+		if (m)
+			r[n + k] = post_send(c, k, pp->buf + lo * pp->es, m * pp->es, round);
+		km = piece_of(pp->count, pp->es, n, k, p, pp->piece, &klo);
+		if (km)         /* into my copy of chunk k: my own piece of it has
+				 * reached rank k before rank k can send this */
+			r[k] = post_recv(c, k, pp->buf + klo * pp->es, km * pp->es, round);
+	}
+}
+
+/*
+ * All-reduce in pieces: piece p of every chunk is reduce-scattered (chunk k
+ * to rank k, folded in rank order) and then sent by its owner to every other
+ * rank, while the messages of the next UCX_PIPE_DEPTH - 1 pieces are already
+ * under way. Each rank sends and receives (n-1)/n of the buffer per phase.
+ */
+static int pipe_allreduce(struct ucx_comm *c, void *buf, size_t count,
+			  enum comm_dtype t, enum comm_op op)
+{
+	int n = c->base.size, rc = COMM_OK, nreq = 2 * n * UCX_PIPE_DEPTH;
+	size_t es = comm_dtype_size(t), lo, maxchunk, npieces;
+	struct pipe pp = { .c = c, .buf = buf, .count = count, .es = es,
+			   .piece = UCX_PIPE_PIECE / es };
+
+	chunk_of(count, es, n, 0, &lo, &maxchunk);
+	npieces = (maxchunk + pp.piece - 1) / pp.piece;
+	pp.round = c->round;
+	c->round += 2 * (uint32_t)npieces;
+	pp.rs = calloc(2 * (size_t)nreq, sizeof *pp.rs);
+	if (!pp.rs)
+		return COMM_ENOMEM;
+	pp.ag = pp.rs + nreq;
+	for (size_t p = 0; p + 1 < UCX_PIPE_DEPTH && p < npieces; p++)
+		pipe_post_rs(&pp, p);
+	for (size_t p = 0; p < npieces && !rc; p++) {
+		size_t q = p + UCX_PIPE_DEPTH - 1;
+		void **rs = pp.rs + (p % UCX_PIPE_DEPTH) * 2 * (size_t)n;
+		void **ag = pp.ag + (p % UCX_PIPE_DEPTH) * 2 * (size_t)n;
+
+		if (q < npieces) {      /* its slot held piece p - 1 */
+			if ((rc = wait_all(c, pp.rs + (q % UCX_PIPE_DEPTH) * 2 * (size_t)n,
+					   2 * n)))
+				break;
+			pipe_post_rs(&pp, q);
+		}
+		if ((rc = wait_all(c, rs, n)) || (rc = wait_all(c, ag, 2 * n)))
+			break;
+		pipe_fold_ag(&pp, p, t, op);
+	}
+	{
+		int rc2 = wait_all(c, pp.rs, 2 * nreq);
+
+		rc = rc ? rc : rc2;
+	}
+	free(pp.rs);
+	return rc;
+}
+
 static int ucx_allreduce(struct comm *cc, void *buf, size_t count,
 			 enum comm_dtype t, enum comm_op op)
 {
@@ -368,6 +546,8 @@ static int ucx_allreduce(struct comm *cc, void *buf, size_t count,
 
 	if (cc->size == 1 || (rc = check_abort(c)))
 		return check_abort(c);
+	if (cc->size <= UCX_PIPE_MAXN)
+		return pipe_allreduce(c, buf, count, t, op);
 	chunk_of(count, es, cc->size, cc->rank, &lo, &hi);
 	if ((rc = direct_reduce(c, buf, (char *)buf + lo * es, count, t, op)))
 		return rc;
@@ -473,7 +653,8 @@ static struct ucx_comm *comm_new(struct comm_ucx *u, int rank, int n, uint16_t i
 	c->u = u;
 	c->id = id;
 	c->world = calloc((size_t)n, sizeof *c->world);
-	c->tmp = malloc((size_t)n * UCX_PIECE);
+	c->tmp = malloc((size_t)n * UCX_PIECE > (size_t)(n - 1) * UCX_PIPE_DEPTH * UCX_PIPE_PIECE ?
+			(size_t)n * UCX_PIECE : (size_t)(n - 1) * UCX_PIPE_DEPTH * UCX_PIPE_PIECE);
 	if (!c->world || !c->tmp) {
 		free(c->world);
 		free(c->tmp);
@@ -533,10 +714,13 @@ static void ucx_free(struct comm *cc)
 		u->closing = 1;
 		if (ucx_barrier(cc) == COMM_OK) {
 			ucp_request_param_t p = { .op_attr_mask = 0 };
-			void *req = ucp_worker_flush_nbx(u->worker, &p);
+			void *req[2] = { ucp_worker_flush_nbx(u->worker, &p),
+					 req_mark(ucp_worker_flush_nbx(u->dworker, &p), 1) };
 
-			if (req && !UCS_PTR_IS_ERR(req))
-				wait_all(c, &req, 1);
+			for (int i = 0; i < 2; i++)
+				if (UCS_PTR_IS_ERR(req[i]))
+					req[i] = NULL;
+			wait_all(c, req, 2);
 		}
 		if (u->eps == c->eps)
 			close_eps_force(u);
@@ -607,12 +791,26 @@ int comm_ucx_open(struct comm_ucx **out, const void **addr, size_t *addrlen)
 		u->worker = NULL;
 		goto fail;
 	}
+	if (ucp_worker_create(u->ctx, &wp, &u->dworker) != UCS_OK) {
+		u->dworker = NULL;
+		goto fail;
+	}
 	if (ucp_worker_get_address(u->worker, &u->addr, &u->addrlen) != UCS_OK) {
 		u->addr = NULL;
 		goto fail;
 	}
-	*addr = u->addr;
-	*addrlen = u->addrlen;
+	if (ucp_worker_get_address(u->dworker, &u->daddr, &u->daddrlen) != UCS_OK) {
+		u->daddr = NULL;
+		goto fail;
+	}
+	/* published: length of the first address, then both */
+	if (!(u->blob = malloc(sizeof(uint32_t) + u->addrlen + u->daddrlen)))
+		goto fail;
+	memcpy(u->blob, &(uint32_t){ (uint32_t)u->addrlen }, sizeof(uint32_t));
+	memcpy(u->blob + sizeof(uint32_t), u->addr, u->addrlen);
+	memcpy(u->blob + sizeof(uint32_t) + u->addrlen, u->daddr, u->daddrlen);
+	*addr = u->blob;
+	*addrlen = sizeof(uint32_t) + u->addrlen + u->daddrlen;
 	*out = u;
 	return COMM_OK;
 fail:
@@ -667,6 +865,20 @@ int comm_ucx_failed_peer(struct comm_ucx *u, char *why, size_t len)
 	return rank;
 }
 
+/* The two worker addresses in a blob of comm_ucx_open. */
+static const void *main_address(const void *blob)
+{
+	return (const char *)blob + sizeof(uint32_t);
+}
+
+static const void *data_address(const void *blob)
+{
+	uint32_t len;
+
+	memcpy(&len, blob, sizeof len);
+	return (const char *)blob + sizeof(uint32_t) + len;
+}
+
 /* This machine (kernel boot), the same in every container and namespace of it. */
 static uint64_t host_key(void)
 {
@@ -695,27 +907,35 @@ static uint64_t host_key(void)
  */
 static int same_host_data_eps(struct ucx_comm *c, const void *const *addrs)
 {
-	int n = c->base.size, rc = COMM_OK;
-	uint64_t *keys = calloc((size_t)n, sizeof *keys), mine = host_key();
+	int n = c->base.size, rc;
+	/* 0: this rank keeps every transfer on the error-handling endpoints
+	 * (and so do its peers with it, so both sides agree on the worker) */
+	uint64_t *keys = calloc((size_t)n, sizeof *keys),
+		 mine = getenv("STORK_UCX_PEER_ONLY") ? 0 : host_key() | 1;
 
 	if (!keys)
 		return COMM_ENOMEM;
-	if (getenv("STORK_UCX_PEER_ONLY") || (rc = ucx_allgather(&c->base, &mine, keys, 1,
-								COMM_INT64))) {
+	c->u->remote = 1;       /* until the data endpoints exist */
+	if ((rc = ucx_allgather(&c->base, &mine, keys, 1, COMM_INT64))) {
 		free(keys);
-		return getenv("STORK_UCX_PEER_ONLY") ? COMM_OK : rc;
+		return rc;
 	}
+	c->u->remote = 0;
 	for (int k = 0; k < n && !rc; k++) {
 		ucp_ep_params_t ep = {
 			.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
 				      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-			.address = addrs[k],
+			.address = data_address(addrs[k]),
 			.err_mode = UCP_ERR_HANDLING_MODE_NONE,
 		};
 
-		if (k == c->base.rank || keys[k] != mine)
+		if (k == c->base.rank)
 			continue;
-		if (ucp_ep_create(c->u->worker, &ep, &c->eps[n + k]) != UCS_OK) {
+		if (keys[k] != mine || !mine) {
+			c->u->remote = 1;
+			continue;
+		}
+		if (ucp_ep_create(c->u->dworker, &ep, &c->eps[n + k]) != UCS_OK) {
 			c->eps[n + k] = NULL;
 			rc = COMM_ESYS;
 		}
@@ -748,7 +968,7 @@ int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 			.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
 				      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
 				      UCP_EP_PARAM_FIELD_ERR_HANDLER,
-			.address = addrs[k],
+			.address = main_address(addrs[k]),
 			.err_mode = UCP_ERR_HANDLING_MODE_PEER,
 			.err_handler = { .cb = ep_error, .arg = &u->peers[k] },
 		};
@@ -784,8 +1004,13 @@ void comm_ucx_close(struct comm_ucx *u)
 		return;
 	if (u->addr)
 		ucp_worker_release_address(u->worker, u->addr);
+	if (u->daddr)
+		ucp_worker_release_address(u->dworker, u->daddr);
+	if (u->dworker)
+		ucp_worker_destroy(u->dworker);
 	if (u->worker)
 		ucp_worker_destroy(u->worker);
+	free(u->blob);
 	if (u->ctx)
 		ucp_cleanup(u->ctx);
 	free(u->peers);
