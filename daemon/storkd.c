@@ -151,8 +151,11 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 	for (int i = 0; i < n; i++) {
 		const struct train_rank_result *r = &w[i].result;
 
+		/* A primary failure comes before any secondary one, then time. */
 		if (r->fail_time > 0 && r->exit_code != STORK_EXIT_PREEMPTED &&
-		    r->exit_code != STORK_EXIT_TIMEOUT && (!first || r->fail_time < first->fail_time)) {
+		    r->exit_code != STORK_EXIT_TIMEOUT &&
+		    (!first || r->secondary < first->secondary ||
+		     (r->secondary == first->secondary && r->fail_time < first->fail_time))) {
 			first = r;
 			first_rank = w[i].node->rank_base + i;
 		}
@@ -172,6 +175,7 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 		json_key_double(&j, "fail_time", first->fail_time);
 		json_key_int(&j, "failed_rank_step", first->last_step);
 		json_key_int(&j, "failed_rank_code", first->exit_code);
+		json_key_bool(&j, "secondary", first->secondary);
 		json_key_string(&j, "message", first->message);
 	} else {
 		for (int i = 0; i < n; i++)
@@ -534,6 +538,14 @@ out:
 int main(int argc, char **argv)
 {
 	struct stork_config cfg;
+
+	/*
+	 * UCX 1.13 aborts the whole process when a peer on the same host dies
+	 * during a shared-memory transfer. storkd keeps every endpoint under
+	 * peer-failure handling instead, so a dead node is an error it can
+	 * report. `stork bench comm` leaves the fast same-host path on.
+	 */
+	setenv("STORK_UCX_PEER_ONLY", "1", 0);
 	struct options o;
 	char err[1024];
 	int code;

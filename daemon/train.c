@@ -70,6 +70,21 @@ static void heartbeat(struct rank *r, int64_t steps_done)
 	p->beat = train_clock();
 }
 
+static int fail(struct rank *r, int code, const char *msg);
+
+/*
+ * A collective failed: another rank failed or aborted first (its own
+ * record names the cause), so this failure is a consequence, marked
+ * secondary so that exit_info.json names the first cause.
+ */
+static int fail_collective(struct rank *r)
+{
+	int code = fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
+
+	r->res->secondary = 1;
+	return code;
+}
+
 /* Record why this rank stops; the first reason wins. */
 static int fail(struct rank *r, int code, const char *msg)
 {
@@ -234,7 +249,7 @@ static int validate(struct rank *r, int64_t step)
 	}
 	sum /= (float)c->train.val_batches;
 	if (mean_over_ranks(r, &sum) < 0)
-		return fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
+		return fail_collective(r);
 	rank_metric(&r->log, step + 1, "val_loss", sum, "nats");
 	rank_logf(&r->log, "step %" PRId64 " val_loss %.6f", step + 1, sum);
 	if (r->rank == 0)
@@ -285,7 +300,7 @@ static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
 
 	if (r->node->world_size > 1) {
 		if (comm_allreduce(r->comm, r->model.grads, n, COMM_FLOAT32, COMM_SUM) < 0)
-			return fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
+			return fail_collective(r);
 		grad_scale(r->model.grads, n, 1.0f / (float)r->node->world_size);
 	}
 	norm = (float)sqrt(grad_sumsq(r->model.grads, n));
@@ -354,7 +369,7 @@ static int agree_stop(struct rank *r, int64_t steps_done, int *stop)
 		flag = 1;
 
 	if (comm_allreduce(r->comm, &flag, 1, COMM_INT32, COMM_MAX) < 0)
-		return fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
+		return fail_collective(r);
 	*stop = flag;
 	return 0;
 }
@@ -457,7 +472,7 @@ static int run_steps(struct rank *r, int64_t start)
 		if (compute_gradients(r, &loss) || update(r, step, &norm, &lr))
 			return r->res->exit_code;
 		if (r->node->world_size > 1 && mean_over_ranks(r, &loss) < 0)
-			return fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
+			return fail_collective(r);
 		report_step(r, step, loss, lr, norm, now_ms() - t0);
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);

@@ -308,6 +308,51 @@ static double now_wall(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The last step a rank logged: the "step" of its metrics file's last line. */
+static int64_t rank_last_step(const char *run_dir, int rank)
+{
+	char path[4200], line[1024], last[1024] = "";
+	const char *p;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/logs/rank-%03d.metrics.jsonl", run_dir, rank);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		memcpy(last, line, sizeof last);
+	fclose(f);
+	p = strstr(last, "\"step\":");
+	return p ? strtoll(p + 7, NULL, 10) : -1;
+}
+
+/*
+ * The last step every rank of a daemon that died without a report reached
+ * (the lowest), from config/slurm_env.json (its ranks) and the metrics.
+ */
+static int64_t dead_node_last_step(const char *run_dir, int node_index)
+{
+	char path[4200], err[128];
+	const struct json_value *nodes, *n;
+	struct json_value *v;
+	int64_t base, count, low = -1;
+
+	snprintf(path, sizeof path, "%s/config/slurm_env.json", run_dir);
+	v = json_parse_file(path, err, sizeof err);
+	nodes = v ? json_get(v, "nodes") : NULL;
+	n = nodes ? json_at(nodes, (size_t)node_index) : NULL;
+	if (n && json_get_int(n, "rank_base", &base) == 0 &&
+	    json_get_int(n, "local_ranks", &count) == 0)
+		for (int64_t r = base; r < base + count; r++) {
+			int64_t s = rank_last_step(run_dir, (int)r);
+
+			if (s >= 0 && (low < 0 || s < low))
+				low = s;
+		}
+	json_value_free(v);
+	return low;
+}
+
 /* This node's exit_info from storkd's report, or from how it died. */
 static void node_exit_info(struct exit_info *e, int code, const struct layout *l,
 			   const char *run_dir, const struct daemon_result *res, pid_t pid, int sig)
@@ -328,7 +373,7 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		f->exit_code = -1;
 		snprintf(f->signal, sizeof f->signal, "SIG%s", sigabbrev_np(sig));
 		f->time = now_wall();
-		f->last_step = -1;
+		f->last_step = dead_node_last_step(run_dir, l->index);
 		snprintf(f->what, sizeof f->what, "storkd died of %s", f->signal);
 		snprintf(e->message, sizeof e->message, "storkd (pid %d) on %s died of %s", (int)pid,
 			 e->host, f->signal);
@@ -353,6 +398,11 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		f->time = json_get_double(res->v, "fail_time", &t) == 0 ? t : now_wall();
 		f->last_step = json_get_int(res->v, "failed_rank_step", &v) == 0 ? v : -1;
 		snprintf(f->what, sizeof f->what, "%s", msg ? msg : "");
+		{
+			bool b = false;
+
+			f->secondary = json_get_bool(res->v, "secondary", &b) == 0 && b;
+		}
 	} else if (code == STORK_EXIT_HANG) {
 		struct exit_failure *f = &e->first_failure;
 

@@ -130,6 +130,7 @@ static void write_failure(struct json *j, const struct exit_failure *f)
 	json_key_double(j, "timestamp", f->time);
 	json_key_int(j, "last_step", f->last_step);
 	json_key_string(j, "what", f->what);
+	json_key_bool(j, "secondary", f->secondary != 0);
 	json_end_object(j);
 }
 
@@ -231,6 +232,11 @@ static int read_node(const char *path, struct exit_info *e)
 		str_field(f, "signal", ff->signal, sizeof ff->signal);
 		ff->time = json_get_double(f, "timestamp", &d) == 0 ? d : 0;
 		ff->last_step = json_get_int(f, "last_step", &i) == 0 ? i : -1;
+		{
+			bool b = false;
+
+			ff->secondary = json_get_bool(f, "secondary", &b) == 0 && b;
+		}
 		str_field(f, "what", ff->what, sizeof ff->what);
 	}
 	json_value_free(v);
@@ -246,8 +252,12 @@ static void merge(struct exit_info *sum, const struct exit_info *node)
 		sum->reason = node->reason;
 		snprintf(sum->message, sizeof sum->message, "%s", node->message);
 	}
+	/* The first cause: a primary failure before any secondary one, then time. */
 	if (node->first_failure.valid &&
-	    (!sum->first_failure.valid || node->first_failure.time < sum->first_failure.time))
+	    (!sum->first_failure.valid ||
+	     node->first_failure.secondary < sum->first_failure.secondary ||
+	     (node->first_failure.secondary == sum->first_failure.secondary &&
+	      node->first_failure.time < sum->first_failure.time)))
 		sum->first_failure = node->first_failure;
 	if (node->last_checkpoint_step > sum->last_checkpoint_step) {
 		sum->last_checkpoint_step = node->last_checkpoint_step;

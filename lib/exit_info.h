@@ -22,6 +22,7 @@ struct exit_failure {
 	double time;              /* seconds since the epoch */
 	int64_t last_step;        /* last completed step; -1 unknown */
 	char what[256];
+	int secondary;            /* a consequence of another failure (e.g. a dead peer) */
 };
 
 struct exit_info {

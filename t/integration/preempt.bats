@@ -140,6 +140,7 @@ reference() {
 	cat "$dir/exit_info.json"
 	grep -q '"reason": "rank_failed"' "$dir/exit_info.json"
 	grep -q '"signal": "SIGKILL"' "$dir/exit_info.json"
+	grep -qE '"last_step": [1-9][0-9]*,' "$dir/exit_info.json"
 	grep -q "\"host\": \"$host\"" "$dir/exit_info.json"
 	nodes_idle
 }
