@@ -431,8 +431,8 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 	if (l->index != 0)
 		return code;
 	/* Wait for the other nodes' records, unless they never joined. */
-	final = exit_info_summarise(run_dir, l->launchers, code == STORK_EXIT_RENDEZVOUS ? 2.0 : 30.0,
-				    &sum, err, sizeof err);
+	final = exit_info_summarise(run_dir, l->launchers, node.restart_count,
+				    code == STORK_EXIT_RENDEZVOUS ? 2.0 : 30.0, &sum, err, sizeof err);
 	if (final < 0) {
 		stork_error("%s", err);
 		return code;

@@ -265,8 +265,8 @@ static void merge(struct exit_info *sum, const struct exit_info *node)
 	}
 }
 
-int exit_info_summarise(const char *run_dir, int nnodes, double wait_s, struct exit_info *sum,
-			char *err, size_t errlen)
+int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, double wait_s,
+			struct exit_info *sum, char *err, size_t errlen)
 {
 	char path[4096], missing[512] = "";
 	struct timespec nap = { 0, 100 * 1000 * 1000 };
@@ -276,7 +276,10 @@ int exit_info_summarise(const char *run_dir, int nnodes, double wait_s, struct e
 	for (int n = 0; n < nnodes; n++) {
 		struct exit_info node;
 
-		snprintf(path, sizeof path, "%s/exit_info.node-%03d.json", run_dir, n);
+		/* This attempt's record: an earlier attempt's must not be read
+		 * while the node is still writing the current one. */
+		snprintf(path, sizeof path, "%s/exit_info.node-%03d.restart-%d.json", run_dir, n,
+			 restart_count);
 		while (read_node(path, &node) < 0 && waited < wait_s) {
 			nanosleep(&nap, NULL);
 			waited += 0.1;

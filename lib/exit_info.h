@@ -52,14 +52,15 @@ void exit_info_init(struct exit_info *e, int exit_code, int node_rank);
 int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *err, size_t errlen);
 
 /*
- * Node 0: read the nnodes node files (waiting up to wait_s seconds for the
- * missing ones), summarise and write run_dir/exit_info.json. The summary's
+ * Node 0: read the nnodes node records of attempt restart_count (waiting up
+ * to wait_s seconds for the missing ones), summarise and write
+ * run_dir/exit_info.json. The summary's
  * exit code is the most telling of the nodes' (a failure over a stop over
  * success); first_failure is the earliest. Returns the summary's exit code,
  * or -1 with a message.
  */
-int exit_info_summarise(const char *run_dir, int nnodes, double wait_s, struct exit_info *sum,
-			char *err, size_t errlen);
+int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, double wait_s,
+			struct exit_info *sum, char *err, size_t errlen);
 
 /* Which of two exit codes says more about the run (for summaries). */
 int exit_code_worst(int a, int b);

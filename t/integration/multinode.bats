@@ -128,3 +128,31 @@ two_node_job() {
 	[ "$(losses "$dir" | wc -l)" -eq 50 ]
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 }
+
+@test "a 2-node run preempted with USR1: both nodes checkpoint and stop, the requeued job completes" {
+	sed -i 's/steps: 50/steps: 300/' run.yaml
+	cat >pre2.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=1 -c2 --requeue --open-mode=append -o pre2.out
+	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=pre2
+	SCRIPT
+	job=$(submit pre2.sh)
+	wait_job_state "$job" RUNNING 60
+	for _ in $(seq 240); do
+		dir=$(ls -d "$WORK"/runs/pre2__job=*__task=0 2>/dev/null) &&
+			grep -q '"step":30,' "$dir/logs/rank-000.metrics.jsonl" 2>/dev/null && break
+		sleep 0.5
+	done
+	scancel --signal=USR1 "$job"
+	wait_job_state "$job" COMPLETED 300
+	cat pre2.out
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	for n in 000 001; do
+		grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-$n.restart-0.json"
+		grep -q '"reason": "completed"' "$dir/exit_info.node-$n.restart-1.json"
+	done
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+	grep -q '"restart_count": 1' "$dir/exit_info.json"
+	grep -q '=== restart 1' "$dir/logs/rank-003.log"
+	[ "$(losses "$dir" | wc -l)" -eq 300 ]
+}
