@@ -18,8 +18,9 @@
  * into the result. The all-reduce (up to UCX_PIPE_MAXN ranks) is pipelined:
  * as soon as piece p of its chunk is folded, a rank sends it to every other
  * rank, while the reduce-scatter of piece p+1 is already under way.
- * Waiting progresses the workers, then backs off into short sleeps so an
- * idle rank does not take a core from a busy one.
+ * Waiting progresses the workers, yields the core after a few hundred idle
+ * polls (a peer on the same core then runs at once), and backs off into
+ * short sleeps so an idle rank does not take a core from a busy one.
  *
  * Failures: endpoints use UCX peer error handling (UCP_ERR_HANDLING_MODE_PEER
  * with an error callback, and keepalive at least every second), so when a
@@ -50,6 +51,7 @@
 #include "lib/comm_backend.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +71,7 @@
 #define UCX_PIPE_MAXN 64
 #define UCX_MAIN_EVERY 64               /* see progress() */                /* larger worlds: direct_reduce + ring */
 #define UCX_SPIN 20000           /* idle progress calls before sleeping */
+#define UCX_YIELD 256            /* idle progress calls before yielding */
 #define UCX_TAG_ALL 0xffffffffffffffffULL
 #define UCX_FOLD_BLOCK 16384    /* bytes folded at a time (stays in L1) */
 #define UCX_KEEPALIVE "1s"      /* default UCX_KEEPALIVE_INTERVAL */
@@ -277,6 +280,8 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 			struct timespec ts = { 0, 20000 };
 
 			nanosleep(&ts, NULL);
+		} else if (idle > UCX_YIELD) {
+			sched_yield();  /* a peer sharing this core runs now */
 		}
 	}
 	if (failed && !atomic_load(&u->aborted)) {
