@@ -310,12 +310,14 @@ static void chunk_of(size_t count, size_t esize, int n, int r, size_t *lo, size_
 
 /*
  * d[i] = a[i] + b[i] for i < m, in explicit vectors (the compiler does not
- * vectorise the plain loop at -O2); d may be a or b. One addition per
- * element, a first, as comm_reduce_local does it.
+ * vectorise the plain loop at -O2), with an AVX2 clone chosen at load time
+ * where the CPU has it; d may be a or b. One addition per element, a first,
+ * as comm_reduce_local does it, so every clone gives the same bits.
  */
 typedef float ucx_v8f __attribute__((vector_size(32)));
 typedef double ucx_v4d __attribute__((vector_size(32)));
 
+__attribute__((target_clones("avx2", "default")))
 static void add3_f32(float *d, const float *a, const float *b, size_t m)
 {
 	size_t i = 0;
@@ -332,6 +334,7 @@ static void add3_f32(float *d, const float *a, const float *b, size_t m)
 		d[i] = a[i] + b[i];
 }
 
+__attribute__((target_clones("avx2", "default")))
 static void add3_f64(double *d, const double *a, const double *b, size_t m)
 {
 	size_t i = 0;
