@@ -18,8 +18,9 @@
  * into the result. The all-reduce (up to UCX_PIPE_MAXN ranks) is pipelined:
  * as soon as piece p of its chunk is folded, a rank sends it to every other
  * rank, while the reduce-scatter of piece p+1 is already under way.
- * Waiting progresses the workers, then backs off into short sleeps so an
- * idle rank does not take a core from a busy one.
+ * Waiting progresses the workers, yields the core after a few hundred idle
+ * polls (a peer on the same core then runs at once), and backs off into
+ * short sleeps so an idle rank does not take a core from a busy one.
  *
  * Failures: endpoints use UCX peer error handling (UCP_ERR_HANDLING_MODE_PEER
  * with an error callback, and keepalive at least every second), so when a
@@ -50,6 +51,7 @@
 #include "lib/comm_backend.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +71,7 @@
 #define UCX_PIPE_MAXN 64
 #define UCX_MAIN_EVERY 64               /* see progress() */                /* larger worlds: direct_reduce + ring */
 #define UCX_SPIN 20000           /* idle progress calls before sleeping */
+#define UCX_YIELD 256            /* idle progress calls before yielding */
 #define UCX_TAG_ALL 0xffffffffffffffffULL
 #define UCX_FOLD_BLOCK 16384    /* bytes folded at a time (stays in L1) */
 #define UCX_KEEPALIVE "1s"      /* default UCX_KEEPALIVE_INTERVAL */
@@ -277,6 +280,8 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 			struct timespec ts = { 0, 20000 };
 
 			nanosleep(&ts, NULL);
+		} else if (idle > UCX_YIELD) {
+			sched_yield();  /* a peer sharing this core runs now */
 		}
 	}
 	if (failed && !atomic_load(&u->aborted)) {
@@ -304,6 +309,64 @@ static void chunk_of(size_t count, size_t esize, int n, int r, size_t *lo, size_
 }
 
 /*
+ * d[i] = a[i] + b[i] for i < m, in explicit vectors (the compiler does not
+ * vectorise the plain loop at -O2), with an AVX2 clone chosen at load time
+ * where the CPU has it; d may be a or b. One addition per element, a first,
+ * as comm_reduce_local does it, so every clone gives the same bits.
+ */
+typedef float ucx_v8f __attribute__((vector_size(32)));
+typedef double ucx_v4d __attribute__((vector_size(32)));
+
+__attribute__((target_clones("avx2", "default")))
+static void add3_f32(float *d, const float *a, const float *b, size_t m)
+{
+	size_t i = 0;
+
+	for (; i + 16 <= m; i += 16) {
+		ucx_v8f x0, x1, y0, y1;
+
+		memcpy(&x0, a + i, 32), memcpy(&x1, a + i + 8, 32);
+		memcpy(&y0, b + i, 32), memcpy(&y1, b + i + 8, 32);
+		x0 = x0 + y0, x1 = x1 + y1;
+		memcpy(d + i, &x0, 32), memcpy(d + i + 8, &x1, 32);
+	}
+	for (; i < m; i++)
+		d[i] = a[i] + b[i];
+}
+
+__attribute__((target_clones("avx2", "default")))
+static void add3_f64(double *d, const double *a, const double *b, size_t m)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= m; i += 8) {
+		ucx_v4d x0, x1, y0, y1;
+
+		memcpy(&x0, a + i, 32), memcpy(&x1, a + i + 4, 32);
+		memcpy(&y0, b + i, 32), memcpy(&y1, b + i + 4, 32);
+		x0 = x0 + y0, x1 = x1 + y1;
+		memcpy(d + i, &x0, 32), memcpy(d + i + 4, &x1, 32);
+	}
+	for (; i < m; i++)
+		d[i] = a[i] + b[i];
+}
+
+/* d = a op b for the types add3 covers; returns 0 for the others. */
+static int op3(void *d, const void *a, const void *b, size_t m, enum comm_dtype t,
+	       enum comm_op op)
+{
+	if (op != COMM_SUM)
+		return 0;
+	if (t == COMM_FLOAT32)
+		add3_f32(d, a, b, m);
+	else if (t == COMM_FLOAT64)
+		add3_f64(d, a, b, m);
+	else
+		return 0;
+	return 1;
+}
+
+/*
  * dst[i] = fold over k = 0..n-1 of src[k][i], for i < m, a block at a time;
  * dst may be one of the src (each block is read before it is written).
  */
@@ -313,13 +376,21 @@ static void fold_ranks(void *dst, const char *const *src, int n, size_t m,
 	_Alignas(64) unsigned char block[UCX_FOLD_BLOCK];
 	size_t es = comm_dtype_size(t), per = UCX_FOLD_BLOCK / es;
 
+	if (n == 2 && op3(dst, src[0], src[1], m, t, op))
+		return;
 	for (size_t b = 0; b < m; b += per) {
-		size_t k = m - b < per ? m - b : per;
+		size_t k = m - b < per ? m - b : per, o = b * es;
 
-		memcpy(block, src[0] + b * es, k * es);
+		if (op3(block, src[0] + o, src[1] + o, k, t, op)) {
+			for (int j = 2; j < n - 1; j++)
+				op3(block, block, src[j] + o, k, t, op);
+			op3((char *)dst + o, block, src[n - 1] + o, k, t, op);
+			continue;
+		}
+		memcpy(block, src[0] + o, k * es);
 		for (int j = 1; j < n; j++)
-			comm_reduce_local(block, src[j] + b * es, k, t, op);
-		memcpy((char *)dst + b * es, block, k * es);
+			comm_reduce_local(block, src[j] + o, k, t, op);
+		memcpy((char *)dst + o, block, k * es);
 	}
 }
 
