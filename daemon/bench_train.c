@@ -10,6 +10,7 @@
 #include "config.h"
 #include "daemon/bench_train.h"
 #include "daemon/optimizer.h"
+#include "lib/clock.h"
 #include "kernels/device.h"
 #include "lib/rng.h"
 
@@ -17,14 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 /*
  * Time and FLOPs of each kernel during the timed steps (one benchmark at a
@@ -44,9 +37,9 @@ static double k_seconds[K_NUM], mm_flops;
 
 #define TIMED(kind, call)                        \
 	do {                                     \
-		double t0_ = now();              \
+		double t0_ = clock_monotonic();              \
 		call;                            \
-		k_seconds[kind] += now() - t0_;  \
+		k_seconds[kind] += clock_monotonic() - t0_;  \
 	} while (0)
 
 static void t_encoder_forward(float *out, const int *inp, const float *wte, const float *wpe,
@@ -189,13 +182,13 @@ static double measure_ghz(void)
 
 	for (int r = 0; r < 20; r++) {
 		uint64_t x = 0, n = 20000000ULL;
-		double t0 = now(), dt;
+		double t0 = clock_monotonic(), dt;
 
 		for (uint64_t i = 0; i < n; i += 8)
 			__asm__ volatile("add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\t"
 					 "add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0"
 					 : "+r"(x));
-		dt = now() - t0;
+		dt = clock_monotonic() - t0;
 		if (n / dt / 1e9 > best)
 			best = n / dt / 1e9;
 	}
@@ -237,19 +230,19 @@ static int train_step(struct gpt2 *m, struct adamw_state *s, const int *tok, int
 		      struct phase *ph)
 {
 	const struct adamw_params h = { 0.9f, 0.95f, 1e-8f, 0.1f };
-	double t0 = now(), t1, t2;
+	double t0 = clock_monotonic(), t1, t2;
 	float loss;
 
 	gpt2_zero_grad(m);
 	loss = gpt2_forward(m, tok, tok + 1, B, T);
-	t1 = now();
+	t1 = clock_monotonic();
 	if (loss != loss || gpt2_backward(m, 1.0f))
 		return -1;
-	t2 = now();
+	t2 = clock_monotonic();
 	adamw_step_model(s, &h, 1e-4f, m);
 	ph->fwd += t1 - t0;
 	ph->bwd += t2 - t1;
-	ph->upd += now() - t2;
+	ph->upd += clock_monotonic() - t2;
 	return 0;
 }
 

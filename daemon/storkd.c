@@ -12,6 +12,7 @@
 #include "daemon/train.h"
 #include "kernels/device.h"
 #include "lib/atomic_file.h"
+#include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/json.h"
@@ -203,7 +204,7 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
  */
 static const char *find_stuck(const struct train_node *node, double timeout, char *msg, size_t len)
 {
-	double now = train_clock();
+	double now = clock_monotonic();
 	size_t used;
 	int stuck = 0;
 
@@ -485,7 +486,7 @@ static int run(const struct options *o, const struct stork_config *cfg)
 	}
 	for (int i = 0; i < o->local_ranks; i++) {
 		w[i] = (struct worker){ .node = &node, .local = i };
-		node.progress[i].beat = train_clock();
+		node.progress[i].beat = clock_monotonic();
 		if (pthread_create(&w[i].thread, NULL, worker_main, &w[i])) {
 			stork_error("cannot start the thread of local rank %d", i);
 			comm_world_abort(node.world, "storkd could not start every rank");

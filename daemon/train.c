@@ -16,6 +16,7 @@
 #include "daemon/rank_log.h"
 #include "kernels/ops.h"
 #include "lib/bind.h"
+#include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/slurm_job.h"
 
@@ -46,28 +47,12 @@ struct rank {
 	char err[1024];
 };
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-double train_clock(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void heartbeat(struct rank *r, int64_t steps_done)
 {
 	struct rank_progress *p = &r->node->progress[r->local];
 
 	p->step = steps_done;
-	p->beat = train_clock();
+	p->beat = clock_monotonic();
 }
 
 static int fail(struct rank *r, int code, const char *msg);
@@ -89,11 +74,8 @@ static int fail_collective(struct rank *r)
 static int fail(struct rank *r, int code, const char *msg)
 {
 	if (r->res->exit_code == 0) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
 		r->res->exit_code = code;
-		r->res->fail_time = ts.tv_sec + ts.tv_nsec / 1e9;
+		r->res->fail_time = clock_wall();
 		snprintf(r->res->message, sizeof r->res->message, "%s", msg);
 	}
 	rank_logf(&r->log, "error: %s", msg);
@@ -339,7 +321,7 @@ static int checkpoint(struct rank *r, int64_t steps_done)
 		.restart_count = r->node->restart_count,
 	};
 	char root[4096];
-	double t0 = now_ms();
+	double t0 = (clock_monotonic() * 1e3);
 
 	/* Replicas are identical under data parallelism: rank 0 writes. */
 	if (r->rank != 0)
@@ -349,9 +331,9 @@ static int checkpoint(struct rank *r, int64_t steps_done)
 	if (ckpt_save(root, &r->model, &r->opt, &st, r->cfg->checkpoint.keep, r->err,
 		      sizeof r->err) < 0)
 		return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
-	r->ckpt_seconds = (now_ms() - t0) / 1e3;
+	r->ckpt_seconds = ((clock_monotonic() * 1e3) - t0) / 1e3;
 	rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
-		  now_ms() - t0);
+		  (clock_monotonic() * 1e3) - t0);
 	snprintf(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
 		 steps_done);
 	r->res->checkpoint_step = steps_done;
@@ -463,7 +445,7 @@ static int run_steps(struct rank *r, int64_t start)
 
 	for (step = start; step < c->train.steps; step++) {
 		float loss = 0, norm = 0, lr = 0;
-		double t0 = now_ms();
+		double t0 = (clock_monotonic() * 1e3);
 
 		heartbeat(r, step);
 		maybe_stall(r, step);
@@ -473,7 +455,7 @@ static int run_steps(struct rank *r, int64_t start)
 			return r->res->exit_code;
 		if (r->node->world_size > 1 && mean_over_ranks(r, &loss) < 0)
 			return fail_collective(r);
-		report_step(r, step, loss, lr, norm, now_ms() - t0);
+		report_step(r, step, loss, lr, norm, (clock_monotonic() * 1e3) - t0);
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);
 		if (agree_stop(r, step + 1, &stop))

@@ -71,8 +71,7 @@ struct train_rank_result {
 	char message[512];             /* why, for exit_info.json and the log */
 };
 
-/* CLOCK_MONOTONIC in seconds, the watchdog's clock. */
-double train_clock(void);
+/* Heartbeats are clock_monotonic() seconds (lib/clock.h). */
 
 /* Run local rank `local` of node n to the end. Thread entry point body. */
 void train_rank(const struct train_node *n, int local, struct train_rank_result *res);

@@ -10,6 +10,7 @@
  */
 #include "config.h"
 #include "launcher/bench_util.h"
+#include "lib/clock.h"
 #include "launcher/commands.h"
 
 #include "daemon/checkpoint.h"
@@ -55,9 +56,9 @@ static double dd_rate(const char *dir, uint64_t bytes)
 
 	snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s/dd.bin' bs=16M count=%" PRIu64
 		 " conv=fsync status=none", dir, count);
-	t0 = bench_monotonic();
+	t0 = clock_monotonic();
 	rc = system(cmd);
-	t = bench_monotonic() - t0;
+	t = clock_monotonic() - t0;
 	snprintf(cmd, sizeof cmd, "%s/dd.bin", dir);
 	unlink(cmd);
 	return rc == 0 ? (double)count * (16u << 20) / t / 1e6 : -1;
@@ -117,14 +118,14 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	for (int i = 0; i < repeat; i++) {
 		struct ckpt_state st = { .step = i + 1 };
 		char path[4400];
-		double t0 = bench_monotonic(), t;
+		double t0 = clock_monotonic(), t;
 
 		if (ckpt_save(root, &m, &opt, &st, 1, err, sizeof err) < 0) {
 			stork_error("%s", err);
 			code = STORK_EXIT_CHECKPOINT_FAILED;
 			goto out;
 		}
-		t = bench_monotonic() - t0;
+		t = clock_monotonic() - t0;
 		snprintf(path, sizeof path, "%s/step_%08d", root, i + 1);
 		bytes = dir_bytes(path);
 		times[i] = bytes / t / 1e6;

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "launcher/bench_comm.h"
 
+#include "lib/clock.h"
 #include "lib/comm.h"
 #include "lib/exit_codes.h"
 #include "lib/rendezvous.h"
@@ -123,14 +124,6 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	return 0;
 }
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static float input(size_t i, int rank)
 {
 	return (float)((i + 7 * (size_t)rank) % 61);
@@ -170,11 +163,11 @@ static int bench_size(struct comm *c, float *x, size_t count, const struct bench
 			return rc;
 	if ((rc = comm_barrier(c)))
 		return rc;
-	t = now();
+	t = clock_monotonic();
 	for (int i = 0; i < o->iters; i++)
 		if ((rc = comm_allreduce(c, x, count, COMM_FLOAT32, COMM_SUM)))
 			return rc;
-	us = (now() - t) * 1e6 / o->iters;
+	us = (clock_monotonic() - t) * 1e6 / o->iters;
 	fill(x, count, rank);
 	if ((rc = comm_allreduce(c, x, count, COMM_FLOAT32, COMM_SUM)))
 		return rc;

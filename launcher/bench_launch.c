@@ -11,6 +11,7 @@
  */
 #include "config.h"
 #include "launcher/bench_util.h"
+#include "lib/clock.h"
 #include "launcher/commands.h"
 
 #include "lib/json.h"
@@ -90,12 +91,12 @@ int cmd_bench_launch(int argc, char **argv)
 	n = readlink("/proc/self/exe", self, sizeof self - 1);
 	self[n > 0 ? n : 0] = '\0';
 	for (int i = 0; i < repeat; i++) {
-		double t0 = bench_wall();
+		double t0 = clock_wall();
 
 		snprintf(cmd, sizeof cmd, "srun -N %d --ntasks-per-node=1 true", nodes);
 		if (system(cmd) != 0)
 			goto failed;
-		bare[i] = bench_wall() - t0;
+		bare[i] = clock_wall() - t0;
 
 		snprintf(name, sizeof name, "bench-launch-%d-%d", (int)getpid(), i);
 		rundir_path(run_dir, sizeof run_dir, cfg.run.dir, name);
@@ -103,7 +104,7 @@ int cmd_bench_launch(int argc, char **argv)
 			 "srun -N %d --ntasks-per-node=1 --mpi=pmix '%s' run '%s' train.steps=1 "
 			 "train.val_every=0 run.name=%s >/dev/null",
 			 nodes, self, argv[optind], name);
-		t0 = bench_wall();
+		t0 = clock_wall();
 		if (system(cmd) != 0)
 			goto failed;
 		stork[i] = first_step_start(run_dir) - t0;

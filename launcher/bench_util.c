@@ -3,25 +3,6 @@
 #include "launcher/bench_util.h"
 
 #include <stdlib.h>
-#include <time.h>
-
-static double clock_s(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-double bench_monotonic(void)
-{
-	return clock_s(CLOCK_MONOTONIC);
-}
-
-double bench_wall(void)
-{
-	return clock_s(CLOCK_REALTIME);
-}
 
 static int cmp_double(const void *a, const void *b)
 {

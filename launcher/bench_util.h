@@ -1,14 +1,10 @@
 /*
- * launcher/bench_util.h - what the `stork bench` programs share: clocks and
- * the median they report (a benchmark on a shared machine quotes medians,
- * not bests).
+ * launcher/bench_util.h - what the `stork bench` programs share besides
+ * lib/clock.h: the median they report (a benchmark on a shared machine
+ * quotes medians, not bests).
  */
 #ifndef STORK_LAUNCHER_BENCH_UTIL_H
 #define STORK_LAUNCHER_BENCH_UTIL_H
-
-/* CLOCK_MONOTONIC and CLOCK_REALTIME in seconds. */
-double bench_monotonic(void);
-double bench_wall(void);
 
 /* Median of n values (sorts v in place). */
 double bench_median(double *v, int n);

@@ -16,6 +16,7 @@
 
 #include "kernels/device.h"
 #include "lib/atomic_file.h"
+#include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/json.h"
@@ -300,14 +301,6 @@ static void latest_checkpoint(const char *run_dir, struct exit_info *e)
 	e->last_checkpoint_step = strtoll(target + 5, NULL, 10);
 }
 
-static double now_wall(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The last step a rank logged: the "step" of its metrics file's last line. */
 static int64_t rank_last_step(const char *run_dir, int rank)
 {
@@ -372,7 +365,7 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		f->pid = (int)pid;
 		f->exit_code = -1;
 		snprintf(f->signal, sizeof f->signal, "SIG%s", sigabbrev_np(sig));
-		f->time = now_wall();
+		f->time = clock_wall();
 		f->last_step = dead_node_last_step(run_dir, l->index);
 		snprintf(f->what, sizeof f->what, "storkd died of %s", f->signal);
 		snprintf(e->message, sizeof e->message, "storkd (pid %d) on %s died of %s", (int)pid,
@@ -395,7 +388,7 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		snprintf(f->host, sizeof f->host, "%s", e->host);
 		f->pid = (int)pid;
 		f->exit_code = json_get_int(res->v, "failed_rank_code", &v) == 0 ? (int)v : code;
-		f->time = json_get_double(res->v, "fail_time", &t) == 0 ? t : now_wall();
+		f->time = json_get_double(res->v, "fail_time", &t) == 0 ? t : clock_wall();
 		f->last_step = json_get_int(res->v, "failed_rank_step", &v) == 0 ? v : -1;
 		snprintf(f->what, sizeof f->what, "%s", msg ? msg : "");
 		{
@@ -411,7 +404,7 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		snprintf(f->host, sizeof f->host, "%s", e->host);
 		f->pid = (int)pid;
 		f->exit_code = code;
-		f->time = now_wall();
+		f->time = clock_wall();
 		f->last_step = json_get_int(res->v, "last_step", &v) == 0 ? v : -1;
 		snprintf(f->what, sizeof f->what, "%s", msg ? msg : "");
 	}
