@@ -49,3 +49,17 @@ run_losses() {
 		sed 's/.*"step":\([0-9]*\).*"value":\([^,}]*\).*/\1 \2/' |
 		awk '{ v[$1] = $2 } END { for (s in v) print s, v[s] }' | sort -n
 }
+
+# run_dir NAME JOBID: the run directory of a job's run, under $WORK.
+run_dir() { echo "$WORK/runs/$1__job=$2__task=0"; }
+
+# wait_step DIR STEP SECONDS: until rank 0 of the run has logged that step.
+wait_step() {
+	local deadline=$((SECONDS + $3))
+	while ((SECONDS < deadline)); do
+		[ "$(run_losses "$1" 2>/dev/null | tail -1 | cut -d' ' -f1)" -ge "$2" ] 2>/dev/null && return 0
+		sleep 0.5
+	done
+	echo "no step $2 in $1 after $3 s" >&2
+	return 1
+}

@@ -88,12 +88,9 @@ two_node_job() {
 	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=kill
 	SCRIPT
 	job=$(submit kill.sh)
+	dir=$(run_dir kill "$job")
 	wait_job_state "$job" RUNNING 60
-	for _ in $(seq 120); do
-		dir=$(ls -d "$WORK"/runs/kill__job=*__task=0 2>/dev/null) &&
-			grep -q '"step":10,' "$dir/logs/rank-000.metrics.jsonl" 2>/dev/null && break
-		sleep 0.5
-	done
+	wait_step "$dir" 10 60
 	# storkd of node 1 (n2): the daemon whose ranks are 2 and 3.
 	pid=$(awk '/"node_rank": 1,/ { on = 1 } on && /"pid":/ { gsub(/[^0-9]/, ""); print; exit }' \
 		"$dir/config/slurm_env.json")
@@ -137,12 +134,9 @@ two_node_job() {
 	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=pre2
 	SCRIPT
 	job=$(submit pre2.sh)
+	dir=$(run_dir pre2 "$job")
 	wait_job_state "$job" RUNNING 60
-	for _ in $(seq 240); do
-		dir=$(ls -d "$WORK"/runs/pre2__job=*__task=0 2>/dev/null) &&
-			grep -q '"step":30,' "$dir/logs/rank-000.metrics.jsonl" 2>/dev/null && break
-		sleep 0.5
-	done
+	wait_step "$dir" 30 120
 	scancel --signal=USR1 "$job"
 	wait_job_state "$job" COMPLETED 300
 	cat pre2.out

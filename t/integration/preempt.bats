@@ -26,20 +26,7 @@ job_script() {
 	} >"$name.sh"
 }
 
-run_dir() { echo "$WORK/runs/$1__job=$2__task=0"; }
-
 losses() { run_losses "$1"; }
-
-# wait_step DIR STEP SECONDS: until rank 0 has logged that step.
-wait_step() {
-	local deadline=$((SECONDS + $3))
-	while ((SECONDS < deadline)); do
-		[ "$(losses "$1" 2>/dev/null | tail -1 | cut -d' ' -f1)" -ge "$2" ] 2>/dev/null && return 0
-		sleep 0.5
-	done
-	echo "no step $2 in $1 after $3 s" >&2
-	return 1
-}
 
 reference() {
 	job_script ref
