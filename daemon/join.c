@@ -1,7 +1,9 @@
 /*
  * daemon/join.c - see join.h. The blob is
- *   "STK1" | u32 length of the JSON | JSON | UCX worker address
- * so a daemon of another Stork version is recognised instead of misread.
+ *   "STK2" | u32 length | JSON {host, local_ranks, pid}
+ *          | u32 length | JSON array of the ranks' bindings | UCX worker address
+ * so a daemon of another Stork version is recognised instead of misread, and
+ * the bindings travel as the text slurm_env.json embeds.
  */
 #include "config.h"
 #include "daemon/join.h"
@@ -16,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define BLOB_MAGIC "STK1"
+#define BLOB_MAGIC "STK2"
 
 static void *make_blob(int local_ranks, const char *bindings, const void *addr, size_t addr_len,
 		       size_t *len)
@@ -24,7 +26,7 @@ static void *make_blob(int local_ranks, const char *bindings, const void *addr, 
 	struct json j;
 	char host[64] = "";
 	unsigned char *blob = NULL;
-	uint32_t jlen;
+	uint32_t jlen, blen = (uint32_t)strlen(bindings);
 
 	gethostname(host, sizeof host - 1);
 	json_init(&j, JSON_COMPACT);
@@ -32,64 +34,77 @@ static void *make_blob(int local_ranks, const char *bindings, const void *addr, 
 	json_key_string(&j, "host", host);
 	json_key_int(&j, "local_ranks", local_ranks);
 	json_key_int(&j, "pid", getpid());
-	json_key(&j, "bindings");
-	json_raw(&j, bindings);
 	json_end_object(&j);
 	if (json_error(&j))
 		goto out;
 	jlen = (uint32_t)json_len(&j);
-	*len = 8 + jlen + addr_len;
+	*len = 12 + jlen + blen + addr_len;
 	blob = malloc(*len);
 	if (!blob)
 		goto out;
 	memcpy(blob, BLOB_MAGIC, 4);
 	memcpy(blob + 4, &jlen, 4);
 	memcpy(blob + 8, json_str(&j), jlen);
+	memcpy(blob + 8 + jlen, &blen, 4);
+	memcpy(blob + 12 + jlen, bindings, blen);
 	if (addr_len)
-		memcpy(blob + 8 + jlen, addr, addr_len);
+		memcpy(blob + 12 + jlen + blen, addr, addr_len);
 out:
 	json_free(&j);
 	return blob;
 }
 
-static int parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, size_t errlen)
+/* The length-prefixed segment at *off of a blob; advances *off. NULL if it
+ * does not fit. */
+static const char *segment(const struct rdv_peer *p, size_t *off, uint32_t *len)
 {
 	const unsigned char *b = p->blob;
-	struct json_value *v;
-	const char *host;
+
+	if (*off + 4 > p->len)
+		return NULL;
+	memcpy(len, b + *off, 4);
+	if (*off + 4 + (size_t)*len > p->len)
+		return NULL;
+	*off += 4 + *len;
+	return (const char *)b + *off - *len;
+}
+
+static int parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, size_t errlen)
+{
+	struct json_value *v = NULL, *bind = NULL;
+	const char *desc, *bindings, *host;
+	uint32_t jlen, blen;
+	size_t off = 4;
 	char why[128];
-	uint32_t jlen;
 	int64_t i;
 
-	if (p->len < 8 || memcmp(b, BLOB_MAGIC, 4)) {
+	if (p->len < 4 || memcmp(p->blob, BLOB_MAGIC, 4)) {
 		snprintf(err, errlen, "launcher %d is not a daemon of this Stork version", p->index);
 		return -1;
 	}
-	memcpy(&jlen, b + 4, 4);
-	if (8 + (size_t)jlen > p->len) {
+	desc = segment(p, &off, &jlen);
+	bindings = desc ? segment(p, &off, &blen) : NULL;
+	if (!bindings) {
 		snprintf(err, errlen, "launcher %d sent a truncated description", p->index);
 		return -1;
 	}
-	v = json_parse((const char *)b + 8, jlen, why, sizeof why);
-	if (!v) {
+	v = json_parse(desc, jlen, why, sizeof why);
+	bind = v ? json_parse(bindings, blen, why, sizeof why) : NULL;
+	if (!bind) {
 		snprintf(err, errlen, "launcher %d sent a malformed description: %s", p->index, why);
+		json_value_free(v);
 		return -1;
 	}
+	json_value_free(bind);
 	host = json_get_string(v, "host");
 	snprintf(n->host, sizeof n->host, "%s", host ? host : "?");
 	n->local_ranks = json_get_int(v, "local_ranks", &i) == 0 ? (int)i : 0;
 	n->pid = json_get_int(v, "pid", &i) == 0 ? (int)i : 0;
-	{
-		/* Keep the bindings as text: slurm_env.json embeds them as is. */
-		const char *start = strstr((const char *)b + 8, "\"bindings\":");
-		size_t off = start ? (size_t)(start - (const char *)b - 8) + 11 : jlen;
-		size_t blen = jlen > off + 1 ? jlen - off - 1 : 0;
-
-		n->bindings = strndup(start ? start + 11 : "[]", start ? blen : 2);
-	}
-	n->ucx_addr = p->len > 8 + jlen ? b + 8 + jlen : NULL;
-	n->ucx_len = p->len - 8 - jlen;
 	json_value_free(v);
+	/* Kept as text: slurm_env.json embeds it as is. */
+	n->bindings = strndup(bindings, blen);
+	n->ucx_addr = p->len > off ? (const unsigned char *)p->blob + off : NULL;
+	n->ucx_len = p->len - off;
 	if (n->local_ranks < 1) {
 		snprintf(err, errlen, "launcher %d (%s) runs no ranks", p->index, n->host);
 		return -1;
