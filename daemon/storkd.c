@@ -138,9 +138,9 @@ static void *worker_main(void *arg)
 /*
  * How the node ended, for the launcher's exit_info: one JSON object on the
  * result pipe. The first failure is the failing rank whose failure came
- * first; a watchdog verdict names the stuck ranks.
+ * first; message (a watchdog verdict, a failed join) overrides the ranks' own.
  */
-static void report_result(int fd, int code, const struct worker *w, int n, const char *hang_msg)
+static void report_result(int fd, int code, const struct worker *w, int n, const char *message)
 {
 	const struct train_rank_result *first = NULL, *ckpt = NULL;
 	int first_rank = -1;
@@ -169,8 +169,8 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 	json_begin_object(&j);
 	json_key_int(&j, "exit_code", code);
 	json_key_int(&j, "last_step", last_step);
-	if (hang_msg) {
-		json_key_string(&j, "message", hang_msg);
+	if (message) {
+		json_key_string(&j, "message", message);
 	} else if (first) {
 		json_key_int(&j, "failed_rank", first_rank);
 		json_key_double(&j, "fail_time", first->fail_time);
@@ -307,24 +307,6 @@ static struct comm *world_comm(void *arg, int local)
 static struct comm *hier_comm(void *arg, int local)
 {
 	return comm_hier_rank(arg, local);
-}
-
-static void report_simple(int fd, int code, const char *message)
-{
-	struct json j;
-
-	if (fd < 0)
-		return;
-	json_init(&j, JSON_COMPACT);
-	json_begin_object(&j);
-	json_key_int(&j, "exit_code", code);
-	json_key_string(&j, "message", message);
-	json_end_object(&j);
-	if (!json_error(&j)) {
-		ssize_t ignored = write(fd, json_str(&j), json_len(&j));
-		(void)ignored;
-	}
-	json_free(&j);
 }
 
 static void read_environment(struct train_node *node)
@@ -481,7 +463,7 @@ static int run(const struct options *o, const struct stork_config *cfg)
 	code = join(o, cfg, &node, &layout, &ucx, &hier, err, sizeof err);
 	if (code) {
 		stork_error("%s", err);
-		report_simple(o->result_fd, code, err);
+		report_result(o->result_fd, code, w, 0, err);
 		goto out;
 	}
 	for (int i = 0; i < o->local_ranks; i++) {
