@@ -10,6 +10,7 @@
 #include "daemon/checkpoint.h"
 
 #include "lib/atomic_file.h"
+#include "lib/fault.h"
 #include "lib/json.h"
 
 #include <dirent.h>
@@ -282,18 +283,6 @@ static void prune(const char *root, int keep)
 	free(steps);
 }
 
-/* Fault injection (test builds): STORK_FAULT_CKPT_DELAY=SECONDS stretches
- * the window in which a checkpoint is half written. */
-static void fault_slow_checkpoint(void)
-{
-#ifdef STORK_FAULT_INJECTION
-	const char *s = getenv("STORK_FAULT_CKPT_DELAY");
-
-	if (s && atoi(s) > 0)
-		sleep((unsigned)atoi(s));
-#endif
-}
-
 int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *opt,
 	      const struct ckpt_state *st, int keep, char *err, size_t errlen)
 {
@@ -310,7 +299,7 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 	snprintf(path, sizeof path, "%s/model.bin", tmp);
 	if (gpt2_save(m, path, err, errlen) < 0 || fsync_file(path, err, errlen) < 0)
 		goto fail;
-	fault_slow_checkpoint();
+	fault_delay("STORK_FAULT_CKPT_DELAY"); /* widens the half-written window */
 	snprintf(path, sizeof path, "%s/optimizer.bin", tmp);
 	if (write_optimizer(path, opt, err, errlen) < 0)
 		goto fail;

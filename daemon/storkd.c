@@ -15,9 +15,11 @@
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
+#include "lib/fault.h"
 #include "lib/json.h"
 #include "lib/slurm_job.h"
 #include "lib/log.h"
+#include "lib/stop_signals.h"
 #include "lib/stork_config.h"
 #include "lib/version.h"
 
@@ -325,6 +327,9 @@ static void read_environment(struct train_node *node)
 	if (s && sscanf(s, "%d:%d", &node->stall_rank, &node->stall_step) == 2)
 		stork_warn("fault injection: local rank %d will stall at step %d", node->stall_rank,
 			   node->stall_step + 1);
+	node->step_delay = fault_seconds("STORK_FAULT_STEP_DELAY");
+	if (node->step_delay > 0)
+		stork_warn("fault injection: every step takes %.3f s longer", node->step_delay);
 #endif
 	node->slurm_job = slurm_job_id_from_env();
 	if (node->slurm_job) {
@@ -542,7 +547,9 @@ int main(int argc, char **argv)
 		config_free(&cfg);
 		return STORK_EXIT_CONFIG;
 	}
+	fault_delay("STORK_FAULT_START_DELAY"); /* a signal now must wait, not kill */
 	install_signals(cfg.preempt.signal);
+	stop_signals_unblock(); /* blocked since the launcher started: see lib/stop_signals.h */
 	code = run(&o, &cfg);
 	config_free(&cfg);
 	return code;

@@ -18,6 +18,7 @@
 #include "lib/bind.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
+#include "lib/fault.h"
 #include "lib/slurm_job.h"
 
 #include <errno.h>
@@ -422,8 +423,12 @@ static int stop_and_requeue(struct rank *r, int64_t steps_done)
 	return code;
 }
 
-/* Fault injection for the watchdog's test: stall forever at a step. */
-static void maybe_stall(struct rank *r, int64_t step)
+/*
+ * Fault injection (test builds): stall forever at a step, for the
+ * watchdog's test; or make every step slower, so a test of Slurm's timed
+ * signal gets a run whose length does not depend on the machine's speed.
+ */
+static void inject_faults(struct rank *r, int64_t step)
 {
 #ifdef STORK_FAULT_INJECTION
 	if (r->local == r->node->stall_rank && step == r->node->stall_step) {
@@ -431,6 +436,7 @@ static void maybe_stall(struct rank *r, int64_t step)
 		for (;;)
 			sleep(1);
 	}
+	fault_sleep(r->node->step_delay);
 #else
 	(void)r;
 	(void)step;
@@ -448,7 +454,7 @@ static int run_steps(struct rank *r, int64_t start)
 		double t0 = (clock_monotonic() * 1e3);
 
 		heartbeat(r, step);
-		maybe_stall(r, step);
+		inject_faults(r, step);
 		if (r->val && step % c->train.val_every == 0 && validate(r, step))
 			return r->res->exit_code;
 		if (compute_gradients(r, &loss) || update(r, step, &norm, &lr))

@@ -59,6 +59,7 @@ struct train_node {
 	time_t job_end_time;           /* 0 when unknown or unlimited */
 	struct rank_progress *progress; /* local_ranks entries */
 	int stall_rank, stall_step;    /* fault injection (test builds): -1 = off */
+	double step_delay;             /* fault injection: seconds added to every step */
 };
 
 struct train_rank_result {

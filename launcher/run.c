@@ -19,10 +19,12 @@
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
+#include "lib/fault.h"
 #include "lib/json.h"
 #include "lib/slurm_job.h"
 #include "lib/log.h"
 #include "lib/rundir.h"
+#include "lib/stop_signals.h"
 #include "lib/stork_config.h"
 
 #include <errno.h>
@@ -271,6 +273,7 @@ static int supervise(const char *storkd, char **args, struct daemon_result *res,
 	}
 	child_pid = pid;
 	*pid_out = pid;
+	stop_signals_unblock(); /* what came since `stork run` began is forwarded now */
 	close(pipefd[1]);
 	read_result(pipefd[0], res);
 	close(pipefd[0]);
@@ -480,6 +483,7 @@ int cmd_run(int argc, char **argv)
 
 	if (parse_run_options(argc, argv, &o) < 0)
 		return STORK_EXIT_USAGE;
+	fault_delay("STORK_FAULT_START_DELAY"); /* preemption signals are blocked here */
 	if (load_config(&o, &cfg) < 0) {
 		code = STORK_EXIT_CONFIG;
 		goto out;

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "launcher/commands.h"
 #include "lib/log.h"
+#include "lib/stop_signals.h"
 #include "lib/version.h"
 #include "kernels/ops.h"
 
@@ -77,6 +78,9 @@ static void apply_blas_settings(char **argv)
 
 int main(int argc, char **argv)
 {
+	/* Before anything else: a preemption signal must wait for its handler. */
+	if (argc > 1 && !strcmp(argv[1], "run"))
+		stop_signals_block();
 	stork_log_init("stork", STORK_LOG_INFO);
 	apply_blas_settings(argv);
 	if (argc < 2) {

@@ -63,3 +63,28 @@ fault_injection() {
 	grep -q '"first_failure": null' $info
 	[ -s runs/tiny__job=local__task=0/exit_info.node-000.restart-0.json ]
 }
+
+# Slurm's timed signal (--signal=USR1@N) may come as the step starts, before
+# the launcher or storkd has its handler in place. STORK_FAULT_START_DELAY
+# holds each of them for a second at that point: a USR1 then must wait, not
+# kill; the run stops after its first step with a checkpoint.
+@test "a stop signal that comes while stork and storkd are starting is kept, not fatal" {
+	fault_injection || skip "built without --enable-fault-injection"
+	STORK_FAULT_START_DELAY=1 "$STORK" run tiny.yaml --local-ranks 2 >out.log 2>&1 &
+	pid=$!
+	sleep 0.5
+	kill -USR1 $pid
+	for _ in $(seq 100); do
+		daemon=$(pgrep -P $pid storkd) && break
+		sleep 0.05
+	done
+	kill -USR1 "$daemon"
+	status=0
+	wait $pid || status=$?
+	cat out.log
+	[ "$status" -eq 12 ]
+	info=runs/tiny__job=local__task=0/exit_info.json
+	grep -q '"reason": "requeue_failed"' $info
+	grep -q '"step": 1$' $info
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000001 ]
+}

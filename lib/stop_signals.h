@@ -1,0 +1,46 @@
+/*
+ * lib/stop_signals.h - the signals that ask a run to stop, held back until
+ * the process that receives them can act on them.
+ *
+ * Slurm sends the preemption signal to every process of a step at a moment
+ * of its choosing: with --signal=USR1@N it may come up to a minute early,
+ * that is right as the step starts. A launcher or daemon that has not yet
+ * installed its handler would die of it (the default action of USR1) and the
+ * run would end with nothing saved and nothing requeued. So `stork run`
+ * blocks these signals as its first act. The mask survives exec and fork,
+ * which covers the launcher's re-exec and the start of storkd; each process
+ * unblocks once its handler is in place, and a signal that came meanwhile,
+ * held pending, is delivered then.
+ */
+#ifndef STORK_STOP_SIGNALS_H
+#define STORK_STOP_SIGNALS_H
+
+#include <signal.h>
+
+static inline void stop_signals_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGUSR1);
+	sigaddset(set, SIGUSR2);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+}
+
+static inline void stop_signals_block(void)
+{
+	sigset_t set;
+
+	stop_signals_set(&set);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+static inline void stop_signals_unblock(void)
+{
+	sigset_t set;
+
+	stop_signals_set(&set);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+#endif
