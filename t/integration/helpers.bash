@@ -13,16 +13,19 @@ job_field() {
 	scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
 }
 
-# wait_job_state JOBID REGEX SECONDS: wait until the job's state matches.
+# wait_job_state JOBID REGEX SECONDS: wait until the job's state matches;
+# give up at once when it reaches a final state that does not.
 wait_job_state() {
 	local job=$1 want=$2 secs=$3 state=""
 	local deadline=$((SECONDS + secs))
+	local final='COMPLETED|FAILED|TIMEOUT|CANCELLED|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE'
 	while ((SECONDS < deadline)); do
 		state=$(job_field "$job" JobState)
 		[[ "$state" =~ ^($want)$ ]] && return 0
+		[[ "$state" =~ ^($final)$ ]] && break
 		sleep 1
 	done
-	echo "job $job is '$state' after ${secs}s, expected '$want'" >&2
+	echo "job $job is '$state', expected '$want' (waited up to ${secs}s)" >&2
 	scontrol show job "$job" >&2
 	return 1
 }
