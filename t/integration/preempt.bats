@@ -84,24 +84,32 @@ reference() {
 	diff <(losses "$REF") <(losses "$dir")
 }
 
-# Slurm sends the timed signal up to a minute before the time it was asked
-# for (its timer runs every 30 s): with --time=2 and USR1@50, somewhere from
-# 10 s to 70 s after the start. Steps made 0.25 s slower keep the first
-# attempt running past 75 s on any machine, so the signal always finds it.
-@test "--signal=USR1@N on a short time limit: timeout_requeued, then completed" {
+# Slurm sends the timed signal up to a minute before the time asked for:
+# with --time=3 and USR1@100, somewhere from 20 s to 80 s after the start.
+# The first attempt's steps are made 0.6 s slower (a fault switch of test
+# builds), so it is still running at 120 s on any machine and the signal
+# always finds it; the requeued attempt runs at full speed and completes
+# within the 20 s before its own signal could come.
+@test "--signal=USR1@N on a short time limit: timeout_requeued, resumed bit for bit, completed" {
 	grep -q '^#define STORK_FAULT_INJECTION 1' "$abs_top_builddir/config.h" ||
 		skip "built without --enable-fault-injection"
-	sed -i 's/steps: 150/steps: 300/' run.yaml
-	job_script lim --requeue --time=2 --signal=USR1@50
-	sed -i "s|^srun |STORK_FAULT_STEP_DELAY=0.25 srun |" lim.sh
+	sed -i 's/steps: 150/steps: 200/' run.yaml
+	job_script ref
+	run sbatch --wait ref.sh
+	[ "$status" -eq 0 ]
+	REF=$(ls -d "$WORK"/runs/ref__job=*__task=0)
+	[ "$(losses "$REF" | wc -l)" -eq 200 ]
+	job_script lim --requeue --time=3 --signal=USR1@100
+	sed -i 's|^srun |[ "${SLURM_RESTART_COUNT:-0}" = 0 ] \&\& export STORK_FAULT_STEP_DELAY=0.6\nsrun |' lim.sh
 	job=$(submit lim.sh)
 	dir=$(run_dir lim "$job")
-	wait_job_state "$job" COMPLETED 600
-	[ "$(job_field "$job" Restarts)" -ge 1 ]
+	wait_job_state "$job" COMPLETED 400
+	grep 'stopping after step' "$dir/logs/rank-000.log" >&3
+	[ "$(job_field "$job" Restarts)" = 1 ]
 	grep -q '"reason": "timeout_requeued"' "$dir/exit_info.node-000.restart-0.json"
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
-	[ "$(losses "$dir" | wc -l)" -eq 300 ]
-	grep 'stopping after step' "$dir/logs/rank-000.log" >&3
+	grep -q '"restart_count": 1' "$dir/exit_info.json"
+	diff <(losses "$REF") <(losses "$dir")
 }
 
 @test "a --no-requeue job receiving USR1: checkpoint committed, reason requeue_failed" {
