@@ -1,6 +1,6 @@
 /*
  * daemon/join.c - see join.h. The blob is
- *   "STK2" | u32 length | JSON {host, local_ranks, pid}
+ *   "STK2" | u32 length | JSON {host, local_ranks, pid, job_end}
  *          | u32 length | JSON array of the ranks' bindings | UCX worker address
  * so a daemon of another Stork version is recognised instead of misread, and
  * the bindings travel as the text slurm_env.json embeds.
@@ -20,25 +20,25 @@
 
 #define BLOB_MAGIC "STK2"
 
-static void *make_blob(int local_ranks, const char *bindings, const void *addr, size_t addr_len,
-		       size_t *len)
+static void *make_blob(const struct join_offer *o, size_t *len)
 {
 	struct json j;
 	char host[64] = "";
 	unsigned char *blob = NULL;
-	uint32_t jlen, blen = (uint32_t)strlen(bindings);
+	uint32_t jlen, blen = (uint32_t)strlen(o->bindings_json);
 
 	gethostname(host, sizeof host - 1);
 	json_init(&j, JSON_COMPACT);
 	json_begin_object(&j);
 	json_key_string(&j, "host", host);
-	json_key_int(&j, "local_ranks", local_ranks);
+	json_key_int(&j, "local_ranks", o->local_ranks);
 	json_key_int(&j, "pid", getpid());
+	json_key_int(&j, "job_end", o->job_end);
 	json_end_object(&j);
 	if (json_error(&j))
 		goto out;
 	jlen = (uint32_t)json_len(&j);
-	*len = 12 + jlen + blen + addr_len;
+	*len = 12 + jlen + blen + o->ucx_len;
 	blob = malloc(*len);
 	if (!blob)
 		goto out;
@@ -46,9 +46,9 @@ static void *make_blob(int local_ranks, const char *bindings, const void *addr, 
 	memcpy(blob + 4, &jlen, 4);
 	memcpy(blob + 8, json_str(&j), jlen);
 	memcpy(blob + 8 + jlen, &blen, 4);
-	memcpy(blob + 12 + jlen, bindings, blen);
-	if (addr_len)
-		memcpy(blob + 12 + jlen + blen, addr, addr_len);
+	memcpy(blob + 12 + jlen, o->bindings_json, blen);
+	if (o->ucx_len)
+		memcpy(blob + 12 + jlen + blen, o->ucx_addr, o->ucx_len);
 out:
 	json_free(&j);
 	return blob;
@@ -100,6 +100,7 @@ static int parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, s
 	snprintf(n->host, sizeof n->host, "%s", host ? host : "?");
 	n->local_ranks = json_get_int(v, "local_ranks", &i) == 0 ? (int)i : 0;
 	n->pid = json_get_int(v, "pid", &i) == 0 ? (int)i : 0;
+	n->job_end = json_get_int(v, "job_end", &i) == 0 ? i : 0;
 	json_value_free(v);
 	/* Kept as text: slurm_env.json embeds it as is. */
 	n->bindings = strndup(bindings, blen);
@@ -112,16 +113,15 @@ static int parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, s
 	return 0;
 }
 
-int join_run(struct run_layout *l, const struct rdv_params *p, int local_ranks,
-	     const char *bindings_json, const void *ucx_addr, size_t ucx_len, char *err,
-	     size_t errlen)
+int join_run(struct run_layout *l, const struct rdv_params *p, const struct join_offer *offer,
+	     char *err, size_t errlen)
 {
 	void *blob;
 	size_t len;
 	int base = 0;
 
 	memset(l, 0, sizeof *l);
-	blob = make_blob(local_ranks, bindings_json, ucx_addr, ucx_len, &len);
+	blob = make_blob(offer, &len);
 	if (!blob) {
 		snprintf(err, errlen, "out of memory");
 		return STORK_EXIT_INTERNAL;
@@ -171,6 +171,8 @@ int join_write_slurm_env(const char *run_dir, const struct run_layout *l, char *
 	json_key_string(&j, "rendezvous", l->method);
 	json_key_double(&j, "rendezvous_seconds", l->seconds);
 	json_key_int(&j, "world_size", l->world_size);
+	/* Seconds since the epoch, as launcher 0 learnt it; 0 = no limit or unknown. */
+	json_key_int(&j, "job_end_time", l->nnodes ? l->nodes[0].job_end : 0);
 	json_key_begin_array(&j, "nodes");
 	for (int i = 0; i < l->nnodes; i++) {
 		const struct run_node *n = &l->nodes[i];

@@ -3,7 +3,9 @@
  * nodes' daemons and the layout of the world that follows from it.
  *
  * Each daemon contributes one blob: its host, its local rank count and
- * binding (JSON), and its UCX worker address. After the exchange every
+ * binding (JSON), its UCX worker address, and (launcher 0 only) the job's
+ * end time, so one query to slurmctld serves the whole run and every rank
+ * judges a stop against the same deadline. After the exchange every
  * daemon knows every node's ranks, so global ranks are assigned node-major
  * (node k's local rank i is the sum of the earlier nodes' counts plus i)
  * without a second round. The rendezvous itself (PMIx under
@@ -24,6 +26,7 @@ struct run_node {
 	int local_ranks;
 	int rank_base;
 	int pid;
+	long long job_end;       /* what this node learnt of the job's end; 0 = unknown */
 	char *bindings;          /* JSON array of this node's ranks' bindings */
 	const void *ucx_addr;    /* inside the rendezvous result; NULL on one node */
 	size_t ucx_len;
@@ -38,14 +41,22 @@ struct run_layout {
 	struct rdv_result rdv;
 };
 
+/* What this daemon tells the others. */
+struct join_offer {
+	int local_ranks;
+	const char *bindings_json;
+	const void *ucx_addr;    /* NULL, 0 in a world of one */
+	size_t ucx_len;
+	long long job_end;       /* the job's end time in seconds since the epoch, 0 = unknown */
+};
+
 /*
  * Meet the other daemons of the step (a no-op world of one outside a
  * multi-launcher step). Returns 0, or an exit code (STORK_EXIT_RENDEZVOUS,
  * STORK_EXIT_CONFIG) with a message naming the missing nodes in err.
  */
-int join_run(struct run_layout *l, const struct rdv_params *p, int local_ranks,
-	     const char *bindings_json, const void *ucx_addr, size_t ucx_len, char *err,
-	     size_t errlen);
+int join_run(struct run_layout *l, const struct rdv_params *p, const struct join_offer *offer,
+	     char *err, size_t errlen);
 
 /* Write run_dir/config/slurm_env.json: job, step, nodes, and every rank's
  * host, GPU, cpus and NUMA node. Returns 0 or -1 with a message. */

@@ -332,7 +332,10 @@ static void read_environment(struct train_node *node)
 		stork_warn("fault injection: every step takes %.3f s longer", node->step_delay);
 #endif
 	node->slurm_job = slurm_job_id_from_env();
-	if (node->slurm_job) {
+	/* One query for the whole run: launcher 0 asks slurmctld and the
+	 * rendezvous hands its answer to every node (see join()). */
+	s = getenv("SLURM_PROCID");
+	if (node->slurm_job && (!s || atoi(s) == 0)) {
 		struct slurm_job job;
 		char err[512];
 
@@ -391,10 +394,17 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 		free(bindings);
 		return STORK_EXIT_INTERNAL;
 	}
-	code = join_run(layout, &p, node->local_ranks, bindings, addr, addr_len, err, errlen);
+	{
+		struct join_offer offer = { .local_ranks = node->local_ranks, .bindings_json = bindings,
+					    .ucx_addr = addr, .ucx_len = addr_len,
+					    .job_end = (long long)node->job_end_time };
+
+		code = join_run(layout, &p, &offer, err, errlen);
+	}
 	free(bindings);
 	if (code)
 		return code;
+	node->job_end_time = (time_t)layout->nodes[0].job_end; /* the run's one deadline */
 	node->node_rank = layout->node_index;
 	node->rank_base = layout->nodes[layout->node_index].rank_base;
 	node->world_size = layout->world_size;

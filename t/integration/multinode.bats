@@ -150,3 +150,28 @@ two_node_job() {
 	grep -q '=== restart 1' "$dir/logs/rank-003.log"
 	[ "$(losses "$dir" | wc -l)" -eq 300 ]
 }
+
+@test "one query for the job's end time: launcher 0's answer reaches every node through the rendezvous" {
+	cat >end.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=1 -c2 --time=4 --requeue --open-mode=append -o end.out
+	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=end train.steps=1000
+	SCRIPT
+	job=$(submit end.sh)
+	dir=$(run_dir end "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 10 120
+	end=$(date -d "$(job_field "$job" EndTime)" +%s)
+	grep -q "\"job_end_time\": $end," "$dir/config/slurm_env.json"
+	# With 4 minutes left, any stop is the time limit's: both nodes say so,
+	# though only node 0 asked slurmctld.
+	scancel --signal=USR1 "$job"
+	for _ in $(seq 60); do
+		[ -s "$dir/exit_info.node-001.restart-0.json" ] && break
+		sleep 1
+	done
+	scancel "$job"
+	for n in 000 001; do
+		grep -q '"reason": "timeout_requeued"' "$dir/exit_info.node-$n.restart-0.json"
+	done
+}
