@@ -66,13 +66,20 @@ fault_injection() {
 
 # Slurm's timed signal (--signal=USR1@N) may come as the step starts, before
 # the launcher or storkd has its handler in place. STORK_FAULT_START_DELAY
-# holds each of them for a second at that point: a USR1 then must wait, not
+# holds each of them for two seconds at that point: a USR1 then must wait, not
 # kill; the run stops after its first step with a checkpoint.
 @test "a stop signal that comes while stork and storkd are starting is kept, not fatal" {
 	fault_injection || skip "built without --enable-fault-injection"
-	STORK_FAULT_START_DELAY=1 "$STORK" run tiny.yaml --local-ranks 2 >out.log 2>&1 &
+	STORK_FAULT_START_DELAY=2 "$STORK" run tiny.yaml --local-ranks 2 >out.log 2>&1 &
 	pid=$!
-	sleep 0.5
+	# Signal once the launcher runs our code: its first act blocks USR1
+	# (bit 0x200 of SigBlk). Without the block, signal anyway after about a
+	# second, still inside the two-second start delay.
+	for _ in $(seq 50); do
+		[[ "$(readlink /proc/$pid/exe)" == */launcher/stork ]] &&
+			(((16#$(sed -n 's/^SigBlk:\t//p' /proc/$pid/status) & 0x200) != 0)) && break
+		sleep 0.02
+	done
 	kill -USR1 $pid
 	for _ in $(seq 100); do
 		daemon=$(pgrep -P $pid storkd) && break
