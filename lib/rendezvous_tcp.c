@@ -114,6 +114,22 @@ static int remaining_ms(double deadline)
 	return left > 1e6 ? 1000000000 : (int)(left * 1000) + 1;
 }
 
+/* Wait until fd is ready for events or the deadline passes (-1, ETIMEDOUT).
+ * A signal only ends the wait early: the caller tries again. */
+static int wait_ready(int fd, short events, double deadline)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+	int ms = remaining_ms(deadline);
+
+	if (ms == 0) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
+		return -1;
+	return 0;
+}
+
 static void set_socket_options(int fd)
 {
 	int one = 1;
@@ -136,13 +152,7 @@ static int write_all(int fd, const void *buf, size_t len, double deadline)
 			continue;
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 			return -1;
-		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-		int ms = remaining_ms(deadline);
-		if (ms == 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
+		if (wait_ready(fd, POLLOUT, deadline) < 0)
 			return -1;
 	}
 	return 0;
@@ -171,13 +181,7 @@ static int read_all(int fd, void *buf, size_t len, double deadline)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -1;
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int ms = remaining_ms(deadline);
-		if (ms == 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
+		if (wait_ready(fd, POLLIN, deadline) < 0)
 			return -1;
 	}
 	return 0;
