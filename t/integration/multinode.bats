@@ -16,13 +16,21 @@ setup() {
 
 losses() { run_losses "$1" "${2:-000}"; }
 
-# two_node_job NAME MPI: sbatch 2 nodes x 1 launcher x 2 ranks, waits.
+# two_node_script NAME MPI [SBATCH-OPTION...]: NAME.sh, a job of 2 nodes x
+# 1 launcher x 2 ranks training run.yaml as run NAME.
+two_node_script() {
+	local name=$1 mpi=$2
+	shift 2
+	{
+		echo '#!/bin/bash'
+		echo "#SBATCH -N2 --ntasks-per-node=1 -c2 -o $name.out $*"
+		echo "srun --mpi=$mpi $STORK run run.yaml --local-ranks 2 run.name=$name"
+	} >"$name.sh"
+}
+
+# two_node_job NAME MPI: sbatch such a job and wait for it.
 two_node_job() {
-	cat >"$1.sh" <<-SCRIPT
-	#!/bin/bash
-	#SBATCH -N2 --ntasks-per-node=1 -c2 -o $1.out
-	srun --mpi=$2 $STORK run run.yaml --local-ranks 2 run.name=$1
-	SCRIPT
+	two_node_script "$1" "$2"
 	run sbatch --wait "$1.sh"
 	cat "$1.out"
 	[ "$status" -eq 0 ]
@@ -82,11 +90,7 @@ two_node_job() {
 
 @test "kill -9 of one node's storkd: rank_failed naming that host and SIGKILL; the other node stops within seconds" {
 	sed -i 's/steps: 50/steps: 100000/' run.yaml
-	cat >kill.sh <<-SCRIPT
-	#!/bin/bash
-	#SBATCH -N2 --ntasks-per-node=1 -c2 -o kill.out
-	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=kill
-	SCRIPT
+	two_node_script kill pmix
 	job=$(submit kill.sh)
 	dir=$(run_dir kill "$job")
 	wait_job_state "$job" RUNNING 60
@@ -128,11 +132,7 @@ two_node_job() {
 
 @test "a 2-node run preempted with USR1: both nodes checkpoint and stop, the requeued job completes" {
 	sed -i 's/steps: 50/steps: 300/' run.yaml
-	cat >pre2.sh <<-SCRIPT
-	#!/bin/bash
-	#SBATCH -N2 --ntasks-per-node=1 -c2 --requeue --open-mode=append -o pre2.out
-	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=pre2
-	SCRIPT
+	two_node_script pre2 pmix --requeue --open-mode=append
 	job=$(submit pre2.sh)
 	dir=$(run_dir pre2 "$job")
 	wait_job_state "$job" RUNNING 60
@@ -152,11 +152,8 @@ two_node_job() {
 }
 
 @test "one query for the job's end time: launcher 0's answer reaches every node through the rendezvous" {
-	cat >end.sh <<-SCRIPT
-	#!/bin/bash
-	#SBATCH -N2 --ntasks-per-node=1 -c2 --time=4 --requeue --open-mode=append -o end.out
-	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=end train.steps=1000
-	SCRIPT
+	sed -i 's/steps: 50/steps: 1000/' run.yaml
+	two_node_script end pmix --time=4 --requeue --open-mode=append
 	job=$(submit end.sh)
 	dir=$(run_dir end "$job")
 	wait_job_state "$job" RUNNING 60
