@@ -133,6 +133,20 @@ static void assert_full_table(const struct launcher *l, int count)
 	}
 }
 
+/* After a stranger was turned away, launcher 1 arrives: both must still
+ * get the full table, as if the stranger had never come. */
+static void second_launcher_completes_the_pair(struct launcher l[2], unsigned port)
+{
+	params(&l[1].p, 1, 2, port, 10);
+	start(&l[1]);
+	finish(&l[0]);
+	finish(&l[1]);
+	for (int i = 0; i < 2; i++) {
+		assert_full_table(&l[i], 2);
+		rdv_result_free(&l[i].r);
+	}
+}
+
 static const int counts[] = { 1, 2, 3, 5 };
 
 START_TEST(every_launcher_learns_every_blob)
@@ -267,14 +281,7 @@ START_TEST(stranger_with_wrong_magic_is_closed_without_reply)
 	send_stranger_hello(fd, 0x47455420u /* "GET " */, 4242);
 	ck_assert_int_eq(read_until_close(fd, buf, sizeof buf), 0);
 	close(fd);
-	params(&l[1].p, 1, 2, port, 10);
-	start(&l[1]);
-	finish(&l[0]);
-	finish(&l[1]);
-	for (int i = 0; i < 2; i++) {
-		assert_full_table(&l[i], 2);
-		rdv_result_free(&l[i].r);
-	}
+	second_launcher_completes_the_pair(l, port);
 }
 END_TEST
 
@@ -294,14 +301,7 @@ START_TEST(launcher_of_another_job_is_refused_with_a_reason)
 	buf[n] = '\0';
 	ck_assert_uint_eq(ntohl(*(uint32_t *)(buf + 8)), 1); /* status: error */
 	ck_assert_msg(strstr((char *)buf + 24, "job 4242 step 7, not of job 999 step 7"), "%s", buf + 24);
-	params(&l[1].p, 1, 2, port, 10);
-	start(&l[1]);
-	finish(&l[0]);
-	finish(&l[1]);
-	for (int i = 0; i < 2; i++) {
-		assert_full_table(&l[i], 2);
-		rdv_result_free(&l[i].r);
-	}
+	second_launcher_completes_the_pair(l, port);
 }
 END_TEST
 
