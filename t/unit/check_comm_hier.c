@@ -248,6 +248,17 @@ static void hier_node(struct node_ctx *n, void *arg)
 	comm_world_destroy(w);
 }
 
+/* Run fn on every rank of every node of lay; every node must end cleanly. */
+static void run_ranks_everywhere(const struct layout *lay, rank_fn *fn, void *arg)
+{
+	struct hier_job job = { fn, arg };
+	int status[MAXNODES];
+	uint64_t res[MAXNODES];
+
+	run_nodes(lay, hier_node, &job, -1, 0, status, res);
+	assert_nodes_ok(lay, status);
+}
+
 static int total_ranks(const struct layout *lay)
 {
 	int n = 0;
@@ -358,12 +369,8 @@ START_TEST(allreduce_equals_in_node_then_node_order_fold)
 {
 	const struct layout *lay = &layouts[_i];
 	size_t extra = 1100003;         /* several UCX pieces */
-	struct hier_job job = { do_allreduce, &extra };
-	int status[MAXNODES];
-	uint64_t res[MAXNODES];
 
-	run_nodes(lay, hier_node, &job, -1, 0, status, res);
-	assert_nodes_ok(lay, status);
+	run_ranks_everywhere(lay, do_allreduce, &extra);
 }
 END_TEST
 
@@ -455,12 +462,8 @@ static void do_reduce_scatter(struct comm *c, const struct layout *lay, void *ar
 START_TEST(reduce_scatter_gives_each_rank_its_segment_of_the_fold)
 {
 	const struct layout *lay = &layouts[_i];
-	struct hier_job job = { do_reduce_scatter, NULL };
-	int status[MAXNODES];
-	uint64_t res[MAXNODES];
 
-	run_nodes(lay, hier_node, &job, -1, 0, status, res);
-	assert_nodes_ok(lay, status);
+	run_ranks_everywhere(lay, do_reduce_scatter, NULL);
 }
 END_TEST
 
@@ -503,12 +506,8 @@ static void do_allgather(struct comm *c, const struct layout *lay, void *arg)
 START_TEST(allgather_places_global_rank_k_at_offset_k)
 {
 	const struct layout *lay = &layouts[_i];
-	struct hier_job job = { do_allgather, NULL };
-	int status[MAXNODES];
-	uint64_t res[MAXNODES];
 
-	run_nodes(lay, hier_node, &job, -1, 0, status, res);
-	assert_nodes_ok(lay, status);
+	run_ranks_everywhere(lay, do_allgather, NULL);
 }
 END_TEST
 
@@ -539,12 +538,8 @@ static void do_broadcast(struct comm *c, const struct layout *lay, void *arg)
 START_TEST(broadcast_copies_the_roots_buffer_to_every_node)
 {
 	const struct layout *lay = &layouts[_i];
-	struct hier_job job = { do_broadcast, NULL };
-	int status[MAXNODES];
-	uint64_t res[MAXNODES];
 
-	run_nodes(lay, hier_node, &job, -1, 0, status, res);
-	assert_nodes_ok(lay, status);
+	run_ranks_everywhere(lay, do_broadcast, NULL);
 }
 END_TEST
 
@@ -571,13 +566,9 @@ static void do_barrier(struct comm *c, const struct layout *lay, void *arg)
 START_TEST(barrier_releases_no_rank_before_all_arrive)
 {
 	const struct layout *lay = &layouts[_i];
-	struct hier_job job = { do_barrier, NULL };
-	int status[MAXNODES];
-	uint64_t res[MAXNODES];
 
 	memset(shared, 0, sizeof *shared);
-	run_nodes(lay, hier_node, &job, -1, 0, status, res);
-	assert_nodes_ok(lay, status);
+	run_ranks_everywhere(lay, do_barrier, NULL);
 }
 END_TEST
 
@@ -612,12 +603,8 @@ static void do_split(struct comm *c, const struct layout *lay, void *arg)
 START_TEST(split_makes_node_local_groups_and_refuses_others)
 {
 	const struct layout lay = { 2, { 2, 3 } };
-	struct hier_job job = { do_split, NULL };
-	int status[MAXNODES];
-	uint64_t res[MAXNODES];
 
-	run_nodes(&lay, hier_node, &job, -1, 0, status, res);
-	assert_nodes_ok(&lay, status);
+	run_ranks_everywhere(&lay, do_split, NULL);
 }
 END_TEST
 
