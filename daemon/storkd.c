@@ -48,12 +48,14 @@ struct options {
 	const char *run_dir;
 	int local_ranks;
 	int result_fd;          /* where the launcher reads how the node ended; -1 none */
+	long long job_end;      /* --job-end: the end time launcher 0 learnt; -1 not given */
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: storkd --config FILE --run-dir DIR [--local-ranks N] [--result-fd FD]\n"
+		"              [--job-end SECONDS]\n"
 		"       storkd --version\n"
 		"storkd is started by 'stork run'; see storkd(8).\n");
 }
@@ -79,6 +81,20 @@ static int parse_int(const char *opt, const char *s, int min, int *out)
 	return 0;
 }
 
+/* A time in seconds since the epoch (0 allowed). */
+static int parse_seconds(const char *opt, const char *s, long long *out)
+{
+	char *end;
+	long long v = strtoll(s, &end, 10);
+
+	if (*s == '\0' || *end || v < 0) {
+		stork_error("%s: '%s' is not a time in seconds since the epoch", opt, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -86,19 +102,21 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "run-dir", required_argument, NULL, 'd' },
 		{ "local-ranks", required_argument, NULL, 'l' },
 		{ "result-fd", required_argument, NULL, 'f' },
+		{ "job-end", required_argument, NULL, 'e' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	int c;
 
-	*o = (struct options){ .local_ranks = 1, .result_fd = -1 };
+	*o = (struct options){ .local_ranks = 1, .result_fd = -1, .job_end = -1 };
 	while ((c = getopt_long(argc, argv, "Vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': o->config = optarg; break;
 		case 'd': o->run_dir = optarg; break;
 		case 'l': if (parse_int("--local-ranks", optarg, 1, &o->local_ranks)) return -1; break;
 		case 'f': if (parse_int("--result-fd", optarg, 0, &o->result_fd)) return -1; break;
+		case 'e': if (parse_seconds("--job-end", optarg, &o->job_end)) return -1; break;
 		case 'V': print_version(); exit(STORK_EXIT_OK);
 		case 'h': usage(stdout); exit(STORK_EXIT_OK);
 		default: usage(stderr); return -1;
@@ -311,7 +329,7 @@ static struct comm *hier_comm(void *arg, int local)
 	return comm_hier_rank(arg, local);
 }
 
-static void read_environment(struct train_node *node)
+static void read_environment(struct train_node *node, long long job_end)
 {
 	const char *s;
 
@@ -332,10 +350,13 @@ static void read_environment(struct train_node *node)
 		stork_warn("fault injection: every step takes %.3f s longer", node->step_delay);
 #endif
 	node->slurm_job = slurm_job_id_from_env();
-	/* One query for the whole run: launcher 0 asks slurmctld and the
-	 * rendezvous hands its answer to every node (see join()). */
+	/* One query for the whole run: launcher 0 asks slurmctld and passes the
+	 * answer (--job-end), the rendezvous hands it to every node (see join()).
+	 * A storkd started by hand as launcher 0 asks itself. */
 	s = getenv("SLURM_PROCID");
-	if (node->slurm_job && (!s || atoi(s) == 0)) {
+	if (job_end >= 0) {
+		node->job_end_time = (time_t)job_end;
+	} else if (node->slurm_job && (!s || atoi(s) == 0)) {
 		struct slurm_job job;
 		char err[512];
 
@@ -468,7 +489,7 @@ static int run(const struct options *o, const struct stork_config *cfg)
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}
-	read_environment(&node);
+	read_environment(&node, o->job_end);
 	node.topo = topo_load(getenv("STORK_TOPOLOGY"), err, sizeof err);
 	if (!node.topo) {
 		stork_error("%s", err);

@@ -444,18 +444,22 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 	return final;
 }
 
-/* Before training: say when the job ends and whether it can come back. */
-static void check_job(void)
+/*
+ * Before training (launcher 0 only): say when the job ends and whether it
+ * can come back. Returns the end time (0: no limit, unknown, or not a
+ * Slurm job), which storkd receives instead of asking slurmctld again.
+ */
+static time_t check_job(void)
 {
 	uint32_t id = slurm_job_id_from_env();
 	struct slurm_job job;
 	char err[512], when[64];
 
-	if (!id || (getenv("SLURM_PROCID") && atoi(getenv("SLURM_PROCID")) != 0))
-		return;
+	if (!id)
+		return 0;
 	if (slurm_job_query(id, &job, err, sizeof err) < 0) {
 		stork_warn("%s", err);
-		return;
+		return 0;
 	}
 	if (job.end_time) {
 		struct tm tm;
@@ -470,6 +474,7 @@ static void check_job(void)
 		stork_warn("job %u cannot be requeued (%s): a preemption signal will checkpoint and stop, "
 			   "but the job will not come back by itself; submit with sbatch --requeue",
 			   id, !job.batch ? "not a batch job" : "--no-requeue or JobRequeue=0");
+	return job.end_time;
 }
 
 int cmd_run(int argc, char **argv)
@@ -478,7 +483,7 @@ int cmd_run(int argc, char **argv)
 	struct stork_config cfg;
 	struct layout l;
 	char run_dir[4096], storkd[4096], err[1024], config_path[4200];
-	char nranks[16];
+	char nranks[16], job_end[24] = "";
 	int code;
 
 	if (parse_run_options(argc, argv, &o) < 0)
@@ -505,14 +510,16 @@ int cmd_run(int argc, char **argv)
 	}
 	if (l.index == 0) {
 		printf("stork: run directory %s\n", run_dir);
-		check_job();
+		snprintf(job_end, sizeof job_end, "%lld", (long long)check_job());
 	}
 	find_storkd(o.storkd, storkd, sizeof storkd);
 	snprintf(config_path, sizeof config_path, "%s/config/stork.yaml", run_dir);
 	snprintf(nranks, sizeof nranks, "%d", l.local_ranks);
 	{
+		/* Only launcher 0 knows the end time; the others' lists end before it. */
 		char *args[] = { storkd, "--config", config_path, "--run-dir", run_dir,
-				 "--local-ranks", nranks, "--result-fd", "@RESULT_FD@", NULL };
+				 "--local-ranks", nranks, "--result-fd", "@RESULT_FD@",
+				 l.index == 0 ? "--job-end" : NULL, job_end, NULL };
 		struct daemon_result res = { 0 };
 		pid_t pid = 0;
 		int sig;
