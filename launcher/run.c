@@ -241,7 +241,6 @@ static void read_result(int fd, struct daemon_result *res)
 static int supervise(const char *storkd, char **args, struct daemon_result *res, pid_t *pid_out,
 		     int *signal_out)
 {
-	static const int forwarded[] = { SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP };
 	struct sigaction sa = { .sa_handler = forward_signal, .sa_flags = SA_RESTART };
 	char fdarg[16];
 	int status, pipefd[2];
@@ -249,8 +248,8 @@ static int supervise(const char *storkd, char **args, struct daemon_result *res,
 
 	*signal_out = 0;
 	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-		sigaction(forwarded[i], &sa, NULL);
+	for (size_t i = 0; i < STOP_SIGNAL_COUNT; i++)
+		sigaction(stop_signal_list[i], &sa, NULL);
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
 		stork_error("cannot create a pipe: %s", strerror(errno));
 		return STORK_EXIT_INTERNAL;

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 #include "lib/slurm_job.h"
+#include "lib/stop_signals.h"
 
 #include <errno.h>
 #include <slurm/slurm.h>
@@ -44,12 +45,11 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 
 /*
  * `scontrol requeue ID`, its output appended to err on failure. The child
- * ignores the preemption signals: Slurm signals every process of the step,
- * and a child that dies of USR1 would lose the requeue.
+ * ignores the stop signals (lib/stop_signals.h): Slurm signals every
+ * process of the step, and a child that dies of USR1 would lose the requeue.
  */
 static int scontrol_requeue(uint32_t id, char *err, size_t errlen)
 {
-	static const int ignored[] = { SIGUSR1, SIGUSR2, SIGTERM, SIGINT };
 	char idstr[16], line[256];
 	size_t used = strlen(err);
 	int pipefd[2], status;
@@ -66,8 +66,8 @@ static int scontrol_requeue(uint32_t id, char *err, size_t errlen)
 		return -1;
 	}
 	if (pid == 0) {
-		for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
-			signal(ignored[i], SIG_IGN);
+		for (size_t i = 0; i < STOP_SIGNAL_COUNT; i++)
+			signal(stop_signal_list[i], SIG_IGN);
 		dup2(pipefd[1], STDOUT_FILENO);
 		dup2(pipefd[1], STDERR_FILENO);
 		close(pipefd[0]);

@@ -16,15 +16,17 @@
 #define STORK_STOP_SIGNALS_H
 
 #include <signal.h>
+#include <stddef.h>
+
+/* The signals that ask a run to stop; the launcher forwards each to storkd. */
+static const int stop_signal_list[] = { SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP };
+#define STOP_SIGNAL_COUNT (sizeof stop_signal_list / sizeof stop_signal_list[0])
 
 static inline void stop_signals_set(sigset_t *set)
 {
 	sigemptyset(set);
-	sigaddset(set, SIGUSR1);
-	sigaddset(set, SIGUSR2);
-	sigaddset(set, SIGTERM);
-	sigaddset(set, SIGINT);
-	sigaddset(set, SIGHUP);
+	for (size_t i = 0; i < STOP_SIGNAL_COUNT; i++)
+		sigaddset(set, stop_signal_list[i]);
 }
 
 static inline void stop_signals_block(void)
