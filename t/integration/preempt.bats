@@ -28,13 +28,13 @@ job_script() {
 
 losses() { run_losses "$1"; }
 
+# reference [STEPS]: the uninterrupted run of run.yaml (STEPS: 150) in $REF.
 reference() {
 	job_script ref
 	run sbatch --wait ref.sh
 	[ "$status" -eq 0 ]
-	ref=$(squeue -h -o %i -n ref -t all 2>/dev/null | head -1)
 	REF=$(ls -d "$WORK"/runs/ref__job=*__task=0)
-	[ "$(losses "$REF" | wc -l)" -eq 150 ]
+	[ "$(losses "$REF" | wc -l)" -eq "${1:-150}" ]
 }
 
 @test "scancel --signal=USR1 mid-run: requeued, resumed, completed, losses bit-identical" {
@@ -94,11 +94,7 @@ reference() {
 	grep -q '^#define STORK_FAULT_INJECTION 1' "$abs_top_builddir/config.h" ||
 		skip "built without --enable-fault-injection"
 	sed -i 's/steps: 150/steps: 200/' run.yaml
-	job_script ref
-	run sbatch --wait ref.sh
-	[ "$status" -eq 0 ]
-	REF=$(ls -d "$WORK"/runs/ref__job=*__task=0)
-	[ "$(losses "$REF" | wc -l)" -eq 200 ]
+	reference 200
 	job_script lim --requeue --time=3 --signal=USR1@100
 	sed -i 's|^srun |[ "${SLURM_RESTART_COUNT:-0}" = 0 ] \&\& export STORK_FAULT_STEP_DELAY=0.6\nsrun |' lim.sh
 	job=$(submit lim.sh)
