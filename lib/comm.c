@@ -85,6 +85,29 @@ int comm_barrier(struct comm *c)
 	return c->ops->barrier(c);
 }
 
+static int valid_peer(const struct comm *c, int peer)
+{
+	return peer >= 0 && peer < c->size && peer != c->rank;
+}
+
+int comm_send(struct comm *c, const void *buf, size_t count, enum comm_dtype t, int dst)
+{
+	if (!comm_dtype_size(t) || !valid_peer(c, dst) || (count && !buf))
+		return COMM_EINVAL;
+	if (!c->ops->send)
+		return COMM_EINVAL;
+	return c->ops->send(c, buf, count * comm_dtype_size(t), dst);
+}
+
+int comm_recv(struct comm *c, void *buf, size_t count, enum comm_dtype t, int src)
+{
+	if (!comm_dtype_size(t) || !valid_peer(c, src) || (count && !buf))
+		return COMM_EINVAL;
+	if (!c->ops->recv)
+		return COMM_EINVAL;
+	return c->ops->recv(c, buf, count * comm_dtype_size(t), src);
+}
+
 int comm_split(struct comm *c, int color, int key, struct comm **out)
 {
 	*out = NULL;

@@ -105,6 +105,19 @@ int comm_broadcast(struct comm *c, void *buf, size_t count, enum comm_dtype t,
 int comm_barrier(struct comm *c);
 
 /*
+ * Point-to-point, for pipeline activations and their gradients. Not
+ * collective: only the two ranks take part. comm_send returns as soon as buf
+ * may be reused, without waiting for the receiver (the message is buffered:
+ * two ranks sending to each other at the same time cannot deadlock).
+ * comm_recv waits for the next message from src; messages from one sender
+ * arrive in the order they were sent; count and type must match the send's
+ * (a mismatch is COMM_EINVAL and aborts the world, since the two ranks no
+ * longer agree on the schedule). An abort wakes a blocked receiver.
+ */
+int comm_send(struct comm *c, const void *buf, size_t count, enum comm_dtype t, int dst);
+int comm_recv(struct comm *c, void *buf, size_t count, enum comm_dtype t, int src);
+
+/*
  * Collective over c: ranks passing the same color form a new communicator,
  * ordered by (key, rank in c). *out is the caller's handle on it (free with
  * comm_free), or NULL for color COMM_UNDEFINED. Used for the data, tensor and

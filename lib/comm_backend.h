@@ -24,6 +24,8 @@ struct comm_ops {
 	int (*broadcast)(struct comm *c, void *buf, size_t count,
 			 enum comm_dtype t, int root);
 	int (*barrier)(struct comm *c);
+	int (*send)(struct comm *c, const void *buf, size_t bytes, int dst);
+	int (*recv)(struct comm *c, void *buf, size_t bytes, int src);
 	int (*split)(struct comm *c, int color, int key, struct comm **out);
 	void (*free)(struct comm *c);
 	void (*abort)(struct comm *c, const char *reason);

@@ -190,6 +190,32 @@ static int hier_barrier(struct comm *c)
 }
 
 /*
+ * Point-to-point between ranks of one node goes through the node's shared
+ * memory; between nodes it is not supported yet (COMM_EINVAL).
+ */
+static int hier_send(struct comm *c, const void *buf, size_t bytes, int dst)
+{
+	struct hier_comm *r = hc(c);
+	struct comm_hier *h = r->h;
+	int base = h->base[h->node_index];
+
+	if (node_of(h, dst) != h->node_index)
+		return COMM_EINVAL;
+	return comm_send(r->shm, buf, bytes, COMM_UINT8, dst - base);
+}
+
+static int hier_recv(struct comm *c, void *buf, size_t bytes, int src)
+{
+	struct hier_comm *r = hc(c);
+	struct comm_hier *h = r->h;
+	int base = h->base[h->node_index];
+
+	if (node_of(h, src) != h->node_index)
+		return COMM_EINVAL;
+	return comm_recv(r->shm, buf, bytes, COMM_UINT8, src - base);
+}
+
+/*
  * Groups that each lie inside one node become shared-memory groups of the
  * node's world; others would need a UCX leader per group and are refused.
  */
@@ -243,6 +269,8 @@ static const struct comm_ops hier_ops = {
 	.allgather = hier_allgather,
 	.broadcast = hier_broadcast,
 	.barrier = hier_barrier,
+	.send = hier_send,
+	.recv = hier_recv,
 	.split = hier_split,
 	.free = hier_free,
 	.abort = hier_abort,

@@ -13,6 +13,10 @@
  * into its receive buffer; all-gather and broadcast copy. The fold order is
  * that of lib/comm.h whatever the chunking, so results are bitwise stable.
  *
+ * Point-to-point messages are copied into a mailbox of the receiver (a
+ * list per group, under the group's mail lock) so that a send never waits
+ * for the receiver; the receiver sleeps on the group's condition variable.
+ *
  * The barrier is a counter and a generation word: arrivals spin briefly
  * (a few microseconds) on the generation, then sleep in futex(2), so idle
  * ranks do not starve a machine with fewer cores than ranks. Abort sets a
@@ -37,7 +41,16 @@
 #define SHM_SPIN 200            /* polls before sleeping in a barrier */
 #define SHM_BLOCK_BYTES 16384   /* all-reduce folds this much at a time */
 
+/* A buffered point-to-point message, queued at its receiver's slot. */
+struct shm_msg {
+	struct shm_msg *next;
+	int src;
+	size_t bytes;
+	_Alignas(16) unsigned char data[];
+};
+
 struct shm_slot {
+	struct shm_msg *mail_head, *mail_tail; /* messages to this rank */
 	const void *send;
 	void *recv;
 	int color, key;
@@ -53,6 +66,8 @@ struct shm_group {
 	_Alignas(SHM_LINE) atomic_uint arrived;
 	_Alignas(SHM_LINE) atomic_uint gen;
 	atomic_int sleepers;
+	pthread_mutex_t mail_lock;       /* every slot's mailbox */
+	pthread_cond_t mail_cond;
 	struct shm_slot slots[];
 };
 
@@ -134,6 +149,8 @@ static struct shm_group *group_new(struct comm_world *w, int n)
 	if (posix_memalign((void **)&g, SHM_LINE, size))
 		return NULL;
 	memset(g, 0, size);
+	pthread_mutex_init(&g->mail_lock, NULL);
+	pthread_cond_init(&g->mail_cond, NULL);
 	g->world = w;
 	g->n = n;
 	atomic_init(&g->refs, n);
@@ -142,6 +159,22 @@ static struct shm_group *group_new(struct comm_world *w, int n)
 	w->groups = g;
 	pthread_mutex_unlock(&w->lock);
 	return g;
+}
+
+/* Free g with any message nobody received. */
+static void group_destroy(struct shm_group *g)
+{
+	for (int k = 0; k < g->n; k++) {
+		while (g->slots[k].mail_head) {
+			struct shm_msg *m = g->slots[k].mail_head;
+
+			g->slots[k].mail_head = m->next;
+			free(m);
+		}
+	}
+	pthread_mutex_destroy(&g->mail_lock);
+	pthread_cond_destroy(&g->mail_cond);
+	free(g);
 }
 
 static void group_unref(struct shm_group *g)
@@ -158,7 +191,7 @@ static void group_unref(struct shm_group *g)
 		}
 	}
 	pthread_mutex_unlock(&w->lock);
-	free(g);
+	group_destroy(g);
 }
 
 static struct shm_group *group_of(struct comm *c, struct shm_slot **me)
@@ -280,6 +313,78 @@ static int shm_barrier(struct comm *c)
 	return group_barrier(g);
 }
 
+/* ---------------------------------------------------------- point-to-point */
+
+static int shm_send(struct comm *c, const void *buf, size_t bytes, int dst)
+{
+	struct shm_slot *me;
+	struct shm_group *g = group_of(c, &me);
+	struct shm_msg *m = malloc(sizeof *m + bytes);
+	struct shm_slot *to = &g->slots[dst];
+
+	if (!m) {
+		comm_world_abort(g->world, "send: out of memory");
+		return COMM_ENOMEM;
+	}
+	m->next = NULL;
+	m->src = c->rank;
+	m->bytes = bytes;
+	memcpy(m->data, buf, bytes);
+	pthread_mutex_lock(&g->mail_lock);
+	if (to->mail_tail)
+		to->mail_tail->next = m;
+	else
+		to->mail_head = m;
+	to->mail_tail = m;
+	pthread_cond_broadcast(&g->mail_cond);
+	pthread_mutex_unlock(&g->mail_lock);
+	return is_aborted(g->world) ? COMM_EABORTED : COMM_OK;
+}
+
+/* Take the first message from src out of slot's mailbox (mail lock held). */
+static struct shm_msg *take_mail(struct shm_slot *slot, int src)
+{
+	struct shm_msg *prev = NULL;
+
+	for (struct shm_msg *m = slot->mail_head; m; prev = m, m = m->next) {
+		if (m->src != src)
+			continue;
+		if (prev)
+			prev->next = m->next;
+		else
+			slot->mail_head = m->next;
+		if (slot->mail_tail == m)
+			slot->mail_tail = prev;
+		return m;
+	}
+	return NULL;
+}
+
+static int shm_recv(struct comm *c, void *buf, size_t bytes, int src)
+{
+	struct shm_slot *me;
+	struct shm_group *g = group_of(c, &me);
+	struct shm_msg *m = NULL;
+	char why[160];
+
+	pthread_mutex_lock(&g->mail_lock);
+	while (!is_aborted(g->world) && !(m = take_mail(me, src)))
+		pthread_cond_wait(&g->mail_cond, &g->mail_lock);
+	pthread_mutex_unlock(&g->mail_lock);
+	if (!m)
+		return COMM_EABORTED;
+	if (m->bytes != bytes) {
+		snprintf(why, sizeof why, "rank %d expected %zu bytes from rank %d, which sent %zu",
+			 c->rank, bytes, src, m->bytes);
+		free(m);
+		comm_world_abort(g->world, why);
+		return COMM_EINVAL;
+	}
+	memcpy(buf, m->data, bytes);
+	free(m);
+	return COMM_OK;
+}
+
 /* ------------------------------------------------------------------ split */
 
 /* Does rank a come before rank b in the new group's order (key, old rank)? */
@@ -372,6 +477,9 @@ void comm_world_abort(struct comm_world *w, const char *reason)
 	for (struct shm_group *g = w->groups; g; g = g->next) {
 		atomic_fetch_add(&g->gen, 1);
 		futex_wake_all(&g->gen);
+		pthread_mutex_lock(&g->mail_lock);
+		pthread_cond_broadcast(&g->mail_cond);
+		pthread_mutex_unlock(&g->mail_lock);
 	}
 	pthread_mutex_unlock(&w->lock);
 }
@@ -393,6 +501,8 @@ static const struct comm_ops shm_ops = {
 	.allgather = shm_allgather,
 	.broadcast = shm_broadcast,
 	.barrier = shm_barrier,
+	.send = shm_send,
+	.recv = shm_recv,
 	.split = shm_split,
 	.free = shm_free,
 	.abort = shm_abort,
@@ -440,7 +550,7 @@ void comm_world_destroy(struct comm_world *w)
 		struct shm_group *g = w->groups;
 
 		w->groups = g->next;
-		free(g);
+		group_destroy(g);
 	}
 	free(w->ranks);
 	pthread_mutex_destroy(&w->lock);

@@ -605,6 +605,132 @@ START_TEST(abort_reaches_sub_communicators)
 }
 END_TEST
 
+/*
+ * Point-to-point: every rank first sends three messages of different sizes
+ * to each neighbour on a ring (both directions at once: sends must not wait
+ * for the receiver), then receives them; contents and order are checked.
+ * In a sub-communicator too, so split groups carry messages.
+ */
+#define P2P_MSGS 3
+static const size_t p2p_counts[P2P_MSGS] = { 1, 1000, 70001 };
+
+struct p2p_case {
+	int bad[MAXR];
+	int rc[MAXR];
+};
+
+static float p2p_value(int src, int dst, int msg, size_t i)
+{
+	return (float)(src * 1000003 + dst * 1009 + msg * 101) + (float)i * 0.5f;
+}
+
+static int p2p_exchange(struct comm *c)
+{
+	int r = comm_rank(c), n = comm_size(c), bad = 0;
+	int peers[2] = { (r + 1) % n, (r + n - 1) % n };
+	float *buf = malloc(p2p_counts[P2P_MSGS - 1] * sizeof *buf);
+
+	for (int p = 0; p < 2 && !(n == 2 && p == 1); p++)
+		for (int m = 0; m < P2P_MSGS; m++) {
+			for (size_t i = 0; i < p2p_counts[m]; i++)
+				buf[i] = p2p_value(r, peers[p], m, i);
+			if (comm_send(c, buf, p2p_counts[m], COMM_FLOAT32, peers[p]))
+				bad++;
+			memset(buf, 0, p2p_counts[m] * sizeof *buf); /* reusable at once */
+		}
+	for (int p = 0; p < 2 && !(n == 2 && p == 1); p++)
+		for (int m = 0; m < P2P_MSGS; m++) {
+			if (comm_recv(c, buf, p2p_counts[m], COMM_FLOAT32, peers[p])) {
+				bad++;
+				continue;
+			}
+			for (size_t i = 0; i < p2p_counts[m]; i++)
+				bad += buf[i] != p2p_value(peers[p], r, m, i);
+		}
+	free(buf);
+	return bad;
+}
+
+static void do_p2p(struct comm *c, void *arg)
+{
+	struct p2p_case *k = arg;
+	int r = comm_rank(c);
+	struct comm *sub = NULL;
+
+	k->bad[r] = p2p_exchange(c);
+	k->rc[r] = comm_split(c, r % 2, -r, &sub);
+	if (!k->rc[r] && comm_size(sub) > 1)
+		k->bad[r] += p2p_exchange(sub);
+	comm_free(sub);
+}
+
+START_TEST(send_recv_deliver_in_order_without_waiting_for_the_receiver)
+{
+	int n = _i;
+	struct p2p_case k;
+
+	memset(&k, 0, sizeof k);
+	run_ranks(n, do_p2p, &k);
+	for (int r = 0; r < n; r++) {
+		ck_assert_int_eq(k.rc[r], COMM_OK);
+		ck_assert_int_eq(k.bad[r], 0);
+	}
+}
+END_TEST
+
+/* A receive that no send will satisfy is woken by an abort; a size mismatch aborts. */
+static void do_p2p_abort(struct comm *c, void *arg)
+{
+	struct abort_case *k = arg;
+	int r = comm_rank(c);
+	float x[2] = { 1, 2 };
+
+	if (r == 0) {
+		usleep(50000);
+		comm_abort(c, "stage failed");
+		k->rc_blocked[r] = COMM_EABORTED;
+	} else {
+		k->rc_blocked[r] = comm_recv(c, x, 2, COMM_FLOAT32, 0);
+	}
+	strncpy(k->reason[r], comm_abort_reason(c), sizeof k->reason[r] - 1);
+}
+
+START_TEST(abort_wakes_a_blocked_receiver)
+{
+	struct abort_case k;
+
+	memset(&k, 0, sizeof k);
+	run_ranks(2, do_p2p_abort, &k);
+	ck_assert_int_eq(k.rc_blocked[1], COMM_EABORTED);
+	ck_assert_str_eq(k.reason[1], "stage failed");
+}
+END_TEST
+
+static void do_p2p_mismatch(struct comm *c, void *arg)
+{
+	struct abort_case *k = arg;
+	int r = comm_rank(c);
+	float x[2] = { 1, 2 };
+
+	if (r == 0)
+		k->rc_blocked[r] = comm_send(c, x, 1, COMM_FLOAT32, 1);
+	else
+		k->rc_blocked[r] = comm_recv(c, x, 2, COMM_FLOAT32, 0);
+	k->rc_after[r] = comm_barrier(c);
+}
+
+START_TEST(a_size_mismatch_aborts_the_world)
+{
+	struct abort_case k;
+
+	memset(&k, 0, sizeof k);
+	run_ranks(2, do_p2p_mismatch, &k);
+	ck_assert_int_eq(k.rc_blocked[1], COMM_EINVAL);
+	ck_assert_int_eq(k.rc_after[1], COMM_EABORTED);
+	ck_assert_int_eq(k.rc_after[0], COMM_EABORTED);
+}
+END_TEST
+
 START_TEST(bad_arguments_are_refused)
 {
 	struct comm_world *w = comm_world_create(2);
@@ -618,6 +744,9 @@ START_TEST(bad_arguments_are_refused)
 	ck_assert_int_eq(comm_allreduce(c, &x, 1, (enum comm_dtype)42, COMM_SUM), COMM_EINVAL);
 	ck_assert_int_eq(comm_allreduce(c, &x, 1, COMM_FLOAT32, (enum comm_op)9), COMM_EINVAL);
 	ck_assert_int_eq(comm_allreduce(c, NULL, 1, COMM_FLOAT32, COMM_SUM), COMM_EINVAL);
+	ck_assert_int_eq(comm_send(c, &x, 1, COMM_FLOAT32, 0), COMM_EINVAL); /* self */
+	ck_assert_int_eq(comm_send(c, &x, 1, COMM_FLOAT32, 2), COMM_EINVAL);
+	ck_assert_int_eq(comm_recv(c, &x, 1, COMM_FLOAT32, -1), COMM_EINVAL);
 	comm_world_destroy(w);
 }
 END_TEST
@@ -638,6 +767,9 @@ static Suite *comm_suite(void)
 	tcase_add_loop_test(tc, split_groups_by_color_ordered_by_key, 1, 6);
 	tcase_add_loop_test(tc, abort_wakes_blocked_ranks_and_fails_later_calls, 1, 6);
 	tcase_add_test(tc, abort_reaches_sub_communicators);
+	tcase_add_loop_test(tc, send_recv_deliver_in_order_without_waiting_for_the_receiver, 2, 6);
+	tcase_add_test(tc, abort_wakes_a_blocked_receiver);
+	tcase_add_test(tc, a_size_mismatch_aborts_the_world);
 	tcase_add_test(tc, bad_arguments_are_refused);
 	suite_add_tcase(s, tc);
 
