@@ -3,10 +3,11 @@
 noinst_LIBRARIES += daemon/libengine.a
 daemon_libengine_a_SOURCES = \
 	daemon/model.c daemon/model.h \
+	daemon/tensor_parallel.c daemon/tensor_parallel.h \
 	daemon/optimizer.c daemon/optimizer.h \
 	daemon/bench_train.c daemon/bench_train.h
 daemon_libengine_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS)
-ENGINE_LIBS = daemon/libengine.a $(KERNELS_LIBS)
+ENGINE_LIBS = daemon/libengine.a $(KERNELS_LIBS) $(COMM_LIBS)
 
 # bench-train: bench_train() on its own, e.g. the GPT-2 124M figures.
 noinst_PROGRAMS += daemon/bench-train

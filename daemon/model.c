@@ -15,6 +15,7 @@
  */
 #include "config.h"
 #include "daemon/model.h"
+#include "daemon/tensor_parallel.h"
 #include "lib/rng.h"
 
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const tensor_names[GPT2_NUM_TENSORS] = {
 	"wte",  "wpe", "ln1w",	"ln1b",	 "qkvw",    "qkvb",    "attprojw", "attprojb",
@@ -71,26 +73,189 @@ int gpt2_config_check(const struct gpt2_config *c, char *err, size_t errlen)
 	return 0;
 }
 
-static void fill_sizes(size_t sizes[GPT2_NUM_TENSORS], const struct gpt2_config *c)
+/* Whether tensor t is stacked per layer. */
+static int per_layer(int t)
 {
-	size_t C = c->channels, L = c->num_layers;
+	return t >= GPT2_LN1W && t <= GPT2_FCPROJB;
+}
 
-	sizes[GPT2_WTE] = (size_t)c->padded_vocab_size * C;
-	sizes[GPT2_WPE] = (size_t)c->max_seq_len * C;
-	sizes[GPT2_LN1W] = L * C;
-	sizes[GPT2_LN1B] = L * C;
-	sizes[GPT2_QKVW] = L * 3 * C * C;
-	sizes[GPT2_QKVB] = L * 3 * C;
-	sizes[GPT2_ATTPROJW] = L * C * C;
-	sizes[GPT2_ATTPROJB] = L * C;
-	sizes[GPT2_LN2W] = L * C;
-	sizes[GPT2_LN2B] = L * C;
-	sizes[GPT2_FCW] = L * 4 * C * C;
-	sizes[GPT2_FCB] = L * 4 * C;
-	sizes[GPT2_FCPROJW] = L * C * 4 * C;
-	sizes[GPT2_FCPROJB] = L * C;
-	sizes[GPT2_LNFW] = C;
-	sizes[GPT2_LNFB] = C;
+/* Floats of one layer's chunk of tensor t in the whole model (the whole tensor if not per layer). */
+static size_t full_chunk(const struct gpt2_config *c, int t)
+{
+	size_t C = (size_t)c->channels;
+
+	switch (t) {
+	case GPT2_WTE: return (size_t)c->padded_vocab_size * C;
+	case GPT2_WPE: return (size_t)c->max_seq_len * C;
+	case GPT2_QKVW: return 3 * C * C;
+	case GPT2_QKVB: return 3 * C;
+	case GPT2_ATTPROJW: return C * C;
+	case GPT2_FCW: return 4 * C * C;
+	case GPT2_FCB: return 4 * C;
+	case GPT2_FCPROJW: return C * 4 * C;
+	default: return C; /* LayerNorm weights and biases, projection biases */
+	}
+}
+
+/*
+ * How tensor parallelism cuts a chunk: the chunk is `blocks` equal blocks
+ * and slice k of n takes the k-th n-th of every block; 0 means replicated.
+ * Rows of wte (vocabulary), fcw and fcb (column-parallel); rows of each of
+ * q, k and v in qkvw and qkvb (whole heads); the input columns of every
+ * output row of attprojw and fcprojw (row-parallel).
+ */
+static size_t split_blocks(const struct gpt2_config *c, int t)
+{
+	switch (t) {
+	case GPT2_WTE: case GPT2_FCW: case GPT2_FCB: return 1;
+	case GPT2_QKVW: case GPT2_QKVB: return 3;
+	case GPT2_ATTPROJW: case GPT2_FCPROJW: return (size_t)c->channels;
+	default: return 0;
+	}
+}
+
+/* Whether the shard holds tensor t's chunk of layer l (l = 0 for tensors without layers). */
+static int shard_holds(const struct gpt2_config *c, const struct gpt2_shard *s, int t, int l)
+{
+	int first = s->first_layer == 0, last = s->last_layer == c->num_layers;
+
+	if (per_layer(t))
+		return l >= s->first_layer && l < s->last_layer;
+	if (t == GPT2_WTE)
+		return first || last;
+	if (t == GPT2_WPE)
+		return first;
+	return last; /* the final LayerNorm */
+}
+
+static size_t local_chunk(const struct gpt2_config *c, const struct gpt2_shard *s, int t)
+{
+	return split_blocks(c, t) ? full_chunk(c, t) / (size_t)s->tp_size : full_chunk(c, t);
+}
+
+void gpt2_shard_whole(const struct gpt2_config *c, struct gpt2_shard *s)
+{
+	*s = (struct gpt2_shard){ .tp_rank = 0, .tp_size = 1, .first_layer = 0,
+				  .last_layer = c->num_layers, .tp = NULL };
+}
+
+int gpt2_shard_check(const struct gpt2_config *c, const struct gpt2_shard *s, char *err,
+		     size_t errlen)
+{
+	if (s->tp_size < 1 || s->tp_rank < 0 || s->tp_rank >= s->tp_size) {
+		snprintf(err, errlen, "tensor-parallel rank %d of %d", s->tp_rank, s->tp_size);
+		return -1;
+	}
+	if (c->num_heads % s->tp_size || c->padded_vocab_size % s->tp_size) {
+		snprintf(err, errlen,
+			 "%d tensor-parallel ranks cannot split %d heads and %d vocabulary rows evenly",
+			 s->tp_size, c->num_heads, c->padded_vocab_size);
+		return -1;
+	}
+	if (s->first_layer < 0 || s->last_layer > c->num_layers || s->first_layer >= s->last_layer) {
+		snprintf(err, errlen, "layer range [%d, %d) is not within [0, %d)", s->first_layer,
+			 s->last_layer, c->num_layers);
+		return -1;
+	}
+	return 0;
+}
+
+size_t gpt2_shard_sizes(const struct gpt2_config *c, const struct gpt2_shard *s,
+			size_t sizes[GPT2_NUM_TENSORS])
+{
+	size_t total = 0;
+
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
+		size_t chunks = per_layer(t) ? (size_t)(s->last_layer - s->first_layer) :
+					       (size_t)shard_holds(c, s, t, 0);
+
+		sizes[t] = chunks * local_chunk(c, s, t);
+		total += sizes[t];
+	}
+	return total;
+}
+
+/* Copy one chunk between its whole-model form and the shard's slice of it. */
+static void copy_chunk(const struct gpt2_config *c, const struct gpt2_shard *s, int t, float *full,
+		       float *local, int to_local)
+{
+	size_t blocks = split_blocks(c, t), n = full_chunk(c, t), len, sub;
+
+	if (!blocks || s->tp_size == 1) {
+		blocks = 1;
+		len = sub = n;
+	} else {
+		len = n / blocks;
+		sub = len / (size_t)s->tp_size;
+	}
+	for (size_t b = 0; b < blocks; b++) {
+		size_t slice = len == sub ? 0 : (size_t)s->tp_rank * sub;
+		float *f = full + b * len + slice, *l = local + b * sub;
+
+		if (to_local)
+			memcpy(l, f, sub * sizeof(float));
+		else
+			memcpy(f, l, sub * sizeof(float));
+	}
+}
+
+/*
+ * Call fn for every chunk the shard holds, in llm.c's order: (tensor,
+ * layer), its offset in the whole model and where it goes in local.
+ */
+typedef int chunk_fn(void *arg, int t, int l, size_t full_off, float *local);
+
+static int for_each_chunk(const struct gpt2_config *c, const struct gpt2_shard *s, float *local,
+			  chunk_fn *fn, void *arg)
+{
+	size_t full_off = 0;
+	int rc;
+
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
+		int layers = per_layer(t) ? c->num_layers : 1;
+
+		for (int l = 0; l < layers; l++) {
+			if (shard_holds(c, s, t, l)) {
+				if ((rc = fn(arg, t, l, full_off, local)))
+					return rc;
+				local += local_chunk(c, s, t);
+			}
+			full_off += full_chunk(c, t);
+		}
+	}
+	return 0;
+}
+
+struct copy_args {
+	const struct gpt2_config *c;
+	const struct gpt2_shard *s;
+	float *full;
+	int to_local;
+};
+
+static int copy_one(void *arg, int t, int l, size_t full_off, float *local)
+{
+	struct copy_args *a = arg;
+
+	(void)l;
+	copy_chunk(a->c, a->s, t, a->full + full_off, local, a->to_local);
+	return 0;
+}
+
+void gpt2_shard_copy(const struct gpt2_config *c, const struct gpt2_shard *s, float *full,
+		     float *local, int to_local)
+{
+	struct copy_args a = { c, s, full, to_local };
+
+	for_each_chunk(c, s, local, copy_one, &a);
+}
+
+int gpt2_shard_is_replica(const struct gpt2_config *c, const struct gpt2_shard *s,
+			  enum gpt2_tensor t)
+{
+	if (!split_blocks(c, t) && s->tp_rank > 0)
+		return 1;
+	return t == GPT2_WTE && s->first_layer > 0 && s->last_layer == c->num_layers;
 }
 
 /*
@@ -121,18 +286,19 @@ static void point_tensors(float *tensors[GPT2_NUM_TENSORS], float *buf,
 	}
 }
 
-/* Sizes and an uninitialised parameter buffer for config c. */
-static int gpt2_alloc(struct gpt2 *m, const struct gpt2_config *c)
+/* Sizes and an uninitialised parameter buffer for shard s of config c. */
+static int gpt2_alloc(struct gpt2 *m, const struct gpt2_config *c, const struct gpt2_shard *s)
 {
 	memset(m, 0, sizeof *m);
 	m->config = *c;
+	m->shard = *s;
 	m->ops = &ops_cpu;
 	m->loss = -1.0f;
-	fill_sizes(m->sizes, c);
-	for (int i = 0; i < GPT2_NUM_TENSORS; i++)
-		m->num_params += m->sizes[i];
-	m->params = alloc_floats(m->num_params, 0);
-	if (!m->params) {
+	m->num_params = gpt2_shard_sizes(c, s, m->sizes);
+	m->nslots = 1;
+	m->slots = calloc(1, sizeof *m->slots);
+	m->params = alloc_floats(m->num_params ? m->num_params : 1, 0);
+	if (!m->params || !m->slots) {
 		snprintf(m->err, sizeof m->err, "out of memory for %zu parameters", m->num_params);
 		return -2;
 	}
@@ -187,49 +353,86 @@ int gpt2_set_backend(struct gpt2 *m, const struct ops *o)
 	return 0;
 }
 
-/* Whether tensor t is stacked per layer. */
-static int per_layer(int t)
+/*
+ * The initial values of one chunk of the whole model (see gpt2_build in
+ * model.h): each (tensor, layer) draws from its own stream, so a shard
+ * generates the chunks it holds and keeps its slice of each.
+ */
+static void init_chunk(const struct gpt2_config *c, int t, int l, uint64_t seed, float *p)
 {
-	return t >= GPT2_LN1W && t <= GPT2_FCPROJB;
+	size_t n = full_chunk(c, t), real = n;
+	int is_bias = t == GPT2_QKVB || t == GPT2_ATTPROJB || t == GPT2_FCB || t == GPT2_FCPROJB ||
+		      t == GPT2_LN1B || t == GPT2_LN2B || t == GPT2_LNFB;
+	int is_lnw = t == GPT2_LN1W || t == GPT2_LN2W || t == GPT2_LNFW;
+	float std = 0.02f;
+	uint64_t st = rng_seed(seed, (uint64_t)t * 65536 + (uint64_t)l);
+
+	if (t == GPT2_ATTPROJW || t == GPT2_FCPROJW)
+		std = 0.02f / sqrtf(2.0f * c->num_layers);
+	if (t == GPT2_WTE) /* padding rows stay 0 */
+		real = (size_t)c->vocab_size * c->channels;
+	for (size_t i = 0; i < n; i++)
+		p[i] = is_lnw ? 1.0f : (is_bias || i >= real) ? 0.0f : rng_normal(&st, 0.0f, std);
 }
 
-int gpt2_build(struct gpt2 *m, const struct gpt2_config *c, uint64_t seed)
-{
-	char err[200];
-	int L = c->num_layers, rc;
+struct build_args {
+	const struct gpt2_config *c;
+	const struct gpt2_shard *s;
+	uint64_t seed;
+	float *tmp;
+};
 
-	if (gpt2_config_check(c, err, sizeof err)) {
+static int build_one(void *arg, int t, int l, size_t full_off, float *local)
+{
+	struct build_args *a = arg;
+
+	(void)full_off;
+	init_chunk(a->c, t, l, a->seed, a->tmp);
+	copy_chunk(a->c, a->s, t, a->tmp, local, 1);
+	return 0;
+}
+
+/* Floats of the largest chunk: scratch for building or reading one chunk at a time. */
+static size_t max_chunk(const struct gpt2_config *c)
+{
+	size_t n = 0;
+
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
+		n = full_chunk(c, t) > n ? full_chunk(c, t) : n;
+	return n;
+}
+
+int gpt2_build_shard(struct gpt2 *m, const struct gpt2_config *c, const struct gpt2_shard *s,
+		     uint64_t seed)
+{
+	struct build_args a = { c, s, seed, NULL };
+	char err[200];
+	int rc;
+
+	if (gpt2_config_check(c, err, sizeof err) || gpt2_shard_check(c, s, err, sizeof err)) {
 		memset(m, 0, sizeof *m);
 		snprintf(m->err, sizeof m->err, "%s", err);
 		return -1;
 	}
-	rc = gpt2_alloc(m, c);
+	rc = gpt2_alloc(m, c, s);
 	if (rc)
 		return rc;
-	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
-		int layers = per_layer(t) ? L : 1;
-		size_t n = m->sizes[t] / layers;
-		int is_bias = t == GPT2_QKVB || t == GPT2_ATTPROJB || t == GPT2_FCB ||
-			      t == GPT2_FCPROJB || t == GPT2_LN1B || t == GPT2_LN2B ||
-			      t == GPT2_LNFB;
-		int is_lnw = t == GPT2_LN1W || t == GPT2_LN2W || t == GPT2_LNFW;
-		float std = 0.02f;
-
-		if (t == GPT2_ATTPROJW || t == GPT2_FCPROJW)
-			std = 0.02f / sqrtf(2.0f * L);
-		if (t == GPT2_WTE) /* padding rows stay 0 */
-			n = (size_t)c->vocab_size * c->channels;
-		for (int l = 0; l < layers; l++) {
-			float *p = m->tensors[t] + (size_t)l * (m->sizes[t] / layers);
-			uint64_t st = rng_seed(seed, (uint64_t)t * 65536 + (uint64_t)l);
-
-			for (size_t i = 0; i < m->sizes[t] / layers; i++)
-				p[i] = is_lnw ? 1.0f :
-				       (is_bias || i >= n) ? 0.0f :
-							     rng_normal(&st, 0.0f, std);
-		}
+	if (!(a.tmp = alloc_floats(max_chunk(c), 0))) {
+		gpt2_free(m);
+		snprintf(m->err, sizeof m->err, "out of memory for the model");
+		return -2;
 	}
+	for_each_chunk(c, s, m->params, build_one, &a);
+	free(a.tmp);
 	return 0;
+}
+
+int gpt2_build(struct gpt2 *m, const struct gpt2_config *c, uint64_t seed)
+{
+	struct gpt2_shard s;
+
+	gpt2_shard_whole(c, &s);
+	return gpt2_build_shard(m, c, &s, seed);
 }
 
 void gpt2_header(const struct gpt2 *m, int32_t hdr[GPT2_HEADER_INTS])
@@ -274,14 +477,51 @@ static int check_header(const int32_t *h, const char *path, struct gpt2_config *
 	return 0;
 }
 
-int gpt2_load(struct gpt2 *m, const char *path, char *err, size_t errlen)
+struct load_args {
+	const struct gpt2_config *c;
+	const struct gpt2_shard *s;
+	int fd;
+	const char *path;
+	float *tmp;
+	char *err;
+	size_t errlen;
+};
+
+/* Read one chunk of the whole model from the file and keep the shard's slice. */
+static int load_one(void *arg, int t, int l, size_t full_off, float *local)
+{
+	struct load_args *a = arg;
+	size_t bytes = full_chunk(a->c, t) * sizeof(float), got = 0;
+	off_t at = (off_t)(GPT2_HEADER_INTS * sizeof(int32_t) + full_off * sizeof(float));
+
+	(void)l;
+	while (got < bytes) {
+		ssize_t k = pread(a->fd, (char *)a->tmp + got, bytes - got, at + (off_t)got);
+
+		if (k <= 0) {
+			snprintf(a->err, a->errlen, "%s: truncated while reading the parameters%s%s",
+				 a->path, k < 0 ? ": " : "", k < 0 ? strerror(errno) : "");
+			return -1;
+		}
+		got += (size_t)k;
+	}
+	copy_chunk(a->c, a->s, t, a->tmp, local, 1);
+	return 0;
+}
+
+int gpt2_load_shard(struct gpt2 *m, const char *path, const struct gpt2_shard *want, char *err,
+		    size_t errlen)
 {
 	int32_t hdr[GPT2_HEADER_INTS];
 	struct gpt2_config c;
+	struct gpt2_shard s;
+	struct load_args a = { .path = path, .err = err, .errlen = errlen };
 	struct stat st;
 	long long body;
+	size_t full_params, sizes[GPT2_NUM_TENSORS];
 	FILE *f = fopen(path, "rb");
 	int rc = -1;
+	char why[200];
 
 	memset(m, 0, sizeof *m);
 	if (!f) {
@@ -300,45 +540,76 @@ int gpt2_load(struct gpt2 *m, const char *path, char *err, size_t errlen)
 	}
 	if (check_header(hdr, path, &c, err, errlen))
 		goto fail;
-	rc = gpt2_alloc(m, &c);
+	gpt2_shard_whole(&c, &s);
+	if (want)
+		s = *want;
+	if (gpt2_shard_check(&c, &s, why, sizeof why)) {
+		snprintf(err, errlen, "%s: cannot cut this model: %s", path, why);
+		goto fail;
+	}
+	{
+		struct gpt2_shard whole;
+
+		gpt2_shard_whole(&c, &whole);
+		full_params = gpt2_shard_sizes(&c, &whole, sizes);
+	}
+	body = (long long)st.st_size - (long long)sizeof hdr;
+	if (body < (long long)(full_params * sizeof(float))) {
+		snprintf(err, errlen,
+			 "%s: truncated: the header announces %zu parameters (%zu bytes), the file "
+			 "has %lld bytes after the header",
+			 path, full_params, full_params * sizeof(float), body);
+		goto fail;
+	}
+	if (body > (long long)(full_params * sizeof(float))) {
+		snprintf(err, errlen,
+			 "%s: %lld bytes after the %zu parameters the header announces: the file "
+			 "does not match its header",
+			 path, body - (long long)(full_params * sizeof(float)), full_params);
+		goto fail;
+	}
+	rc = gpt2_alloc(m, &c, &s);
 	if (rc) {
 		snprintf(err, errlen, "%s: %s", path, m->err);
 		goto fail;
 	}
 	rc = -1;
-	body = (long long)st.st_size - (long long)sizeof hdr;
-	if (body < (long long)(m->num_params * sizeof(float))) {
-		snprintf(err, errlen,
-			 "%s: truncated: the header announces %zu parameters (%zu bytes), the file "
-			 "has %lld bytes after the header",
-			 path, m->num_params, m->num_params * sizeof(float), body);
+	a.c = &c;
+	a.s = &s;
+	a.fd = fileno(f);
+	if (!(a.tmp = alloc_floats(max_chunk(&c), 0))) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		rc = -2;
 		goto fail;
 	}
-	if (body > (long long)(m->num_params * sizeof(float))) {
-		snprintf(err, errlen,
-			 "%s: %lld bytes after the %zu parameters the header announces: the file "
-			 "does not match its header",
-			 path, body - (long long)(m->num_params * sizeof(float)), m->num_params);
+	if (for_each_chunk(&c, &s, m->params, load_one, &a))
 		goto fail;
-	}
-	if (fread(m->params, sizeof(float), m->num_params, f) != m->num_params) {
-		snprintf(err, errlen, "%s: truncated while reading the parameters", path);
-		goto fail;
-	}
+	free(a.tmp);
 	fclose(f);
 	return 0;
 fail:
+	free(a.tmp);
 	fclose(f);
 	gpt2_free(m);
 	return rc;
 }
 
+int gpt2_load(struct gpt2 *m, const char *path, char *err, size_t errlen)
+{
+	return gpt2_load_shard(m, path, NULL, err, errlen);
+}
+
 int gpt2_save(const struct gpt2 *m, const char *path, char *err, size_t errlen)
 {
 	int32_t hdr[GPT2_HEADER_INTS];
-	FILE *f = fopen(path, "wb");
+	FILE *f;
 
-	if (!f) {
+	if (m->shard.tp_size != 1 || m->shard.first_layer != 0 ||
+	    m->shard.last_layer != m->config.num_layers) {
+		snprintf(err, errlen, "cannot write %s from a shard of the model", path);
+		return -1;
+	}
+	if (!(f = fopen(path, "wb"))) {
 		snprintf(err, errlen, "cannot create model file %s: %s", path, strerror(errno));
 		return -1;
 	}
@@ -356,36 +627,59 @@ int gpt2_save(const struct gpt2 *m, const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+/* ------------------------------------------------------------ widths */
+
+/* Widths of one block of this shard: where tensor parallelism narrows. */
+struct block_dims {
+	int C;      /* model width (LayerNorm, residual stream) */
+	int NH, HS; /* heads of this shard and their size */
+	int qkv_oc; /* 3 * NH * HS: qkv output channels (column-parallel) */
+	int att_c;  /* NH * HS: attention projection input channels (row-parallel) */
+	int fc_oc;  /* 4C / tp: fc output channels (column-parallel), fcproj input (row-parallel) */
+	int Vp;     /* vocabulary rows of the shard's LM head */
+};
+
+static struct block_dims block_dims(const struct gpt2_config *c, const struct gpt2_shard *s)
+{
+	int HS = c->channels / c->num_heads, NH = c->num_heads / s->tp_size;
+
+	return (struct block_dims){ .C = c->channels, .NH = NH, .HS = HS, .qkv_oc = 3 * NH * HS,
+				    .att_c = NH * HS, .fc_oc = 4 * c->channels / s->tp_size,
+				    .Vp = c->padded_vocab_size / s->tp_size };
+}
+
 /* ------------------------------------------------------------ activations */
 
 /*
- * Point the fields of a at mem (NULL: only count) for (B, T) and the stage
- * of layers [first, last): per-layer arrays for those layers only, the head
- * (final LayerNorm, logits, losses) only when the stage ends the model.
- * Arrays of no size are NULL. Returns the floats needed.
+ * Point the fields of a at mem (NULL: only count) for (B, T) and the
+ * shard's layers [first, last): per-layer arrays for those layers only, the
+ * head (final LayerNorm, logits, losses) only when the stage ends the
+ * model, every width the shard's. Arrays of no size are NULL. Returns the
+ * floats needed.
  */
-static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_config *c, int B,
-			  int T, int first, int last)
+static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_config *c,
+			  const struct gpt2_shard *s, int B, int T)
 {
-	size_t L = (size_t)(last - first), C = c->channels, NH = c->num_heads, BT = (size_t)B * T;
-	size_t H = last == c->num_layers; /* 1 if the stage has the head */
+	struct block_dims d = block_dims(c, s);
+	size_t L = (size_t)(s->last_layer - s->first_layer), C = c->channels, BT = (size_t)B * T;
+	size_t H = s->last_layer == c->num_layers; /* 1 if the stage has the head */
 	struct {
 		float **field;
 		size_t n;
 	} f[] = {
 		{ &a->encoded, BT * C },
 		{ &a->ln1, L * BT * C },	   { &a->ln1_mean, L * BT },
-		{ &a->ln1_rstd, L * BT },	   { &a->qkv, L * BT * 3 * C },
-		{ &a->atty, L * BT * C },	   { &a->att, L * B * NH * T * T },
+		{ &a->ln1_rstd, L * BT },	   { &a->qkv, L * BT * d.qkv_oc },
+		{ &a->atty, L * BT * d.att_c },	   { &a->att, L * B * d.NH * T * T },
 		{ &a->res2, L * BT * C },	   { &a->ln2, L * BT * C },
 		{ &a->ln2_mean, L * BT },	   { &a->ln2_rstd, L * BT },
-		{ &a->fch, L * BT * 4 * C },	   { &a->fch_gelu, L * BT * 4 * C },
+		{ &a->fch, L * BT * d.fc_oc },	   { &a->fch_gelu, L * BT * d.fc_oc },
 		{ &a->res3, L * BT * C },	   { &a->lnf, H * BT * C },
 		{ &a->lnf_mean, H * BT },	   { &a->lnf_rstd, H * BT },
-		{ &a->logits, H * BT * c->padded_vocab_size }, { &a->losses, H * BT },
+		{ &a->logits, H * BT * d.Vp },	   { &a->losses, H * BT },
 		{ &a->dres, BT * C },		   { &a->dln, BT * C },
-		{ &a->datty, BT * C },		   { &a->dqkv, BT * 3 * C },
-		{ &a->dfch, BT * 4 * C },	   { &a->dfch_gelu, BT * 4 * C },
+		{ &a->datty, BT * d.att_c },	   { &a->dqkv, BT * d.qkv_oc },
+		{ &a->dfch, BT * d.fc_oc },	   { &a->dfch_gelu, BT * d.fc_oc },
 		{ &a->dlnf, BT * C },
 	};
 	size_t total = 0;
@@ -393,22 +687,74 @@ static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_con
 	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
 		if (mem)
 			*f[i].field = f[i].n ? mem + total : NULL;
-		total += f[i].n;
+		total += (f[i].n + 15) / 16 * 16; /* keep every array on a cache line */
 	}
 	return total;
 }
 
-/*
- * Make the activations fit (B, T) and layers [first, last); reuses the
- * buffer when it is large enough.
- */
-static int ensure_acts(struct gpt2 *m, int B, int T, int first, int last)
+/* Save the current slot's fields into its record. */
+static void save_slot(struct gpt2 *m)
 {
-	size_t need;
+	m->slots[m->slot] = (struct gpt2_slot){ .acts = m->acts, .inputs = m->inputs,
+						.targets = m->targets,
+						.have_targets = m->have_targets, .loss = m->loss };
+}
 
-	if (m->act_mem && m->B == B && m->T == T && m->act_first == first && m->act_last == last)
+void gpt2_use_slot(struct gpt2 *m, int k)
+{
+	const struct gpt2_slot *s;
+
+	if (k < 0 || k >= m->nslots || k == m->slot)
+		return;
+	save_slot(m);
+	m->slot = k;
+	s = &m->slots[k];
+	m->acts = s->acts;
+	m->inputs = s->inputs;
+	m->targets = s->targets;
+	m->have_targets = s->have_targets;
+	m->loss = s->loss;
+}
+
+int gpt2_set_slots(struct gpt2 *m, int n)
+{
+	struct gpt2_slot *slots;
+
+	if (n < 1)
+		n = 1;
+	if (n == m->nslots)
 		return 0;
-	need = layout_acts(&m->acts, NULL, &m->config, B, T, first, last);
+	if (!(slots = calloc((size_t)n, sizeof *slots)))
+		return -2;
+	free(m->slots);
+	free(m->act_mem);
+	free(m->tok_mem);
+	m->slots = slots;
+	m->nslots = n;
+	m->slot = 0;
+	m->act_mem = NULL;
+	m->act_cap = 0;
+	m->tok_mem = NULL;
+	m->tok_cap = 0;
+	m->inputs = m->targets = NULL;
+	m->have_targets = 0;
+	memset(&m->acts, 0, sizeof m->acts);
+	m->B = m->T = 0;
+	return 0;
+}
+
+/*
+ * Make the activations of every slot fit (B, T); reuses the buffer when it
+ * is large enough. Keeps the current slot.
+ */
+static int ensure_acts(struct gpt2 *m, int B, int T)
+{
+	size_t per, need, ntok = 2 * (size_t)B * T;
+
+	if (m->act_mem && m->B == B && m->T == T)
+		return 0;
+	per = layout_acts(&m->acts, NULL, &m->config, &m->shard, B, T);
+	need = per * (size_t)m->nslots;
 	if (need > m->act_cap) {
 		float *mem = alloc_floats(need, 0);
 
@@ -418,49 +764,42 @@ static int ensure_acts(struct gpt2 *m, int B, int T, int first, int last)
 		m->act_mem = mem;
 		m->act_cap = need;
 	}
-	if (2 * (size_t)B * T > m->tok_cap) {
-		int *tok = malloc(2 * (size_t)B * T * sizeof(int));
+	if (ntok * (size_t)m->nslots > m->tok_cap) {
+		int *tok = malloc(ntok * (size_t)m->nslots * sizeof(int));
 
 		if (!tok)
 			goto nomem;
-		free(m->inputs);
-		m->inputs = tok;
-		m->tok_cap = 2 * (size_t)B * T;
+		free(m->tok_mem);
+		m->tok_mem = tok;
+		m->tok_cap = ntok * (size_t)m->nslots;
 	}
-	m->targets = m->inputs + (size_t)B * T;
-	layout_acts(&m->acts, m->act_mem, &m->config, B, T, first, last);
+	for (int k = 0; k < m->nslots; k++) {
+		struct gpt2_slot *s = &m->slots[k];
+
+		layout_acts(&s->acts, m->act_mem + (size_t)k * per, &m->config, &m->shard, B, T);
+		s->inputs = m->tok_mem + (size_t)k * ntok;
+		s->targets = s->inputs + (size_t)B * T;
+		s->have_targets = 0;
+		s->loss = -1.0f;
+	}
+	m->acts = m->slots[m->slot].acts;
+	m->inputs = m->slots[m->slot].inputs;
+	m->targets = m->slots[m->slot].targets;
+	m->have_targets = 0;
 	m->B = B;
 	m->T = T;
-	m->act_first = first;
-	m->act_last = last;
+	m->act_first = m->shard.first_layer;
+	m->act_last = m->shard.last_layer;
 	return 0;
 nomem:
 	snprintf(m->err, sizeof m->err, "out of memory for the activations of B=%d, T=%d (%zu MiB)",
-		 B, T, need * sizeof(float) >> 20);
+		 B, T, per * (size_t)m->nslots * sizeof(float) >> 20);
 	return -2;
 }
 
 /* ------------------------------------------------------------ blocks */
 
-/* Widths of one block: the one place a tensor-parallel shard would narrow. */
-struct block_dims {
-	int C;      /* model width (LayerNorm, residual stream) */
-	int NH, HS; /* heads of this shard and their size */
-	int qkv_oc; /* 3 * NH * HS: qkv output channels (column-parallel) */
-	int att_c;  /* NH * HS: attention projection input channels (row-parallel) */
-	int fc_oc;  /* 4C: fc output channels (column-parallel), fcproj input (row-parallel) */
-};
-
-static struct block_dims block_dims(const struct gpt2_config *c)
-{
-	int HS = c->channels / c->num_heads;
-
-	return (struct block_dims){ .C = c->channels, .NH = c->num_heads, .HS = HS,
-				    .qkv_oc = 3 * c->num_heads * HS, .att_c = c->num_heads * HS,
-				    .fc_oc = 4 * c->channels };
-}
-
-/* The weights (or gradients) of layer l inside a tensor table. */
+/* The weights (or gradients) of local layer l inside a tensor table. */
 struct block_w {
 	float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
 	float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
@@ -525,14 +864,26 @@ static float *layer_input(struct gpt2 *m, int l)
 }
 
 /*
+ * The bias of a row-parallel projection: the partial sums of the
+ * tensor-parallel ranks are added up afterwards, so only rank 0 adds it.
+ */
+static const float *row_parallel_bias(const struct gpt2 *m, const float *bias)
+{
+	return m->shard.tp_rank == 0 ? bias : NULL;
+}
+
+/*
  * One block: x -> res2 = x + attproj(attention(qkv(ln1(x))))
  *              -> res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
+ * Under tensor parallelism the shard computes its heads and its fc
+ * columns; the two projections give partial sums that tp_allreduce adds
+ * (Megatron's g operator) before the residual.
  */
-static void block_forward(struct gpt2 *m, int l)
+static int block_forward(struct gpt2 *m, int l)
 {
 	const struct ops *o = m->ops;
-	struct block_dims d = block_dims(&m->config);
-	struct block_w w = block_weights(m->tensors, &d, l);
+	struct block_dims d = block_dims(&m->config, &m->shard);
+	struct block_w w = block_weights(m->tensors, &d, l - m->shard.first_layer);
 	struct block_a a = block_acts(m, &d, l);
 	int B = m->B, T = m->T, N = B * T, C = d.C;
 	const float *x = layer_input(m, l);
@@ -540,27 +891,37 @@ static void block_forward(struct gpt2 *m, int l)
 	o->layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, N, C);
 	o->matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, d.qkv_oc);
 	o->attention_forward(a.atty, a.att, a.qkv, B, T, d.NH, d.HS);
-	o->matmul_forward(a.res2, a.atty, w.attprojw, w.attprojb, N, d.att_c, C);
+	o->matmul_forward(a.res2, a.atty, w.attprojw, row_parallel_bias(m, w.attprojb), N, d.att_c,
+			  C);
+	if (tp_allreduce(m, a.res2, (size_t)N * C))
+		return -1;
 	o->residual_forward(a.res2, x, a.res2, (size_t)N * C);
 	o->layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
 	o->matmul_forward(a.fch, a.ln2, w.fcw, w.fcb, N, C, d.fc_oc);
 	o->gelu_forward(a.fch_gelu, a.fch, (size_t)N * d.fc_oc);
-	o->matmul_forward(a.res3, a.fch_gelu, w.fcprojw, w.fcprojb, N, d.fc_oc, C);
+	o->matmul_forward(a.res3, a.fch_gelu, w.fcprojw, row_parallel_bias(m, w.fcprojb), N,
+			  d.fc_oc, C);
+	if (tp_allreduce(m, a.res3, (size_t)N * C))
+		return -1;
 	o->residual_forward(a.res3, a.res2, a.res3, (size_t)N * C);
+	return 0;
 }
 
 /*
  * Backward of one block. On entry acts.dres is the gradient of the block's
  * output res3; on exit it is the gradient of its input x. Both LayerNorm
  * backwards add into dres: the residual connections pass gradients through.
+ * Under tensor parallelism the gradients reaching each LayerNorm from the
+ * shard's columns are partial sums: tp_allreduce adds them (the backward
+ * of Megatron's f operator).
  */
-static void block_backward(struct gpt2 *m, int l)
+static int block_backward(struct gpt2 *m, int l)
 {
 	const struct ops *o = m->ops;
 	struct gpt2_acts *g = &m->acts;
-	struct block_dims d = block_dims(&m->config);
-	struct block_w w = block_weights(m->tensors, &d, l);
-	struct block_w dw = block_weights(m->grad_tensors, &d, l);
+	struct block_dims d = block_dims(&m->config, &m->shard);
+	struct block_w w = block_weights(m->tensors, &d, l - m->shard.first_layer);
+	struct block_w dw = block_weights(m->grad_tensors, &d, l - m->shard.first_layer);
 	struct block_a a = block_acts(m, &d, l);
 	int B = m->B, T = m->T, N = B * T, C = d.C;
 	const float *x = layer_input(m, l);
@@ -575,6 +936,8 @@ static void block_backward(struct gpt2 *m, int l)
 			   d.fc_oc, C);
 	o->gelu_backward(g->dfch, a.fch, g->dfch_gelu, (size_t)N * d.fc_oc);
 	o->matmul_backward(g->dln, dw.fcw, dw.fcb, g->dfch, a.ln2, w.fcw, N, C, d.fc_oc);
+	if (tp_allreduce(m, g->dln, (size_t)N * C))
+		return -1;
 	o->layernorm_backward(g->dres, dw.ln2w, dw.ln2b, g->dln, a.res2, w.ln2w, a.ln2_mean,
 			      a.ln2_rstd, N, C);
 	o->zero(g->dln, (size_t)N * C);
@@ -582,13 +945,16 @@ static void block_backward(struct gpt2 *m, int l)
 			   d.att_c, C);
 	o->attention_backward(g->dqkv, g->datty, a.qkv, a.att, B, T, d.NH, d.HS);
 	o->matmul_backward(g->dln, dw.qkvw, dw.qkvb, g->dqkv, a.ln1, w.qkvw, N, C, d.qkv_oc);
+	if (tp_allreduce(m, g->dln, (size_t)N * C))
+		return -1;
 	o->layernorm_backward(g->dres, dw.ln1w, dw.ln1b, g->dln, x, w.ln1w, a.ln1_mean,
 			      a.ln1_rstd, N, C);
+	return 0;
 }
 
 /* ------------------------------------------------------------ passes */
 
-static int check_stage(struct gpt2 *m, int B, int T, int first, int last)
+static int check_batch(struct gpt2 *m, int B, int T)
 {
 	const struct gpt2_config *c = &m->config;
 
@@ -596,11 +962,6 @@ static int check_stage(struct gpt2 *m, int B, int T, int first, int last)
 		snprintf(m->err, sizeof m->err,
 			 "batch B=%d, T=%d does not fit the model (1 <= T <= max_seq_len %d)", B, T,
 			 c->max_seq_len);
-		return -1;
-	}
-	if (first < 0 || last > c->num_layers || first >= last) {
-		snprintf(m->err, sizeof m->err, "layer range [%d, %d) is not within [0, %d)", first,
-			 last, c->num_layers);
 		return -1;
 	}
 	return 0;
@@ -621,59 +982,82 @@ static int copy_tokens(struct gpt2 *m, int *dst, const int *src, size_t n, const
 	return 0;
 }
 
-/* Final LayerNorm, LM head on the tied embedding, softmax and loss. */
-static float head_forward(struct gpt2 *m, int have_targets)
+/*
+ * Final LayerNorm, LM head on the tied embedding, softmax and loss (the
+ * mean over the batch in *loss). A tensor-parallel shard holds Vp/tp rows
+ * of the head: its logits are its vocabulary slice, and the softmax is
+ * taken across the slices (tensor_parallel.c) without gathering them.
+ */
+static int head_forward(struct gpt2 *m, int have_targets, float *loss)
 {
 	const struct ops *o = m->ops;
 	const struct gpt2_config *c = &m->config;
 	struct gpt2_acts *a = &m->acts;
+	struct block_dims d = block_dims(c, &m->shard);
 	int N = m->B * m->T, C = c->channels;
+	const int *targets = have_targets ? m->targets : NULL;
 	double sum = 0.0;
 
 	o->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, layer_input(m, c->num_layers),
 			     m->tensors[GPT2_LNFW], m->tensors[GPT2_LNFB], N, C);
-	o->matmul_forward(a->logits, a->lnf, m->tensors[GPT2_WTE], NULL, N, C,
-			  c->padded_vocab_size);
-	o->softmax_xent_forward(a->losses, a->logits, have_targets ? m->targets : NULL, N,
-				c->vocab_size, c->padded_vocab_size);
+	o->matmul_forward(a->logits, a->lnf, m->tensors[GPT2_WTE], NULL, N, C, d.Vp);
+	if (m->shard.tp_size == 1)
+		o->softmax_xent_forward(a->losses, a->logits, targets, N, c->vocab_size,
+					c->padded_vocab_size);
+	else if (tp_softmax_xent_forward(m, a->losses, a->logits, targets, N))
+		return -1;
+	*loss = 0.0f;
 	if (!have_targets)
-		return 0.0f;
+		return 0;
 	for (int i = 0; i < N; i++)
 		sum += a->losses[i];
-	return (float)(sum / N);
+	*loss = (float)(sum / N);
+	return 0;
+}
+
+/* Token and position embedding of the stage's inputs into acts.encoded. */
+static int embed(struct gpt2 *m)
+{
+	if (m->shard.tp_size > 1)
+		return tp_encoder_forward(m, m->acts.encoded, m->inputs, m->B, m->T);
+	m->ops->encoder_forward(m->acts.encoded, m->inputs, m->tensors[GPT2_WTE],
+				m->tensors[GPT2_WPE], m->B, m->T, m->config.channels);
+	return 0;
 }
 
 int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, int B, int T,
-		       int first, int last, const float *x_in, float *x_out, float *loss)
+		       const float *x_in, float *x_out, float *loss)
 {
 	size_t BTC = (size_t)B * T * m->config.channels;
-	int rc;
+	int first = m->shard.first_layer, last = m->shard.last_layer, rc;
+	float l = 0.0f;
 
 	m->have_targets = 0;
 	m->loss = -1.0f;
-	if (check_stage(m, B, T, first, last))
+	if (check_batch(m, B, T))
 		return -1;
-	rc = ensure_acts(m, B, T, first, last);
+	rc = ensure_acts(m, B, T);
 	if (rc)
 		return rc;
 	if (targets && copy_tokens(m, m->targets, targets, (size_t)B * T, "target"))
 		return -1;
 	if (first == 0) {
-		if (copy_tokens(m, m->inputs, inputs, (size_t)B * T, "input"))
+		if (copy_tokens(m, m->inputs, inputs, (size_t)B * T, "input") || embed(m))
 			return -1;
-		m->ops->encoder_forward(m->acts.encoded, m->inputs, m->tensors[GPT2_WTE],
-					m->tensors[GPT2_WPE], B, T, m->config.channels);
 	} else {
 		memcpy(layer_input(m, first), x_in, BTC * sizeof(float));
 	}
-	for (int l = first; l < last; l++)
-		block_forward(m, l);
+	for (int k = first; k < last; k++)
+		if (block_forward(m, k))
+			return -1;
 	if (last < m->config.num_layers) {
 		memcpy(x_out, layer_input(m, last), BTC * sizeof(float));
 		return 0;
 	}
+	if (head_forward(m, targets != NULL, &l))
+		return -1;
 	m->have_targets = targets != NULL;
-	m->loss = head_forward(m, m->have_targets);
+	m->loss = m->have_targets ? l : 0.0f;
 	if (loss)
 		*loss = m->loss;
 	return 0;
@@ -683,8 +1067,13 @@ float gpt2_forward(struct gpt2 *m, const int *inputs, const int *targets, int B,
 {
 	float loss = 0.0f;
 
-	if (gpt2_stage_forward(m, inputs, targets, B, T, 0, m->config.num_layers, NULL, NULL,
-			       &loss))
+	if (m->shard.first_layer != 0 || m->shard.last_layer != m->config.num_layers) {
+		snprintf(m->err, sizeof m->err,
+			 "a forward pass of the whole model on a pipeline stage (layers [%d, %d))",
+			 m->shard.first_layer, m->shard.last_layer);
+		return NAN;
+	}
+	if (gpt2_stage_forward(m, inputs, targets, B, T, NULL, NULL, &loss))
 		return NAN;
 	return loss;
 }
@@ -692,7 +1081,7 @@ float gpt2_forward(struct gpt2 *m, const int *inputs, const int *targets, int B,
 int gpt2_zero_grad(struct gpt2 *m)
 {
 	if (!m->grads) {
-		m->grads = alloc_floats(m->num_params, 1);
+		m->grads = alloc_floats(m->num_params + m->grad_pad + 1, 1);
 		if (!m->grads) {
 			snprintf(m->err, sizeof m->err, "out of memory for %zu gradients",
 				 m->num_params);
@@ -706,41 +1095,40 @@ int gpt2_zero_grad(struct gpt2 *m)
 }
 
 /* Gradient from the loss back to dres (the gradient of the last layer's output). */
-static void head_backward(struct gpt2 *m, float loss_scale)
+static int head_backward(struct gpt2 *m, float loss_scale)
 {
 	const struct ops *o = m->ops;
 	const struct gpt2_config *c = &m->config;
 	struct gpt2_acts *a = &m->acts;
+	struct block_dims d = block_dims(c, &m->shard);
 	int N = m->B * m->T, C = c->channels;
 
-	o->softmax_xent_backward(a->logits, m->targets, loss_scale / N, N, c->vocab_size,
-				 c->padded_vocab_size);
+	if (m->shard.tp_size == 1)
+		o->softmax_xent_backward(a->logits, m->targets, loss_scale / N, N, c->vocab_size,
+					 c->padded_vocab_size);
+	else
+		tp_softmax_xent_backward(m, a->logits, m->targets, loss_scale / N, N);
 	o->zero(a->dlnf, (size_t)N * C);
 	o->matmul_backward(a->dlnf, m->grad_tensors[GPT2_WTE], NULL, a->logits, a->lnf,
-			   m->tensors[GPT2_WTE], N, C, c->padded_vocab_size);
+			   m->tensors[GPT2_WTE], N, C, d.Vp);
+	if (tp_allreduce(m, a->dlnf, (size_t)N * C))
+		return -1;
 	o->zero(a->dres, (size_t)N * C);
 	o->layernorm_backward(a->dres, m->grad_tensors[GPT2_LNFW], m->grad_tensors[GPT2_LNFB],
 			      a->dlnf, layer_input(m, c->num_layers), m->tensors[GPT2_LNFW],
 			      a->lnf_mean, a->lnf_rstd, N, C);
+	return 0;
 }
 
-int gpt2_stage_backward(struct gpt2 *m, int first, int last, float loss_scale,
-			const float *dx_out, float *dx_in)
+int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, float *dx_in)
 {
 	size_t BTC = (size_t)m->B * m->T * m->config.channels;
+	int first = m->shard.first_layer, last = m->shard.last_layer;
 
 	if (!m->grads || !m->act_mem) {
 		snprintf(m->err, sizeof m->err,
 			 "backward pass without %s", !m->grads ? "gradients (call gpt2_zero_grad)" :
 								"a forward pass");
-		return -1;
-	}
-	if (check_stage(m, m->B, m->T, first, last))
-		return -1;
-	if (first != m->act_first || last != m->act_last) {
-		snprintf(m->err, sizeof m->err,
-			 "backward pass over layers [%d, %d) after a forward pass over [%d, %d)",
-			 first, last, m->act_first, m->act_last);
 		return -1;
 	}
 	if (last == m->config.num_layers) {
@@ -749,24 +1137,29 @@ int gpt2_stage_backward(struct gpt2 *m, int first, int last, float loss_scale,
 				 "backward pass without a forward pass with targets");
 			return -1;
 		}
-		head_backward(m, loss_scale);
+		if (head_backward(m, loss_scale))
+			return -1;
 		m->have_targets = 0; /* the logits now hold their gradient */
 	} else {
 		memcpy(m->acts.dres, dx_out, BTC * sizeof(float));
 	}
 	for (int l = last - 1; l >= first; l--)
-		block_backward(m, l);
-	if (first == 0)
+		if (block_backward(m, l))
+			return -1;
+	if (first > 0)
+		memcpy(dx_in, m->acts.dres, BTC * sizeof(float));
+	else if (m->shard.tp_size > 1)
+		tp_encoder_backward(m, m->grad_tensors[GPT2_WTE], m->grad_tensors[GPT2_WPE],
+				    m->acts.dres, m->inputs, m->B, m->T);
+	else
 		m->ops->encoder_backward(m->grad_tensors[GPT2_WTE], m->grad_tensors[GPT2_WPE],
 					 m->acts.dres, m->inputs, m->B, m->T, m->config.channels);
-	else
-		memcpy(dx_in, m->acts.dres, BTC * sizeof(float));
 	return 0;
 }
 
 int gpt2_backward(struct gpt2 *m, float loss_scale)
 {
-	return gpt2_stage_backward(m, 0, m->config.num_layers, loss_scale, NULL, NULL);
+	return gpt2_stage_backward(m, loss_scale, NULL, NULL);
 }
 
 void gpt2_free(struct gpt2 *m)
@@ -774,6 +1167,7 @@ void gpt2_free(struct gpt2 *m)
 	free(m->params);
 	free(m->grads);
 	free(m->act_mem);
-	free(m->inputs);
+	free(m->tok_mem);
+	free(m->slots);
 	memset(m, 0, sizeof *m);
 }

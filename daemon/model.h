@@ -16,12 +16,18 @@
  * version 3 = fp32, then max_seq_len, vocab_size, layers, heads, channels,
  * padded_vocab_size) followed by the fp32 parameters in tensor order.
  *
- * Parallelism hooks: a pipeline stage runs gpt2_stage_forward/backward over
- * its layer range [first, last) with the residual stream handed in and out;
- * inside a block every width (heads, qkv and fc output channels) comes from
- * one place (block_dims in model.c), so tensor parallelism replaces it with
- * a shard's slice (qkv and fc split by output columns, attention projection
- * and fc projection by input rows followed by an all-reduce).
+ * Parallelism: a model object may hold a shard of the model (struct
+ * gpt2_shard). A pipeline stage holds the layers [first_layer, last_layer)
+ * only, the first stage also the embeddings, the last the final LayerNorm
+ * and the LM head (the tied token embedding, so both ends hold it); a
+ * tensor-parallel rank holds a 1/tp slice of every split matrix, Megatron
+ * style: qkv and fc by output rows (whole heads for qkv), the attention and
+ * fc projections by input columns, and the token embedding by vocabulary
+ * rows (Vp/tp each); LayerNorm, position embedding and the projection
+ * biases are replicated. Tensors keep llm.c's order with the shard's sizes,
+ * so gpt2_shard_copy maps between a shard and the whole model (llm.c's
+ * layout) for loading, checkpoints and resharding. The all-reduces of the
+ * tensor-parallel group live in daemon/tensor_parallel.c.
  */
 #ifndef STORK_DAEMON_MODEL_H
 #define STORK_DAEMON_MODEL_H
@@ -30,6 +36,8 @@
 #include <stdint.h>
 
 #include "kernels/ops.h"
+
+struct comm;
 
 #define GPT2_MAGIC 20240326
 #define GPT2_VERSION_FP32 3
@@ -66,6 +74,17 @@ struct gpt2_config {
 };
 
 /*
+ * The part of the model one rank holds: a tensor-parallel slice (tp_rank of
+ * tp_size) of the layers [first_layer, last_layer) of a pipeline stage.
+ * gpt2_shard_whole gives the whole model (1 slice, every layer).
+ */
+struct gpt2_shard {
+	int tp_rank, tp_size;
+	int first_layer, last_layer;
+	struct comm *tp;             /* the tensor-parallel group; NULL when tp_size == 1 */
+};
+
+/*
  * Activations of one (B, T) for the layers [first, last) of a stage (all L
  * layers for the whole model); per-layer arrays hold those last - first
  * layers (written L below), the head arrays (lnf..losses) are NULL unless
@@ -93,8 +112,17 @@ struct gpt2_acts {
 	float *dlnf;     /* (B, T, C) */
 };
 
+/* What one in-flight micro-batch keeps between its forward and backward passes. */
+struct gpt2_slot {
+	struct gpt2_acts acts;
+	int *inputs, *targets;
+	int have_targets;
+	float loss;
+};
+
 struct gpt2 {
 	struct gpt2_config config;
+	struct gpt2_shard shard;
 	const struct ops *ops;
 	size_t sizes[GPT2_NUM_TENSORS]; /* elements of each tensor */
 	size_t num_params;
@@ -109,9 +137,15 @@ struct gpt2 {
 	size_t act_cap;
 	struct gpt2_acts acts;
 	int *inputs, *targets;          /* copies of the last forward's tokens (B*T) */
-	size_t tok_cap;                 /* ints allocated at inputs */
+	int *tok_mem;                   /* every slot's inputs and targets */
+	size_t tok_cap;                 /* ints allocated at tok_mem */
 	int have_targets;
 	float loss;                     /* mean loss of the last forward, or -1 */
+	/* micro-batches in flight (pipeline): nslots activation sets; the
+	 * fields acts..loss above are those of slot `slot` */
+	int nslots, slot;
+	struct gpt2_slot *slots;
+	size_t grad_pad;                /* zeroed floats after the gradients (ZeRO-1 padding) */
 	char err[256];                  /* why the last call failed */
 };
 
@@ -132,6 +166,63 @@ int gpt2_config_check(const struct gpt2_config *c, char *err, size_t errlen);
  */
 int gpt2_build(struct gpt2 *m, const struct gpt2_config *c, uint64_t seed);
 
+/* The whole model as a shard: one tensor-parallel slice, every layer. */
+void gpt2_shard_whole(const struct gpt2_config *c, struct gpt2_shard *s);
+
+/*
+ * Check that a shard fits the model: tp_size divides the heads and the
+ * padded vocabulary, the layer range is within [0, L). Returns 0 or -1 with
+ * a message in err.
+ */
+int gpt2_shard_check(const struct gpt2_config *c, const struct gpt2_shard *s, char *err,
+		     size_t errlen);
+
+/* Elements of each tensor a shard holds (0 for tensors it lacks) and their sum. */
+size_t gpt2_shard_sizes(const struct gpt2_config *c, const struct gpt2_shard *s,
+			size_t sizes[GPT2_NUM_TENSORS]);
+
+/*
+ * Copy between the whole model's parameters (full, llm.c's layout and
+ * order) and a shard's (local): to_local = 1 copies the shard's part of
+ * full into local, 0 writes local into its place in full. The same map
+ * serves optimizer moments, which have the parameters' layout.
+ */
+void gpt2_shard_copy(const struct gpt2_config *c, const struct gpt2_shard *s, float *full,
+		     float *local, int to_local);
+
+/*
+ * Whether the shard's copy of tensor t is a replica another rank of the
+ * model-parallel group also holds and counts (tensor-parallel ranks above 0
+ * for replicated tensors; the last stage's tied embedding when the first
+ * stage holds it too): such copies are left out of the gradient norm.
+ */
+int gpt2_shard_is_replica(const struct gpt2_config *c, const struct gpt2_shard *s,
+			  enum gpt2_tensor t);
+
+/*
+ * gpt2_build for a shard: the same values as the whole model's, for the
+ * part the shard holds. s->tp is kept for the passes.
+ */
+int gpt2_build_shard(struct gpt2 *m, const struct gpt2_config *c, const struct gpt2_shard *s,
+		     uint64_t seed);
+
+/*
+ * gpt2_load for a shard: reads only the shard's part of the file. Errors
+ * as gpt2_load, and -1 when the file's model cannot be cut as s asks.
+ */
+int gpt2_load_shard(struct gpt2 *m, const char *path, const struct gpt2_shard *s, char *err,
+		    size_t errlen);
+
+/*
+ * Keep n >= 1 activation sets, one per micro-batch in flight (a pipeline
+ * stage's 1F1B schedule has up to P - stage of them), and make slot 0
+ * current. Returns 0 or -2 (memory, on the next forward).
+ */
+int gpt2_set_slots(struct gpt2 *m, int n);
+
+/* Make slot k (< nslots) current: the next forward fills it, the next backward reads it. */
+void gpt2_use_slot(struct gpt2 *m, int k);
+
 /*
  * Load an llm.c model file (fp32, version 3). Returns 0; or -1 with a
  * message in err naming the file and the problem (cannot open, wrong magic,
@@ -151,7 +242,8 @@ int gpt2_save(const struct gpt2 *m, const char *path, char *err, size_t errlen);
 void gpt2_header(const struct gpt2 *m, int32_t hdr[GPT2_HEADER_INTS]);
 
 /*
- * Forward pass of the whole model over inputs (B, T) (token ids < V).
+ * Forward pass of the whole model (every layer: a tensor-parallel shard is
+ * fine, a pipeline stage is not) over inputs (B, T) (token ids < V).
  * With targets (B, T) not NULL, returns the mean cross-entropy loss and
  * keeps what gpt2_backward needs; without, returns 0 and leaves the next
  * token probabilities in m->acts.logits (B, T, Vp). Returns NAN on error
@@ -171,26 +263,24 @@ int gpt2_zero_grad(struct gpt2 *m);
 int gpt2_backward(struct gpt2 *m, float loss_scale);
 
 /*
- * Pipeline stage forward over layers [first, last): a stage is one model
- * object, and keeps activations for these layers only. With first == 0 the
- * stage embeds inputs; otherwise x_in (B, T, C) is the residual stream from
- * the previous stage. With last == L the stage ends with the head and, when
- * targets is not NULL, stores the mean loss in *loss; otherwise the residual
- * stream leaving layer last-1 is copied to x_out (B, T, C). Returns 0 or -1
- * (m->err says why).
+ * Pipeline stage forward over the shard's layers [first, last), into the
+ * current slot. With first == 0 the stage embeds inputs; otherwise x_in
+ * (B, T, C) is the residual stream from the previous stage. With last == L
+ * the stage ends with the head and, when targets is not NULL, stores the
+ * mean loss in *loss; otherwise the residual stream leaving layer last-1 is
+ * copied to x_out (B, T, C). Returns 0 or -1 (m->err says why).
  */
 int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, int B, int T,
-		       int first, int last, const float *x_in, float *x_out, float *loss);
+		       const float *x_in, float *x_out, float *loss);
 
 /*
- * Pipeline stage backward over layers [first, last), after the stage
- * forward over the same layers (else -1). With last == L the gradient starts at the loss (scaled by
- * loss_scale); otherwise dx_out (B, T, C) is the gradient of the stage's
- * output from the next stage. With first == 0 the gradient ends in the
- * embeddings; otherwise it is written to dx_in (B, T, C). Returns 0 or -1.
+ * Pipeline stage backward of the current slot's forward. With last == L
+ * the gradient starts at the loss (scaled by loss_scale); otherwise dx_out
+ * (B, T, C) is the gradient of the stage's output from the next stage. With
+ * first == 0 the gradient ends in the embeddings; otherwise it is written
+ * to dx_in (B, T, C). Returns 0 or -1.
  */
-int gpt2_stage_backward(struct gpt2 *m, int first, int last, float loss_scale,
-			const float *dx_out, float *dx_in);
+int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, float *dx_in);
 
 /*
  * Run the model on backend o from now on (gpt2_build and gpt2_load choose

@@ -10,10 +10,12 @@
 #include "config.h"
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
+#include "lib/comm.h"
 #include "lib/rng.h"
 
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,42 +221,66 @@ START_TEST(test_backward_accumulates_scaled_gradients)
 }
 END_TEST
 
+/* A shard of config c: TP slice k of n, layers [first, last). */
+static struct gpt2_shard shard_of(const struct gpt2_config *c, int k, int n, int first, int last)
+{
+	struct gpt2_shard s;
+
+	gpt2_shard_whole(c, &s);
+	s.tp_rank = k;
+	s.tp_size = n;
+	s.first_layer = first;
+	s.last_layer = last;
+	return s;
+}
+
 /*
  * Two stages, one model object each (as two pipeline ranks): the loss is
  * the whole model's bit for bit, and so are the gradients once the two
- * stages' gradients are added, except for the tied embedding: it gets its
- * LM-head part in the last stage and its embedding part (one term per
- * occurrence of a token) in the first, which the whole model adds up in
- * another order, so those agree to float rounding (1e-6 relative). Every
- * other gradient lives in one stage only.
+ * stages' gradients are placed in the whole model's layout, except for the
+ * tied embedding: it gets its LM-head part in the last stage and its
+ * embedding part (one term per occurrence of a token) in the first, which
+ * the whole model adds up in another order, so those agree to float
+ * rounding (1e-6 relative).
  */
 START_TEST(test_pipeline_stages_equal_whole_model)
 {
 	struct gpt2 m, s0, s1;
-	float whole, staged, x[B * T * 8], dx[B * T * 8];
+	struct gpt2_shard h0 = shard_of(&tiny, 0, 1, 0, 1), h1 = shard_of(&tiny, 0, 1, 1, 2);
+	float whole, staged, x[B * T * 8], dx[B * T * 8], *g0, *g1;
 
 	build(&m, 9);
-	build(&s0, 9);
-	build(&s1, 9);
+	ck_assert_int_eq(gpt2_build_shard(&s0, &tiny, &h0, 9), 0);
+	ck_assert_int_eq(gpt2_build_shard(&s1, &tiny, &h1, 9), 0);
+	ck_assert_uint_lt(s0.num_params, m.num_params);
+	ck_assert_uint_eq(s1.sizes[GPT2_WPE], 0);  /* the position embedding is the first stage's */
+	ck_assert_uint_eq(s0.sizes[GPT2_LNFW], 0); /* the final LayerNorm the last stage's */
+	ck_assert_uint_eq(s0.sizes[GPT2_WTE], s1.sizes[GPT2_WTE]); /* tied: both ends */
 	gpt2_zero_grad(&m);
 	gpt2_zero_grad(&s0);
 	gpt2_zero_grad(&s1);
 	whole = gpt2_forward(&m, inputs, targets, B, T);
 	gpt2_backward(&m, 1.0f);
-	ck_assert_int_eq(gpt2_stage_forward(&s0, inputs, NULL, B, T, 0, 1, NULL, x, NULL), 0);
-	ck_assert_int_eq(gpt2_stage_forward(&s1, NULL, targets, B, T, 1, 2, x, NULL, &staged), 0);
+	ck_assert_int_eq(gpt2_stage_forward(&s0, inputs, NULL, B, T, NULL, x, NULL), 0);
+	ck_assert_int_eq(gpt2_stage_forward(&s1, NULL, targets, B, T, x, NULL, &staged), 0);
 	ck_assert_msg(whole == staged, "loss %g whole, %g in two stages", whole, staged);
-	ck_assert_int_eq(gpt2_stage_backward(&s1, 1, 2, 1.0f, NULL, dx), 0);
-	ck_assert_int_eq(gpt2_stage_backward(&s0, 0, 1, 1.0f, dx, NULL), 0);
+	ck_assert_int_eq(gpt2_stage_backward(&s1, 1.0f, NULL, dx), 0);
+	ck_assert_int_eq(gpt2_stage_backward(&s0, 1.0f, dx, NULL), 0);
+	g0 = calloc(m.num_params, sizeof *g0);
+	g1 = calloc(m.num_params, sizeof *g1);
+	gpt2_shard_copy(&tiny, &h0, g0, s0.grads, 0);
+	gpt2_shard_copy(&tiny, &h1, g1, s1.grads, 0);
 	for (size_t i = 0; i < m.num_params; i++) {
-		float sum = s0.grads[i] + s1.grads[i], tol = 0.0f;
+		float sum = g0[i] + g1[i], tol = 0.0f;
 
 		if (i < m.sizes[GPT2_WTE])
-			tol = 1e-6f * (fabsf(s0.grads[i]) + fabsf(s1.grads[i]));
+			tol = 1e-6f * (fabsf(g0[i]) + fabsf(g1[i]));
 		ck_assert_msg(fabsf(sum - m.grads[i]) <= tol,
 			      "gradient %zu: %.9g + %.9g in two stages, %.9g whole", i,
-			      (double)s0.grads[i], (double)s1.grads[i], (double)m.grads[i]);
+			      (double)g0[i], (double)g1[i], (double)m.grads[i]);
 	}
+	free(g0);
+	free(g1);
 	gpt2_free(&m);
 	gpt2_free(&s0);
 	gpt2_free(&s1);
@@ -270,16 +296,19 @@ START_TEST(test_stage_allocates_activations_for_its_own_layers)
 {
 	struct gpt2_config c4 = tiny;
 	struct gpt2 m, s0, s1;
+	struct gpt2_shard h0, h1;
 	float x[B * T * 8], loss;
 	size_t logits = (size_t)B * T * tiny.padded_vocab_size;
 
 	c4.num_layers = 4;
+	h0 = shard_of(&c4, 0, 1, 0, 2);
+	h1 = shard_of(&c4, 0, 1, 2, 4);
 	ck_assert_int_eq(gpt2_build(&m, &c4, 3), 0);
-	ck_assert_int_eq(gpt2_build(&s0, &c4, 3), 0);
-	ck_assert_int_eq(gpt2_build(&s1, &c4, 3), 0);
+	ck_assert_int_eq(gpt2_build_shard(&s0, &c4, &h0, 3), 0);
+	ck_assert_int_eq(gpt2_build_shard(&s1, &c4, &h1, 3), 0);
 	ck_assert(gpt2_forward(&m, inputs, targets, B, T) > 0);
-	ck_assert_int_eq(gpt2_stage_forward(&s0, inputs, NULL, B, T, 0, 2, NULL, x, NULL), 0);
-	ck_assert_int_eq(gpt2_stage_forward(&s1, NULL, targets, B, T, 2, 4, x, NULL, &loss), 0);
+	ck_assert_int_eq(gpt2_stage_forward(&s0, inputs, NULL, B, T, NULL, x, NULL), 0);
+	ck_assert_int_eq(gpt2_stage_forward(&s1, NULL, targets, B, T, x, NULL, &loss), 0);
 	ck_assert_ptr_null(s0.acts.logits);
 	ck_assert_ptr_nonnull(s1.acts.logits);
 	/* without the head, half the layers: below half of what the whole model holds */
@@ -287,13 +316,208 @@ START_TEST(test_stage_allocates_activations_for_its_own_layers)
 		      "first stage holds %zu floats, the whole model %zu", s0.act_cap, m.act_cap);
 	ck_assert_msg(s1.act_cap - logits < (m.act_cap - logits) / 2 + m.act_cap / 8,
 		      "last stage holds %zu floats, the whole model %zu", s1.act_cap, m.act_cap);
-	/* a backward pass must cover the layers of the forward pass */
-	gpt2_zero_grad(&s1);
-	ck_assert_int_eq(gpt2_stage_backward(&s1, 3, 4, 1.0f, NULL, x), -1);
-	ck_assert_msg(strstr(s1.err, "[3, 4)") && strstr(s1.err, "[2, 4)"), "%s", s1.err);
+	/* a stage is not the whole model */
+	ck_assert(isnan(gpt2_forward(&s1, inputs, targets, B, T)));
+	ck_assert_msg(strstr(s1.err, "[2, 4)"), "%s", s1.err);
 	gpt2_free(&m);
 	gpt2_free(&s0);
 	gpt2_free(&s1);
+}
+END_TEST
+
+/*
+ * Shards hold exactly their slice of the whole model: building a shard
+ * gives the whole model's values there, and the shards of every layout
+ * together write back every parameter of the whole model exactly once
+ * (up to the replicas, which agree).
+ */
+START_TEST(test_shards_tile_the_whole_model)
+{
+	static const int layouts[][2] = { { 1, 1 }, { 2, 1 }, { 1, 2 }, { 2, 2 } }; /* tp, pp */
+	struct gpt2 m;
+	float *back = malloc(sizeof(float) * 100000);
+
+	build(&m, 21);
+	for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
+		int tp = layouts[k][0], pp = layouts[k][1];
+		size_t total = 0;
+
+		memset(back, 0xff, m.num_params * sizeof(float)); /* NaN */
+		for (int st = 0; st < pp; st++) {
+			for (int r = 0; r < tp; r++) {
+				struct gpt2_shard h = shard_of(&tiny, r, tp, st, st + 1);
+				struct gpt2 s;
+				float *slice;
+
+				if (pp == 1)
+					h.last_layer = 2;
+				ck_assert_int_eq(gpt2_build_shard(&s, &tiny, &h, 21), 0);
+				slice = malloc(s.num_params * sizeof(float));
+				gpt2_shard_copy(&tiny, &h, m.params, slice, 1);
+				ck_assert_msg(!memcmp(slice, s.params, s.num_params * sizeof(float)),
+					      "tp %d pp %d: shard (%d, %d) differs from the slice", tp,
+					      pp, r, st);
+				gpt2_shard_copy(&tiny, &h, back, s.params, 0);
+				for (int t = 0; t < GPT2_NUM_TENSORS; t++)
+					if (!gpt2_shard_is_replica(&tiny, &h, t))
+						total += s.sizes[t];
+				free(slice);
+				gpt2_free(&s);
+			}
+		}
+		ck_assert_msg(!memcmp(back, m.params, m.num_params * sizeof(float)),
+			      "tp %d pp %d: the shards do not cover the model", tp, pp);
+		ck_assert_uint_eq(total, m.num_params); /* replicas counted once */
+	}
+	free(back);
+	gpt2_free(&m);
+}
+END_TEST
+
+/* A shard loaded from an llm.c file holds the file's slice. */
+START_TEST(test_load_shard_reads_its_slice)
+{
+	struct gpt2 m, s;
+	struct gpt2_shard h = shard_of(&tiny, 1, 2, 1, 2);
+	char err[256];
+	float *slice;
+
+	build(&m, 5);
+	ck_assert_int_eq(gpt2_save(&m, tmpfile_path("shard.bin"), err, sizeof err), 0);
+	ck_assert_msg(gpt2_load_shard(&s, tmp_path, &h, err, sizeof err) == 0, "%s", err);
+	slice = malloc(s.num_params * sizeof(float));
+	gpt2_shard_copy(&tiny, &h, m.params, slice, 1);
+	ck_assert(!memcmp(slice, s.params, s.num_params * sizeof(float)));
+	ck_assert_int_eq(gpt2_save(&s, tmp_path, err, sizeof err), -1); /* not the whole model */
+	h.tp_size = 4; /* 2 heads cannot be cut in 4 */
+	h.tp_rank = 0;
+	ck_assert_int_eq(gpt2_load_shard(&s, tmp_path, &h, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "cannot cut"), "%s", err);
+	unlink(tmp_path);
+	free(slice);
+	gpt2_free(&m);
+}
+END_TEST
+
+/*
+ * Tensor parallelism: two rank threads, each with half the heads, half the
+ * MLP and half the vocabulary, compute the whole model's loss and, once
+ * their gradients are placed in the whole model's layout, its gradients,
+ * to float rounding (the row-parallel sums are added in another order).
+ * The replicated parameters get bit-identical gradients on both ranks.
+ */
+struct tp_rank {
+	struct comm *c;
+	struct gpt2 s;
+	struct gpt2_shard h;
+	float loss;
+	int rc;
+};
+
+static void *tp_main(void *p)
+{
+	struct tp_rank *r = p;
+
+	r->h.tp = r->c;
+	r->rc = gpt2_build_shard(&r->s, &tiny, &r->h, 17);
+	if (!r->rc)
+		r->rc = gpt2_zero_grad(&r->s);
+	if (!r->rc)
+		r->loss = gpt2_forward(&r->s, inputs, targets, B, T);
+	if (!r->rc)
+		r->rc = gpt2_backward(&r->s, 1.0f);
+	return NULL;
+}
+
+START_TEST(test_tensor_parallel_equals_whole_model)
+{
+	struct comm_world *w = comm_world_create(2);
+	struct tp_rank r[2];
+	pthread_t th[2];
+	struct gpt2 m;
+	float whole, *g[2];
+
+	build(&m, 17);
+	gpt2_zero_grad(&m);
+	whole = gpt2_forward(&m, inputs, targets, B, T);
+	gpt2_backward(&m, 1.0f);
+	for (int k = 0; k < 2; k++) {
+		r[k] = (struct tp_rank){ .c = comm_world_rank(w, k),
+					 .h = shard_of(&tiny, k, 2, 0, tiny.num_layers) };
+		ck_assert_int_eq(pthread_create(&th[k], NULL, tp_main, &r[k]), 0);
+	}
+	for (int k = 0; k < 2; k++) {
+		pthread_join(th[k], NULL);
+		ck_assert_msg(r[k].rc == 0, "rank %d: %s", k, r[k].s.err);
+		ck_assert_msg(fabsf(r[k].loss - whole) <= 1e-6f * whole, "loss %.9g whole, %.9g rank %d",
+			      whole, r[k].loss, k);
+		ck_assert_uint_eq(r[k].s.sizes[GPT2_WTE], m.sizes[GPT2_WTE] / 2);
+		ck_assert_uint_eq(r[k].s.sizes[GPT2_FCW], m.sizes[GPT2_FCW] / 2);
+		g[k] = malloc(m.num_params * sizeof(float));
+		memset(g[k], 0, m.num_params * sizeof(float));
+		gpt2_shard_copy(&tiny, &r[k].h, g[k], r[k].s.grads, 0);
+	}
+	ck_assert(r[0].loss == r[1].loss);
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
+		size_t off = (size_t)(m.grad_tensors[t] - m.grads);
+
+		for (size_t i = 0; i < m.sizes[t]; i++) {
+			float a = g[0][off + i], b = g[1][off + i], want = m.grads[off + i];
+			float got = gpt2_shard_is_replica(&tiny, &r[1].h, t) ? a : a + b;
+
+			if (gpt2_shard_is_replica(&tiny, &r[1].h, t))
+				ck_assert_msg(a == b, "%s[%zu]: replicas differ: %.9g, %.9g",
+					      gpt2_tensor_name(t), i, a, b);
+			else
+				ck_assert_msg(a == 0.0f || b == 0.0f, "%s[%zu] held twice",
+					      gpt2_tensor_name(t), i);
+			ck_assert_msg(fabsf(got - want) <= 1e-5f * fabsf(want) + 1e-7f,
+				      "%s[%zu]: %.9g with tp 2, %.9g whole", gpt2_tensor_name(t), i,
+				      got, want);
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		free(g[k]);
+		gpt2_free(&r[k].s);
+	}
+	gpt2_free(&m);
+	comm_world_destroy(w);
+}
+END_TEST
+
+/*
+ * Micro-batches in flight (a pipeline stage's 1F1B): two forwards into two
+ * slots, then the backwards in order, give the gradients of two sequential
+ * forward+backward passes, bit for bit.
+ */
+START_TEST(test_slots_keep_micro_batches_apart)
+{
+	static const int in2[B * T] = { 3, 3, 1, 0, 4, 4, 7, 2 };
+	static const int tg2[B * T] = { 3, 1, 0, 9, 4, 7, 2, 8 };
+	struct gpt2 a, b;
+	float la1, la2, lb1, lb2;
+
+	build(&a, 4);
+	build(&b, 4);
+	gpt2_zero_grad(&a);
+	gpt2_zero_grad(&b);
+	la1 = gpt2_forward(&a, inputs, targets, B, T);
+	gpt2_backward(&a, 0.5f);
+	la2 = gpt2_forward(&a, in2, tg2, B, T);
+	gpt2_backward(&a, 0.5f);
+	ck_assert_int_eq(gpt2_set_slots(&b, 2), 0);
+	gpt2_use_slot(&b, 0);
+	lb1 = gpt2_forward(&b, inputs, targets, B, T);
+	gpt2_use_slot(&b, 1);
+	lb2 = gpt2_forward(&b, in2, tg2, B, T);
+	gpt2_use_slot(&b, 0);
+	ck_assert_int_eq(gpt2_backward(&b, 0.5f), 0);
+	gpt2_use_slot(&b, 1);
+	ck_assert_int_eq(gpt2_backward(&b, 0.5f), 0);
+	ck_assert(la1 == lb1 && la2 == lb2);
+	ck_assert(!memcmp(a.grads, b.grads, a.num_params * sizeof(float)));
+	gpt2_free(&a);
+	gpt2_free(&b);
 }
 END_TEST
 
@@ -564,6 +788,10 @@ static Suite *model_suite(void)
 	tcase_add_test(tc, test_backward_accumulates_scaled_gradients);
 	tcase_add_test(tc, test_pipeline_stages_equal_whole_model);
 	tcase_add_test(tc, test_stage_allocates_activations_for_its_own_layers);
+	tcase_add_test(tc, test_shards_tile_the_whole_model);
+	tcase_add_test(tc, test_load_shard_reads_its_slice);
+	tcase_add_test(tc, test_slots_keep_micro_batches_apart);
+	tcase_add_test(tc, test_tensor_parallel_equals_whole_model);
 	tcase_add_test(tc, test_backend_missing_kernels_is_refused);
 	tcase_add_test(tc, test_forward_rejects_tokens_outside_vocabulary);
 	tcase_add_test(tc, test_save_load_round_trip_is_bit_exact);
