@@ -37,6 +37,23 @@ struct opt_header {
 static const char *const ckpt_files[] = { "model.bin", "optimizer.bin", "state.json" };
 #define NFILES (sizeof ckpt_files / sizeof ckpt_files[0])
 
+#define SHARD_NAME "shard-%05d.bin"
+#define SHARD_MAGIC "STORKSHD"
+#define SHARD_VERSION 1
+
+/* The header of a shard file; parameters and the moments of its parts follow. */
+struct shard_header {
+	char magic[8];
+	uint32_t version;
+	int32_t rank, world, dp, tp, pp, zero;
+	int32_t tp_rank, dp_rank, stage, first_layer, last_layer;
+	int32_t model[GPT2_HEADER_INTS / 32]; /* gpt2_header()'s sizes: [2..7] */
+	uint64_t nparams;
+	uint32_t nseg, reserved;
+	uint64_t seg_lo[CKPT_MAX_SEGMENTS], seg_hi[CKPT_MAX_SEGMENTS];
+	int64_t opt_step;
+};
+
 /* ------------------------------------------------------------- checksum */
 
 static uint64_t mix(uint64_t h, uint64_t w)
@@ -153,7 +170,8 @@ static void key_hex(struct json *j, const char *key, uint64_t v)
 	json_key_string(j, key, hex);
 }
 
-static int write_state(const char *path, const struct ckpt_state *st, char *err, size_t errlen)
+static int write_state(const char *path, const struct ckpt_state *st,
+		       const struct ckpt_layout *l, char *err, size_t errlen)
 {
 	struct json j;
 	int rc;
@@ -170,35 +188,71 @@ static int write_state(const char *path, const struct ckpt_state *st, char *err,
 	key_hex(&j, "config_hash", st->config_hash);
 	key_hex(&j, "model_hash", st->model_hash);
 	json_key_int(&j, "restart_count", st->restart_count);
+	if (l) {
+		json_key_begin_object(&j, "layout");
+		json_key_int(&j, "world", l->world);
+		json_key_int(&j, "dp", l->dp);
+		json_key_int(&j, "tp", l->tp);
+		json_key_int(&j, "pp", l->pp);
+		json_key_int(&j, "zero", l->zero);
+		json_end_object(&j);
+	}
 	json_end_object(&j);
 	rc = json_error(&j) ? -1 : atomic_write_file(path, json_str(&j), json_len(&j), err, errlen);
 	json_free(&j);
 	return rc;
 }
 
-static int write_manifest(const char *dir, int64_t step, char *err, size_t errlen)
+/* One manifest entry: the file's checksum and size (computed when sum is NULL). */
+static int manifest_entry(struct json *j, const char *dir, const char *name, const uint64_t *sum,
+			  const uint64_t *size, char *err, size_t errlen)
 {
 	char path[4096];
+	uint64_t s, n;
+
+	if (!sum) {
+		snprintf(path, sizeof path, "%s/%s", dir, name);
+		if (ckpt_checksum_file(path, &s, &n) < 0) {
+			snprintf(err, errlen, "cannot read back %s: %s", path, strerror(errno));
+			return -1;
+		}
+	} else {
+		s = *sum;
+		n = *size;
+	}
+	json_begin_object(j);
+	json_key_string(j, "name", name);
+	json_key_uint(j, "size", n);
+	key_hex(j, "checksum", s);
+	json_end_object(j);
+	return 0;
+}
+
+/*
+ * The manifest of dir: the fixed files (checksummed here) and, for a
+ * sharded checkpoint, the nshards shard files whose checksums their
+ * writers computed (sums, sizes).
+ */
+static int write_manifest(const char *dir, int64_t step, int nshards, const uint64_t *sums,
+			  const uint64_t *sizes, char *err, size_t errlen)
+{
+	char path[4096], name[64];
 	struct json j;
 	int rc = -1;
 
 	json_init(&j, JSON_PRETTY);
 	json_begin_object(&j);
 	json_key_int(&j, "step", step);
+	json_key_int(&j, "shards", nshards);
 	json_key_begin_array(&j, "files");
-	for (size_t i = 0; i < NFILES; i++) {
-		uint64_t sum, size;
-
-		snprintf(path, sizeof path, "%s/%s", dir, ckpt_files[i]);
-		if (ckpt_checksum_file(path, &sum, &size) < 0) {
-			snprintf(err, errlen, "cannot read back %s: %s", path, strerror(errno));
+	for (size_t i = 0; i < NFILES; i++)
+		if ((!nshards || !strcmp(ckpt_files[i], "state.json")) &&
+		    manifest_entry(&j, dir, ckpt_files[i], NULL, NULL, err, errlen) < 0)
 			goto out;
-		}
-		json_begin_object(&j);
-		json_key_string(&j, "name", ckpt_files[i]);
-		json_key_uint(&j, "size", size);
-		key_hex(&j, "checksum", sum);
-		json_end_object(&j);
+	for (int k = 0; k < nshards; k++) {
+		snprintf(name, sizeof name, SHARD_NAME, k);
+		if (manifest_entry(&j, dir, name, &sums[k], &sizes[k], err, errlen) < 0)
+			goto out;
 	}
 	json_end_array(&j);
 	json_end_object(&j);
@@ -304,9 +358,9 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 	if (write_optimizer(path, opt, err, errlen) < 0)
 		goto fail;
 	snprintf(path, sizeof path, "%s/state.json", tmp);
-	if (write_state(path, st, err, errlen) < 0)
+	if (write_state(path, st, NULL, err, errlen) < 0)
 		goto fail;
-	if (write_manifest(tmp, st->step, err, errlen) < 0 || fsync_dir(tmp) < 0)
+	if (write_manifest(tmp, st->step, 0, NULL, NULL, err, errlen) < 0 || fsync_dir(tmp) < 0)
 		goto fail;
 	remove_tree(final); /* a checkpoint of the same step from a crashed attempt */
 	if (rename(tmp, final) < 0) {
@@ -329,12 +383,49 @@ fail:
 
 /* ------------------------------------------------------------- reading */
 
-/* Check dir against its manifest. Returns 0, or -1 with the reason. */
+/* Check one file of dir against its manifest entry f, expected to be `name`. */
+static int verify_file(const char *dir, const struct json_value *f, const char *name, char *why,
+		       size_t len)
+{
+	const char *have = f ? json_get_string(f, "name") : NULL;
+	const char *want = f ? json_get_string(f, "checksum") : NULL;
+	char path[4096], hex[24];
+	int64_t want_size;
+	uint64_t sum, size;
+
+	if (!have || !want || json_get_int(f, "size", &want_size) < 0 || strcmp(have, name)) {
+		snprintf(why, len, "%s/manifest.json: no entry for %s", dir, name);
+		return -1;
+	}
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if (ckpt_checksum_file(path, &sum, &size) < 0) {
+		snprintf(why, len, "cannot read %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if ((int64_t)size != want_size) {
+		snprintf(why, len, "%s has %" PRIu64 " bytes, the manifest says %" PRId64, path, size,
+			 want_size);
+		return -1;
+	}
+	snprintf(hex, sizeof hex, "%016" PRIx64, sum);
+	if (strcmp(hex, want)) {
+		snprintf(why, len, "%s: checksum %s, the manifest says %s", path, hex, want);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Check dir against its manifest: model.bin, optimizer.bin and state.json,
+ * or (sharded) state.json and every shard. Returns 0, or -1 with the reason.
+ */
 static int verify(const char *dir, char *why, size_t len)
 {
-	char path[4096], err[256];
+	char path[4096], err[256], name[64];
 	struct json_value *man;
 	const struct json_value *files;
+	int64_t shards = 0;
+	size_t i = 0;
 	int rc = -1;
 
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -344,34 +435,18 @@ static int verify(const char *dir, char *why, size_t len)
 		return -1;
 	}
 	files = json_get(man, "files");
-	for (size_t i = 0; i < NFILES; i++) {
-		const struct json_value *f = files ? json_at(files, i) : NULL;
-		const char *name = f ? json_get_string(f, "name") : NULL;
-		const char *want = f ? json_get_string(f, "checksum") : NULL;
-		int64_t want_size;
-		uint64_t sum, size;
-		char hex[24];
-
-		if (!name || !want || json_get_int(f, "size", &want_size) < 0 ||
-		    strcmp(name, ckpt_files[i])) {
-			snprintf(why, len, "%s: entry %zu is not %s", path, i, ckpt_files[i]);
+	if (json_get(man, "shards") && (json_get_int(man, "shards", &shards) < 0 || shards < 0)) {
+		snprintf(why, len, "%s: bad shard count", path);
+		goto out;
+	}
+	for (size_t k = 0; k < NFILES; k++)
+		if ((!shards || !strcmp(ckpt_files[k], "state.json")) &&
+		    verify_file(dir, files ? json_at(files, i++) : NULL, ckpt_files[k], why, len))
 			goto out;
-		}
-		snprintf(path, sizeof path, "%s/%s", dir, name);
-		if (ckpt_checksum_file(path, &sum, &size) < 0) {
-			snprintf(why, len, "cannot read %s: %s", path, strerror(errno));
+	for (int64_t k = 0; k < shards; k++) {
+		snprintf(name, sizeof name, SHARD_NAME, (int)k);
+		if (verify_file(dir, files ? json_at(files, i++) : NULL, name, why, len))
 			goto out;
-		}
-		if ((int64_t)size != want_size) {
-			snprintf(why, len, "%s has %" PRIu64 " bytes, the manifest says %" PRId64,
-				 path, size, want_size);
-			goto out;
-		}
-		snprintf(hex, sizeof hex, "%016" PRIx64, sum);
-		if (strcmp(hex, want)) {
-			snprintf(why, len, "%s: checksum %s, the manifest says %s", path, hex, want);
-			goto out;
-		}
 	}
 	rc = 0;
 out:
@@ -520,4 +595,371 @@ int ckpt_load(const char *dir, const struct gpt2_config *expect, struct gpt2 *m,
 		return -1;
 	}
 	return 0;
+}
+
+/* ------------------------------------------------------------- shards */
+
+static void step_dirs(const char *root, int64_t step, char *tmp, char *final, size_t len,
+		      char *name, size_t nlen)
+{
+	snprintf(name, nlen, "step_%08" PRId64, step);
+	snprintf(tmp, len, "%s/%s.tmp", root, name);
+	snprintf(final, len, "%s/%s", root, name);
+}
+
+int ckpt_prepare(const char *root, int64_t step, char *err, size_t errlen)
+{
+	char tmp[4096], final[4096], name[64];
+
+	step_dirs(root, step, tmp, final, sizeof tmp, name, sizeof name);
+	remove_tree(tmp); /* an abandoned attempt */
+	if (mkdir_p(tmp, 0755) < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void ckpt_abandon(const char *root, int64_t step)
+{
+	char tmp[4096], final[4096], name[64];
+
+	step_dirs(root, step, tmp, final, sizeof tmp, name, sizeof name);
+	remove_tree(tmp);
+}
+
+int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_info *info,
+		     const float *params, const float *m, const float *v, uint64_t *sum,
+		     uint64_t *size, char *err, size_t errlen)
+{
+	char tmp[4096], final[4096], name[64], path[4200];
+	struct shard_header h = { .version = SHARD_VERSION };
+	int32_t mh[GPT2_HEADER_INTS];
+	uint64_t nm = 0;
+	int fd;
+
+	memcpy(h.magic, SHARD_MAGIC, 8);
+	h.rank = info->rank;
+	h.world = info->layout.world;
+	h.dp = info->layout.dp;
+	h.tp = info->layout.tp;
+	h.pp = info->layout.pp;
+	h.zero = info->layout.zero;
+	h.tp_rank = info->tp_rank;
+	h.dp_rank = info->dp_rank;
+	h.stage = info->stage;
+	h.first_layer = info->first_layer;
+	h.last_layer = info->last_layer;
+	memset(mh, 0, sizeof mh);
+	mh[2] = info->config.max_seq_len;
+	mh[3] = info->config.vocab_size;
+	mh[4] = info->config.num_layers;
+	mh[5] = info->config.num_heads;
+	mh[6] = info->config.channels;
+	mh[7] = info->config.padded_vocab_size;
+	memcpy(h.model, mh, sizeof h.model);
+	h.nparams = info->nparams;
+	h.nseg = (uint32_t)info->nseg;
+	for (int k = 0; k < info->nseg; k++) {
+		h.seg_lo[k] = info->seg_lo[k];
+		h.seg_hi[k] = info->seg_hi[k];
+		nm += info->seg_hi[k] - info->seg_lo[k];
+	}
+	h.opt_step = info->opt_step;
+	step_dirs(root, step, tmp, final, sizeof tmp, name, sizeof name);
+	snprintf(name, sizeof name, SHARD_NAME, info->rank);
+	snprintf(path, sizeof path, "%s/%s", tmp, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		goto fail;
+	if (write_all(fd, &h, sizeof h) < 0 ||
+	    write_all(fd, params, info->nparams * sizeof(float)) < 0 ||
+	    write_all(fd, m, nm * sizeof(float)) < 0 || write_all(fd, v, nm * sizeof(float)) < 0 ||
+	    fsync(fd) < 0)
+		goto fail;
+	if (close(fd) < 0) {
+		fd = -1;
+		goto fail;
+	}
+	fault_delay("STORK_FAULT_CKPT_DELAY");
+	if (ckpt_checksum_file(path, sum, size) < 0) {
+		snprintf(err, errlen, "cannot read back %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+fail:
+	snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+int ckpt_commit(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
+		const uint64_t *sums, const uint64_t *sizes, int keep, char *err, size_t errlen)
+{
+	char tmp[4096], final[4096], name[64], path[4200];
+
+	step_dirs(root, st->step, tmp, final, sizeof tmp, name, sizeof name);
+	snprintf(path, sizeof path, "%s/state.json", tmp);
+	if (write_state(path, st, l, err, errlen) < 0 ||
+	    write_manifest(tmp, st->step, l->world, sums, sizes, err, errlen) < 0 ||
+	    fsync_dir(tmp) < 0)
+		goto fail;
+	remove_tree(final);
+	if (rename(tmp, final) < 0) {
+		snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+		goto fail;
+	}
+	fsync_dir(root);
+	snprintf(path, sizeof path, "%s/latest", root);
+	if (atomic_symlink_replace(name, path) < 0) {
+		snprintf(err, errlen, "cannot point %s at %s: %s", path, name, strerror(errno));
+		return -1;
+	}
+	fsync_dir(root);
+	prune(root, keep);
+	return 0;
+fail:
+	remove_tree(tmp);
+	return -1;
+}
+
+/* --------------------------------------------------- the whole model back */
+
+void ckpt_full_free(struct ckpt_full *f)
+{
+	free(f->params);
+	free(f->m);
+	free(f->v);
+	memset(f, 0, sizeof *f);
+}
+
+/* A whole-model checkpoint: model.bin and optimizer.bin. */
+static int load_full_plain(const char *dir, struct ckpt_full *f, char *err, size_t errlen)
+{
+	struct gpt2 m;
+	struct adamw_state opt;
+
+	if (ckpt_load(dir, NULL, &m, &opt, err, errlen) < 0)
+		return -1;
+	f->config = m.config;
+	f->params = m.params;
+	m.params = NULL;
+	f->m = opt.m;
+	f->v = opt.v;
+	f->opt_step = opt.step;
+	gpt2_free(&m);
+	return 0;
+}
+
+static int read_exact(int fd, void *buf, size_t n, off_t at)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t k = pread(fd, (char *)buf + got, n - got, at + (off_t)got);
+
+		if (k <= 0)
+			return -1;
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+/* Open shard k of dir and read its header; checks it belongs to layout l. */
+static int open_shard(const char *dir, int k, const struct ckpt_layout *l, struct shard_header *h,
+		      char *err, size_t errlen)
+{
+	char path[4200];
+	int fd;
+
+	snprintf(path, sizeof path, "%s/" SHARD_NAME, dir, k);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (read_exact(fd, h, sizeof *h, 0) < 0 || memcmp(h->magic, SHARD_MAGIC, 8) ||
+	    h->version != SHARD_VERSION || h->rank != k || h->world != l->world || h->dp != l->dp ||
+	    h->tp != l->tp || h->pp != l->pp || h->zero != l->zero ||
+	    h->nseg > CKPT_MAX_SEGMENTS) {
+		snprintf(err, errlen, "%s: not shard %d of a dp %d x tp %d x pp %d checkpoint", path,
+			 k, l->dp, l->tp, l->pp);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Read a shard's parameters (when params is not NULL) and place its parts
+ * of the moments into lm, lv (the shard's layout).
+ */
+static int read_shard(int fd, const struct shard_header *h, float *params, float *lm, float *lv)
+{
+	off_t at = (off_t)sizeof *h;
+	uint64_t nm = 0;
+
+	if (params && read_exact(fd, params, h->nparams * sizeof(float), at) < 0)
+		return -1;
+	at += (off_t)(h->nparams * sizeof(float));
+	for (uint32_t k = 0; k < h->nseg; k++)
+		nm += h->seg_hi[k] - h->seg_lo[k];
+	for (uint32_t k = 0, done = 0; k < h->nseg; k++) {
+		size_t n = h->seg_hi[k] - h->seg_lo[k];
+
+		if (h->seg_hi[k] > h->nparams || h->seg_lo[k] > h->seg_hi[k] ||
+		    read_exact(fd, lm + h->seg_lo[k], n * sizeof(float),
+			       at + (off_t)(done * sizeof(float))) < 0 ||
+		    read_exact(fd, lv + h->seg_lo[k], n * sizeof(float),
+			       at + (off_t)((nm + done) * sizeof(float))) < 0)
+			return -1;
+		done += (uint32_t)n;
+	}
+	return 0;
+}
+
+/*
+ * A sharded checkpoint: for every (stage, tp slice), the parameters of its
+ * first replica and the moments of every replica's parts (ZeRO-1) or of the
+ * first (otherwise), placed into the whole model.
+ */
+static int load_full_sharded(const char *dir, const struct ckpt_layout *l, struct ckpt_full *f,
+			     char *err, size_t errlen)
+{
+	struct shard_header h;
+	size_t sizes[GPT2_NUM_TENSORS], total, n;
+	struct gpt2_shard whole;
+	float *lp = NULL, *lm = NULL, *lv = NULL;
+	int fd, rc = -1;
+
+	if ((fd = open_shard(dir, 0, l, &h, err, errlen)) < 0)
+		return -1;
+	close(fd);
+	f->config = (struct gpt2_config){ .max_seq_len = h.model[2], .vocab_size = h.model[3],
+					  .num_layers = h.model[4], .num_heads = h.model[5],
+					  .channels = h.model[6], .padded_vocab_size = h.model[7] };
+	if (gpt2_config_check(&f->config, err, errlen) < 0)
+		return -1;
+	gpt2_shard_whole(&f->config, &whole);
+	total = gpt2_shard_sizes(&f->config, &whole, sizes);
+	f->params = malloc(total * sizeof(float));
+	f->m = malloc(total * sizeof(float));
+	f->v = malloc(total * sizeof(float));
+	lp = malloc(total * sizeof(float));
+	lm = malloc(total * sizeof(float));
+	lv = malloc(total * sizeof(float));
+	if (!f->params || !f->m || !f->v || !lp || !lm || !lv) {
+		snprintf(err, errlen, "out of memory reading %s", dir);
+		goto out;
+	}
+	for (int stage = 0; stage < l->pp; stage++) {
+		for (int tp = 0; tp < l->tp; tp++) {
+			struct gpt2_shard s = { .tp_rank = tp, .tp_size = l->tp };
+
+			for (int dp = 0; dp < (l->zero ? l->dp : 1); dp++) {
+				int k = stage * l->dp * l->tp + dp * l->tp + tp;
+
+				if ((fd = open_shard(dir, k, l, &h, err, errlen)) < 0)
+					goto out;
+				s.first_layer = h.first_layer;
+				s.last_layer = h.last_layer;
+				n = gpt2_shard_check(&f->config, &s, err, errlen) < 0 ?
+					    0 : gpt2_shard_sizes(&f->config, &s, sizes);
+				if (!n || n != h.nparams ||
+				    read_shard(fd, &h, dp == 0 ? lp : NULL, lm, lv) < 0) {
+					snprintf(err, errlen, "%s/" SHARD_NAME ": truncated or not of this model",
+						 dir, k);
+					close(fd);
+					goto out;
+				}
+				close(fd);
+				if (dp == 0)
+					f->opt_step = h.opt_step;
+			}
+			gpt2_shard_copy(&f->config, &s, f->params, lp, 0);
+			gpt2_shard_copy(&f->config, &s, f->m, lm, 0);
+			gpt2_shard_copy(&f->config, &s, f->v, lv, 0);
+		}
+	}
+	rc = 0;
+out:
+	free(lp);
+	free(lm);
+	free(lv);
+	if (rc)
+		ckpt_full_free(f);
+	return rc;
+}
+
+int ckpt_read_layout(const char *dir, struct ckpt_layout *l, char *err, size_t errlen)
+{
+	char path[4096], why[256];
+	struct json_value *v;
+	const struct json_value *o;
+	int64_t w, dp, tp, pp, zero;
+	int rc = 0;
+
+	memset(l, 0, sizeof *l);
+	snprintf(path, sizeof path, "%s/state.json", dir);
+	if (!(v = json_parse_file(path, why, sizeof why))) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	o = json_get(v, "layout");
+	if (o) {
+		if (json_get_int(o, "world", &w) < 0 || json_get_int(o, "dp", &dp) < 0 ||
+		    json_get_int(o, "tp", &tp) < 0 || json_get_int(o, "pp", &pp) < 0 ||
+		    json_get_int(o, "zero", &zero) < 0 || w < 1 || dp < 1 || tp < 1 || pp < 1 ||
+		    dp * tp * pp != w) {
+			snprintf(err, errlen, "%s: malformed layout", path);
+			rc = -1;
+		} else {
+			*l = (struct ckpt_layout){ .world = (int)w, .dp = (int)dp, .tp = (int)tp,
+						   .pp = (int)pp, .zero = (int)zero, .sharded = 1 };
+		}
+	}
+	json_value_free(v);
+	return rc;
+}
+
+int ckpt_load_full(const char *dir, const struct gpt2_config *expect, struct ckpt_full *f,
+		   char *err, size_t errlen)
+{
+	char have[256], want[256];
+	struct ckpt_layout l;
+
+	memset(f, 0, sizeof *f);
+	if (ckpt_read_layout(dir, &l, err, errlen) < 0)
+		return -1;
+	if (l.sharded ? load_full_sharded(dir, &l, f, err, errlen) :
+			load_full_plain(dir, f, err, errlen))
+		return -1;
+	if (expect && memcmp(&f->config, expect, sizeof *expect)) {
+		shape_str(&f->config, have, sizeof have);
+		shape_str(expect, want, sizeof want);
+		snprintf(err, errlen, "checkpoint %s holds a model of another shape: it has %s; the configuration asks for %s",
+			 dir, have, want);
+		ckpt_full_free(f);
+		return -1;
+	}
+	return 0;
+}
+
+int ckpt_export(const char *dir, const char *out, char *err, size_t errlen)
+{
+	struct ckpt_full f;
+	struct gpt2 m;
+	int rc;
+
+	if (ckpt_load_full(dir, NULL, &f, err, errlen) < 0)
+		return -1;
+	if ((rc = gpt2_shard_from_full(&m, &f.config, NULL, f.params)) < 0) {
+		snprintf(err, errlen, "%s", m.err);
+		ckpt_full_free(&f);
+		return -1;
+	}
+	rc = gpt2_save(&m, out, err, errlen);
+	gpt2_free(&m);
+	ckpt_full_free(&f);
+	return rc;
 }

@@ -65,6 +65,85 @@ int ckpt_read_state(const char *dir, struct ckpt_state *st, char *err, size_t er
 int ckpt_load(const char *dir, const struct gpt2_config *expect, struct gpt2 *m,
 	      struct adamw_state *opt, char *err, size_t errlen);
 
+/* ------------------------------------------------------------ sharded
+ *
+ * Layouts other than plain data parallelism write one shard per rank,
+ * all in parallel, into the same step_N.tmp/:
+ *
+ *   checkpoints/step_00001200/
+ *     shard-00000.bin ... one per rank: header (layout, the rank's place,
+ *                     model sizes, its parameter count and optimizer
+ *                     parts), its parameters, the moments m and v of its
+ *                     parts (all its parameters, or its ZeRO-1 part)
+ *     state.json      as above, plus "layout": {world, dp, tp, pp, zero}
+ *     manifest.json   state.json and every shard, with sizes and checksums
+ *
+ * The job's commit: rank 0 prepares step_N.tmp/ (ckpt_prepare); every rank
+ * writes and fsyncs its shard and computes its checksum
+ * (ckpt_write_shard); once every rank's checksum has reached rank 0, it
+ * writes state.json and the manifest and commits as above (ckpt_commit).
+ * Until then `latest` is untouched: a crash mid-write leaves it valid.
+ *
+ * Any checkpoint can be read back as the whole model (ckpt_load_full), so
+ * a run may resume on another layout and `stork export` writes one llm.c
+ * model file from a sharded checkpoint.
+ */
+#define CKPT_MAX_SEGMENTS 2
+
+struct ckpt_layout {
+	int world, dp, tp, pp, zero;
+	int sharded;                  /* 0: model.bin + optimizer.bin */
+};
+
+struct ckpt_shard_info {
+	int rank;
+	struct ckpt_layout layout;
+	struct gpt2_config config;
+	int tp_rank, dp_rank, stage, first_layer, last_layer;
+	uint64_t nparams;             /* the shard's parameters */
+	int nseg;                     /* parts of them whose moments the rank holds */
+	uint64_t seg_lo[CKPT_MAX_SEGMENTS], seg_hi[CKPT_MAX_SEGMENTS];
+	int64_t opt_step;
+};
+
+/* Rank 0: an empty step_N.tmp/ under root. 0 or -1 with a message. */
+int ckpt_prepare(const char *root, int64_t step, char *err, size_t errlen);
+
+/* Rank 0: remove step_N.tmp/ after a failed attempt. */
+void ckpt_abandon(const char *root, int64_t step);
+
+/*
+ * Every rank: write and fsync its shard into step_N.tmp/: nparams
+ * parameters, then m and v over its parts (packed, in part order). Its
+ * checksum and size for the manifest come back in sum and size.
+ */
+int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_info *info,
+		     const float *params, const float *m, const float *v, uint64_t *sum,
+		     uint64_t *size, char *err, size_t errlen);
+
+/* Rank 0, once every shard is written: state, manifest, rename, latest, prune. */
+int ckpt_commit(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
+		const uint64_t *sums, const uint64_t *sizes, int keep, char *err, size_t errlen);
+
+/* The layout that wrote dir (plain: sharded = 0, the rest 0). */
+int ckpt_read_layout(const char *dir, struct ckpt_layout *l, char *err, size_t errlen);
+
+/* The whole model and optimizer of any verified checkpoint. */
+struct ckpt_full {
+	struct gpt2_config config;
+	float *params, *m, *v;        /* llm.c's layout, num_params each */
+	int64_t opt_step;
+};
+
+/* Read it; expect (not NULL) must match the model's shape. 0 or -1 with a message. */
+int ckpt_load_full(const char *dir, const struct gpt2_config *expect, struct ckpt_full *f,
+		   char *err, size_t errlen);
+
+void ckpt_full_free(struct ckpt_full *f);
+
+/* Write the checkpoint's model as one llm.c model file at out (stork export). */
+int ckpt_export(const char *dir, const char *out, char *err, size_t errlen);
+
 /* The 64-bit checksum used in manifests, over a whole file. -1 on error. */
 int ckpt_checksum_file(const char *path, uint64_t *sum, uint64_t *size);
 

@@ -4,6 +4,7 @@ noinst_LIBRARIES += daemon/libengine.a
 daemon_libengine_a_SOURCES = \
 	daemon/model.c daemon/model.h \
 	daemon/tensor_parallel.c daemon/tensor_parallel.h \
+	daemon/layout.c daemon/layout.h \
 	daemon/optimizer.c daemon/optimizer.h \
 	daemon/bench_train.c daemon/bench_train.h
 daemon_libengine_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS)

@@ -9,6 +9,8 @@ daemon_storkd_LDADD = $(STORKD_LIBS)
 noinst_LIBRARIES += daemon/libstorkd.a
 daemon_libstorkd_a_SOURCES = \
 	daemon/train.c daemon/train.h \
+	daemon/pipeline.c daemon/pipeline.h \
+	daemon/zero.c daemon/zero.h \
 	daemon/checkpoint.c daemon/checkpoint.h \
 	daemon/rank_log.c daemon/rank_log.h \
 	daemon/join.c daemon/join.h

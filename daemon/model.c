@@ -427,6 +427,27 @@ int gpt2_build_shard(struct gpt2 *m, const struct gpt2_config *c, const struct g
 	return 0;
 }
 
+int gpt2_shard_from_full(struct gpt2 *m, const struct gpt2_config *c, const struct gpt2_shard *s,
+			 const float *full)
+{
+	struct gpt2_shard whole;
+	char err[200];
+	int rc;
+
+	gpt2_shard_whole(c, &whole);
+	if (!s)
+		s = &whole;
+	if (gpt2_config_check(c, err, sizeof err) || gpt2_shard_check(c, s, err, sizeof err)) {
+		memset(m, 0, sizeof *m);
+		snprintf(m->err, sizeof m->err, "%s", err);
+		return -1;
+	}
+	if ((rc = gpt2_alloc(m, c, s)))
+		return rc;
+	gpt2_shard_copy(c, s, (float *)full, m->params, 1);
+	return 0;
+}
+
 int gpt2_build(struct gpt2 *m, const struct gpt2_config *c, uint64_t seed)
 {
 	struct gpt2_shard s;
@@ -475,6 +496,25 @@ static int check_header(const int32_t *h, const char *path, struct gpt2_config *
 		return -1;
 	}
 	return 0;
+}
+
+int gpt2_read_config(const char *path, struct gpt2_config *c, char *err, size_t errlen)
+{
+	int32_t hdr[GPT2_HEADER_INTS];
+	FILE *f = fopen(path, "rb");
+	int rc = -1;
+
+	if (!f) {
+		snprintf(err, errlen, "cannot open model file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fread(hdr, sizeof hdr, 1, f) != 1)
+		snprintf(err, errlen, "%s: cannot read the header: %s", path,
+			 ferror(f) ? strerror(errno) : "file too short");
+	else
+		rc = check_header(hdr, path, c, err, errlen);
+	fclose(f);
+	return rc;
 }
 
 struct load_args {

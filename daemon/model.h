@@ -207,6 +207,13 @@ int gpt2_build_shard(struct gpt2 *m, const struct gpt2_config *c, const struct g
 		     uint64_t seed);
 
 /*
+ * A shard (NULL: the whole model) of the whole model's parameters full
+ * (llm.c's layout). Returns 0, -1 (bad shard or config: m->err), -2 (memory).
+ */
+int gpt2_shard_from_full(struct gpt2 *m, const struct gpt2_config *c, const struct gpt2_shard *s,
+			 const float *full);
+
+/*
  * gpt2_load for a shard: reads only the shard's part of the file. Errors
  * as gpt2_load, and -1 when the file's model cannot be cut as s asks.
  */
@@ -230,6 +237,9 @@ void gpt2_use_slot(struct gpt2 *m, int k);
  * On failure m holds nothing to free.
  */
 int gpt2_load(struct gpt2 *m, const char *path, char *err, size_t errlen);
+
+/* The sizes in an llm.c model file's header. 0 or -1 with a message. */
+int gpt2_read_config(const char *path, struct gpt2_config *c, char *err, size_t errlen);
 
 /*
  * Write the model as an llm.c model file at path (created or truncated; the

@@ -11,9 +11,12 @@
 
 #include "daemon/checkpoint.h"
 #include "daemon/data.h"
+#include "daemon/layout.h"
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
+#include "daemon/pipeline.h"
 #include "daemon/rank_log.h"
+#include "daemon/zero.h"
 #include "kernels/ops.h"
 #include "lib/bind.h"
 #include "lib/clock.h"
@@ -38,6 +41,10 @@ struct rank {
 	const struct stork_config *cfg;
 	int local, rank;
 	struct comm *comm;
+	struct par_layout lay;         /* this rank's place in dp x tp x pp */
+	struct par_groups grp;
+	struct pipeline pipe;          /* when lay.pp > 1 */
+	struct zero_plan zero;         /* when lay.zero */
 	struct rank_log log;
 	struct gpt2 model;
 	struct adamw_state opt;
@@ -109,6 +116,61 @@ static void notice_to_log(void *arg, const char *msg)
 
 /* ----------------------------------------------------------------- setup */
 
+/* The model's sizes: the configuration's, or model.init_from's header. */
+static int model_shape(struct rank *r, struct gpt2_config *mc)
+{
+	model_config_of(r->cfg, mc);
+	if (r->cfg->model.init_from[0] &&
+	    gpt2_read_config(r->cfg->model.init_from, mc, r->err, sizeof r->err) < 0)
+		return fail(r, STORK_EXIT_DATA, r->err);
+	return 0;
+}
+
+/*
+ * This rank's place in dp x tp x pp and the communicators of its groups;
+ * the layout goes to the rank's log and, once, to stdout.
+ */
+static int make_layout(struct rank *r, const struct gpt2_config *mc)
+{
+	const struct parallel_cfg {
+		int tensor, pipeline, zero;
+	} p = { r->cfg->parallel.tensor, r->cfg->parallel.pipeline, r->cfg->parallel.zero };
+	char desc[256];
+	int rc;
+
+	if (layout_make(&r->lay, mc, r->node->world_size, p.tensor, p.pipeline, p.zero, r->rank,
+			r->err, sizeof r->err) < 0)
+		return fail(r, STORK_EXIT_CONFIG, r->err);
+	if ((rc = layout_groups(&r->lay, r->comm, &r->grp))) {
+		snprintf(r->err, sizeof r->err, "cannot make the parallel groups of dp %d x tp %d x pp %d: %s",
+			 r->lay.dp, r->lay.tp, r->lay.pp,
+			 rc == COMM_EINVAL ? "a group would span nodes, which this version cannot do "
+					     "(use parallel.tensor: 1 and parallel.pipeline: 1 across nodes)" :
+					     comm_strerror(rc));
+		return rc == COMM_EABORTED ? fail_collective(r) : fail(r, STORK_EXIT_CONFIG, r->err);
+	}
+	layout_describe(&r->lay, desc, sizeof desc);
+	rank_logf(&r->log, "layout: %s", desc);
+	if (r->rank == 0) {
+		printf("layout: %s\n", desc);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/* The pipeline schedule's buffers and activation slots (pipeline parallelism only). */
+static int init_pipeline(struct rank *r)
+{
+	const struct stork_config *c = r->cfg;
+
+	if (r->lay.pp == 1)
+		return 0;
+	if (pipeline_init(&r->pipe, r->grp.pp, &r->model, r->lay.stage, r->lay.pp,
+			  c->train.batch_size, c->train.seq_len, c->train.grad_accum) < 0)
+		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the pipeline");
+	return 0;
+}
+
 /* Pin this thread as storkd planned (the plan is the launcher's own code in lib/bind). */
 static int bind_rank(struct rank *r)
 {
@@ -132,8 +194,8 @@ static int open_data(struct rank *r)
 		.nglobs = (int)c->data.train.n,
 		.batch_size = c->train.batch_size,
 		.seq_len = c->train.seq_len,
-		.rank = r->rank,
-		.nranks = r->node->world_size,
+		.rank = r->lay.dp_rank,
+		.nranks = r->lay.dp,
 		.shuffle = c->data.shuffle,
 		.seed = c->model.seed,
 		.vocab_size = c->model.vocab_size,
@@ -159,27 +221,104 @@ static int open_data(struct rank *r)
 	return 0;
 }
 
+/* Data parallelism only: every rank a whole replica, the checkpoint one model file. */
+static int plain_layout(const struct par_layout *l)
+{
+	return l->tp == 1 && l->pp == 1 && !l->zero;
+}
+
+/* Optimizer state for the model's parameters, or this rank's ZeRO-1 part of them. */
+static int init_optimizer(struct rank *r)
+{
+	size_t n = r->model.num_params;
+
+	if (r->lay.zero) {
+		if (zero_plan_make(&r->zero, &r->model, r->lay.dp, r->lay.dp_rank) < 0)
+			return fail(r, STORK_EXIT_INTERNAL, "out of memory for the ZeRO-1 plan");
+		n = r->zero.state_n;
+	}
+	if (adamw_init(&r->opt, n) < 0)
+		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the optimizer state");
+	return 0;
+}
+
+/*
+ * Resume from checkpoint dir, whatever layout wrote it: the whole model and
+ * its moments are read (from one model file or from every rank's shard),
+ * and this rank keeps its shard of them and, under ZeRO-1, its part of the
+ * moments. The same bits whatever the layout, so a requeued job may come
+ * back on another number of nodes or ranks.
+ */
+static int load_checkpoint(struct rank *r, const char *dir, const struct gpt2_config *expect,
+			   const struct gpt2_shard *shard)
+{
+	struct gpt2_config cc;
+	struct ckpt_full full = { 0 };
+	float *lm = NULL, *lv = NULL;
+	int code = 0;
+
+	if (ckpt_load_full(dir, expect, &full, r->err, sizeof r->err) < 0)
+		return fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
+	cc = full.config;
+	if (gpt2_shard_from_full(&r->model, &cc, shard, full.params) < 0) {
+		code = fail(r, STORK_EXIT_CONFIG, r->model.err);
+		goto out;
+	}
+	r->model.shard.tp = shard->tp;
+	if ((code = init_optimizer(r)))
+		goto out;
+	lm = malloc(r->model.num_params * sizeof(float));
+	lv = malloc(r->model.num_params * sizeof(float));
+	if (!lm || !lv) {
+		code = fail(r, STORK_EXIT_INTERNAL, "out of memory reading the optimizer state");
+		goto out;
+	}
+	gpt2_shard_copy(&cc, shard, full.m, lm, 1);
+	gpt2_shard_copy(&cc, shard, full.v, lv, 1);
+	if (r->lay.zero) {
+		size_t at = 0;
+
+		for (int k = 0; k < r->zero.nseg; k++) {
+			size_t lo = r->zero.seg[k].lo, n = r->zero.seg[k].hi - lo;
+
+			memcpy(r->opt.m + at, lm + lo, n * sizeof(float));
+			memcpy(r->opt.v + at, lv + lo, n * sizeof(float));
+			at += n;
+		}
+	} else {
+		memcpy(r->opt.m, lm, r->model.num_params * sizeof(float));
+		memcpy(r->opt.v, lv, r->model.num_params * sizeof(float));
+	}
+	r->opt.step = full.opt_step;
+out:
+	free(lm);
+	free(lv);
+	ckpt_full_free(&full);
+	return code;
+}
+
 /*
  * The model and optimizer: from the newest valid checkpoint, else from
  * model.init_from, else built from the configured sizes and seed. Every rank
- * does the same, so the replicas start identical without a broadcast.
+ * does the same for its shard, so replicas start identical without a
+ * broadcast.
  */
-static int init_model(struct rank *r, int64_t *start_step)
+static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *start_step)
 {
 	const struct stork_config *c = r->cfg;
 	char root[4096], dir[4096];
-	struct gpt2_config want;
+	struct gpt2_shard shard;
 	struct ckpt_state st;
 
-	model_config_of(c, &want);
+	layout_shard(&r->lay, mc, &shard);
+	shard.tp = r->grp.tp;
 	*start_step = 0;
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
 	if (ckpt_find(root, dir, sizeof dir, notice_to_log, r)) {
 		if (ckpt_read_state(dir, &st, r->err, sizeof r->err) < 0)
 			return fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
-		if (ckpt_load(dir, c->model.init_from[0] ? NULL : &want, &r->model, &r->opt,
-			      r->err, sizeof r->err) < 0)
-			return fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
+		if (load_checkpoint(r, dir, c->model.init_from[0] ? NULL : mc, &shard))
+			return r->res->exit_code;
 		if (data_set_position(r->train, &st.train, r->err, sizeof r->err))
 			return fail(r, STORK_EXIT_DATA, r->err);
 		*start_step = st.step;
@@ -189,30 +328,41 @@ static int init_model(struct rank *r, int64_t *start_step)
 		return 0;
 	}
 	if (c->model.init_from[0]) {
-		if (gpt2_load(&r->model, c->model.init_from, r->err, sizeof r->err) < 0)
+		if (gpt2_load_shard(&r->model, c->model.init_from, &shard, r->err, sizeof r->err) < 0)
 			return fail(r, STORK_EXIT_DATA, r->err);
 		rank_logf(&r->log, "weights from %s", c->model.init_from);
 	} else {
-		int rc = gpt2_build(&r->model, &want, c->model.seed);
+		int rc = gpt2_build_shard(&r->model, mc, &shard, c->model.seed);
 
 		if (rc < 0)
 			return fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
 	}
-	if (adamw_init(&r->opt, r->model.num_params) < 0)
-		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the optimizer state");
-	return 0;
+	return init_optimizer(r);
 }
 
 /* ----------------------------------------------------------------- steps */
 
-/* Mean over ranks of a per-rank scalar, in the collectives' fixed order. */
-static int mean_over_ranks(struct rank *r, float *v)
+/*
+ * The mean over the D replicas of a per-replica scalar that the last
+ * stage's ranks know (the loss): one rank per replica contributes it, in
+ * the collectives' fixed order, and every rank gets the same value.
+ */
+static int mean_over_replicas(struct rank *r, float *v)
 {
-	int rc = comm_allreduce(r->comm, v, 1, COMM_FLOAT32, COMM_SUM);
+	int rc;
 
+	if (plain_layout(&r->lay)) { /* every rank is a replica */
+		if (r->node->world_size == 1)
+			return 0;
+		rc = comm_allreduce(r->comm, v, 1, COMM_FLOAT32, COMM_SUM);
+	} else {
+		if (r->lay.stage != r->lay.pp - 1 || r->lay.tp_rank != 0)
+			*v = 0.0f;
+		rc = comm_allreduce(r->comm, v, 1, COMM_FLOAT32, COMM_SUM);
+	}
 	if (rc < 0)
 		return rc;
-	*v /= (float)r->node->world_size;
+	*v /= (float)r->lay.dp;
 	return 0;
 }
 
@@ -224,14 +374,21 @@ static int validate(struct rank *r, int64_t step)
 	int rc;
 
 	data_rewind(r->val);
-	for (int i = 0; i < c->train.val_batches; i++) {
-		rc = data_next(r->val, r->inputs, r->targets, r->err, sizeof r->err);
+	if (r->lay.pp > 1) {
+		rc = pipeline_eval(&r->pipe, &r->model, r->val, c->train.val_batches, &sum, r->err,
+				   sizeof r->err);
 		if (rc)
-			return fail(r, rc, r->err);
-		sum += gpt2_forward(&r->model, r->inputs, r->targets, B, T);
+			return fail(r, rc > 0 ? rc : STORK_EXIT_RANK_FAILED, r->err);
+	} else {
+		for (int i = 0; i < c->train.val_batches; i++) {
+			rc = data_next(r->val, r->inputs, r->targets, r->err, sizeof r->err);
+			if (rc)
+				return fail(r, rc, r->err);
+			sum += gpt2_forward(&r->model, r->inputs, r->targets, B, T);
+		}
+		sum /= (float)c->train.val_batches;
 	}
-	sum /= (float)c->train.val_batches;
-	if (mean_over_ranks(r, &sum) < 0)
+	if (mean_over_replicas(r, &sum) < 0)
 		return fail_collective(r);
 	rank_metric(&r->log, step + 1, "val_loss", sum, "nats");
 	rank_logf(&r->log, "step %" PRId64 " val_loss %.6f", step + 1, sum);
@@ -240,7 +397,10 @@ static int validate(struct rank *r, int64_t step)
 	return 0;
 }
 
-/* Forward and backward over grad_accum micro-batches; returns the mean loss. */
+/*
+ * Forward and backward over grad_accum micro-batches; returns the mean loss
+ * (on the last stage; the pipeline schedules the micro-batches 1F1B).
+ */
 static int compute_gradients(struct rank *r, float *loss)
 {
 	const struct stork_config *c = r->cfg;
@@ -250,6 +410,15 @@ static int compute_gradients(struct rank *r, float *loss)
 	*loss = 0;
 	if (gpt2_zero_grad(&r->model) < 0)
 		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the gradients");
+	if (r->lay.pp > 1) {
+		rc = pipeline_step(&r->pipe, &r->model, r->train, loss, r->err, sizeof r->err);
+		if (rc > 0)
+			return fail(r, rc, r->err);
+		if (rc < 0)
+			return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
+							       fail(r, STORK_EXIT_DATA, r->err);
+		return 0;
+	}
 	for (int micro = 0; micro < c->train.grad_accum; micro++) {
 		float l;
 
@@ -258,14 +427,55 @@ static int compute_gradients(struct rank *r, float *loss)
 			return fail(r, rc, r->err);
 		l = gpt2_forward(&r->model, r->inputs, r->targets, B, T);
 		if (isnan(l) && r->model.err[0])
-			return fail(r, STORK_EXIT_DATA, r->model.err);
-		gpt2_backward(&r->model, scale);
+			return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
+							       fail(r, STORK_EXIT_DATA, r->model.err);
+		if (gpt2_backward(&r->model, scale))
+			return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
+							       fail(r, STORK_EXIT_INTERNAL, r->model.err);
 		*loss += l * scale;
 	}
 	return 0;
 }
 
-/* Average gradients over ranks, clip, update. Returns the global norm. */
+/*
+ * Sum of squares of the gradients over the whole model, each parameter
+ * counted once: replicas (tensor-parallel copies of replicated tensors, the
+ * last stage's tied embedding) are left out, and the rest is added over
+ * the replica's ranks (or, under ZeRO-1, over every rank's part).
+ */
+static int global_sumsq(struct rank *r, double *out)
+{
+	struct gpt2 *m = &r->model;
+	double sum = 0.0;
+	int replicas = 0, rc;
+
+	if (r->lay.zero) {
+		sum = zero_sumsq(&r->zero, m);
+		rc = r->node->world_size > 1 ?
+			     comm_allreduce(r->comm, &sum, 1, COMM_FLOAT64, COMM_SUM) : 0;
+		*out = sum;
+		return rc;
+	}
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
+		replicas |= m->sizes[t] && gpt2_shard_is_replica(&m->config, &m->shard, t);
+	if (!replicas) {
+		sum = grad_sumsq(m->grads, m->num_params);
+	} else {
+		for (int t = 0; t < GPT2_NUM_TENSORS; t++)
+			if (!gpt2_shard_is_replica(&m->config, &m->shard, t))
+				sum += grad_sumsq(m->grad_tensors[t], m->sizes[t]);
+	}
+	rc = r->grp.mp ? comm_allreduce(r->grp.mp, &sum, 1, COMM_FLOAT64, COMM_SUM) : 0;
+	*out = sum;
+	return rc;
+}
+
+/*
+ * Average the gradients over the replicas (all-reduce, or ZeRO-1's
+ * reduce-scatter), add the tied embedding's two halves (first and last
+ * stage), clip to the global norm, update, and (ZeRO-1) gather the
+ * parameters back. Returns 0 with the norm before clipping.
+ */
 static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
 {
 	const struct stork_config *c = r->cfg;
@@ -278,20 +488,42 @@ static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
 		.lr = (float)c->train.lr, .min_lr = (float)c->train.min_lr,
 		.warmup = c->train.warmup_steps, .total = c->train.steps,
 	};
-	size_t n = r->model.num_params;
+	struct gpt2 *m = &r->model;
+	size_t n = m->num_params;
+	float *wte = m->grad_tensors[GPT2_WTE];
+	size_t nwte = m->sizes[GPT2_WTE];
+	double sumsq;
 	float norm, clip;
 
-	if (r->node->world_size > 1) {
-		if (comm_allreduce(r->comm, r->model.grads, n, COMM_FLOAT32, COMM_SUM) < 0)
+	if (r->lay.zero) {
+		if (zero_reduce_scatter(&r->zero, m, r->grp.dp) < 0)
 			return fail_collective(r);
-		grad_scale(r->model.grads, n, 1.0f / (float)r->node->world_size);
+		/* the embedding segment: this rank's rows, the same on both stages */
+		wte = m->grads + r->zero.seg[0].lo;
+		nwte = m->sizes[GPT2_WTE] ? r->zero.seg[0].hi - r->zero.seg[0].lo : 0;
+	} else if (r->grp.dp) {
+		if (comm_allreduce(r->grp.dp, m->grads, n, COMM_FLOAT32, COMM_SUM) < 0)
+			return fail_collective(r);
+		grad_scale(m->grads, n, 1.0f / (float)r->lay.dp);
 	}
-	norm = (float)sqrt(grad_sumsq(r->model.grads, n));
+	if (r->grp.emb && comm_allreduce(r->grp.emb, wte, nwte, COMM_FLOAT32, COMM_SUM) < 0)
+		return fail_collective(r);
+	if (global_sumsq(r, &sumsq) < 0)
+		return fail_collective(r);
+	norm = (float)sqrt(sumsq);
 	clip = grad_clip_scale(norm, (float)c->train.grad_clip);
-	if (clip != 1.0f)
-		grad_scale(r->model.grads, n, clip);
 	*lr_out = lr_at(&sched, step);
-	adamw_step_model(&r->opt, &hp, *lr_out, &r->model);
+	if (r->lay.zero) {
+		if (clip != 1.0f)
+			zero_scale(&r->zero, m, clip);
+		zero_adamw(&r->zero, &r->opt, &hp, *lr_out, m);
+		if (zero_allgather(&r->zero, m, r->grp.dp) < 0)
+			return fail_collective(r);
+	} else {
+		if (clip != 1.0f)
+			grad_scale(m->grads, n, clip);
+		adamw_step_model(&r->opt, &hp, *lr_out, m);
+	}
 	*norm_out = norm;
 	return 0;
 }
@@ -313,6 +545,89 @@ static int checkpoint_fits(struct rank *r, double *left, double *need)
 	return *left >= *need;
 }
 
+/* This rank's shard of a sharded checkpoint: its place, its parameters and moment parts. */
+static void shard_info(const struct rank *r, struct ckpt_shard_info *info)
+{
+	const struct par_layout *l = &r->lay;
+
+	*info = (struct ckpt_shard_info){
+		.rank = r->rank,
+		.layout = { .world = l->world, .dp = l->dp, .tp = l->tp, .pp = l->pp,
+			    .zero = l->zero, .sharded = 1 },
+		.config = r->model.config,
+		.tp_rank = l->tp_rank, .dp_rank = l->dp_rank, .stage = l->stage,
+		.first_layer = l->first_layer, .last_layer = l->last_layer,
+		.nparams = r->model.num_params, .opt_step = r->opt.step,
+	};
+	if (l->zero) {
+		info->nseg = r->zero.nseg;
+		for (int k = 0; k < r->zero.nseg; k++) {
+			info->seg_lo[k] = r->zero.seg[k].lo;
+			info->seg_hi[k] = r->zero.seg[k].hi;
+		}
+	} else {
+		info->nseg = 1;
+		info->seg_hi[0] = r->model.num_params;
+	}
+}
+
+/*
+ * Every rank writes its shard in parallel; the checksums travel to rank 0
+ * (an all-gather), which commits. Any rank's failure aborts the world, so
+ * rank 0 never commits an incomplete checkpoint and `latest` stays valid.
+ */
+static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const char *root)
+{
+	int W = r->node->world_size, code = 0;
+	struct ckpt_shard_info info;
+	uint64_t mine[2], *all = calloc(2 * (size_t)W, sizeof *all), *sums, *sizes;
+
+	if (!all)
+		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the checkpoint");
+	sums = all;
+	sizes = all + W;
+	if (r->rank == 0 && ckpt_prepare(root, st->step, r->err, sizeof r->err) < 0) {
+		code = fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+		goto out;
+	}
+	if (comm_barrier(r->comm) < 0) {
+		code = fail_collective(r);
+		goto out;
+	}
+	shard_info(r, &info);
+	if (ckpt_write_shard(root, st->step, &info, r->model.params, r->opt.m, r->opt.v, &mine[0],
+			     &mine[1], r->err, sizeof r->err) < 0) {
+		code = fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+		goto out;
+	}
+	{
+		uint64_t *pairs = calloc(2 * (size_t)W, sizeof *pairs);
+
+		if (!pairs || comm_allgather(r->comm, mine, pairs, 2, COMM_INT64) < 0) {
+			free(pairs);
+			code = pairs ? fail_collective(r) :
+				       fail(r, STORK_EXIT_INTERNAL, "out of memory for the checkpoint");
+			goto out;
+		}
+		for (int k = 0; k < W; k++) {
+			sums[k] = pairs[2 * k];
+			sizes[k] = pairs[2 * k + 1];
+		}
+		free(pairs);
+	}
+	if (r->rank == 0 && ckpt_commit(root, st, &info.layout, sums, sizes,
+					r->cfg->checkpoint.keep, r->err, sizeof r->err) < 0) {
+		code = fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+		goto out;
+	}
+	/* nobody reports the checkpoint before rank 0 has committed it */
+	if (comm_barrier(r->comm) < 0)
+		code = fail_collective(r);
+out:
+	free(all);
+	return code;
+}
+
 static int checkpoint(struct rank *r, int64_t steps_done)
 {
 	struct ckpt_state st = {
@@ -324,22 +639,29 @@ static int checkpoint(struct rank *r, int64_t steps_done)
 	char root[4096];
 	double t0 = (clock_monotonic() * 1e3);
 
-	/* Replicas are identical under data parallelism: rank 0 writes. */
-	if (r->rank != 0)
-		return 0;
 	data_get_position(r->train, &st.train);
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
-	if (ckpt_save(root, &r->model, &r->opt, &st, r->cfg->checkpoint.keep, r->err,
-		      sizeof r->err) < 0)
-		return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+	if (!plain_layout(&r->lay)) {
+		if (checkpoint_sharded(r, &st, root))
+			return r->res->exit_code;
+	} else if (r->rank == 0) {
+		/* Replicas are identical under data parallelism: rank 0 writes. */
+		if (ckpt_save(root, &r->model, &r->opt, &st, r->cfg->checkpoint.keep, r->err,
+			      sizeof r->err) < 0)
+			return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+	} else {
+		return 0;
+	}
 	r->ckpt_seconds = ((clock_monotonic() * 1e3) - t0) / 1e3;
 	rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
 		  (clock_monotonic() * 1e3) - t0);
 	snprintf(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
 		 steps_done);
 	r->res->checkpoint_step = steps_done;
-	printf("checkpoint step_%08" PRId64 " committed\n", steps_done);
-	fflush(stdout);
+	if (r->rank == 0) {
+		printf("checkpoint step_%08" PRId64 " committed\n", steps_done);
+		fflush(stdout);
+	}
 	return 0;
 }
 
@@ -361,7 +683,7 @@ static void report_step(struct rank *r, int64_t step, float loss, float lr, floa
 {
 	const struct stork_config *c = r->cfg;
 	double tokens = (double)c->train.batch_size * c->train.seq_len * c->train.grad_accum *
-			r->node->world_size;
+			r->lay.dp;
 	double tps = tokens / (ms / 1e3);
 
 	rank_metric(&r->log, step + 1, "train_loss", loss, "nats");
@@ -459,7 +781,7 @@ static int run_steps(struct rank *r, int64_t start)
 			return r->res->exit_code;
 		if (compute_gradients(r, &loss) || update(r, step, &norm, &lr))
 			return r->res->exit_code;
-		if (r->node->world_size > 1 && mean_over_ranks(r, &loss) < 0)
+		if (mean_over_replicas(r, &loss) < 0)
 			return fail_collective(r);
 		report_step(r, step, loss, lr, norm, (clock_monotonic() * 1e3) - t0);
 		r->res->last_step = step + 1;
@@ -502,6 +824,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 {
 	struct rank r = { .node = n, .cfg = n->cfg, .local = local, .rank = n->rank_base + local,
 			  .res = res };
+	struct gpt2_config mc;
 	int64_t start;
 	char err[512];
 
@@ -517,7 +840,8 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 		rank_logf(&r.log, "=== restart %d (job %s) ===", n->restart_count, n->job_id);
 	rank_logf(&r.log, "rank %d of %d (local %d of %d) on %s", r.rank, n->world_size, local,
 		  n->local_ranks, n->host);
-	if (bind_rank(&r) || open_data(&r) || init_model(&r, &start))
+	if (bind_rank(&r) || model_shape(&r, &mc) || make_layout(&r, &mc) || open_data(&r) ||
+	    init_model(&r, &mc, &start) || init_pipeline(&r))
 		goto out;
 	rank_logf(&r.log, "model: %zu parameters; training steps %" PRId64 "..%d", r.model.num_params,
 		  start + 1, n->cfg->train.steps);
@@ -534,5 +858,8 @@ out:
 		data_close(r.val);
 	adamw_free(&r.opt);
 	gpt2_free(&r.model);
+	pipeline_free(&r.pipe);
+	zero_plan_free(&r.zero);
+	layout_groups_free(&r.grp);
 	rank_log_close(&r.log);
 }

@@ -1,0 +1,142 @@
+/*
+ * daemon/layout.c - see layout.h.
+ */
+#include "config.h"
+#include "daemon/layout.h"
+
+#include "lib/comm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Parameters of one block, and of what the first and last stages add. */
+static double block_params(const struct gpt2_config *c)
+{
+	double C = c->channels;
+
+	return 12.0 * C * C + 13.0 * C;
+}
+
+void layout_stage_layers(const struct gpt2_config *c, int P, int s, int *first, int *last)
+{
+	double lp = block_params(c), C = c->channels;
+	double head = (double)c->padded_vocab_size * C + 2.0 * C;          /* last stage */
+	double embed = (double)c->padded_vocab_size * C + c->max_seq_len * C; /* first */
+	double total = c->num_layers * lp + embed + (P > 1 ? head : 2.0 * C);
+	int L = c->num_layers, prev = 0, b = 0;
+
+	/* boundary k: where the running parameter count reaches k/P of the total */
+	for (int k = 1; k <= s + 1; k++) {
+		prev = b;
+		if (k == P) {
+			b = L;
+			break;
+		}
+		b = (int)((k * total / P - embed) / lp + 0.5);
+		if (b < prev + 1)
+			b = prev + 1;
+		if (b > L - (P - k))
+			b = L - (P - k);
+	}
+	*first = prev;
+	*last = b;
+}
+
+int layout_make(struct par_layout *l, const struct gpt2_config *c, int world, int tensor,
+		int pipeline, int zero, int rank, char *err, size_t errlen)
+{
+	memset(l, 0, sizeof *l);
+	if (world % (tensor * pipeline)) {
+		snprintf(err, errlen,
+			 "parallel.tensor (%d) x parallel.pipeline (%d) = %d does not divide the %d "
+			 "ranks of the run; use a world size that is a multiple of %d, or other values",
+			 tensor, pipeline, tensor * pipeline, world, tensor * pipeline);
+		return -1;
+	}
+	if (c->num_heads % tensor || c->padded_vocab_size % tensor) {
+		snprintf(err, errlen,
+			 "parallel.tensor (%d) must divide model.heads (%d) and model.padded_vocab_size (%d)",
+			 tensor, c->num_heads, c->padded_vocab_size);
+		return -1;
+	}
+	if (pipeline > c->num_layers) {
+		snprintf(err, errlen, "parallel.pipeline (%d) exceeds model.layers (%d): every stage needs a layer",
+			 pipeline, c->num_layers);
+		return -1;
+	}
+	l->world = world;
+	l->tp = tensor;
+	l->pp = pipeline;
+	l->dp = world / (tensor * pipeline);
+	l->zero = zero;
+	l->rank = rank;
+	l->tp_rank = rank % tensor;
+	l->dp_rank = rank / tensor % l->dp;
+	l->stage = rank / (tensor * l->dp);
+	layout_stage_layers(c, pipeline, l->stage, &l->first_layer, &l->last_layer);
+	return 0;
+}
+
+void layout_describe(const struct par_layout *l, char *buf, size_t len)
+{
+	snprintf(buf, len, "dp %d x tp %d x pp %d%s; rank %d = dp %d, tp %d, stage %d (layers %d-%d)",
+		 l->dp, l->tp, l->pp, l->zero ? " (ZeRO-1)" : "", l->rank, l->dp_rank, l->tp_rank,
+		 l->stage, l->first_layer, l->last_layer - 1);
+}
+
+void layout_shard(const struct par_layout *l, const struct gpt2_config *c, struct gpt2_shard *s)
+{
+	(void)c;
+	*s = (struct gpt2_shard){ .tp_rank = l->tp_rank, .tp_size = l->tp,
+				  .first_layer = l->first_layer, .last_layer = l->last_layer };
+}
+
+/*
+ * Split world into groups of `color` ordered by key; a group of one becomes
+ * NULL, a group of every rank (`whole`: keys in rank order) the world itself.
+ */
+static int split(struct comm *world, int whole, int color, int key, struct comm **out)
+{
+	int rc;
+
+	if (whole) {
+		*out = comm_size(world) > 1 ? world : NULL;
+		return 0;
+	}
+	rc = comm_split(world, color, key, out);
+
+	if (rc == 0 && *out && comm_size(*out) == 1) {
+		comm_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+int layout_groups(const struct par_layout *l, struct comm *world, struct par_groups *g)
+{
+	int D = l->dp, T = l->tp, P = l->pp, end = l->stage == 0 || l->stage == P - 1;
+	int rc;
+
+	memset(g, 0, sizeof *g);
+	g->world = world;
+	if ((rc = split(world, T == l->world, l->stage * D + l->dp_rank, l->tp_rank, &g->tp)) ||
+	    (rc = split(world, D == l->world, l->stage * T + l->tp_rank, l->dp_rank, &g->dp)) ||
+	    (rc = split(world, P == l->world, l->dp_rank * T + l->tp_rank, l->stage, &g->pp)) ||
+	    (rc = split(world, D == 1, l->dp_rank, l->rank, &g->mp)) ||
+	    (rc = split(world, 0, P > 1 && end ? l->dp_rank * T + l->tp_rank : COMM_UNDEFINED,
+			l->stage, &g->emb))) {
+		layout_groups_free(g);
+		return rc;
+	}
+	return 0;
+}
+
+void layout_groups_free(struct par_groups *g)
+{
+	struct comm *own[] = { g->tp, g->dp, g->pp, g->mp, g->emb };
+
+	for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+		if (own[i] != g->world)
+			comm_free(own[i]);
+	memset(g, 0, sizeof *g);
+}

@@ -1,0 +1,72 @@
+/*
+ * daemon/layout.h - how the world's ranks are cut into data-, tensor- and
+ * pipeline-parallel groups, and the communicators of those groups.
+ *
+ * From parallel.tensor (T) and parallel.pipeline (P) a world of W ranks
+ * holds D = W / (T * P) model replicas. Tensor parallelism is the innermost
+ * dimension, then data, then pipeline:
+ *
+ *     rank = stage * (D * T) + dp * T + tp
+ *
+ * so a tensor-parallel group is T consecutive ranks (inside a node whenever
+ * T divides the node's rank count: its all-reduces, two per block and
+ * pass, are the most frequent), a pipeline stage is D * T consecutive ranks,
+ * and stages follow each other (across nodes when a stage fills a node).
+ *
+ * Layers are split over the stages by parameter count: the first stage
+ * also holds the token and position embeddings, the last the final
+ * LayerNorm and the LM head (the tied token embedding), and every stage at
+ * least one layer.
+ */
+#ifndef STORK_DAEMON_LAYOUT_H
+#define STORK_DAEMON_LAYOUT_H
+
+#include <stddef.h>
+
+#include "daemon/model.h"
+
+struct comm;
+
+struct par_layout {
+	int world, dp, tp, pp;     /* W = D x T x P */
+	int zero;                  /* ZeRO-1: optimizer state sharded over the D replicas */
+	int rank, dp_rank, tp_rank, stage;
+	int first_layer, last_layer; /* this stage's layers */
+};
+
+/* The communicators of one rank's groups (NULL where a group has one rank). */
+struct par_groups {
+	struct comm *tp;           /* the T ranks of this replica's stage: ranks by tp */
+	struct comm *dp;           /* the D replicas of this (stage, tp): ranks by dp */
+	struct comm *pp;           /* the P stages of this (dp, tp): ranks by stage */
+	struct comm *mp;           /* the T x P ranks of this replica (gradient norm) */
+	struct comm *emb;          /* first and last stage of this (dp, tp): the tied embedding */
+	struct comm *world;        /* a group that is the whole world is this one, not a copy */
+};
+
+/*
+ * Check that W ranks can run T x P for this model and place `rank`. Returns
+ * 0, or -1 with a message naming the configuration keys and values.
+ */
+int layout_make(struct par_layout *l, const struct gpt2_config *c, int world, int tensor,
+		int pipeline, int zero, int rank, char *err, size_t errlen);
+
+/* The layers [*first, *last) of stage s of P (balanced by parameter count). */
+void layout_stage_layers(const struct gpt2_config *c, int P, int s, int *first, int *last);
+
+/* "dp 2 x tp 2 x pp 2; rank 5 = dp 1, tp 1, stage 1 (layers 6-11)" */
+void layout_describe(const struct par_layout *l, char *buf, size_t len);
+
+/* This rank's model shard (tp is set by layout_groups' caller). */
+void layout_shard(const struct par_layout *l, const struct gpt2_config *c, struct gpt2_shard *s);
+
+/*
+ * Make the groups: collective over world (every rank calls it once, in
+ * the same order). Returns 0 or a COMM_E* code (e.g. COMM_EINVAL when a
+ * group would span nodes and the communicator cannot do that).
+ */
+int layout_groups(const struct par_layout *l, struct comm *world, struct par_groups *g);
+
+void layout_groups_free(struct par_groups *g);
+
+#endif

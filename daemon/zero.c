@@ -1,0 +1,176 @@
+/*
+ * daemon/zero.c - see zero.h.
+ */
+#include "config.h"
+#include "daemon/zero.h"
+
+#include "lib/comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void zero_plan_layout(struct zero_plan *z, const size_t sizes[GPT2_NUM_TENSORS], int D, int d)
+{
+	size_t total = 0;
+
+	memset(z, 0, sizeof *z);
+	z->D = D;
+	z->d = d;
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
+		total += sizes[t];
+	if (sizes[GPT2_WTE])
+		z->seg[z->nseg++] = (struct zero_segment){ .off = 0, .n = sizes[GPT2_WTE] };
+	z->seg[z->nseg++] = (struct zero_segment){ .off = sizes[GPT2_WTE],
+						   .n = total - sizes[GPT2_WTE] };
+	for (int k = 0; k < z->nseg; k++) {
+		struct zero_segment *s = &z->seg[k];
+		size_t a, b;
+
+		s->per = (s->n + (size_t)D - 1) / (size_t)D;
+		a = s->per * (size_t)d;
+		b = a + s->per;
+		s->lo = s->off + (a < s->n ? a : s->n);
+		s->hi = s->off + (b < s->n ? b : s->n);
+		z->state_n += s->hi - s->lo;
+	}
+}
+
+int zero_plan_make(struct zero_plan *z, struct gpt2 *m, int D, int d)
+{
+	size_t maxper = 0;
+
+	zero_plan_layout(z, m->sizes, D, d);
+	for (int k = 0; k < z->nseg; k++)
+		maxper = z->seg[k].per > maxper ? z->seg[k].per : maxper;
+	/* the last segment's reduce-scatter reads up to D - 1 floats past the end */
+	m->grad_pad = (size_t)D;
+	z->recv = malloc((maxper ? maxper : 1) * sizeof(float));
+	return z->recv ? 0 : -1;
+}
+
+void zero_plan_free(struct zero_plan *z)
+{
+	free(z->recv);
+	z->recv = NULL;
+}
+
+int zero_reduce_scatter(struct zero_plan *z, struct gpt2 *m, struct comm *dp)
+{
+	float inv = 1.0f / (float)z->D;
+
+	for (int k = 0; k < z->nseg; k++) {
+		struct zero_segment *s = &z->seg[k];
+		int rc;
+
+		if (dp && (rc = comm_reduce_scatter(dp, m->grads + s->off, z->recv, s->per,
+						    COMM_FLOAT32, COMM_SUM)))
+			return rc;
+		if (dp)
+			memcpy(m->grads + s->lo, z->recv, (s->hi - s->lo) * sizeof(float));
+		for (size_t i = s->lo; i < s->hi; i++)
+			m->grads[i] *= inv;
+	}
+	return 0;
+}
+
+/*
+ * Call fn on every piece of this rank's parts that falls in one tensor:
+ * (tensor, offset in the parameters, length, offset in the optimizer state).
+ */
+static void for_each_piece(const struct zero_plan *z, const struct gpt2 *m,
+			   void (*fn)(void *arg, int t, size_t off, size_t n, size_t state_off),
+			   void *arg)
+{
+	size_t toff = 0, state_off = 0;
+
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
+		size_t tend = toff + m->sizes[t];
+
+		for (int k = 0; k < z->nseg; k++) {
+			const struct zero_segment *s = &z->seg[k];
+			size_t a = s->lo > toff ? s->lo : toff, b = s->hi < tend ? s->hi : tend;
+			size_t before = 0;
+
+			if (a >= b)
+				continue;
+			for (int j = 0; j < k; j++)
+				before += z->seg[j].hi - z->seg[j].lo;
+			state_off = before + (a - s->lo);
+			fn(arg, t, a, b - a, state_off);
+		}
+		toff = tend;
+	}
+}
+
+struct sumsq_args {
+	const struct gpt2 *m;
+	double sum;
+};
+
+static void sumsq_piece(void *arg, int t, size_t off, size_t n, size_t state_off)
+{
+	struct sumsq_args *a = arg;
+
+	(void)state_off;
+	if (!gpt2_shard_is_replica(&a->m->config, &a->m->shard, t))
+		a->sum += grad_sumsq(a->m->grads + off, n);
+}
+
+double zero_sumsq(const struct zero_plan *z, const struct gpt2 *m)
+{
+	struct sumsq_args a = { m, 0.0 };
+
+	for_each_piece(z, m, sumsq_piece, &a);
+	return a.sum;
+}
+
+void zero_scale(const struct zero_plan *z, struct gpt2 *m, float s)
+{
+	for (int k = 0; k < z->nseg; k++)
+		grad_scale(m->grads + z->seg[k].lo, z->seg[k].hi - z->seg[k].lo, s);
+}
+
+struct adamw_args {
+	struct adamw_state *opt;
+	const struct adamw_params *h;
+	float lr;
+	struct gpt2 *m;
+};
+
+static void adamw_piece(void *arg, int t, size_t off, size_t n, size_t state_off)
+{
+	struct adamw_args *a = arg;
+
+	adamw_update(a->m->ops, a->opt, a->h, a->lr, gpt2_tensor_decays(t), a->m->params + off,
+		     a->m->grads + off, state_off, n);
+}
+
+void zero_adamw(const struct zero_plan *z, struct adamw_state *opt, const struct adamw_params *h,
+		float lr, struct gpt2 *m)
+{
+	struct adamw_args a = { opt, h, lr, m };
+
+	for_each_piece(z, m, adamw_piece, &a);
+	adamw_step_done(opt);
+}
+
+int zero_allgather(const struct zero_plan *z, struct gpt2 *m, struct comm *dp)
+{
+	if (!dp)
+		return 0;
+	for (int k = 0; k < z->nseg; k++) {
+		const struct zero_segment *s = &z->seg[k];
+
+		for (int r = 0; r < z->D; r++) {
+			size_t a = s->per * (size_t)r, b = a + s->per;
+			int rc;
+
+			a = a < s->n ? a : s->n;
+			b = b < s->n ? b : s->n;
+			if (b > a && (rc = comm_broadcast(dp, m->params + s->off + a, b - a,
+							  COMM_FLOAT32, r)))
+				return rc;
+		}
+	}
+	return 0;
+}
