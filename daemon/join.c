@@ -171,6 +171,23 @@ int join_write_slurm_env(const char *run_dir, const struct run_layout *l, char *
 	json_key_string(&j, "rendezvous", l->method);
 	json_key_double(&j, "rendezvous_seconds", l->seconds);
 	json_key_int(&j, "world_size", l->world_size);
+	if (l->dp) {
+		json_key_begin_object(&j, "parallel");
+		json_key_int(&j, "dp", l->dp);
+		json_key_int(&j, "tp", l->tp);
+		json_key_int(&j, "pp", l->pp);
+		json_key_int(&j, "zero", l->zero);
+		json_key_string(&j, "rank_order", "rank = stage * dp * tp + dp_rank * tp + tp_rank");
+		json_key_begin_array(&j, "stage_layers");
+		for (int s = 0; l->stage_layers && s < l->pp; s++) {
+			json_begin_array(&j);
+			json_int(&j, l->stage_layers[s][0]);
+			json_int(&j, l->stage_layers[s][1]);
+			json_end_array(&j);
+		}
+		json_end_array(&j);
+		json_end_object(&j);
+	}
 	/* Seconds since the epoch, as launcher 0 learnt it; 0 = no limit or unknown. */
 	json_key_int(&j, "job_end_time", l->nnodes ? l->nodes[0].job_end : 0);
 	json_key_begin_array(&j, "nodes");
@@ -202,6 +219,7 @@ void join_free(struct run_layout *l)
 	for (int i = 0; l->nodes && i < l->nnodes; i++)
 		free(l->nodes[i].bindings);
 	free(l->nodes);
+	free(l->stage_layers);
 	rdv_result_free(&l->rdv);
 	rdv_finalize();
 	memset(l, 0, sizeof *l);

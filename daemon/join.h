@@ -37,6 +37,8 @@ struct run_layout {
 	int world_size;
 	struct run_node *nodes;  /* nnodes entries, in launcher order */
 	const char *method;      /* "pmix", "tcp" or "local" */
+	int dp, tp, pp, zero;    /* the parallel layout (0: not set) */
+	int (*stage_layers)[2];  /* pp entries: each stage's layers [first, last) */
 	double seconds;          /* time spent in the rendezvous */
 	struct rdv_result rdv;
 };

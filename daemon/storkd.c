@@ -9,6 +9,7 @@
  */
 #include "config.h"
 #include "daemon/join.h"
+#include "daemon/layout.h"
 #include "daemon/train.h"
 #include "kernels/device.h"
 #include "lib/atomic_file.h"
@@ -391,6 +392,36 @@ static void write_library_versions(const char *run_dir)
 }
 
 /*
+ * The parallel layout must fit the world before any rank starts: an
+ * impossible one is a configuration error naming the keys and values.
+ */
+static int check_layout(const struct stork_config *cfg, struct run_layout *layout, char *err,
+			size_t errlen)
+{
+	struct gpt2_config mc = {
+		.max_seq_len = cfg->model.max_seq_len, .vocab_size = cfg->model.vocab_size,
+		.padded_vocab_size = cfg->model.padded_vocab_size, .num_layers = cfg->model.layers,
+		.num_heads = cfg->model.heads, .channels = cfg->model.channels,
+	};
+	struct par_layout l;
+
+	if (cfg->model.init_from[0] && gpt2_read_config(cfg->model.init_from, &mc, err, errlen) < 0)
+		return STORK_EXIT_DATA;
+	if (layout_make(&l, &mc, layout->world_size, cfg->parallel.tensor, cfg->parallel.pipeline,
+			cfg->parallel.zero, 0, err, errlen) < 0)
+		return STORK_EXIT_CONFIG;
+	layout->dp = l.dp;
+	layout->tp = l.tp;
+	layout->pp = l.pp;
+	layout->zero = l.zero;
+	layout->stage_layers = calloc((size_t)l.pp, sizeof *layout->stage_layers);
+	for (int s = 0; layout->stage_layers && s < l.pp; s++)
+		layout_stage_layers(&mc, l.pp, s, &layout->stage_layers[s][0],
+				    &layout->stage_layers[s][1]);
+	return 0;
+}
+
+/*
  * Join the other nodes (a world of one when this is the only daemon), then
  * set the node's place in the world and its communicators.
  */
@@ -429,6 +460,8 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 	node->node_rank = layout->node_index;
 	node->rank_base = layout->nodes[layout->node_index].rank_base;
 	node->world_size = layout->world_size;
+	if ((code = check_layout(cfg, layout, err, errlen)))
+		return code;
 	node->world = comm_world_create(node->local_ranks);
 	if (!node->world) {
 		snprintf(err, errlen, "out of memory");

@@ -872,10 +872,20 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 		return fail(err, errlen, "%s: parallel.tensor: %d does not divide model.heads = %d (%s); "
 			    "each tensor-parallel rank takes whole heads", origin(c, "parallel.tensor"),
 			    c->parallel.tensor, c->model.heads, origin(c, "model.heads"));
+	if (c->model.padded_vocab_size % c->parallel.tensor)
+		return fail(err, errlen, "%s: parallel.tensor: %d does not divide model.padded_vocab_size = %d; "
+			    "each tensor-parallel rank takes an equal slice of the vocabulary",
+			    origin(c, "parallel.tensor"), c->parallel.tensor, c->model.padded_vocab_size);
 	if (c->parallel.pipeline > c->model.layers)
 		return fail(err, errlen, "%s: parallel.pipeline: %d stages for model.layers = %d (%s); "
 			    "every stage needs at least one layer", origin(c, "parallel.pipeline"),
 			    c->parallel.pipeline, c->model.layers, origin(c, "model.layers"));
+	if (c->train.grad_accum < c->parallel.pipeline)
+		return fail(err, errlen, "%s: train.grad_accum: %d micro-batches for parallel.pipeline = %d stages (%s); "
+			    "every stage needs a micro-batch in flight: use train.grad_accum >= %d "
+			    "(the idle share of a step is (P-1)/(m+P-1), so 4 x %d keeps it under 20%%)",
+			    origin(c, "train.grad_accum"), c->train.grad_accum, c->parallel.pipeline,
+			    origin(c, "parallel.pipeline"), c->parallel.pipeline, c->parallel.pipeline);
 	return 0;
 }
 

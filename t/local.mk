@@ -50,11 +50,11 @@ distclean-testcluster:
 .PHONY: distclean-testcluster
 
 # The training engine's behaviour, run locally with `stork run` (no Slurm).
-TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats
+TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats
 TEST_EXTENSIONS += .bats
 BATS_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
 BATS_LOG_COMPILER = bats --tap
-EXTRA_DIST += t/training.bash t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats
+EXTRA_DIST += t/training.bash t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats
 clean-local: clean-train
 clean-train:
 	rm -rf t/train/work

@@ -1,0 +1,136 @@
+#!/usr/bin/env bats
+# Tensor, pipeline and ZeRO-1 layouts on one node (`stork run --local-ranks 4`):
+# every layout follows the 1-rank run; checkpoints resume on any layout.
+#
+# The model: 4 layers, 4 heads, vocabulary 257 padded to 384 (the padding
+# crosses the vocabulary slices of tensor-parallel ranks). Every run sees the
+# same 8 sequences per step: 1 rank x batch 2 x 4 micro-batches, or D
+# replicas x batch 2 x 4/D micro-batches; pipelines get at least P
+# micro-batches.
+
+load helpers
+
+setup() {
+	setup_run
+	small_config tiny.yaml tiny 4 64 2 32 20
+}
+
+# run_layout NAME TENSOR PIPELINE ZERO [ARGS...]: 4 ranks with 8 sequences per step.
+run_layout() {
+	local name=$1 t=$2 p=$3 z=$4
+	local d=$((4 / (t * p)))
+	shift 4
+	"$STORK" run tiny.yaml --local-ranks 4 --set run.name="$name" --set parallel.tensor="$t" \
+		--set parallel.pipeline="$p" --set parallel.zero="$z" \
+		--set train.grad_accum=$((4 / d)) "$@"
+}
+
+# within A B TOL [METRICS]: the train and validation losses (or METRICS) of
+# runs A and B agree within TOL relative, step for step, over all 20 steps.
+within() {
+	local metric
+	for metric in ${4:-train_loss val_loss}; do
+		paste <(metric_of "$1" "$metric") <(metric_of "$2" "$metric") | awk -v tol="$3" -v m="$metric" -v b="$2" '
+			$1 != $3 { print "step mismatch: " $0 > "/dev/stderr"; exit 1 }
+			{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > worst) worst = r }
+			END { printf "%s %s: worst relative difference %.3g over %d steps\n", b, m, worst, n > "/dev/stderr";
+			      exit !(n == (m == "train_loss" ? 20 : 2) && worst <= tol) }'
+	done
+}
+
+# metric_of RUN METRIC: "step value" of rank 0's metric.
+metric_of() {
+	grep -h "\"metric\":\"$2\"" runs/"$1"__job=local__task=0/logs/rank-000.metrics.jsonl |
+		sed 's/.*"step":\([0-9]*\).*"value":\([^,}]*\).*/\1 \2/'
+}
+
+# one_rank D: the 1-rank reference for layouts of D replicas, named oneD.
+# Validation reads val_batches global batches (D x batch 2 sequences each):
+# the reference reads as many sequences, D x val_batches batches of 2.
+one_rank() {
+	"$STORK" run tiny.yaml --local-ranks 1 --set run.name="one$1" --set train.grad_accum=4 \
+		--set train.val_batches=$((2 * $1)) >/dev/null
+}
+
+@test "every layout of 4 ranks follows the 1-rank run within 1e-5 relative, with and without ZeRO-1" {
+	one_rank 1
+	one_rank 2
+	one_rank 4
+	# name tensor pipeline: DP4, TP2xDP2, TP4, PP2xDP2, PP4, TP2xPP2
+	for layout in "dp4 1 1" "tp2dp2 2 1" "tp4 4 1" "pp2dp2 1 2" "pp4 1 4" "tp2pp2 2 2"; do
+		set -- $layout
+		for z in 0 1; do
+			run run_layout "$1z$z" "$2" "$3" "$z"
+			[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+			[[ "$output" == *"layout: dp $((4 / ($2 * $3))) x tp $2 x pp $3"* ]]
+			within "one$((4 / ($2 * $3)))" "$1z$z" 1e-5
+		done
+	done
+}
+
+@test "a layout gives the same bits run after run, and all ranks report the same loss" {
+	run_layout a 2 2 1 >/dev/null
+	run_layout b 2 2 1 >/dev/null
+	diff <(metric_of a train_loss) <(metric_of b train_loss)
+	diff <(metric_of a grad_norm) <(metric_of b grad_norm)
+	for r in 001 002 003; do
+		diff <(losses a) <(losses a $r)
+	done
+}
+
+@test "tensor parallelism really splits the model: each rank holds a quarter of the split tensors" {
+	run run_layout tp 4 1 0
+	[ "$status" -eq 0 ]
+	"$STORK" run tiny.yaml --local-ranks 1 --set run.name=w --set train.steps=1 >/dev/null
+	whole=$(grep -h 'model:' runs/w__job=local__task=0/logs/rank-000.log | sed 's/.*model: \([0-9]*\).*/\1/')
+	for r in 000 003; do
+		part=$(grep -h 'model:' runs/tp__job=local__task=0/logs/rank-$r.log | sed 's/.*model: \([0-9]*\).*/\1/')
+		echo "rank $r holds $part of $whole parameters" >&3
+		# everything but LayerNorms, wpe and two biases per layer is split in 4
+		[ "$part" -lt $((whole / 3)) ]
+	done
+}
+
+@test "a preempted and resumed TP2xPP2 run gives the uninterrupted run's losses bit for bit" {
+	run_layout full 2 2 0 >/dev/null
+	run env STORK_STOP_AT_STEP=7 "$STORK" run tiny.yaml --local-ranks 4 --set run.name=cut \
+		--set parallel.tensor=2 --set parallel.pipeline=2 --set train.grad_accum=4
+	[ "$status" -eq 12 ]
+	ls runs/cut__job=local__task=0/checkpoints/step_00000007/shard-0000{0,1,2,3}.bin
+	run run_layout cut 2 2 0
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"resumed from"*"step_00000007 at step 7"* ]]
+	diff <(metric_of full train_loss) <(metric_of cut train_loss)
+}
+
+@test "a TP2xPP2 checkpoint resumes as DP4 and a DP2 checkpoint as TP2xPP2 with ZeRO-1" {
+	one_rank 4
+	run env STORK_STOP_AT_STEP=7 "$STORK" run tiny.yaml --local-ranks 4 --set run.name=ab \
+		--set parallel.tensor=2 --set parallel.pipeline=2 --set train.grad_accum=4
+	[ "$status" -eq 12 ]
+	run run_layout ab 1 1 0
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"layout: dp 4 x tp 1 x pp 1"*"resumed from"*"at step 7"* ]]
+	within one4 ab 1e-5 train_loss
+	run env STORK_STOP_AT_STEP=7 "$STORK" run tiny.yaml --local-ranks 2 --set run.name=ba --set train.grad_accum=2
+	[ "$status" -eq 12 ]
+	run run_layout ba 2 2 1
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"resumed from"*"at step 7"* ]]
+	within one4 ba 1e-5 train_loss
+}
+
+@test "impossible layouts are configuration errors naming the keys" {
+	run "$STORK" run tiny.yaml --local-ranks 3 --set parallel.tensor=2
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"parallel.tensor (2) x parallel.pipeline (1) = 2 does not divide the 3 ranks"* ]]
+	run "$STORK" run tiny.yaml --local-ranks 4 --set parallel.tensor=8
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"parallel.tensor: 8 does not divide model.heads = 4"* ]]
+	run "$STORK" run tiny.yaml --local-ranks 4 --set parallel.pipeline=8
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"parallel.pipeline: 8 stages for model.layers = 4"* ]]
+	run "$STORK" run tiny.yaml --local-ranks 4 --set parallel.pipeline=2 --set train.grad_accum=1
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"train.grad_accum: 1 micro-batches for parallel.pipeline = 2"*"train.grad_accum >= 2"* ]]
+}
