@@ -937,8 +937,8 @@ int ckpt_load_full(const char *dir, const struct gpt2_config *expect, struct ckp
 	if (expect && memcmp(&f->config, expect, sizeof *expect)) {
 		shape_str(&f->config, have, sizeof have);
 		shape_str(expect, want, sizeof want);
-		snprintf(err, errlen, "checkpoint %s holds a model of another shape: it has %s; the configuration asks for %s",
-			 dir, have, want);
+		snprintf(err, errlen, "checkpoint %s%s holds a model of another shape: it has %s; the configuration asks for %s",
+			 dir, l.sharded ? "" : "/model.bin", have, want);
 		ckpt_full_free(f);
 		return -1;
 	}

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -298,6 +299,37 @@ out:
 }
 
 /*
+ * run.resume_from: a checkpoint directory, a checkpoints/ directory, or a
+ * run directory; its newest usable checkpoint goes in dir. Returns 1, or 1
+ * with the rank failed (exit code set) when it holds none.
+ */
+static int resume_from(struct rank *r, char *dir, size_t len)
+{
+	const char *from = r->cfg->run.resume_from;
+	char path[4096], sub[4200];
+	struct stat st;
+
+	snprintf(path, sizeof path, "%s", from);
+	snprintf(sub, sizeof sub, "%s/manifest.json", from);
+	if (stat(sub, &st) == 0) {
+		snprintf(dir, len, "%s", from);
+		return 1;
+	}
+	snprintf(sub, sizeof sub, "%s/checkpoints", from);
+	if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+		snprintf(path, sizeof path, "%s", sub);
+	if (ckpt_find(path, dir, len, notice_to_log, r)) {
+		rank_logf(&r->log, "run.resume_from: starting from %s", dir);
+		return 1;
+	}
+	snprintf(r->err, sizeof r->err,
+		 "run.resume_from: %s holds no usable checkpoint (a step_N directory, its checkpoints/ "
+		 "directory or a run directory)", from);
+	fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
+	return 1;
+}
+
+/*
  * The model and optimizer: from the newest valid checkpoint, else from
  * model.init_from, else built from the configured sizes and seed. Every rank
  * does the same for its shard, so replicas start identical without a
@@ -314,7 +346,10 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 	shard.tp = r->grp.tp;
 	*start_step = 0;
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
-	if (ckpt_find(root, dir, sizeof dir, notice_to_log, r)) {
+	if (ckpt_find(root, dir, sizeof dir, notice_to_log, r) ||
+	    (c->run.resume_from[0] && resume_from(r, dir, sizeof dir))) {
+		if (r->res->exit_code)
+			return r->res->exit_code;
 		if (ckpt_read_state(dir, &st, r->err, sizeof r->err) < 0)
 			return fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
 		if (load_checkpoint(r, dir, c->model.init_from[0] ? NULL : mc, &shard))

@@ -76,6 +76,8 @@ static const struct key keys[] = {
 	{ "run.dir", K_STR, OFF(run.dir), 0, 0, 0, NULL, "runs", "runs root, relative to the submit directory" },
 	{ "run.rendezvous_timeout", K_DOUBLE, OFF(run.rendezvous_timeout), 0, DBL_MAX, LO_OPEN, NULL, "300",
 	  "seconds to wait for every node at start" },
+	{ "run.resume_from", K_STR, OFF(run.resume_from), 0, 0, EMPTY_OK, NULL, "\"\"",
+	  "checkpoint (or run directory) a new run starts from, on any layout" },
 	{ "model.init_from", K_STR, OFF(model.init_from), 0, 0, EMPTY_OK, NULL, "\"\"",
 	  "llm.c model file; empty: build from the sizes below" },
 	{ "model.layers", K_INT, OFF(model.layers), 1, BIG, 0, NULL, "4", "transformer blocks" },

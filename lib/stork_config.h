@@ -50,6 +50,7 @@ struct stork_config {
 		char *name;                 /* run directory name prefix */
 		char *dir;                  /* runs root, relative to the submit directory */
 		double rendezvous_timeout;  /* seconds */
+		char *resume_from;          /* checkpoint or run directory to start from; "" = none */
 	} run;
 	struct {
 		char *init_from;            /* llm.c model file; "" = build from the sizes */
