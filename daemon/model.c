@@ -732,6 +732,14 @@ static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_con
 	return total;
 }
 
+size_t gpt2_activation_floats(const struct gpt2_config *c, const struct gpt2_shard *s, int B,
+			      int T)
+{
+	struct gpt2_acts a;
+
+	return layout_acts(&a, NULL, c, s, B, T);
+}
+
 /* Save the current slot's fields into its record. */
 static void save_slot(struct gpt2 *m)
 {

@@ -227,6 +227,10 @@ int gpt2_load_shard(struct gpt2 *m, const char *path, const struct gpt2_shard *s
  */
 int gpt2_set_slots(struct gpt2 *m, int n);
 
+/* Floats of one activation set (one slot) of shard s for batches (B, T). */
+size_t gpt2_activation_floats(const struct gpt2_config *c, const struct gpt2_shard *s, int B,
+			      int T);
+
 /* Make slot k (< nslots) current: the next forward fills it, the next backward reads it. */
 void gpt2_use_slot(struct gpt2 *m, int k);
 

@@ -5,12 +5,18 @@
  *
  * train: the model of CONFIG at train.batch_size x train.seq_len on one
  * process: ms/step, tokens/s, model FLOPs per token and MFU against the
- * machine's fp32 peak (how the peak is computed is printed with it).
+ * machine's fp32 peak (how the peak is computed is printed with it). With
+ * --ranks W, first the memory every rank of the configured layout
+ * (parallel.tensor, parallel.pipeline, parallel.zero) over W ranks holds:
+ * parameters, gradients, optimizer moments and activations, from the same
+ * sizes storkd allocates (--steps 0: only that).
  */
 #include "config.h"
 #include "launcher/commands.h"
 
 #include "daemon/bench_train.h"
+#include "daemon/layout.h"
+#include "daemon/zero.h"
 #include "launcher/bench_comm.h"
 #include "kernels/ops.h"
 #include "lib/log.h"
@@ -24,11 +30,64 @@
 
 static int bench_usage(FILE *out)
 {
-	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--set KEY=VALUE]...\n"
+	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--ranks W] [--set KEY=VALUE]...\n"
 		     "       stork bench checkpoint CONFIG [--dir DIR] [--repeat N]\n"
 		     "       stork bench launch CONFIG [--nodes N] [--repeat R]   (inside an allocation)\n"
 		     "       stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n");
 	return STORK_EXIT_USAGE;
+}
+
+static double mib(size_t floats)
+{
+	return (double)floats * sizeof(float) / (1 << 20);
+}
+
+/*
+ * Per-rank memory of a layout: what storkd allocates for each rank's shard.
+ * Gradients include ZeRO-1's padding; activations are one set per
+ * micro-batch in flight (P - stage under 1F1B, else one).
+ */
+static int bench_memory(const struct stork_config *cfg, const struct gpt2_config *g, int world,
+			FILE *out)
+{
+	int P = cfg->parallel.pipeline, B = cfg->train.batch_size, T = cfg->train.seq_len;
+	int m = cfg->train.grad_accum;
+	struct par_layout l;
+	char err[512];
+
+	if (layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero, 0, err,
+			sizeof err) < 0) {
+		stork_error("%s", err);
+		return STORK_EXIT_CONFIG;
+	}
+	fprintf(out, "memory per rank: dp %d x tp %d x pp %d%s over %d ranks, B=%d T=%d, %d micro-batches\n",
+		l.dp, l.tp, l.pp, l.zero ? " (ZeRO-1)" : "", world, B, T, m);
+	fprintf(out, "%5s %5s %3s %3s %7s %12s %12s %12s %12s %12s %10s\n", "rank", "stage", "tp",
+		"dp", "layers", "params", "grads", "optimizer", "activations", "total", "(MiB)");
+	for (int r = 0; r < world; r++) {
+		struct gpt2_shard s;
+		size_t sizes[GPT2_NUM_TENSORS], n, opt, act;
+		int slots;
+
+		layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero, r, err,
+			    sizeof err);
+		slots = P > 1 ? (P - l.stage < m ? P - l.stage : m) : 1;
+		layout_shard(&l, g, &s);
+		n = gpt2_shard_sizes(g, &s, sizes);
+		opt = 2 * n;
+		if (l.zero) {
+			struct zero_plan z;
+
+			zero_plan_layout(&z, sizes, l.dp, l.dp_rank);
+			opt = 2 * z.state_n;
+		}
+		act = gpt2_activation_floats(g, &s, B, T) * (size_t)slots;
+		fprintf(out, "%5d %5d %3d %3d %3d-%-3d %12.2f %12.2f %12.2f %12.2f %12.2f\n", r,
+			l.stage, l.tp_rank, l.dp_rank, l.first_layer, l.last_layer - 1, mib(n),
+			mib(n + (l.zero ? (size_t)l.dp : 0)), mib(opt), mib(act),
+			mib(n + n + opt + act));
+	}
+	return 0;
 }
 
 static int bench_train_cmd(int argc, char **argv)
@@ -36,20 +95,27 @@ static int bench_train_cmd(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "steps", required_argument, NULL, 'n' },
 		{ "set", required_argument, NULL, 's' },
+		{ "ranks", required_argument, NULL, 'r' },
 		{ 0 },
 	};
 	struct stork_config cfg;
 	struct gpt2_config g;
 	char err[1024];
-	int steps = 5, c, code = STORK_EXIT_CONFIG;
+	int steps = 5, ranks = 0, c, code = STORK_EXIT_CONFIG;
 
 	config_init(&cfg);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (c == 'n') {
 			steps = atoi(optarg);
-			if (steps < 1) {
-				stork_error("--steps: '%s' is not a positive number", optarg);
+			if (steps < 0 || (steps == 0 && strcmp(optarg, "0"))) {
+				stork_error("--steps: '%s' is not a number >= 0", optarg);
+				return STORK_EXIT_USAGE;
+			}
+		} else if (c == 'r') {
+			ranks = atoi(optarg);
+			if (ranks < 1) {
+				stork_error("--ranks: '%s' is not a positive number", optarg);
 				return STORK_EXIT_USAGE;
 			}
 		} else if (c != 's') {
@@ -71,8 +137,13 @@ static int bench_train_cmd(int argc, char **argv)
 		.padded_vocab_size = cfg.model.padded_vocab_size, .num_layers = cfg.model.layers,
 		.num_heads = cfg.model.heads, .channels = cfg.model.channels,
 	};
-	code = bench_train(&g, cfg.train.batch_size, cfg.train.seq_len, steps, stdout) ?
-		       STORK_EXIT_INTERNAL : STORK_EXIT_OK;
+	if (ranks && (code = bench_memory(&cfg, &g, ranks, stdout))) {
+		config_free(&cfg);
+		return code;
+	}
+	code = STORK_EXIT_OK;
+	if (steps > 0 && bench_train(&g, cfg.train.batch_size, cfg.train.seq_len, steps, stdout))
+		code = STORK_EXIT_INTERNAL;
 	config_free(&cfg);
 	return code;
 fail:

@@ -174,3 +174,27 @@ one_rank() {
 	[ "$status" -eq 5 ]
 	[ ! -e x.bin ]
 }
+
+@test "stork bench train --ranks prints each rank's memory: ZeRO-1 divides the optimizer by D, a stage holds its layers" {
+	cat >g124.yaml <<-YAML
+	model: { layers: 12, heads: 12, channels: 768, max_seq_len: 1024, vocab_size: 50257 }
+	data: { train: ["data/docs_train.bin"] }
+	train: { batch_size: 8, seq_len: 64, grad_accum: 4 }
+	YAML
+	# columns: rank stage tp dp layers params grads optimizer activations total (MiB)
+	dp=$("$STORK" bench train g124.yaml --steps 0 --ranks 4 | awk '$1 == 0 { print $8 }')
+	z=$("$STORK" bench train g124.yaml --steps 0 --ranks 4 --set parallel.zero=1 | awk '$1 == 3 { print $8 }')
+	echo "optimizer per rank: $dp MiB with DP4, $z MiB with ZeRO-1" >&3
+	awk -v a="$dp" -v b="$z" 'BEGIN { r = b / (a / 4); exit !(r > 0.99 && r < 1.01) }'
+	run "$STORK" bench train g124.yaml --steps 0 --ranks 4 --set parallel.pipeline=2 --set parallel.tensor=2
+	[ "$status" -eq 0 ]
+	echo "$output" >&3
+	whole=$("$STORK" bench train g124.yaml --steps 0 --ranks 1 | awk '$1 == 0 { print $6 }')
+	first=$(echo "$output" | awk '$1 == 0 { print $5, $6 }')
+	last=$(echo "$output" | awk '$1 == 3 { print $5, $6 }')
+	[ "${first% *}" = "0-5" ] && [ "${last% *}" = "6-11" ]
+	# half the layers, half of every split tensor: a quarter of the blocks, plus half the
+	# tied embedding at both ends (GPT-2 124M: 155-158 of 475 MiB), balanced within 3%
+	awk -v w="$whole" -v a="${first#* }" -v b="${last#* }" 'BEGIN {
+		exit !(a < w * 0.35 && b < w * 0.35 && a / b < 1.03 && b / a < 1.03) }'
+}
