@@ -726,6 +726,8 @@ static void report_step(struct rank *r, int64_t step, float loss, float lr, floa
 	rank_metric(&r->log, step + 1, "grad_norm", norm, "");
 	rank_metric(&r->log, step + 1, "step_time_ms", ms, "ms");
 	rank_metric(&r->log, step + 1, "tokens_per_sec", tps, "tokens/s");
+	if (r->lay.pp > 1) /* the pipeline bubble: this stage waiting for its neighbours */
+		rank_metric(&r->log, step + 1, "pipeline_wait_ms", 1e3 * r->pipe.wait_seconds, "ms");
 	if (c->train.log_every > 0 && (step + 1) % c->train.log_every == 0)
 		rank_logf(&r->log, "step %" PRId64 " loss %.6f lr %.3e norm %.4f %.1f ms", step + 1,
 			  loss, lr, norm, ms);
