@@ -47,7 +47,7 @@ struct shard_header {
 	uint32_t version;
 	int32_t rank, world, dp, tp, pp, zero;
 	int32_t tp_rank, dp_rank, stage, first_layer, last_layer;
-	int32_t model[GPT2_HEADER_INTS / 32]; /* gpt2_header()'s sizes: [2..7] */
+	int32_t model[GPT2_HEADER_INTS];      /* the model's llm.c header (gpt2_config_header) */
 	uint64_t nparams;
 	uint32_t nseg, reserved;
 	uint64_t seg_lo[CKPT_MAX_SEGMENTS], seg_hi[CKPT_MAX_SEGMENTS];
@@ -137,18 +137,24 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-static int write_optimizer(const char *path, const struct adamw_state *opt, char *err,
-			   size_t errlen)
-{
-	struct opt_header h = { .version = OPT_VERSION, .n = opt->n, .step = opt->step };
-	int fd;
+/* A piece of a file being written. */
+struct span {
+	const void *p;
+	size_t n;
+};
 
-	memcpy(h.magic, OPT_MAGIC, 8);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+/* Create path with the spans one after the other, fsynced. 0 or -1 with a message. */
+static int write_spans(const char *path, const struct span *spans, int nspans, char *err,
+		       size_t errlen)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
 	if (fd < 0)
 		goto fail;
-	if (write_all(fd, &h, sizeof h) < 0 || write_all(fd, opt->m, opt->n * sizeof(float)) < 0 ||
-	    write_all(fd, opt->v, opt->n * sizeof(float)) < 0 || fsync(fd) < 0)
+	for (int i = 0; i < nspans; i++)
+		if (write_all(fd, spans[i].p, spans[i].n) < 0)
+			goto fail;
+	if (fsync(fd) < 0)
 		goto fail;
 	if (close(fd) < 0) {
 		fd = -1;
@@ -160,6 +166,18 @@ fail:
 	if (fd >= 0)
 		close(fd);
 	return -1;
+}
+
+static int write_optimizer(const char *path, const struct adamw_state *opt, char *err,
+			   size_t errlen)
+{
+	struct opt_header h = { .version = OPT_VERSION, .n = opt->n, .step = opt->step };
+	struct span spans[] = { { &h, sizeof h },
+				{ opt->m, opt->n * sizeof(float) },
+				{ opt->v, opt->n * sizeof(float) } };
+
+	memcpy(h.magic, OPT_MAGIC, 8);
+	return write_spans(path, spans, 3, err, errlen);
 }
 
 static void key_hex(struct json *j, const char *key, uint64_t v)
@@ -337,6 +355,33 @@ static void prune(const char *root, int keep)
 	free(steps);
 }
 
+/*
+ * The commit of a complete step_N.tmp/ (every file and the manifest
+ * fsynced): rename it to step_N/, point `latest` at it, drop the oldest
+ * beyond keep. Before the rename nothing has changed for a reader.
+ */
+static int publish(const char *root, const char *tmp, const char *final, const char *name,
+		   int keep, char *err, size_t errlen)
+{
+	char path[4200];
+
+	remove_tree(final); /* a checkpoint of the same step from a crashed attempt */
+	if (rename(tmp, final) < 0) {
+		snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+		remove_tree(tmp);
+		return -1;
+	}
+	fsync_dir(root);
+	snprintf(path, sizeof path, "%s/latest", root);
+	if (atomic_symlink_replace(name, path) < 0) {
+		snprintf(err, errlen, "cannot point %s at %s: %s", path, name, strerror(errno));
+		return -1;
+	}
+	fsync_dir(root);
+	prune(root, keep);
+	return 0;
+}
+
 int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *opt,
 	      const struct ckpt_state *st, int keep, char *err, size_t errlen)
 {
@@ -362,20 +407,7 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 		goto fail;
 	if (write_manifest(tmp, st->step, 0, NULL, NULL, err, errlen) < 0 || fsync_dir(tmp) < 0)
 		goto fail;
-	remove_tree(final); /* a checkpoint of the same step from a crashed attempt */
-	if (rename(tmp, final) < 0) {
-		snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
-		goto fail;
-	}
-	fsync_dir(root);
-	snprintf(path, sizeof path, "%s/latest", root);
-	if (atomic_symlink_replace(name, path) < 0) {
-		snprintf(err, errlen, "cannot point %s at %s: %s", path, name, strerror(errno));
-		return -1;
-	}
-	fsync_dir(root);
-	prune(root, keep);
-	return 0;
+	return publish(root, tmp, final, name, keep, err, errlen);
 fail:
 	remove_tree(tmp);
 	return -1;
@@ -452,6 +484,28 @@ static int verify(const char *dir, char *why, size_t len)
 out:
 	json_value_free(man);
 	return rc;
+}
+
+int ckpt_find_any(const char *path, char *dir, size_t len, ckpt_notice_fn notice, void *arg)
+{
+	char sub[4200];
+	struct stat st;
+
+	snprintf(sub, sizeof sub, "%s/manifest.json", path);
+	if (stat(sub, &st) == 0) {
+		char why[1024], msg[1400];
+
+		snprintf(dir, len, "%s", path);
+		if (verify(dir, why, sizeof why) == 0)
+			return 1;
+		snprintf(msg, sizeof msg, "checkpoint %s is not usable (%s)", dir, why);
+		notice(arg, msg);
+		return 0;
+	}
+	snprintf(sub, sizeof sub, "%s/checkpoints", path);
+	if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+		return ckpt_find(sub, dir, len, notice, arg);
+	return ckpt_find(path, dir, len, notice, arg);
 }
 
 int ckpt_find(const char *root, char *dir, size_t len, ckpt_notice_fn notice, void *arg)
@@ -634,9 +688,7 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 {
 	char tmp[4096], final[4096], name[64], path[4200];
 	struct shard_header h = { .version = SHARD_VERSION };
-	int32_t mh[GPT2_HEADER_INTS];
 	uint64_t nm = 0;
-	int fd;
 
 	memcpy(h.magic, SHARD_MAGIC, 8);
 	h.rank = info->rank;
@@ -650,14 +702,7 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 	h.stage = info->stage;
 	h.first_layer = info->first_layer;
 	h.last_layer = info->last_layer;
-	memset(mh, 0, sizeof mh);
-	mh[2] = info->config.max_seq_len;
-	mh[3] = info->config.vocab_size;
-	mh[4] = info->config.num_layers;
-	mh[5] = info->config.num_heads;
-	mh[6] = info->config.channels;
-	mh[7] = info->config.padded_vocab_size;
-	memcpy(h.model, mh, sizeof h.model);
+	gpt2_config_header(&info->config, h.model);
 	h.nparams = info->nparams;
 	h.nseg = (uint32_t)info->nseg;
 	for (int k = 0; k < info->nseg; k++) {
@@ -669,17 +714,14 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 	step_dirs(root, step, tmp, final, sizeof tmp, name, sizeof name);
 	snprintf(name, sizeof name, SHARD_NAME, info->rank);
 	snprintf(path, sizeof path, "%s/%s", tmp, name);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		goto fail;
-	if (write_all(fd, &h, sizeof h) < 0 ||
-	    write_all(fd, params, info->nparams * sizeof(float)) < 0 ||
-	    write_all(fd, m, nm * sizeof(float)) < 0 || write_all(fd, v, nm * sizeof(float)) < 0 ||
-	    fsync(fd) < 0)
-		goto fail;
-	if (close(fd) < 0) {
-		fd = -1;
-		goto fail;
+	{
+		struct span spans[] = { { &h, sizeof h },
+					{ params, info->nparams * sizeof(float) },
+					{ m, nm * sizeof(float) },
+					{ v, nm * sizeof(float) } };
+
+		if (write_spans(path, spans, 4, err, errlen) < 0)
+			return -1;
 	}
 	fault_delay("STORK_FAULT_CKPT_DELAY");
 	if (ckpt_checksum_file(path, sum, size) < 0) {
@@ -687,11 +729,6 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 		return -1;
 	}
 	return 0;
-fail:
-	snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	return -1;
 }
 
 int ckpt_commit(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
@@ -705,20 +742,7 @@ int ckpt_commit(const char *root, const struct ckpt_state *st, const struct ckpt
 	    write_manifest(tmp, st->step, l->world, sums, sizes, err, errlen) < 0 ||
 	    fsync_dir(tmp) < 0)
 		goto fail;
-	remove_tree(final);
-	if (rename(tmp, final) < 0) {
-		snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
-		goto fail;
-	}
-	fsync_dir(root);
-	snprintf(path, sizeof path, "%s/latest", root);
-	if (atomic_symlink_replace(name, path) < 0) {
-		snprintf(err, errlen, "cannot point %s at %s: %s", path, name, strerror(errno));
-		return -1;
-	}
-	fsync_dir(root);
-	prune(root, keep);
-	return 0;
+	return publish(root, tmp, final, name, keep, err, errlen);
 fail:
 	remove_tree(tmp);
 	return -1;
@@ -835,11 +859,13 @@ static int load_full_sharded(const char *dir, const struct ckpt_layout *l, struc
 	if ((fd = open_shard(dir, 0, l, &h, err, errlen)) < 0)
 		return -1;
 	close(fd);
-	f->config = (struct gpt2_config){ .max_seq_len = h.model[2], .vocab_size = h.model[3],
-					  .num_layers = h.model[4], .num_heads = h.model[5],
-					  .channels = h.model[6], .padded_vocab_size = h.model[7] };
-	if (gpt2_config_check(&f->config, err, errlen) < 0)
-		return -1;
+	{
+		char path[4200];
+
+		snprintf(path, sizeof path, "%s/" SHARD_NAME, dir, 0);
+		if (gpt2_config_from_header(h.model, path, &f->config, err, errlen) < 0)
+			return -1;
+	}
 	gpt2_shard_whole(&f->config, &whole);
 	total = gpt2_shard_sizes(&f->config, &whole, sizes);
 	f->params = malloc(total * sizeof(float));

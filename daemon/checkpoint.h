@@ -53,6 +53,12 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
  */
 int ckpt_find(const char *root, char *dir, size_t len, ckpt_notice_fn notice, void *arg);
 
+/*
+ * The checkpoint meant by path, verified: a step_N directory, a run directory (its checkpoints/) or a
+ * checkpoints/ directory (ckpt_find there). Returns 1 with it in dir, or 0.
+ */
+int ckpt_find_any(const char *path, char *dir, size_t len, ckpt_notice_fn notice, void *arg);
+
 /* Read state.json of a verified checkpoint. Returns 0 or -1 with a message. */
 int ckpt_read_state(const char *dir, struct ckpt_state *st, char *err, size_t errlen);
 

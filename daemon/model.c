@@ -456,22 +456,26 @@ int gpt2_build(struct gpt2 *m, const struct gpt2_config *c, uint64_t seed)
 	return gpt2_build_shard(m, c, &s, seed);
 }
 
-void gpt2_header(const struct gpt2 *m, int32_t hdr[GPT2_HEADER_INTS])
+void gpt2_config_header(const struct gpt2_config *c, int32_t hdr[GPT2_HEADER_INTS])
 {
 	memset(hdr, 0, GPT2_HEADER_INTS * sizeof(int32_t));
 	hdr[0] = GPT2_MAGIC;
 	hdr[1] = GPT2_VERSION_FP32;
-	hdr[2] = m->config.max_seq_len;
-	hdr[3] = m->config.vocab_size;
-	hdr[4] = m->config.num_layers;
-	hdr[5] = m->config.num_heads;
-	hdr[6] = m->config.channels;
-	hdr[7] = m->config.padded_vocab_size;
+	hdr[2] = c->max_seq_len;
+	hdr[3] = c->vocab_size;
+	hdr[4] = c->num_layers;
+	hdr[5] = c->num_heads;
+	hdr[6] = c->channels;
+	hdr[7] = c->padded_vocab_size;
 }
 
-/* Check a header read from path; fill c. Returns 0 or -1 with err set. */
-static int check_header(const int32_t *h, const char *path, struct gpt2_config *c, char *err,
-			size_t errlen)
+void gpt2_header(const struct gpt2 *m, int32_t hdr[GPT2_HEADER_INTS])
+{
+	gpt2_config_header(&m->config, hdr);
+}
+
+int gpt2_config_from_header(const int32_t *h, const char *path, struct gpt2_config *c, char *err,
+			    size_t errlen)
 {
 	char why[200];
 
@@ -512,7 +516,7 @@ int gpt2_read_config(const char *path, struct gpt2_config *c, char *err, size_t 
 		snprintf(err, errlen, "%s: cannot read the header: %s", path,
 			 ferror(f) ? strerror(errno) : "file too short");
 	else
-		rc = check_header(hdr, path, c, err, errlen);
+		rc = gpt2_config_from_header(hdr, path, c, err, errlen);
 	fclose(f);
 	return rc;
 }
@@ -578,7 +582,7 @@ int gpt2_load_shard(struct gpt2 *m, const char *path, const struct gpt2_shard *w
 			 ferror(f) ? strerror(errno) : "file too short");
 		goto fail;
 	}
-	if (check_header(hdr, path, &c, err, errlen))
+	if (gpt2_config_from_header(hdr, path, &c, err, errlen))
 		goto fail;
 	gpt2_shard_whole(&c, &s);
 	if (want)

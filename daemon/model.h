@@ -252,8 +252,16 @@ int gpt2_read_config(const char *path, struct gpt2_config *c, char *err, size_t 
  */
 int gpt2_save(const struct gpt2 *m, const char *path, char *err, size_t errlen);
 
-/* Write the 256-int header of m into hdr. */
+/* Write the 256-int header of m (of a model of config c) into hdr. */
 void gpt2_header(const struct gpt2 *m, int32_t hdr[GPT2_HEADER_INTS]);
+void gpt2_config_header(const struct gpt2_config *c, int32_t hdr[GPT2_HEADER_INTS]);
+
+/*
+ * Check a header read from path (magic, version, sizes) and fill c.
+ * Returns 0 or -1 with a message naming path.
+ */
+int gpt2_config_from_header(const int32_t *h, const char *path, struct gpt2_config *c, char *err,
+			    size_t errlen);
 
 /*
  * Forward pass of the whole model (every layer: a tensor-parallel shard is

@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -306,19 +305,8 @@ out:
 static int resume_from(struct rank *r, char *dir, size_t len)
 {
 	const char *from = r->cfg->run.resume_from;
-	char path[4096], sub[4200];
-	struct stat st;
 
-	snprintf(path, sizeof path, "%s", from);
-	snprintf(sub, sizeof sub, "%s/manifest.json", from);
-	if (stat(sub, &st) == 0) {
-		snprintf(dir, len, "%s", from);
-		return 1;
-	}
-	snprintf(sub, sizeof sub, "%s/checkpoints", from);
-	if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-		snprintf(path, sizeof path, "%s", sub);
-	if (ckpt_find(path, dir, len, notice_to_log, r)) {
+	if (ckpt_find_any(from, dir, len, notice_to_log, r)) {
 		rank_logf(&r->log, "run.resume_from: starting from %s", dir);
 		return 1;
 	}

@@ -14,30 +14,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static void skip_notice(void *arg, const char *msg)
 {
 	(void)arg;
 	fprintf(stderr, "stork export: %s\n", msg);
-}
-
-/* The checkpoint directory meant by path; 0, or -1 with a message. */
-static int find_checkpoint(const char *path, char *dir, size_t len)
-{
-	char sub[4200];
-	struct stat st;
-
-	snprintf(sub, sizeof sub, "%s/manifest.json", path);
-	if (stat(sub, &st) == 0) {
-		snprintf(dir, len, "%s", path);
-		return 0;
-	}
-	snprintf(sub, sizeof sub, "%s/checkpoints", path);
-	if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-		return ckpt_find(sub, dir, len, skip_notice, NULL) ? 0 : -1;
-	return ckpt_find(path, dir, len, skip_notice, NULL) ? 0 : -1;
 }
 
 int cmd_export(int argc, char **argv)
@@ -51,7 +33,7 @@ int cmd_export(int argc, char **argv)
 			"or a run directory) as one llm.c model file, whatever layout wrote it.\n");
 		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : STORK_EXIT_USAGE;
 	}
-	if (find_checkpoint(argv[1], dir, sizeof dir) < 0) {
+	if (!ckpt_find_any(argv[1], dir, sizeof dir, skip_notice, NULL)) {
 		fprintf(stderr, "stork export: %s holds no usable checkpoint\n", argv[1]);
 		return STORK_EXIT_CHECKPOINT_BAD;
 	}
