@@ -13,6 +13,8 @@
 
 #include "lib/comm.h"
 
+#include <stdint.h>
+
 struct comm_ops {
 	const char *name;
 	int (*allreduce)(struct comm *c, void *buf, size_t count,
@@ -37,6 +39,38 @@ struct comm {
 	int rank;
 	int size;
 };
+
+/* ------------------------------------------------ UCX internals for comm_hier.c */
+
+/*
+ * A communicator over members[0..n-1] (ranks of the UCX communicator world,
+ * which must include world's own rank) with communicator id `id`, made
+ * locally: every member must make it with the same members and id, and no
+ * other communicator of the process may use that id. Shares world's
+ * endpoints; free it with comm_free before world.
+ */
+int comm_ucx_group(struct comm *world, int n, const int *members, uint16_t id,
+		   struct comm **out);
+
+/* Whether several threads may use the communicators of world's comm_ucx at once. */
+int comm_ucx_is_multithreaded(const struct comm *world);
+
+/*
+ * A buffered send of len bytes to rank dst of the UCX communicator c with
+ * an explicit tag (the caller keeps tags unique per channel, source,
+ * destination and sequence), and the matching receive; *got is the length
+ * that arrived. Returns 0 or a COMM_E* code (COMM_EABORTED when the
+ * comm_ucx is aborted, a peer's failure included).
+ */
+int comm_ucx_send_tagged(struct comm *c, int dst, uint64_t tag, const void *buf, size_t len);
+int comm_ucx_recv_tagged(struct comm *c, int src, uint64_t tag, void *buf, size_t len,
+			 size_t *got);
+
+/*
+ * The tag of point-to-point message number seq from src to dst (ranks up to
+ * 65535) on channel id: its top byte marks it apart from every collective.
+ */
+uint64_t comm_ucx_p2p_tag(uint8_t id, int src, int dst, uint16_t seq);
 
 /* acc[i] = op(acc[i], x[i]) for i < count: one step of the rank-order fold. */
 void comm_reduce_local(void *acc, const void *x, size_t count,

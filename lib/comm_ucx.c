@@ -46,6 +46,20 @@
  * (SIGABRT) instead of returning an error; STORK_UCX_PEER_ONLY=1 keeps every
  * transfer on the error-handling endpoints (slower, always a clean error).
  * Peers on other hosts are unaffected (one storkd per node).
+ *
+ * Threads: the workers run in UCS_THREAD_MODE_MULTI, so several threads of
+ * the process may use communicators of one comm_ucx at the same time (each
+ * communicator by one thread): storkd's groups that span nodes each have a
+ * leader thread of their own, and pipeline stages send from their own
+ * threads. Communicator ids keep their traffic apart: the world is 1,
+ * comm_split results take ids below UCX_ID_COLUMNS, the groups made with
+ * comm_ucx_group are given theirs by the caller, and point-to-point tags
+ * carry UCX_TAG_P2P in their top byte.
+ *
+ * Point-to-point: comm_send copies the message and posts it; the request
+ * and its copy wait on a list that later calls (any thread) reap, so a send
+ * never waits for its receiver. comm_recv posts a receive for the exact tag
+ * (communicator, source, destination, per-pair sequence number) and waits.
  */
 #include "config.h"
 #include "lib/comm_backend.h"
@@ -76,6 +90,15 @@
 #define UCX_FOLD_BLOCK 16384    /* bytes folded at a time (stays in L1) */
 #define UCX_KEEPALIVE "1s"      /* default UCX_KEEPALIVE_INTERVAL */
 #define UCX_CLOSE_GRACE 5.0     /* seconds to finish freeing after a peer left */
+#define UCX_ID_COLUMNS 0x4000   /* comm_split ids stay below; see comm_hier.c for the rest */
+#define UCX_TAG_P2P 0xffULL     /* top byte of point-to-point tags */
+
+/* A send on its way: the request and the copy of the message it reads. */
+struct ucx_pending {
+	struct ucx_pending *next;
+	void *req;
+	void *copy;
+};
 
 /* The error callback's argument: which world rank an endpoint leads to. */
 struct ucx_peer {
@@ -91,8 +114,12 @@ struct comm_ucx {
 	size_t addrlen, daddrlen;
 	char *blob;                     /* both addresses, as published */
 	int remote;                     /* data also flows through worker */
-	unsigned polls;
+	atomic_uint polls;
+	int multi;                      /* the workers are thread-safe */
 	atomic_int aborted;
+	pthread_mutex_t pend_lock;      /* pending sends */
+	struct ucx_pending *pending;
+	atomic_int eps_closed;
 	pthread_mutex_t lock;           /* reason and failed_* while being set */
 	char reason[256];
 	int failed_peer;                /* first peer whose process failed, or -1 */
@@ -116,6 +143,7 @@ struct ucx_comm {
 	uint16_t id;
 	uint16_t nsplit;        /* splits made from this communicator so far */
 	uint32_t round;
+	uint16_t *send_seq, *recv_seq; /* point-to-point, per peer (allocated on first use) */
 	void *tmp;              /* n-1 pieces of receive space, 1 to fold in */
 };
 
@@ -138,7 +166,8 @@ static unsigned progress(struct comm_ucx *u)
 {
 	unsigned k = ucp_worker_progress(u->dworker);
 
-	if (u->remote || ++u->polls % UCX_MAIN_EVERY == 0)
+	if (u->remote || (atomic_fetch_add_explicit(&u->polls, 1, memory_order_relaxed) + 1) %
+				 UCX_MAIN_EVERY == 0)
 		k += ucp_worker_progress(u->worker);
 	return k;
 }
@@ -170,9 +199,11 @@ static void set_abort(struct comm_ucx *u, const char *reason)
 	pthread_mutex_unlock(&u->lock);
 }
 
-/* Close every endpoint at once; what is still in flight fails. */
+/* Close every endpoint at once (once, whichever thread comes first); what is still in flight fails. */
 static void close_eps_force(struct comm_ucx *u)
 {
+	if (atomic_exchange(&u->eps_closed, 1))
+		return;
 	for (int k = 0; k < u->neps; k++) {
 		ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
 					  .flags = UCP_EP_CLOSE_FLAG_FORCE };
@@ -710,6 +741,151 @@ static int ucx_barrier(struct comm *cc)
 	return ucx_allreduce(cc, &x, 1, COMM_INT32, COMM_MAX);
 }
 
+/* --------------------------------------------------------- point-to-point */
+
+/*
+ * Free the pending sends that are done; one that failed aborts the
+ * comm_ucx (the peer died or the connection broke).
+ */
+static void reap_sends(struct comm_ucx *u)
+{
+	pthread_mutex_lock(&u->pend_lock);
+	for (struct ucx_pending **pp = &u->pending; *pp;) {
+		struct ucx_pending *p = *pp;
+		ucs_status_t st = p->req ? ucp_request_check_status(req_ptr(p->req)) : UCS_OK;
+
+		if (st == UCS_INPROGRESS) {
+			pp = &p->next;
+			continue;
+		}
+		if (p->req)
+			ucp_request_free(req_ptr(p->req));
+		if (st != UCS_OK && st != UCS_ERR_CANCELED) {
+			char msg[160];
+
+			snprintf(msg, sizeof msg, "UCX send failed: %s", ucs_status_string(st));
+			set_abort(u, msg);
+		}
+		*pp = p->next;
+		free(p->copy);
+		free(p);
+	}
+	pthread_mutex_unlock(&u->pend_lock);
+}
+
+uint64_t comm_ucx_p2p_tag(uint8_t id, int src, int dst, uint16_t seq)
+{
+	return (UCX_TAG_P2P << 56) | ((ucp_tag_t)id << 48) | ((ucp_tag_t)(uint16_t)src << 32) |
+	       ((ucp_tag_t)(uint16_t)dst << 16) | seq;
+}
+
+int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf, size_t len)
+{
+	struct ucx_comm *c = (struct ucx_comm *)cc;
+	struct comm_ucx *u = c->u;
+	struct ucx_pending *p = calloc(1, sizeof *p);
+	ucp_request_param_t prm = { .op_attr_mask = 0 };
+	int w = c->world[dst];
+	ucp_ep_h ep = c->eps[c->nworld + w] ? c->eps[c->nworld + w] : c->eps[w];
+
+	reap_sends(u);
+	if (check_abort(c)) {
+		free(p);
+		return COMM_EABORTED;
+	}
+	if (!p || !(p->copy = malloc(len ? len : 1))) {
+		free(p);
+		set_abort(u, "send: out of memory");
+		return COMM_ENOMEM;
+	}
+	memcpy(p->copy, buf, len);
+	if (!ep) {
+		free(p->copy);
+		free(p);
+		return COMM_EABORTED;
+	}
+	p->req = req_mark(ucp_tag_send_nbx(ep, p->copy, len, tag, &prm),
+			  ep == c->eps[c->nworld + w]);
+	if (UCS_PTR_IS_ERR(p->req)) {
+		char msg[160];
+
+		snprintf(msg, sizeof msg, "UCX send to rank %d failed: %s", w,
+			 ucs_status_string(UCS_PTR_STATUS(p->req)));
+		set_abort(u, msg);
+		free(p->copy);
+		free(p);
+		return COMM_EABORTED;
+	}
+	pthread_mutex_lock(&u->pend_lock);
+	p->next = u->pending;
+	u->pending = p;
+	pthread_mutex_unlock(&u->pend_lock);
+	return COMM_OK;
+}
+
+static void recv_done(void *req, ucs_status_t st, const ucp_tag_recv_info_t *info, void *arg)
+{
+	(void)req;
+	if (st == UCS_OK)
+		*(size_t *)arg = info->length;
+}
+
+int comm_ucx_recv_tagged(struct comm *cc, int src, uint64_t tag, void *buf, size_t len,
+			 size_t *got)
+{
+	struct ucx_comm *c = (struct ucx_comm *)cc;
+	int data = c->eps[c->nworld + c->world[src]] != NULL;
+	ucp_request_param_t p = {
+		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+				UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+		.cb.recv = recv_done,
+		.user_data = got,
+	};
+	void *req;
+
+	*got = (size_t)-1;
+	reap_sends(c->u);
+	if (check_abort(c))
+		return COMM_EABORTED;
+	req = req_mark(ucp_tag_recv_nbx(data ? c->u->dworker : c->u->worker, buf, len, tag,
+					UCX_TAG_ALL, &p), data);
+	return wait_all(c, &req, 1);
+}
+
+/* Point-to-point on a UCX communicator: its id's low byte is the channel. */
+static int ucx_send(struct comm *cc, const void *buf, size_t bytes, int dst)
+{
+	struct ucx_comm *c = (struct ucx_comm *)cc;
+
+	if (!c->send_seq && !(c->send_seq = calloc((size_t)cc->size, sizeof *c->send_seq)))
+		return COMM_ENOMEM;
+	return comm_ucx_send_tagged(cc, dst, comm_ucx_p2p_tag((uint8_t)c->id, c->world[cc->rank],
+						      c->world[dst], c->send_seq[dst]++),
+				    buf, bytes);
+}
+
+static int ucx_recv(struct comm *cc, void *buf, size_t bytes, int src)
+{
+	struct ucx_comm *c = (struct ucx_comm *)cc;
+	size_t got;
+	int rc;
+
+	if (!c->recv_seq && !(c->recv_seq = calloc((size_t)cc->size, sizeof *c->recv_seq)))
+		return COMM_ENOMEM;
+	rc = comm_ucx_recv_tagged(cc, src, comm_ucx_p2p_tag((uint8_t)c->id, c->world[src],
+						   c->world[cc->rank], c->recv_seq[src]++),
+				  buf, bytes, &got);
+	if (rc == COMM_OK && got != bytes) {
+		char msg[200];
+
+		snprintf(msg, sizeof msg, "rank %d expected %zu bytes from rank %d, which sent %zu",
+			 cc->rank, bytes, src, got);
+		set_abort(c->u, msg);
+		return COMM_EINVAL;
+	}
+	return rc;
+}
+
 /* ---------------------------------------------------------- communicators */
 
 static struct ucx_comm *comm_new(struct comm_ucx *u, int rank, int n, uint16_t id)
@@ -740,7 +916,8 @@ static int ucx_split(struct comm *cc, int color, int key, struct comm **out)
 	struct ucx_comm *c = (struct ucx_comm *)cc, *nc;
 	int n = cc->size, m = 0, pos = 0, rc;
 	int32_t mine[2] = { color, key }, *all = malloc(sizeof(int32_t) * 2 * (size_t)n);
-	uint16_t id = (uint16_t)(c->id * 31 + 7 * ++c->nsplit + (uint16_t)color + 1);
+	uint16_t id = (uint16_t)(2 + (c->id * 31 + 7 * ++c->nsplit + (uint16_t)color) %
+				      (UCX_ID_COLUMNS - 2));
 
 	if (!all)
 		return COMM_ENOMEM;
@@ -775,6 +952,35 @@ out:
 	return rc;
 }
 
+int comm_ucx_group(struct comm *world, int n, const int *members, uint16_t id,
+		   struct comm **out)
+{
+	struct ucx_comm *w = (struct ucx_comm *)world, *nc;
+	int me = -1;
+
+	*out = NULL;
+	for (int k = 0; k < n; k++)
+		if (members[k] < 0 || members[k] >= w->base.size)
+			return COMM_EINVAL;
+		else if (members[k] == w->base.rank)
+			me = k;
+	if (me < 0)
+		return COMM_EINVAL;
+	if (!(nc = comm_new(w->u, me, n, id)))
+		return COMM_ENOMEM;
+	nc->eps = w->eps;
+	nc->nworld = w->nworld;
+	for (int k = 0; k < n; k++)
+		nc->world[k] = w->world[members[k]];
+	*out = &nc->base;
+	return COMM_OK;
+}
+
+int comm_ucx_is_multithreaded(const struct comm *world)
+{
+	return ((const struct ucx_comm *)world)->u->multi;
+}
+
 static void ucx_free(struct comm *cc)
 {
 	struct ucx_comm *c = (struct ucx_comm *)cc;
@@ -782,6 +988,7 @@ static void ucx_free(struct comm *cc)
 
 	if (c->owns_eps) {
 		/* nobody still sends to us, and what we sent has arrived */
+		reap_sends(u);
 		u->closing = 1;
 		if (ucx_barrier(cc) == COMM_OK) {
 			ucp_request_param_t p = { .op_attr_mask = 0 };
@@ -805,6 +1012,8 @@ static void ucx_free(struct comm *cc)
 	}
 	free(c->world);
 	free(c->tmp);
+	free(c->send_seq);
+	free(c->recv_seq);
 	free(c);
 }
 
@@ -825,6 +1034,8 @@ static const struct comm_ops ucx_ops = {
 	.allgather = ucx_allgather,
 	.broadcast = ucx_broadcast,
 	.barrier = ucx_barrier,
+	.send = ucx_send,
+	.recv = ucx_recv,
 	.split = ucx_split,
 	.free = ucx_free,
 	.abort = ucx_abort,
@@ -835,10 +1046,12 @@ static const struct comm_ops ucx_ops = {
 
 int comm_ucx_open(struct comm_ucx **out, const void **addr, size_t *addrlen)
 {
-	ucp_params_t params = { .field_mask = UCP_PARAM_FIELD_FEATURES,
-				.features = UCP_FEATURE_TAG };
+	ucp_params_t params = { .field_mask = UCP_PARAM_FIELD_FEATURES |
+					      UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+				.features = UCP_FEATURE_TAG, .mt_workers_shared = 1 };
 	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-				   .thread_mode = UCS_THREAD_MODE_SINGLE };
+				   .thread_mode = UCS_THREAD_MODE_MULTI };
+	ucp_worker_attr_t wa = { .field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE };
 	struct comm_ucx *u = calloc(1, sizeof *u);
 	ucp_config_t *cfg = NULL;
 
@@ -846,6 +1059,7 @@ int comm_ucx_open(struct comm_ucx **out, const void **addr, size_t *addrlen)
 	if (!u)
 		return COMM_ENOMEM;
 	pthread_mutex_init(&u->lock, NULL);
+	pthread_mutex_init(&u->pend_lock, NULL);
 	u->failed_peer = -1;
 	if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK)
 		goto fail;
@@ -866,6 +1080,9 @@ int comm_ucx_open(struct comm_ucx **out, const void **addr, size_t *addrlen)
 		u->dworker = NULL;
 		goto fail;
 	}
+	/* a UCX built without thread support gives single-thread workers */
+	u->multi = ucp_worker_query(u->worker, &wa) == UCS_OK &&
+		   wa.thread_mode == UCS_THREAD_MODE_MULTI;
 	if (ucp_worker_get_address(u->worker, &u->addr, &u->addrlen) != UCS_OK) {
 		u->addr = NULL;
 		goto fail;
@@ -1073,6 +1290,17 @@ void comm_ucx_close(struct comm_ucx *u)
 {
 	if (!u)
 		return;
+	while (u->pending) {            /* sends nobody will wait for any more */
+		struct ucx_pending *p = u->pending;
+
+		u->pending = p->next;
+		if (p->req && !UCS_PTR_IS_ERR(p->req)) {
+			ucp_request_cancel(req_worker(u, p->req), req_ptr(p->req));
+			ucp_request_free(req_ptr(p->req));
+		}
+		free(p->copy);
+		free(p);
+	}
 	if (u->addr)
 		ucp_worker_release_address(u->worker, u->addr);
 	if (u->daddr)
@@ -1086,5 +1314,6 @@ void comm_ucx_close(struct comm_ucx *u)
 		ucp_cleanup(u->ctx);
 	free(u->peers);
 	pthread_mutex_destroy(&u->lock);
+	pthread_mutex_destroy(&u->pend_lock);
 	free(u);
 }

@@ -783,6 +783,8 @@ static Suite *comm_suite(void)
 	tcase_add_loop_test(tu, broadcast_copies_the_roots_buffer_everywhere, 2, 4);
 	tcase_add_loop_test(tu, barrier_releases_no_rank_before_all_arrive, 2, 4);
 	tcase_add_loop_test(tu, split_groups_by_color_ordered_by_key, 4, 5);
+	tcase_add_loop_test(tu, send_recv_deliver_in_order_without_waiting_for_the_receiver, 2, 5);
+	tcase_add_test(tu, a_size_mismatch_aborts_the_world);
 	tcase_add_test(tu, allreduce_is_deterministic_across_runs);
 	suite_add_tcase(s, tu);
 	return s;
