@@ -184,6 +184,13 @@ int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 /* Close UCX once its communicators are freed. */
 void comm_ucx_close(struct comm_ucx *u);
 
+/*
+ * Progress u once from any thread (a supervisor's, while the ranks may be
+ * busy elsewhere) so a dead peer is noticed; returns COMM_EABORTED once u
+ * is aborted, else 0.
+ */
+int comm_ucx_poll(struct comm_ucx *u);
+
 /* ================================================ UCX peer failures and
  * the hierarchical communicator (lib/comm_ucx.c, lib/comm_hier.c)
  */
@@ -218,12 +225,29 @@ int comm_ucx_failed_peer(struct comm_ucx *u, char *why, size_t len);
  * after run; reduce-scatter and all-gather give exactly all-reduce's bits.
  *
  * All-reduce: all-reduce in the node (shared memory) -> all-reduce across
- * nodes by local rank 0 (UCX) -> broadcast in the node. Reduce-scatter
- * reduces the whole buffer that way and keeps the rank's segment; all-gather
- * gathers in the node, then across node leaders, then broadcasts in the
- * node; broadcast goes root -> its node's rank 0 -> other node leaders ->
- * their nodes. comm_split is supported when every new group lies inside one
- * node (it is then a shared-memory group); otherwise it returns COMM_EINVAL.
+ * nodes by local rank 0 (UCX) -> broadcast in the node. Reduce-scatter,
+ * when every node has as many ranks: each node reduce-scatters every node's
+ * block in shared memory, then the ranks of equal local rank on all nodes
+ * reduce-scatter those partial sums over UCX (about (N-1)/N of a segment
+ * per node and rank on the wire, N segments of memory); otherwise it
+ * reduces a copy of the whole buffer. All-gather gathers in the node, then
+ * across node leaders, then broadcasts in the node; broadcast goes root ->
+ * its node's rank 0 -> other node leaders -> their nodes. Send and receive
+ * go through shared memory inside a node and straight over UCX between
+ * nodes (from the sending thread, tagged with both global ranks).
+ *
+ * comm_split (of the global communicator; groups cannot be split again)
+ * makes groups that may span nodes: members on one node talk through a
+ * shared-memory group, the lowest of them leads the node's part, and every
+ * collective keeps the two-level fold (in-node order, then node order)
+ * over the group's members (nodes in the order the group meets them). A
+ * group's member order (key, then rank) must keep each node's members
+ * together, and
+ * groups across nodes need a thread-safe UCX (comm_ucx uses
+ * UCS_THREAD_MODE_MULTI): otherwise comm_split returns COMM_EINVAL on every
+ * rank. Several groups may run collectives at the same time from
+ * different threads. A group inside one node is a plain shared-memory
+ * group.
  *
  * Abort: comm_abort on any rank aborts the node's shared-memory world and the
  * comm_ucx, so no thread of the process stays blocked; a failed peer process
@@ -252,6 +276,14 @@ struct comm *comm_hier_rank(struct comm_hier *h, int local);
 
 /* This node's first global rank (base_k). */
 int comm_hier_rank_base(const struct comm_hier *h);
+
+/*
+ * From a supervising thread, now and then: progress UCX so that a dead peer
+ * process is noticed even while every rank waits in shared memory (e.g. a
+ * pipeline stage for its neighbour on this node); the node's world is then
+ * aborted with a reason naming the peer.
+ */
+void comm_hier_watch(struct comm_hier *h);
 
 /*
  * Free h once the rank threads are done with it; collective across nodes

@@ -1141,6 +1141,16 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 	set_abort(u, msg);
 }
 
+int comm_ucx_poll(struct comm_ucx *u)
+{
+	if (u->multi) {
+		ucp_worker_progress(u->worker);
+		ucp_worker_progress(u->dworker);
+		reap_sends(u);
+	}
+	return atomic_load(&u->aborted) ? COMM_EABORTED : COMM_OK;
+}
+
 int comm_ucx_failed_peer(struct comm_ucx *u, char *why, size_t len)
 {
 	int rank;

@@ -594,10 +594,23 @@ static void do_split(struct comm *c, const struct layout *lay, void *arg)
 			    v == base + lay->count[node] - 1, "rank %d: sub max %d", me, v);
 		comm_free(sub);
 	}
-	/* one group over both nodes cannot be made */
-	rc = comm_split(c, 0, me, &sub);
-	CHILD_CHECK(rc == COMM_EINVAL && !sub, "rank %d: cross-node split gave %s", me,
-		    comm_strerror(rc));
+	/* one group over both nodes whose order leaves node 0 and comes back */
+	rc = comm_split(c, 0, me == 0 ? 100 : me, &sub);
+	CHILD_CHECK(rc == COMM_EINVAL && !sub, "rank %d: a group that comes back to a node gave %s",
+		    me, comm_strerror(rc));
+	/* node 1's ranks first, then node 0's: fine, the nodes' members stay together */
+	rc = comm_split(c, 0, node ? me - 100 : me, &sub);
+	CHILD_CHECK(rc == COMM_OK && sub && comm_size(sub) == total_ranks(lay),
+		    "rank %d: nodes in another order: %s", me, comm_strerror(rc));
+	if (sub) {
+		int32_t v = me;
+
+		CHILD_CHECK(comm_rank(sub) == (node ? me - base : lay->count[1] + me),
+			    "rank %d: rank %d in the reordered group", me, comm_rank(sub));
+		CHILD_CHECK(comm_allreduce(sub, &v, 1, COMM_INT32, COMM_SUM) == COMM_OK &&
+			    v == total_ranks(lay) * (total_ranks(lay) - 1) / 2, "rank %d: sum %d", me, v);
+		comm_free(sub);
+	}
 }
 
 START_TEST(split_makes_node_local_groups_and_refuses_others)
@@ -605,6 +618,203 @@ START_TEST(split_makes_node_local_groups_and_refuses_others)
 	const struct layout lay = { 2, { 2, 3 } };
 
 	run_ranks_everywhere(&lay, do_split, NULL);
+}
+END_TEST
+
+/* ------------------------------------------------------ groups across nodes */
+
+/*
+ * The groups of the tests below: on every node, local rank i joins group
+ * i % 2, members in global rank order. On 2 x 2 that is {0, 2} and {1, 3},
+ * one member per node (data-parallel groups of a tensor-parallel pair); on
+ * 2 x 3, {0, 2, 3, 5} (two per node) and {1, 4}; on 3 x 2, three nodes.
+ */
+static int group_of(const struct layout *lay, int g)
+{
+	int k = 0, base = 0;
+
+	while (g - base >= lay->count[k])
+		base += lay->count[k++];
+	return (g - base) % 2;
+}
+
+/* The group's reference: its members' data folded per node in member order, then the nodes. */
+static float *group_reference(const struct layout *lay, int color, size_t count, uint64_t salt)
+{
+	float *ref = calloc(count ? count : 1, sizeof *ref), *node = malloc((count ? count : 1) * 4);
+	float *x = malloc((count ? count : 1) * sizeof *x);
+	int firstnode = 1;
+
+	for (int k = 0, g = 0; k < lay->nnodes; k++) {
+		int firstrank = 1;
+
+		for (int i = 0; i < lay->count[k]; i++, g++) {
+			if (group_of(lay, g) != color)
+				continue;
+			fill_f32(x, count, g, salt);
+			for (size_t e = 0; e < count; e++)
+				node[e] = firstrank ? x[e] : node[e] + x[e];
+			firstrank = 0;
+		}
+		if (firstrank)
+			continue;
+		for (size_t e = 0; e < count; e++)
+			ref[e] = firstnode ? node[e] : ref[e] + node[e];
+		firstnode = 0;
+	}
+	free(node);
+	free(x);
+	return ref;
+}
+
+/*
+ * Every rank works in its group at the same time as the other group:
+ * all-reduce, reduce-scatter, all-gather and broadcast, compared with the
+ * group's two-level fold bit for bit; then the global communicator still
+ * works.
+ */
+static void do_groups(struct comm *c, const struct layout *lay, void *arg)
+{
+	int me = comm_rank(c), color = group_of(lay, me), rc;
+	struct comm *sub = NULL;
+
+	(void)arg;
+	rc = comm_split(c, color, me, &sub);
+	CHILD_CHECK(rc == COMM_OK && sub, "rank %d: split: %s", me, comm_strerror(rc));
+	if (!sub)
+		return;
+	for (size_t j = 0; j < NCOUNTS; j++) {
+		int n = comm_size(sub), r = comm_rank(sub);
+		size_t cnt = counts[j], seg = cnt / (size_t)n;
+		float *x = malloc((cnt ? cnt : 1) * sizeof *x), *ref = group_reference(lay, color, cnt, 7 + cnt);
+		float *part = malloc((seg ? seg : 1) * sizeof *part);
+		int32_t *all = malloc(sizeof(int32_t) * (size_t)n), root = n - 1, b = me;
+
+		fill_f32(x, cnt, me, 7 + cnt);
+		rc = comm_reduce_scatter(sub, x, part, seg, COMM_FLOAT32, COMM_SUM);
+		CHILD_CHECK(rc == COMM_OK && !memcmp(part, ref + (size_t)r * seg, seg * sizeof *part),
+			    "rank %d: group reduce-scatter of %zu differs (%s)", me, cnt, comm_strerror(rc));
+		rc = comm_allreduce(sub, x, cnt, COMM_FLOAT32, COMM_SUM);
+		CHILD_CHECK(rc == COMM_OK && !memcmp(x, ref, cnt * sizeof *x),
+			    "rank %d: group all-reduce of %zu differs (%s)", me, cnt, comm_strerror(rc));
+		rc = comm_allgather(sub, &b, all, 1, COMM_INT32);
+		for (int q = 0; q < n && rc == COMM_OK; q++)
+			CHILD_CHECK(group_of(lay, all[q]) == color && (q == 0 || all[q] > all[q - 1]),
+				    "rank %d: all-gather slot %d holds %d", me, q, all[q]);
+		CHILD_CHECK(rc == COMM_OK, "rank %d: group all-gather: %s", me, comm_strerror(rc));
+		b = me;
+		rc = comm_broadcast(sub, &b, 1, COMM_INT32, root);
+		CHILD_CHECK(rc == COMM_OK && b == all[root], "rank %d: broadcast gave %d", me, b);
+		free(x);
+		free(ref);
+		free(part);
+		free(all);
+	}
+	CHILD_CHECK(comm_barrier(sub) == COMM_OK && comm_barrier(c) == COMM_OK, "rank %d: barrier", me);
+	comm_free(sub);
+}
+
+static const struct layout group_layouts[] = {
+	{ 2, { 2, 2 } }, { 2, { 3, 3 } }, { 3, { 2, 2, 2 } }, { 2, { 3, 2 } },
+};
+
+START_TEST(groups_across_nodes_fold_in_node_then_node_order_side_by_side)
+{
+	run_ranks_everywhere(&group_layouts[_i], do_groups, NULL);
+}
+END_TEST
+
+/*
+ * Point-to-point across nodes from every thread at once, both ways: every
+ * rank sends three messages to the rank half the world away and to its
+ * group's next member, then receives what they sent it.
+ */
+static float p2p_value(int src, int dst, int msg, size_t i)
+{
+	return (float)(src * 7919 + dst * 131 + msg) + (float)i * 0.25f;
+}
+
+static void exchange(struct comm *c, int to, int from, int who, int *bad)
+{
+	static const size_t sizes[3] = { 3, 4096, 300001 };
+	float *buf = malloc(sizes[2] * sizeof *buf);
+
+	for (int m = 0; m < 3; m++) {
+		for (size_t i = 0; i < sizes[m]; i++)
+			buf[i] = p2p_value(who, to, m, i);
+		*bad += comm_send(c, buf, sizes[m], COMM_FLOAT32, to) != COMM_OK;
+	}
+	for (int m = 0; m < 3; m++) {
+		if (comm_recv(c, buf, sizes[m], COMM_FLOAT32, from) != COMM_OK) {
+			(*bad)++;
+			continue;
+		}
+		for (size_t i = 0; i < sizes[m]; i++)
+			*bad += buf[i] != p2p_value(from, who, m, i);
+	}
+	free(buf);
+}
+
+static void do_p2p(struct comm *c, const struct layout *lay, void *arg)
+{
+	int me = comm_rank(c), n = comm_size(c), bad = 0;
+	struct comm *sub = NULL;
+
+	(void)arg;
+	exchange(c, (me + n / 2) % n, (me - n / 2 + n) % n, me, &bad);
+	CHILD_CHECK(comm_split(c, group_of(lay, me), me, &sub) == COMM_OK, "rank %d: split", me);
+	if (sub && comm_size(sub) > 1) {
+		int r = comm_rank(sub), m = comm_size(sub);
+
+		exchange(sub, (r + 1) % m, (r + m - 1) % m, r, &bad);
+	}
+	comm_free(sub);
+	CHILD_CHECK(!bad, "rank %d: %d point-to-point values or calls were wrong", me, bad);
+}
+
+START_TEST(send_recv_across_nodes_from_every_thread_at_once)
+{
+	run_ranks_everywhere(&group_layouts[_i], do_p2p, NULL);
+}
+END_TEST
+
+/* Node 0's ranks wait for messages node 1 never sends; node 1 is killed. */
+static void do_wait_for_killed(struct comm *c, const struct layout *lay, void *arg)
+{
+	int me = comm_rank(c), rc;
+	float x[4];
+
+	(void)arg;
+	if (me >= lay->count[0]) {
+		sleep(30);      /* killed long before */
+		return;
+	}
+	rc = comm_recv(c, x, 4, COMM_FLOAT32, lay->count[0]);
+	shared->failed_at[me] = now();
+	shared->rc[me] = rc;
+	snprintf(shared->reason[me], sizeof shared->reason[me], "%s", comm_abort_reason(c));
+}
+
+START_TEST(killed_peer_wakes_a_rank_blocked_in_a_receive)
+{
+	const struct layout lay = { 2, { 2, 2 } };
+	struct hier_job job = { do_wait_for_killed, NULL };
+	int status[MAXNODES];
+	uint64_t res[MAXNODES];
+
+	setenv("STORK_UCX_PEER_ONLY", "1", 1);
+	memset(shared, 0, sizeof *shared);
+	run_nodes(&lay, hier_node, &job, 1, 1.0, status, res);
+	ck_assert(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL);
+	for (int g = 0; g < 2; g++) {
+		double dt = shared->failed_at[g] - shared->killed_at;
+
+		fprintf(stderr, "rank %d woke %.2f s after the kill: %s\n", g, dt, shared->reason[g]);
+		ck_assert_int_eq(shared->rc[g], COMM_EABORTED);
+		ck_assert_msg(dt >= 0 && dt < 10, "rank %d woke %.1f s after the kill", g, dt);
+		ck_assert_msg(strstr(shared->reason[g], "node 1 (ranks 2-3, peer process) failed:"),
+			      "rank %d: reason '%s'", g, shared->reason[g]);
+	}
 }
 END_TEST
 
@@ -784,12 +994,17 @@ static Suite *hier_suite(void)
 	tcase_add_loop_test(tc, barrier_releases_no_rank_before_all_arrive, 0, nl);
 	tcase_add_test(tc, split_makes_node_local_groups_and_refuses_others);
 	tcase_add_test(tc, mismatched_layouts_are_refused);
+	tcase_add_loop_test(tc, groups_across_nodes_fold_in_node_then_node_order_side_by_side, 0,
+			    (int)(sizeof group_layouts / sizeof group_layouts[0]));
+	tcase_add_loop_test(tc, send_recv_across_nodes_from_every_thread_at_once, 0,
+			    (int)(sizeof group_layouts / sizeof group_layouts[0]));
 	suite_add_tcase(s, tc);
 
 	tcase_set_timeout(tf, 120);
 	tcase_add_test(tf, ucx_names_the_killed_peer_within_seconds);
 	tcase_add_test(tf, killed_peer_process_fails_every_other_rank_within_seconds);
 	tcase_add_test(tf, abort_wakes_the_node_and_the_other_node_fails_when_it_exits);
+	tcase_add_test(tf, killed_peer_wakes_a_rank_blocked_in_a_receive);
 	suite_add_tcase(s, tf);
 	return s;
 }
