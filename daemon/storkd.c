@@ -562,6 +562,9 @@ static int run(const struct options *o, const struct stork_config *cfg)
 			report_result(o->result_fd, STORK_EXIT_HANG, w, started, hang);
 			_exit(STORK_EXIT_HANG);
 		}
+		/* a dead peer node wakes ranks that wait in shared memory too */
+		if (hier)
+			comm_hier_watch(hier);
 		nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
 	}
 	for (int i = 0; i < started; i++) {

@@ -172,3 +172,82 @@ two_node_job() {
 		grep -q '"reason": "timeout_requeued"' "$dir/exit_info.node-$n.restart-0.json"
 	done
 }
+
+# layout_job NAME NODES LAUNCHERS_PER_NODE RANKS_PER_LAUNCHER TENSOR PIPELINE ZERO ACCUM:
+# sbatch a 20-step run of run.yaml with that layout and wait for it.
+layout_job() {
+	local name=$1 nodes=$2 tasks=$3 ranks=$4
+	cat >"$name.sh" <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N$nodes --ntasks-per-node=$tasks -c$((2 / tasks)) -o $name.out
+	srun --mpi=pmix $STORK run run.yaml --local-ranks $ranks run.name=$name train.steps=20 \
+		parallel.tensor=$5 parallel.pipeline=$6 parallel.zero=$7 train.grad_accum=$8
+	SCRIPT
+	run sbatch --wait "$name.sh"
+	cat "$name.out"
+	[ "$status" -eq 0 ]
+	DIR=$(ls -d "$WORK"/runs/"$name"__job=*__task=0)
+}
+
+# within_1e5 A B: train and validation losses of two run directories agree within 1e-5 relative.
+within_1e5() {
+	local m
+	for m in train_loss val_loss; do
+		paste <(grep -h "\"metric\":\"$m\"" "$1"/logs/rank-000.metrics.jsonl | sed 's/.*"step":\([0-9]*\).*"value":\([^,}]*\).*/\1 \2/') \
+			<(grep -h "\"metric\":\"$m\"" "$2"/logs/rank-000.metrics.jsonl | sed 's/.*"step":\([0-9]*\).*"value":\([^,}]*\).*/\1 \2/') |
+			awk -v m="$m" '$1 != $3 { exit 1 }
+				{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r }
+				END { printf "%s: worst relative difference %.3g over %d steps\n", m, w, n > "/dev/stderr";
+				      exit !(n >= 1 && w <= 1e-5) }' || return 1
+	done
+}
+
+@test "TP2xPP2xDP2 on 2 nodes x 4 ranks (pipeline across the nodes) follows the 1-rank run, with and without ZeRO-1" {
+	# 8 sequences of 4 per replica per step: the 1-rank run takes 4 micro-batches
+	"$STORK" run run.yaml --local-ranks 1 run.name=one train.steps=20 train.grad_accum=4 \
+		train.val_batches=4 >/dev/null
+	for z in 0 1; do
+		layout_job "tpp$z" 2 1 4 2 2 "$z" 2
+		grep -q 'layout: dp 2 x tp 2 x pp 2' "tpp$z.out"
+		grep -q '"pp": 2' "$DIR/config/slurm_env.json"
+		grep -q '^\[4/0 n2 .*layout: dp 2 x tp 2 x pp 2.*stage 1' "$DIR/logs/rank-004.log"
+		within_1e5 runs/one__job=local__task=0 "$DIR"
+		ls "$DIR"/checkpoints/step_00000020/shard-0000{0..7}.bin >/dev/null
+	done
+}
+
+@test "data-parallel groups across daemons: 2 nodes x 2 launchers x 2 ranks as TP2xDP2xPP2 with ZeRO-1 follow the 1-rank run" {
+	"$STORK" run run.yaml --local-ranks 1 run.name=one train.steps=20 train.grad_accum=4 \
+		train.val_batches=4 >/dev/null
+	layout_job span 2 2 2 2 2 1 2
+	grep -q '"world_size": 8' "$DIR/config/slurm_env.json"
+	within_1e5 runs/one__job=local__task=0 "$DIR"
+	grep -q '^\[3/1 n1 .*layout: dp 2 x tp 2 x pp 2 (ZeRO-1); rank 3 = dp 1, tp 1, stage 0' "$DIR/logs/rank-003.log"
+}
+
+@test "kill -9 of one pipeline stage's storkd: rank_failed naming it, no rank left waiting" {
+	cat >pk.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=1 -c2 -o pk.out
+	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=pk train.steps=100000 \
+		parallel.pipeline=2 train.grad_accum=4
+	SCRIPT
+	job=$(submit pk.sh)
+	dir=$(run_dir pk "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 10 60
+	# the second stage lives on node 1 (n2)
+	pid=$(awk '/"node_rank": 1,/ { on = 1 } on && /"pid":/ { gsub(/[^0-9]/, ""); print; exit }' \
+		"$dir/config/slurm_env.json")
+	[ -n "$pid" ]
+	t0=$SECONDS
+	kill -9 "$pid"
+	wait_job_state "$job" 'COMPLETED|FAILED' 60
+	echo "the job ended $((SECONDS - t0)) s after the kill" >&3
+	((SECONDS - t0 <= 20))
+	cat "$dir/exit_info.json"
+	grep -q '"reason": "rank_failed"' "$dir/exit_info.json"
+	grep -q '"signal": "SIGKILL"' "$dir/exit_info.json"
+	grep -q '"host": "n2"' "$dir/exit_info.json"
+	nodes_idle
+}
