@@ -189,10 +189,11 @@ layout_job() {
 	DIR=$(ls -d "$WORK"/runs/"$name"__job=*__task=0)
 }
 
-# within_1e5 A B: train and validation losses of two run directories agree within 1e-5 relative.
+# within_1e5 A B [METRICS]: train and validation losses (or METRICS) of two
+# run directories agree within 1e-5 relative.
 within_1e5() {
 	local m
-	for m in train_loss val_loss; do
+	for m in ${3:-train_loss val_loss}; do
 		paste <(grep -h "\"metric\":\"$m\"" "$1"/logs/rank-000.metrics.jsonl | sed 's/.*"step":\([0-9]*\).*"value":\([^,}]*\).*/\1 \2/') \
 			<(grep -h "\"metric\":\"$m\"" "$2"/logs/rank-000.metrics.jsonl | sed 's/.*"step":\([0-9]*\).*"value":\([^,}]*\).*/\1 \2/') |
 			awk -v m="$m" '$1 != $3 { exit 1 }
@@ -250,4 +251,54 @@ within_1e5() {
 	grep -q '"signal": "SIGKILL"' "$dir/exit_info.json"
 	grep -q '"host": "n2"' "$dir/exit_info.json"
 	nodes_idle
+}
+
+# reshard_job NAME FIRST SECOND: a job of 2 nodes whose first attempt runs the
+# srun line FIRST and whose requeued attempt runs SECOND (another layout and
+# node count), preempted with USR1 after step 5; waits for the requeued
+# attempt to complete.
+reshard_job() {
+	cat >"$1.sh" <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=1 -c2 -o $1.out --requeue --open-mode=append
+	if [ "\${SLURM_RESTART_COUNT:-0}" = 0 ]; then
+		export STORK_FAULT_STEP_DELAY=0.3
+		srun --mpi=pmix $2 $STORK run run.yaml run.name=$1 train.steps=20 checkpoint.every=0 $4
+	else
+		srun --mpi=pmix $3 $STORK run run.yaml run.name=$1 train.steps=20 checkpoint.every=0 $5
+	fi
+	SCRIPT
+	job=$(submit "$1.sh")
+	DIR=$(run_dir "$1" "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$DIR" 5 120
+	scancel --signal=USR1 "$job"
+	wait_job_state "$job" COMPLETED 300
+	cat "$1.out"
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	grep -q "\"reason\": \"completed\"" "$DIR/exit_info.json"
+}
+
+@test "reshard through a requeue: TP2xPP2 on 2 nodes resumes as DP4 on 1 node, DP2 on 1 node as TP2xPP2 on 2 nodes" {
+	"$STORK" run run.yaml --local-ranks 1 run.name=one train.steps=20 train.grad_accum=4 \
+		train.val_batches=4 >/dev/null
+	reshard_job down "-N2 --ntasks-per-node=1" "-N1 -n1" \
+		"--local-ranks 2 parallel.tensor=2 parallel.pipeline=2 train.grad_accum=4" \
+		"--local-ranks 4 train.grad_accum=1"
+	grep -q 'layout: dp 1 x tp 2 x pp 2' down.out
+	grep -q 'layout: dp 4 x tp 1 x pp 1' down.out
+	grep -qE 'resumed from .*step_0000000[5-9]|resumed from .*step_000000[1-9][0-9]' down.out
+	# validation reads D x val_batches batches: compare the training losses
+	within_1e5 runs/one__job=local__task=0 "$DIR" train_loss
+	reshard_job up "-N1 -n1" "-N2 --ntasks-per-node=1" \
+		"--local-ranks 2 train.grad_accum=2" \
+		"--local-ranks 2 parallel.tensor=2 parallel.pipeline=2 train.grad_accum=4"
+	grep -q 'layout: dp 2 x tp 1 x pp 1' up.out
+	grep -q 'layout: dp 1 x tp 2 x pp 2' up.out
+	within_1e5 runs/one__job=local__task=0 "$DIR" train_loss
+	# and a new run from the resharded run's checkpoint, on one node again
+	"$STORK" run run.yaml --local-ranks 4 run.name=again train.steps=30 train.grad_accum=1 \
+		run.resume_from="$DIR" >again.out
+	grep -q 'resumed from .*up__job=.*step_00000020 at step 20' again.out
+	[ "$(grep -c '"metric":"train_loss"' runs/again__job=local__task=0/logs/rank-000.metrics.jsonl)" -eq 10 ]
 }
