@@ -132,20 +132,19 @@ static int model_shape(struct rank *r, struct gpt2_config *mc)
  */
 static int make_layout(struct rank *r, const struct gpt2_config *mc)
 {
-	const struct parallel_cfg {
-		int tensor, pipeline, zero;
-	} p = { r->cfg->parallel.tensor, r->cfg->parallel.pipeline, r->cfg->parallel.zero };
+	const struct stork_config *c = r->cfg;
 	char desc[256];
 	int rc;
 
-	if (layout_make(&r->lay, mc, r->node->world_size, p.tensor, p.pipeline, p.zero, r->rank,
-			r->err, sizeof r->err) < 0)
+	if (layout_make(&r->lay, mc, r->node->world_size, c->parallel.tensor, c->parallel.pipeline,
+			c->parallel.zero, r->rank, r->err, sizeof r->err) < 0)
 		return fail(r, STORK_EXIT_CONFIG, r->err);
 	if ((rc = layout_groups(&r->lay, r->comm, &r->grp))) {
 		snprintf(r->err, sizeof r->err, "cannot make the parallel groups of dp %d x tp %d x pp %d: %s",
 			 r->lay.dp, r->lay.tp, r->lay.pp,
-			 rc == COMM_EINVAL ? "a group would span nodes, which this version cannot do "
-					     "(use parallel.tensor: 1 and parallel.pipeline: 1 across nodes)" :
+			 rc == COMM_EINVAL ? "groups across nodes need a UCX built with thread "
+					     "support (UCS_THREAD_MODE_MULTI), or there are more "
+					     "groups than communicator ids" :
 					     comm_strerror(rc));
 		return rc == COMM_EABORTED ? fail_collective(r) : fail(r, STORK_EXIT_CONFIG, r->err);
 	}
