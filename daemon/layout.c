@@ -4,7 +4,7 @@
 #include "config.h"
 #include "daemon/layout.h"
 
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 
 #include "daemon/data.h"
 #include "lib/clock.h"
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 
 #include <math.h>
 #include <stdio.h>

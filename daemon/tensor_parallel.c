@@ -11,7 +11,7 @@
 
 #include "daemon/model.h"
 #include "kernels/math.h"
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 
 #include <float.h>
 #include <math.h>

@@ -701,7 +701,8 @@ static int agree_stop(struct rank *r, int64_t steps_done, int *stop)
 	return 0;
 }
 
-static void report_step(struct rank *r, int64_t step, float loss, float lr, float norm, double ms)
+static void report_step(struct rank *r, int64_t step, float loss, float lr, float norm, double ms,
+			uint64_t sent)
 {
 	const struct stork_config *c = r->cfg;
 	double tokens = (double)c->train.batch_size * c->train.seq_len * c->train.grad_accum *
@@ -713,6 +714,8 @@ static void report_step(struct rank *r, int64_t step, float loss, float lr, floa
 	rank_metric(&r->log, step + 1, "grad_norm", norm, "");
 	rank_metric(&r->log, step + 1, "step_time_ms", ms, "ms");
 	rank_metric(&r->log, step + 1, "tokens_per_sec", tps, "tokens/s");
+	if (r->node->world_size > r->node->local_ranks) /* another node: traffic between nodes */
+		rank_metric(&r->log, step + 1, "net_bytes_sent", (double)sent, "bytes");
 	if (r->lay.pp > 1) /* the pipeline bubble: this stage waiting for its neighbours */
 		rank_metric(&r->log, step + 1, "pipeline_wait_ms", 1e3 * r->pipe.wait_seconds, "ms");
 	if (c->train.log_every > 0 && (step + 1) % c->train.log_every == 0)
@@ -798,6 +801,7 @@ static int run_steps(struct rank *r, int64_t start)
 	for (step = start; step < c->train.steps; step++) {
 		float loss = 0, norm = 0, lr = 0;
 		double t0 = (clock_monotonic() * 1e3);
+		uint64_t sent0 = comm_ucx_thread_bytes_sent();
 
 		heartbeat(r, step);
 		inject_faults(r, step);
@@ -807,7 +811,8 @@ static int run_steps(struct rank *r, int64_t start)
 			return r->res->exit_code;
 		if (mean_over_replicas(r, &loss) < 0)
 			return fail_collective(r);
-		report_step(r, step, loss, lr, norm, (clock_monotonic() * 1e3) - t0);
+		report_step(r, step, loss, lr, norm, (clock_monotonic() * 1e3) - t0,
+			    comm_ucx_thread_bytes_sent() - sent0);
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);
 		if (agree_stop(r, step + 1, &stop))

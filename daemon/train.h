@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "lib/bind.h"
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 #include "lib/stork_config.h"
 #include "lib/topology.h"
 

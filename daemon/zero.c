@@ -4,7 +4,7 @@
 #include "config.h"
 #include "daemon/zero.h"
 
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
  * launcher/bench_comm.c - `stork bench comm`: all-reduce bandwidth between
- * the tasks of a Slurm step over UCX (lib/comm.h), like nccl-tests.
+ * the tasks of a Slurm step over UCX (lib/comm/comm.h), like nccl-tests.
  *
  *   srun -N2 -n2 --mpi=pmix stork bench comm -b 1K -e 256M -f 2
  *
@@ -25,7 +25,7 @@
 #include "launcher/bench_comm.h"
 
 #include "lib/clock.h"
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 #include "lib/exit_codes.h"
 #include "lib/rendezvous.h"
 

@@ -14,7 +14,7 @@ lib_libstork_la_LIBADD = $(HWLOC_LIBS) $(YAML_LIBS) -lpthread
 # Each area of lib/ adds its files in its own fragment.
 include lib/bind.mk
 include lib/config.mk
-include lib/comm.mk
+include lib/comm/local.mk
 include lib/rendezvous.mk
 
 # What only the launcher and the daemon use: they may talk to slurmctld

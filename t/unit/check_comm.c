@@ -1,11 +1,11 @@
 /*
- * t/unit/check_comm.c - the collectives of lib/comm.h on the in-node shared
+ * t/unit/check_comm.c - the collectives of lib/comm/comm.h on the in-node shared
  * memory backend: every collective with 1 to 5 rank threads and odd counts,
  * compared bitwise with a serial reference that folds in rank order (the
- * order lib/comm.h promises), plus split, determinism and abort.
+ * order lib/comm/comm.h promises), plus split, determinism and abort.
  */
 #include "config.h"
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 #include "lib/rng.h"
 
 #include <check.h>

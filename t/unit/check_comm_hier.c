@@ -1,18 +1,18 @@
 /*
- * t/unit/check_comm_hier.c - the hierarchical communicator (lib/comm_hier.c)
+ * t/unit/check_comm_hier.c - the hierarchical communicator (lib/comm/hier.c)
  * and the UCX backend's handling of dead peers, with real processes.
  *
  * Each "node" is a forked process with its own UCX context and a shared-
  * memory world of 1 to 3 rank threads; the parent passes the UCX worker
  * addresses around (what the rendezvous does under Slurm) and then only
  * waits. Children check their own results against a serial reference that
- * folds in the order lib/comm.h documents for this communicator (in-node
+ * folds in the order lib/comm/comm.h documents for this communicator (in-node
  * rank order, then node order), bitwise, and report through their exit
  * status (messages on stderr) and a word they write back to the parent.
  * Timing across processes uses a MAP_SHARED page.
  */
 #include "config.h"
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 #include "lib/rng.h"
 
 #include <check.h>
@@ -855,7 +855,7 @@ START_TEST(killed_peer_process_fails_every_other_rank_within_seconds)
 	uint64_t res[MAXNODES];
 
 	/* the clean error of the error-handling endpoints, also between
-	 * processes of this one machine (see lib/comm_ucx.c) */
+	 * processes of this one machine (see lib/comm/ucx.c) */
 	setenv("STORK_UCX_PEER_ONLY", "1", 1);
 	memset(shared, 0, sizeof *shared);
 	run_nodes(&lay, hier_node, &job, 1, 1.0, status, res);
@@ -881,7 +881,7 @@ START_TEST(abort_wakes_the_node_and_the_other_node_fails_when_it_exits)
 	uint64_t res[MAXNODES];
 
 	/* the clean error of the error-handling endpoints, also between
-	 * processes of this one machine (see lib/comm_ucx.c) */
+	 * processes of this one machine (see lib/comm/ucx.c) */
 	setenv("STORK_UCX_PEER_ONLY", "1", 1);
 	memset(shared, 0, sizeof *shared);
 	run_nodes(&lay, hier_node, &job, -1, 0, status, res);
@@ -935,7 +935,7 @@ START_TEST(ucx_names_the_killed_peer_within_seconds)
 	double dt;
 
 	/* the clean error of the error-handling endpoints, also between
-	 * processes of this one machine (see lib/comm_ucx.c) */
+	 * processes of this one machine (see lib/comm/ucx.c) */
 	setenv("STORK_UCX_PEER_ONLY", "1", 1);
 	memset(shared, 0, sizeof *shared);
 	run_nodes(&lay, ucx_until_failure, NULL, 1, 1.0, status, res);

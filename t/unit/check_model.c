@@ -10,7 +10,7 @@
 #include "config.h"
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 #include "lib/rng.h"
 
 #include <check.h>

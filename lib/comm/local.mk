@@ -1,4 +1,4 @@
-# lib/comm.mk: the collectives interface (lib/comm.h), its in-node
+# lib/comm/local.mk: the collectives interface (lib/comm/comm.h), its in-node
 # shared-memory backend, its UCX backend between processes and the
 # hierarchical communicator that combines them (storkd's global one).
 # An archive of its own, not part of libstork: libstork is linked into the
@@ -6,7 +6,7 @@
 #   $(COMM_LIBS) lib/libstork.la
 noinst_LIBRARIES += lib/libcomm.a
 lib_libcomm_a_SOURCES = \
-	lib/comm.c lib/comm.h lib/comm_backend.h \
-	lib/comm_shm.c lib/comm_ucx.c lib/comm_hier.c
+	lib/comm/comm.c lib/comm/comm.h lib/comm/backend.h \
+	lib/comm/shm.c lib/comm/ucx.c lib/comm/hier.c
 lib_libcomm_a_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
 COMM_LIBS = lib/libcomm.a $(UCX_LIBS) -lpthread

@@ -1,11 +1,11 @@
 /*
- * lib/comm.c - the backend-independent half of the collectives: argument
- * checks, dispatch through the backend's ops table (lib/comm_backend.h), and
+ * lib/comm/comm.c - the backend-independent half of the collectives: argument
+ * checks, dispatch through the backend's ops table (lib/comm/backend.h), and
  * the element-wise reduction every backend uses, so that the arithmetic of
- * the fold documented in lib/comm.h is written once.
+ * the fold documented in lib/comm/comm.h is written once.
  */
 #include "config.h"
-#include "lib/comm_backend.h"
+#include "lib/comm/backend.h"
 
 #include <stdint.h>
 

@@ -1,17 +1,17 @@
 /*
- * lib/comm_backend.h - what a collectives backend provides (for lib/comm_*.c
- * only; users include lib/comm.h).
+ * lib/comm/backend.h - what a collectives backend provides (for the files
+ * of lib/comm only; users include lib/comm/comm.h).
  *
  * A backend embeds struct comm at the start of its own per-rank handle and
- * fills in an ops table. lib/comm.c checks the arguments, handles the
+ * fills in an ops table. lib/comm/comm.c checks the arguments, handles the
  * trivial cases (empty buffers) and dispatches; the backend does the work,
  * reducing with comm_reduce_local() so that every backend computes the same
- * fold in the same order (see lib/comm.h).
+ * fold in the same order (see lib/comm/comm.h).
  */
 #ifndef STORK_COMM_BACKEND_H
 #define STORK_COMM_BACKEND_H
 
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 
 #include <stdint.h>
 
@@ -40,7 +40,7 @@ struct comm {
 	int size;
 };
 
-/* ------------------------------------------------ UCX internals for comm_hier.c */
+/* ------------------------------------------------ UCX internals for hier.c */
 
 /*
  * A communicator over members[0..n-1] (ranks of the UCX communicator world,

@@ -1,5 +1,5 @@
 /*
- * lib/comm_shm.c - the in-node collectives backend: ranks are threads of one
+ * lib/comm/shm.c - the in-node collectives backend: ranks are threads of one
  * process, so every rank can read every other rank's buffers directly.
  *
  * A group (the world or a comm_split result) has one slot per rank and a
@@ -11,7 +11,7 @@
  * and writes the block into every rank's buffer; no one else touches that
  * chunk, so in-place is safe. Reduce-scatter folds the rank's own segment
  * into its receive buffer; all-gather and broadcast copy. The fold order is
- * that of lib/comm.h whatever the chunking, so results are bitwise stable.
+ * that of lib/comm/comm.h whatever the chunking, so results are bitwise stable.
  *
  * Point-to-point messages are copied into a mailbox of the receiver (a
  * list per group, under the group's mail lock) so that a send never waits
@@ -24,7 +24,7 @@
  * collective checks the flag on entry and after each barrier.
  */
 #include "config.h"
-#include "lib/comm_backend.h"
+#include "lib/comm/backend.h"
 
 #include <limits.h>
 #include <linux/futex.h>

@@ -1,5 +1,5 @@
 /*
- * lib/comm_ucx.c - the collectives between processes over UCX (UCP tag API).
+ * lib/comm/ucx.c - the collectives between processes over UCX (UCP tag API).
  *
  * Each process opens one UCX context and worker (comm_ucx_open) and
  * publishes the worker's address through the rendezvous; comm_ucx_world then
@@ -8,8 +8,8 @@
  * (32 bits) and the sender's rank (16 bits), so every receive matches
  * exactly one send.
  *
- * The fold order of lib/comm.h is kept: all-reduce and reduce-scatter send
- * chunk k of every rank directly to rank k (the chunks of lib/comm_shm.c),
+ * The fold order of lib/comm/comm.h is kept: all-reduce and reduce-scatter send
+ * chunk k of every rank directly to rank k (the chunks of lib/comm/shm.c),
  * which folds the n contributions in rank order 0..n-1 into its chunk; the
  * all-reduce then passes the reduced chunks around a ring (all-gather). Each
  * rank sends and receives (n-1)/n of the buffer per phase, as a ring does.
@@ -62,7 +62,7 @@
  * (communicator, source, destination, per-pair sequence number) and waits.
  */
 #include "config.h"
-#include "lib/comm_backend.h"
+#include "lib/comm/backend.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -90,7 +90,7 @@
 #define UCX_FOLD_BLOCK 16384    /* bytes folded at a time (stays in L1) */
 #define UCX_KEEPALIVE "1s"      /* default UCX_KEEPALIVE_INTERVAL */
 #define UCX_CLOSE_GRACE 5.0     /* seconds to finish freeing after a peer left */
-#define UCX_ID_COLUMNS 0x4000   /* comm_split ids stay below; see comm_hier.c for the rest */
+#define UCX_ID_COLUMNS 0x4000   /* comm_split ids stay below; see hier.c for the rest */
 #define UCX_TAG_P2P 0xffULL     /* top byte of point-to-point tags */
 
 /* A send on its way: the request and the copy of the message it reads. */
@@ -148,6 +148,14 @@ struct ucx_comm {
 };
 
 static const struct comm_ops ucx_ops;
+
+/* Bytes this thread has handed to UCX sends (comm_ucx_thread_bytes_sent). */
+static _Thread_local uint64_t thread_bytes_sent;
+
+uint64_t comm_ucx_thread_bytes_sent(void)
+{
+	return thread_bytes_sent;
+}
 
 static double mono_now(void)
 {
@@ -239,6 +247,7 @@ static void *post_send(struct ucx_comm *c, int dst, const void *buf, size_t len,
 
 	if (!ep)        /* closed after an abort */
 		return UCS_STATUS_PTR(UCS_ERR_CANCELED);
+	thread_bytes_sent += len;
 	return req_mark(ucp_tag_send_nbx(ep, buf, len, make_tag(c, round, c->base.rank), &p),
 			ep == c->eps[c->nworld + w]);
 }
@@ -799,6 +808,7 @@ int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf
 		return COMM_ENOMEM;
 	}
 	memcpy(p->copy, buf, len);
+	thread_bytes_sent += len;
 	if (!ep) {
 		free(p->copy);
 		free(p);

@@ -1,13 +1,13 @@
 /*
- * lib/comm.h - the collectives interface of Stork.
+ * lib/comm/comm.h - the collectives interface of Stork.
  *
  * A communicator (struct comm) is one rank's handle on a group of ranks. Every
  * member calls the same collective in the same order with matching arguments;
  * each call returns when this rank's part is done and its buffers may be
  * reused. A struct comm belongs to one thread.
  *
- * Backends implement struct comm_ops (lib/comm_backend.h): the in-node shared
- * memory backend below (ranks are threads of one process, lib/comm_shm.c);
+ * Backends implement struct comm_ops (lib/comm/backend.h): the in-node shared
+ * memory backend below (ranks are threads of one process, lib/comm/shm.c);
  * UCX between nodes and NCCL on GPUs implement the same table.
  *
  * Reduction order (all backends must give these bits): element i of a
@@ -33,6 +33,7 @@
 #define STORK_COMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum comm_dtype {
 	COMM_FLOAT32,
@@ -191,8 +192,15 @@ void comm_ucx_close(struct comm_ucx *u);
  */
 int comm_ucx_poll(struct comm_ucx *u);
 
+/*
+ * Bytes the calling thread has sent over UCX so far (every comm_ucx): the
+ * traffic between nodes a rank thread caused (in a hierarchical collective,
+ * the node leader's and columns' share). Shared memory is not counted.
+ */
+uint64_t comm_ucx_thread_bytes_sent(void);
+
 /* ================================================ UCX peer failures and
- * the hierarchical communicator (lib/comm_ucx.c, lib/comm_hier.c)
+ * the hierarchical communicator (lib/comm/ucx.c, lib/comm/hier.c)
  */
 
 /*

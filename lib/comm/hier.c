@@ -1,7 +1,7 @@
 /*
- * lib/comm_hier.c - the global communicator of storkd and its groups: rank
- * threads of one process talk through shared memory (lib/comm_shm.c),
- * processes (nodes) talk over UCX (lib/comm_ucx.c).
+ * lib/comm/hier.c - the global communicator of storkd and its groups: rank
+ * threads of one process talk through shared memory (lib/comm/shm.c),
+ * processes (nodes) talk over UCX (lib/comm/ucx.c).
  *
  * A handle (struct hier_comm) describes one rank's place in a group: the
  * global communicator is the group of every rank; comm_split makes groups
@@ -9,7 +9,7 @@
  * a shared-memory group (shm), and the lowest of them is the node's leader:
  * only it runs the group's cross-node step, on a UCX communicator of the
  * group's leaders (cross). Every collective is a composition of three
- * steps, so the reduction order is the two-level fold of lib/comm.h
+ * steps, so the reduction order is the two-level fold of lib/comm/comm.h
  * (in-node member order, then node order) and each step keeps its
  * backend's determinism:
  *
@@ -42,13 +42,13 @@
  * supervising thread notice a dead peer while no rank talks over UCX.
  */
 #include "config.h"
-#include "lib/comm_backend.h"
+#include "lib/comm/backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Communicator ids (lib/comm_ucx.c): 1 the nodes' world, columns, groups. */
+/* Communicator ids (lib/comm/ucx.c): 1 the nodes' world, columns, groups. */
 #define HIER_ID_COLUMNS 0x4000
 #define HIER_ID_GROUPS 0x8000
 #define HIER_ID_END 0xff00              /* point-to-point tags start here */
