@@ -367,7 +367,7 @@ static int gnode_of(const struct comm_hier *h, int g)
 static int plan_split(const struct comm_hier *h, const int32_t *all, int n, uint32_t serial,
 		      struct split_plan *p)
 {
-	int rc = COMM_OK;
+	int rc = COMM_OK, *order, *start;
 
 	memset(p, 0, sizeof *p);
 	p->n = n;
@@ -397,19 +397,28 @@ static int plan_split(const struct comm_hier *h, const int32_t *all, int n, uint
 		p->pos[a] = pos;
 		p->size[p->group[a]]++;
 	}
+	/* every group's members in group order, groups one after the other */
+	if (!(order = malloc(sizeof(int) * (size_t)(n + p->ngroups + 1))))
+		return COMM_ENOMEM;
+	start = order + n;
+	start[0] = 0;
+	for (int g = 0; g < p->ngroups; g++)
+		start[g + 1] = start[g] + p->size[g];
+	for (int a = 0; a < n; a++)
+		if (p->group[a] >= 0)
+			order[start[p->group[a]] + p->pos[a]] = a;
 	for (int g = 0; g < p->ngroups && !rc; g++) {
 		int maxl = 0, nodes = 0, last = -1, cnt = 0;
 		char *seen = calloc((size_t)h->nnodes, 1);
 
-		if (!seen)
+		if (!seen) {
+			free(order);
 			return COMM_ENOMEM;
+		}
 		/* walk the members in group order: a node's members come together */
-		for (int q = 0; q < p->size[g]; q++) {
-			int a = 0, k;
+		for (int q = start[g]; q < start[g + 1]; q++) {
+			int k = gnode_of(h, order[q]);
 
-			while (p->group[a] != g || p->pos[a] != q)
-				a++;
-			k = gnode_of(h, a);
 			if (k != last) {
 				if (seen[k])
 					rc = COMM_EINVAL;
@@ -429,6 +438,7 @@ static int plan_split(const struct comm_hier *h, const int32_t *all, int n, uint
 				rc = COMM_EINVAL;       /* ids run out: too many groups */
 		}
 	}
+	free(order);
 	return rc;
 }
 

@@ -173,7 +173,7 @@ two_node_job() {
 	done
 }
 
-# layout_job NAME NODES LAUNCHERS_PER_NODE RANKS_PER_LAUNCHER TENSOR PIPELINE ZERO ACCUM:
+# layout_job NAME NODES LAUNCHERS_PER_NODE RANKS_PER_LAUNCHER TENSOR PIPELINE ZERO ACCUM [KEY=VALUE]:
 # sbatch a 20-step run of run.yaml with that layout and wait for it.
 layout_job() {
 	local name=$1 nodes=$2 tasks=$3 ranks=$4
@@ -181,7 +181,7 @@ layout_job() {
 	#!/bin/bash
 	#SBATCH -N$nodes --ntasks-per-node=$tasks -c$((2 / tasks)) -o $name.out
 	srun --mpi=pmix $STORK run run.yaml --local-ranks $ranks run.name=$name train.steps=20 \
-		parallel.tensor=$5 parallel.pipeline=$6 parallel.zero=$7 train.grad_accum=$8
+		parallel.tensor=$5 parallel.pipeline=$6 parallel.zero=$7 train.grad_accum=$8 ${9:-}
 	SCRIPT
 	run sbatch --wait "$name.sh"
 	cat "$name.out"
@@ -279,7 +279,7 @@ reshard_job() {
 	grep -q "\"reason\": \"completed\"" "$DIR/exit_info.json"
 }
 
-@test "reshard through a requeue: TP2xPP2 on 2 nodes resumes as DP4 on 1 node, DP2 on 1 node as TP2xPP2 on 2 nodes" {
+@test "reshard through a requeue (TP2xPP2 on 2 nodes as DP4 on 1 node, DP2 on 1 node as TP2xPP2 on 2 nodes) and through run.resume_from" {
 	"$STORK" run run.yaml --local-ranks 1 run.name=one train.steps=20 train.grad_accum=4 \
 		train.val_batches=4 >/dev/null
 	reshard_job down "-N2 --ntasks-per-node=1" "-N1 -n1" \
@@ -296,9 +296,14 @@ reshard_job() {
 	grep -q 'layout: dp 2 x tp 1 x pp 1' up.out
 	grep -q 'layout: dp 1 x tp 2 x pp 2' up.out
 	within_1e5 runs/one__job=local__task=0 "$DIR" train_loss
-	# and a new run from the resharded run's checkpoint, on one node again
-	"$STORK" run run.yaml --local-ranks 4 run.name=again train.steps=30 train.grad_accum=1 \
-		run.resume_from="$DIR" >again.out
-	grep -q 'resumed from .*up__job=.*step_00000020 at step 20' again.out
-	[ "$(grep -c '"metric":"train_loss"' runs/again__job=local__task=0/logs/rank-000.metrics.jsonl)" -eq 10 ]
+	# through run.resume_from: DP2 on 1 node stopped at step 10, continued as TP2xPP2 on 2 nodes
+	run env STORK_STOP_AT_STEP=10 "$STORK" run run.yaml --local-ranks 2 run.name=half \
+		train.steps=20 train.grad_accum=2
+	[ "$status" -eq 12 ]
+	layout_job from 2 1 2 2 2 0 4 run.resume_from="$WORK/runs/half__job=local__task=0"
+	grep -q 'resumed from .*half__job=local__task=0/checkpoints/step_00000010 at step 10' from.out
+	paste <(losses runs/one__job=local__task=0 | tail -10) <(losses "$DIR") | awk '
+		$1 != $3 { exit 1 } { n++; d = $2 - $4; if (d < 0) d = -d; if (d / $2 > w) w = d / $2 }
+		END { printf "resume_from: worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
+		      exit !(n == 10 && w <= 1e-5) }'
 }
