@@ -59,8 +59,9 @@ int comm_ucx_is_multithreaded(const struct comm *world);
  * A buffered send of len bytes to rank dst of the UCX communicator c with
  * an explicit tag (the caller keeps tags unique per channel, source,
  * destination and sequence), and the matching receive; *got is the length
- * that arrived. Returns 0 or a COMM_E* code (COMM_EABORTED when the
- * comm_ucx is aborted, a peer's failure included).
+ * the sender sent, which may exceed len (then buf holds only its first len
+ * bytes: the caller reports the mismatch). Returns 0 or a COMM_E* code
+ * (COMM_EABORTED when the comm_ucx is aborted, a peer's failure included).
  */
 int comm_ucx_send_tagged(struct comm *c, int dst, uint64_t tag, const void *buf, size_t len);
 int comm_ucx_recv_tagged(struct comm *c, int src, uint64_t tag, void *buf, size_t len,

@@ -266,8 +266,11 @@ static void *post_recv(struct ucx_comm *c, int src, void *buf, size_t len,
  * Wait for every request of reqs (NULL: done already); frees them. Returns
  * COMM_EABORTED once the comm_ucx is aborted (by comm_abort, or by a peer's
  * failure reported through ep_error), after cancelling what is pending.
+ * With info, reqs[0] is a tag receive: *info gets what arrived, and a
+ * message longer than the buffer (UCX truncates it) is not a failure but
+ * left to the caller, who knows which sizes the two ranks meant.
  */
-static int wait_all(struct ucx_comm *c, void **reqs, int n)
+static int wait_all_info(struct ucx_comm *c, void **reqs, int n, ucp_tag_recv_info_t *info)
 {
 	struct comm_ucx *u = c->u;
 	int idle = 0, failed = 0, cancelled = 0;
@@ -287,11 +290,14 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 
 			if (!reqs[i])
 				continue;
-			st = ucp_request_check_status(req_ptr(reqs[i]));
+			st = i == 0 && info ? ucp_tag_recv_request_test(req_ptr(reqs[i]), info) :
+					      ucp_request_check_status(req_ptr(reqs[i]));
 			if (st == UCS_INPROGRESS) {
 				pending++;
 				continue;
 			}
+			if (st == UCS_ERR_MESSAGE_TRUNCATED && i == 0 && info)
+				st = UCS_OK;
 			if (st != UCS_OK && st != UCS_ERR_CANCELED)
 				why = st, failed = 1;
 			ucp_request_free(req_ptr(reqs[i]));
@@ -334,6 +340,11 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 		set_abort(u, msg);
 	}
 	return atomic_load(&u->aborted) ? COMM_EABORTED : COMM_OK;
+}
+
+static int wait_all(struct ucx_comm *c, void **reqs, int n)
+{
+	return wait_all_info(c, reqs, n, NULL);
 }
 
 /* ---------------------------------------------------------- collectives */
@@ -833,24 +844,13 @@ int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf
 	return COMM_OK;
 }
 
-static void recv_done(void *req, ucs_status_t st, const ucp_tag_recv_info_t *info, void *arg)
-{
-	(void)req;
-	if (st == UCS_OK)
-		*(size_t *)arg = info->length;
-}
-
 int comm_ucx_recv_tagged(struct comm *cc, int src, uint64_t tag, void *buf, size_t len,
 			 size_t *got)
 {
 	struct ucx_comm *c = (struct ucx_comm *)cc;
-	int data = c->eps[c->nworld + c->world[src]] != NULL;
-	ucp_request_param_t p = {
-		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-				UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
-		.cb.recv = recv_done,
-		.user_data = got,
-	};
+	int data = c->eps[c->nworld + c->world[src]] != NULL, rc;
+	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL };
+	ucp_tag_recv_info_t info = { .length = (size_t)-1 };
 	void *req;
 
 	*got = (size_t)-1;
@@ -859,7 +859,11 @@ int comm_ucx_recv_tagged(struct comm *cc, int src, uint64_t tag, void *buf, size
 		return COMM_EABORTED;
 	req = req_mark(ucp_tag_recv_nbx(data ? c->u->dworker : c->u->worker, buf, len, tag,
 					UCX_TAG_ALL, &p), data);
-	return wait_all(c, &req, 1);
+	/* the length comes from the request itself, not from a callback that
+	 * another thread's progress might run */
+	if ((rc = wait_all_info(c, &req, 1, &info)) == COMM_OK)
+		*got = info.length;
+	return rc;
 }
 
 /* Point-to-point on a UCX communicator: its id's low byte is the channel. */

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -534,7 +535,8 @@ struct abort_case {
 	struct comm *sub_of[MAXR];
 	int rc_blocked[MAXR];
 	int rc_after[MAXR];
-	char reason[MAXR][64];
+	char reason[MAXR][128];
+	int variant;                    /* which case of a loop test */
 };
 
 /* Ranks 0..n-2 block in a barrier that rank n-1 never joins; it aborts. */
@@ -706,28 +708,45 @@ START_TEST(abort_wakes_a_blocked_receiver)
 }
 END_TEST
 
+/* Element counts of a mismatched pair: the receiver expects want, the sender sends sent. */
+static const size_t mismatch[3][2] = {
+	{ 2, 1 },                       /* fewer than expected */
+	{ 1, 2 },                       /* more */
+	{ 1 << 18, 1 << 20 },           /* more, past UCX's eager limit (rendezvous) */
+};
+
 static void do_p2p_mismatch(struct comm *c, void *arg)
 {
 	struct abort_case *k = arg;
-	int r = comm_rank(c);
-	float x[2] = { 1, 2 };
+	int r = comm_rank(c), v = k->variant;
+	size_t want = mismatch[v][0], sent = mismatch[v][1];
+	float *x = calloc(want > sent ? want : sent, sizeof *x);
 
 	if (r == 0)
-		k->rc_blocked[r] = comm_send(c, x, 1, COMM_FLOAT32, 1);
+		k->rc_blocked[r] = comm_send(c, x, sent, COMM_FLOAT32, 1);
 	else
-		k->rc_blocked[r] = comm_recv(c, x, 2, COMM_FLOAT32, 0);
+		k->rc_blocked[r] = comm_recv(c, x, want, COMM_FLOAT32, 0);
 	k->rc_after[r] = comm_barrier(c);
+	snprintf(k->reason[r], sizeof k->reason[r], "%s", comm_abort_reason(c));
+	free(x);
 }
 
+/* The receiver names both ranks and both sizes, whichever side sent more. */
 START_TEST(a_size_mismatch_aborts_the_world)
 {
 	struct abort_case k;
+	char expect[128];
 
 	memset(&k, 0, sizeof k);
+	k.variant = _i;
 	run_ranks(2, do_p2p_mismatch, &k);
+	ck_assert_int_eq(k.rc_blocked[0], COMM_OK);
 	ck_assert_int_eq(k.rc_blocked[1], COMM_EINVAL);
 	ck_assert_int_eq(k.rc_after[1], COMM_EABORTED);
 	ck_assert_int_eq(k.rc_after[0], COMM_EABORTED);
+	snprintf(expect, sizeof expect, "rank 1 expected %zu bytes from rank 0, which sent %zu",
+		 mismatch[_i][0] * 4, mismatch[_i][1] * 4);
+	ck_assert_msg(strstr(k.reason[1], expect), "reason '%s'", k.reason[1]);
 }
 END_TEST
 
@@ -769,7 +788,7 @@ static Suite *comm_suite(void)
 	tcase_add_test(tc, abort_reaches_sub_communicators);
 	tcase_add_loop_test(tc, send_recv_deliver_in_order_without_waiting_for_the_receiver, 2, 6);
 	tcase_add_test(tc, abort_wakes_a_blocked_receiver);
-	tcase_add_test(tc, a_size_mismatch_aborts_the_world);
+	tcase_add_loop_test(tc, a_size_mismatch_aborts_the_world, 0, 3);
 	tcase_add_test(tc, bad_arguments_are_refused);
 	suite_add_tcase(s, tc);
 
@@ -784,7 +803,7 @@ static Suite *comm_suite(void)
 	tcase_add_loop_test(tu, barrier_releases_no_rank_before_all_arrive, 2, 4);
 	tcase_add_loop_test(tu, split_groups_by_color_ordered_by_key, 4, 5);
 	tcase_add_loop_test(tu, send_recv_deliver_in_order_without_waiting_for_the_receiver, 2, 5);
-	tcase_add_test(tu, a_size_mismatch_aborts_the_world);
+	tcase_add_loop_test(tu, a_size_mismatch_aborts_the_world, 0, 3);
 	tcase_add_test(tu, allreduce_is_deterministic_across_runs);
 	suite_add_tcase(s, tu);
 	return s;
