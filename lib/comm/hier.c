@@ -48,10 +48,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Communicator ids (lib/comm/ucx.c): 1 the nodes' world, columns, groups. */
+/*
+ * Communicator ids (lib/comm/ucx.c): 1 the nodes' world, HIER_ID_COLUMNS + l
+ * global column l >= 1 (column 0 is the world, so HIER_ID_COLUMNS itself is
+ * free: the global handles' point-to-point channel), then the groups; a
+ * group's point-to-point channel is its leaders' id.
+ */
 #define HIER_ID_COLUMNS 0x4000
+#define HIER_ID_P2P HIER_ID_COLUMNS
 #define HIER_ID_GROUPS 0x8000
-#define HIER_ID_END 0xff00              /* point-to-point tags start here */
+#define HIER_ID_END 0xff00              /* collective tags stay below 0xff << 56 */
 
 struct hier_comm {
 	struct comm base;               /* rank and size in the group */
@@ -65,7 +71,8 @@ struct hier_comm {
 	int *count, *first;             /* members per node; group rank of each node's first */
 	int *gnode;                     /* each of the group's nodes among all nodes */
 	int *granks;                    /* every member's global rank */
-	uint8_t channel;                /* point-to-point tags */
+	uint16_t channel;               /* point-to-point tags: an id no other
+					 * handle of the process uses */
 	uint16_t *send_seq, *recv_seq;  /* point-to-point, per member */
 	uint32_t serial;                /* global handles: group ids given out so far */
 	int owned;                      /* a split result */
@@ -448,7 +455,7 @@ static int make_group(struct hier_comm *parent, const struct split_plan *p, int 
 	r->shm = sub;
 	r->local = comm_rank(sub);
 	r->owned = 1;
-	r->channel = (uint8_t)(1 + (p->id[g] - HIER_ID_GROUPS) % 255);
+	r->channel = (uint16_t)p->id[g];
 	r->granks = malloc(sizeof(int) * (size_t)n);
 	r->count = calloc((size_t)n, sizeof(int));
 	r->first = calloc((size_t)n, sizeof(int));
@@ -683,6 +690,7 @@ int comm_hier_create(struct comm_world *node, struct comm_ucx *u, int node_index
 			.h = h, .shm = comm_world_rank(node, i), .local = i,
 			.cross = i == 0 ? h->cross : NULL, .column = h->columns[i],
 			.nnodes = nnodes, .node = node_index, .count = h->count, .first = h->base,
+			.channel = HIER_ID_P2P,
 			.gnode = h->identity, .granks = h->identity,
 		};
 	*out = h;

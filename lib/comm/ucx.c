@@ -59,7 +59,9 @@
  * Point-to-point: comm_send copies the message and posts it; the request
  * and its copy wait on a list that later calls (any thread) reap, so a send
  * never waits for its receiver. comm_recv posts a receive for the exact tag
- * (communicator, source, destination, per-pair sequence number) and waits.
+ * (the communicator's whole id, source, destination, and the low byte of a
+ * per-pair sequence number: UCX matches one endpoint's messages in the order
+ * they were sent, the byte only checks it) and waits.
  */
 #include "config.h"
 #include "lib/comm/backend.h"
@@ -793,10 +795,10 @@ static void reap_sends(struct comm_ucx *u)
 	pthread_mutex_unlock(&u->pend_lock);
 }
 
-uint64_t comm_ucx_p2p_tag(uint8_t id, int src, int dst, uint16_t seq)
+uint64_t comm_ucx_p2p_tag(uint16_t id, int src, int dst, uint16_t seq)
 {
-	return (UCX_TAG_P2P << 56) | ((ucp_tag_t)id << 48) | ((ucp_tag_t)(uint16_t)src << 32) |
-	       ((ucp_tag_t)(uint16_t)dst << 16) | seq;
+	return (UCX_TAG_P2P << 56) | ((ucp_tag_t)id << 40) | ((ucp_tag_t)(uint16_t)src << 24) |
+	       ((ucp_tag_t)(uint16_t)dst << 8) | (uint8_t)seq;
 }
 
 int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf, size_t len)
@@ -866,14 +868,14 @@ int comm_ucx_recv_tagged(struct comm *cc, int src, uint64_t tag, void *buf, size
 	return rc;
 }
 
-/* Point-to-point on a UCX communicator: its id's low byte is the channel. */
+/* Point-to-point on a UCX communicator: its id is the channel. */
 static int ucx_send(struct comm *cc, const void *buf, size_t bytes, int dst)
 {
 	struct ucx_comm *c = (struct ucx_comm *)cc;
 
 	if (!c->send_seq && !(c->send_seq = calloc((size_t)cc->size, sizeof *c->send_seq)))
 		return COMM_ENOMEM;
-	return comm_ucx_send_tagged(cc, dst, comm_ucx_p2p_tag((uint8_t)c->id, c->world[cc->rank],
+	return comm_ucx_send_tagged(cc, dst, comm_ucx_p2p_tag(c->id, c->world[cc->rank],
 						      c->world[dst], c->send_seq[dst]++),
 				    buf, bytes);
 }
@@ -886,7 +888,7 @@ static int ucx_recv(struct comm *cc, void *buf, size_t bytes, int src)
 
 	if (!c->recv_seq && !(c->recv_seq = calloc((size_t)cc->size, sizeof *c->recv_seq)))
 		return COMM_ENOMEM;
-	rc = comm_ucx_recv_tagged(cc, src, comm_ucx_p2p_tag((uint8_t)c->id, c->world[src],
+	rc = comm_ucx_recv_tagged(cc, src, comm_ucx_p2p_tag(c->id, c->world[src],
 						   c->world[cc->rank], c->recv_seq[src]++),
 				  buf, bytes, &got);
 	if (rc == COMM_OK && got != bytes) {

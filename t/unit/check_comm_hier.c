@@ -726,30 +726,39 @@ END_TEST
 
 /*
  * Point-to-point across nodes from every thread at once, both ways: every
- * rank sends three messages to the rank half the world away and to its
- * group's next member, then receives what they sent it.
+ * rank sends NMSG messages to the rank half the world away and to its
+ * group's next member, then receives what they sent it, in order.
  */
 static float p2p_value(int src, int dst, int msg, size_t i)
 {
 	return (float)(src * 7919 + dst * 131 + msg) + (float)i * 0.25f;
 }
 
-static void exchange(struct comm *c, int to, int from, int who, int *bad)
+/* Three messages of growing size, then more one-element ones than a sequence byte counts. */
+#define NMSG 303
+
+static size_t msg_size(int m)
 {
 	static const size_t sizes[3] = { 3, 4096, 300001 };
-	float *buf = malloc(sizes[2] * sizeof *buf);
 
-	for (int m = 0; m < 3; m++) {
-		for (size_t i = 0; i < sizes[m]; i++)
+	return m < 3 ? sizes[m] : 1;
+}
+
+static void exchange(struct comm *c, int to, int from, int who, int *bad)
+{
+	float *buf = malloc(msg_size(2) * sizeof *buf);
+
+	for (int m = 0; m < NMSG; m++) {
+		for (size_t i = 0; i < msg_size(m); i++)
 			buf[i] = p2p_value(who, to, m, i);
-		*bad += comm_send(c, buf, sizes[m], COMM_FLOAT32, to) != COMM_OK;
+		*bad += comm_send(c, buf, msg_size(m), COMM_FLOAT32, to) != COMM_OK;
 	}
-	for (int m = 0; m < 3; m++) {
-		if (comm_recv(c, buf, sizes[m], COMM_FLOAT32, from) != COMM_OK) {
+	for (int m = 0; m < NMSG; m++) {
+		if (comm_recv(c, buf, msg_size(m), COMM_FLOAT32, from) != COMM_OK) {
 			(*bad)++;
 			continue;
 		}
-		for (size_t i = 0; i < sizes[m]; i++)
+		for (size_t i = 0; i < msg_size(m); i++)
 			*bad += buf[i] != p2p_value(from, who, m, i);
 	}
 	free(buf);
