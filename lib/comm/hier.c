@@ -273,8 +273,14 @@ static int hier_barrier(struct comm *c)
 
 /* ---------------------------------------------------------- point-to-point */
 
+/*
+ * Ready the point-to-point state of r: sequence numbers, and a UCX that
+ * any rank thread may use (a single-threaded one is local rank 0's only).
+ */
 static int seqs(struct hier_comm *r)
 {
+	if (!comm_ucx_is_multithreaded(r->h->cross))
+		return COMM_EINVAL;
 	if (!r->send_seq) {
 		r->send_seq = calloc((size_t)r->base.size, sizeof *r->send_seq);
 		r->recv_seq = calloc((size_t)r->base.size, sizeof *r->recv_seq);

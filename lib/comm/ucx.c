@@ -122,6 +122,7 @@ struct comm_ucx {
 	pthread_mutex_t pend_lock;      /* pending sends */
 	struct ucx_pending *pending;
 	atomic_int eps_closed;
+	pthread_rwlock_t eps_lock;      /* sends read eps, an abort closes them */
 	pthread_mutex_t lock;           /* reason and failed_* while being set */
 	char reason[256];
 	int failed_peer;                /* first peer whose process failed, or -1 */
@@ -146,7 +147,7 @@ struct ucx_comm {
 	uint16_t nsplit;        /* splits made from this communicator so far */
 	uint32_t round;
 	uint16_t *send_seq, *recv_seq; /* point-to-point, per peer (allocated on first use) */
-	void *tmp;              /* n-1 pieces of receive space, 1 to fold in */
+	void *tmp;              /* receive space of the reductions (scratch()) */
 };
 
 static const struct comm_ops ucx_ops;
@@ -214,6 +215,8 @@ static void close_eps_force(struct comm_ucx *u)
 {
 	if (atomic_exchange(&u->eps_closed, 1))
 		return;
+	/* another thread may be posting a send on one of them right now */
+	pthread_rwlock_wrlock(&u->eps_lock);
 	for (int k = 0; k < u->neps; k++) {
 		ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
 					  .flags = UCP_EP_CLOSE_FLAG_FORCE };
@@ -231,6 +234,7 @@ static void close_eps_force(struct comm_ucx *u)
 			ucp_request_free(req);
 		}
 	}
+	pthread_rwlock_unlock(&u->eps_lock);
 }
 
 /* ------------------------------------------------------------- messages */
@@ -240,18 +244,31 @@ static ucp_tag_t make_tag(const struct ucx_comm *c, uint32_t round, int src)
 	return ((ucp_tag_t)c->id << 48) | ((ucp_tag_t)round << 16) | (uint16_t)src;
 }
 
+/*
+ * Post a send of len bytes at buf to world rank w over its data endpoint if
+ * it has one, else its error-handling one; a closed endpoint (after an
+ * abort) gives UCS_ERR_CANCELED.
+ */
+static void *send_to(struct ucx_comm *c, int w, const void *buf, size_t len, ucp_tag_t tag)
+{
+	ucp_request_param_t p = { .op_attr_mask = 0 };
+	ucp_ep_h ep;
+	void *req;
+
+	pthread_rwlock_rdlock(&c->u->eps_lock);
+	ep = c->eps[c->nworld + w] ? c->eps[c->nworld + w] : c->eps[w];
+	req = ep ? req_mark(ucp_tag_send_nbx(ep, buf, len, tag, &p), ep == c->eps[c->nworld + w])
+		 : UCS_STATUS_PTR(UCS_ERR_CANCELED);
+	pthread_rwlock_unlock(&c->u->eps_lock);
+	if (ep)
+		thread_bytes_sent += len;
+	return req;
+}
+
 static void *post_send(struct ucx_comm *c, int dst, const void *buf, size_t len,
 		       uint32_t round)
 {
-	ucp_request_param_t p = { .op_attr_mask = 0 };
-	int w = c->world[dst];
-	ucp_ep_h ep = c->eps[c->nworld + w] ? c->eps[c->nworld + w] : c->eps[w];
-
-	if (!ep)        /* closed after an abort */
-		return UCS_STATUS_PTR(UCS_ERR_CANCELED);
-	thread_bytes_sent += len;
-	return req_mark(ucp_tag_send_nbx(ep, buf, len, make_tag(c, round, c->base.rank), &p),
-			ep == c->eps[c->nworld + w]);
+	return send_to(c, c->world[dst], buf, len, make_tag(c, round, c->base.rank));
 }
 
 static void *post_recv(struct ucx_comm *c, int src, void *buf, size_t len,
@@ -350,6 +367,28 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 }
 
 /* ---------------------------------------------------------- collectives */
+
+static int check_abort(struct ucx_comm *c)
+{
+	return atomic_load(&c->u->aborted) ? COMM_EABORTED : COMM_OK;
+}
+
+/*
+ * The receive space of the reductions: n pieces for direct_reduce, or
+ * UCX_PIPE_DEPTH slots of n-1 pieces for the pipelined all-reduce. Made on
+ * first use, since many communicators never reduce (comm_hier's columns of
+ * a job that only all-reduces, for instance) and it grows with n. NULL
+ * (and the comm_ucx aborted) when out of memory.
+ */
+static char *scratch(struct ucx_comm *c)
+{
+	size_t n = (size_t)c->base.size, a = n * UCX_PIECE,
+	       b = (n - 1) * UCX_PIPE_DEPTH * UCX_PIPE_PIECE;
+
+	if (!c->tmp && !(c->tmp = malloc(a > b ? a : b)))
+		set_abort(c->u, "UCX collective: out of memory for its receive space");
+	return c->tmp;
+}
 
 static void chunk_of(size_t count, size_t esize, int n, int r, size_t *lo, size_t *hi)
 {
@@ -458,9 +497,9 @@ static int direct_reduce(struct ucx_comm *c, const void *send, void *recv,
 	size_t es = comm_dtype_size(t), piece = UCX_PIECE / es, lo, maxchunk;
 	void **reqs = calloc(2 * (size_t)n, sizeof *reqs);
 	const char **src = calloc((size_t)n, sizeof *src);
-	char *tmp = c->tmp;
+	char *tmp = scratch(c);
 
-	if (!reqs || !src) {
+	if (!reqs || !src || !tmp) {
 		free(reqs);
 		free(src);
 		return COMM_ENOMEM;
@@ -531,10 +570,6 @@ static int ring_allgather(struct ucx_comm *c, void *buf, size_t count, size_t es
 	return rc;
 }
 
-static int check_abort(struct ucx_comm *c)
-{
-	return atomic_load(&c->u->aborted) ? COMM_EABORTED : COMM_OK;
-}
 
 /* The [lo, hi) elements of piece p of chunk k of a count-element buffer. */
 static size_t piece_of(size_t count, size_t es, int n, int k, size_t p, size_t piece,
@@ -627,6 +662,8 @@ static int pipe_allreduce(struct ucx_comm *c, void *buf, size_t count,
 	struct pipe pp = { .c = c, .buf = buf, .count = count, .es = es,
 			   .piece = UCX_PIPE_PIECE / es };
 
+	if (!scratch(c))
+		return COMM_ENOMEM;
 	chunk_of(count, es, n, 0, &lo, &maxchunk);
 	npieces = (maxchunk + pp.piece - 1) / pp.piece;
 	pp.round = c->round;
@@ -806,9 +843,7 @@ int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf
 	struct ucx_comm *c = (struct ucx_comm *)cc;
 	struct comm_ucx *u = c->u;
 	struct ucx_pending *p = calloc(1, sizeof *p);
-	ucp_request_param_t prm = { .op_attr_mask = 0 };
 	int w = c->world[dst];
-	ucp_ep_h ep = c->eps[c->nworld + w] ? c->eps[c->nworld + w] : c->eps[w];
 
 	reap_sends(u);
 	if (check_abort(c)) {
@@ -821,14 +856,7 @@ int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf
 		return COMM_ENOMEM;
 	}
 	memcpy(p->copy, buf, len);
-	thread_bytes_sent += len;
-	if (!ep) {
-		free(p->copy);
-		free(p);
-		return COMM_EABORTED;
-	}
-	p->req = req_mark(ucp_tag_send_nbx(ep, p->copy, len, tag, &prm),
-			  ep == c->eps[c->nworld + w]);
+	p->req = send_to(c, w, p->copy, len, tag);
 	if (UCS_PTR_IS_ERR(p->req)) {
 		char msg[160];
 
@@ -838,6 +866,11 @@ int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf
 		free(p->copy);
 		free(p);
 		return COMM_EABORTED;
+	}
+	if (!p->req) {          /* done at once (UCX copied it) */
+		free(p->copy);
+		free(p);
+		return COMM_OK;
 	}
 	pthread_mutex_lock(&u->pend_lock);
 	p->next = u->pending;
@@ -916,11 +949,7 @@ static struct ucx_comm *comm_new(struct comm_ucx *u, int rank, int n, uint16_t i
 	c->u = u;
 	c->id = id;
 	c->world = calloc((size_t)n, sizeof *c->world);
-	c->tmp = malloc((size_t)n * UCX_PIECE > (size_t)(n - 1) * UCX_PIPE_DEPTH * UCX_PIPE_PIECE ?
-			(size_t)n * UCX_PIECE : (size_t)(n - 1) * UCX_PIPE_DEPTH * UCX_PIPE_PIECE);
-	if (!c->world || !c->tmp) {
-		free(c->world);
-		free(c->tmp);
+	if (!c->world) {
 		free(c);
 		return NULL;
 	}
@@ -1076,6 +1105,7 @@ int comm_ucx_open(struct comm_ucx **out, const void **addr, size_t *addrlen)
 		return COMM_ENOMEM;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_mutex_init(&u->pend_lock, NULL);
+	pthread_rwlock_init(&u->eps_lock, NULL);
 	u->failed_peer = -1;
 	if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK)
 		goto fail;
@@ -1304,6 +1334,7 @@ int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 	}
 	u->eps = c->eps;
 	u->neps = 2 * nranks;
+	atomic_store(&u->eps_closed, 0);
 	if (same_host_data_eps(c, addrs)) {
 		ucx_free(&c->base);
 		return COMM_ESYS;
@@ -1341,5 +1372,6 @@ void comm_ucx_close(struct comm_ucx *u)
 	free(u->peers);
 	pthread_mutex_destroy(&u->lock);
 	pthread_mutex_destroy(&u->pend_lock);
+	pthread_rwlock_destroy(&u->eps_lock);
 	free(u);
 }
