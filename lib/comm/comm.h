@@ -163,8 +163,12 @@ void comm_world_destroy(struct comm_world *w);
 /* ------------------------------------------------ between processes: UCX
  *
  * One struct comm_ucx per process (one UCX context and worker); its worker
- * address goes through the rendezvous to every peer. Calls on communicators
- * of one comm_ucx must come from one thread at a time.
+ * address goes through the rendezvous to every peer. Each communicator
+ * belongs to one thread; different communicators of one comm_ucx may be
+ * used by different threads at the same time where UCX is thread-safe
+ * (Debian's is: the workers run in UCS_THREAD_MODE_MULTI), except that
+ * comm_split runs on one of them at a time (a split agrees on an id no
+ * member uses, with one all-reduce over the parent).
  */
 struct comm_ucx;
 

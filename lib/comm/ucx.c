@@ -52,7 +52,8 @@
  * communicator by one thread): storkd's groups that span nodes each have a
  * leader thread of their own, and pipeline stages send from their own
  * threads. Communicator ids keep their traffic apart: the world is 1,
- * comm_split results take ids below UCX_ID_COLUMNS, the groups made with
+ * comm_split results take the lowest id below UCX_ID_COLUMNS that none of
+ * their members uses (agreed by an all-reduce), the groups made with
  * comm_ucx_group are given theirs by the caller, and point-to-point tags
  * carry UCX_TAG_P2P in their top byte.
  *
@@ -133,6 +134,7 @@ struct comm_ucx {
 	ucp_ep_h *eps;                  /* the world's endpoints, to close on abort */
 	int neps;
 	struct ucx_peer *peers;
+	unsigned char split_ids[UCX_ID_COLUMNS]; /* 1: a live comm_split result has it (lock) */
 };
 
 struct ucx_comm {
@@ -143,8 +145,8 @@ struct ucx_comm {
 	int nworld;
 	int *world;             /* world rank of each rank of this communicator */
 	int owns_eps;
+	int owns_id;            /* a comm_split result: frees its id in split_ids */
 	uint16_t id;
-	uint16_t nsplit;        /* splits made from this communicator so far */
 	uint32_t round;
 	uint16_t *send_seq, *recv_seq; /* point-to-point, per peer (allocated on first use) */
 	void *tmp;              /* receive space of the reductions (scratch()) */
@@ -956,17 +958,44 @@ static struct ucx_comm *comm_new(struct comm_ucx *u, int rank, int n, uint16_t i
 	return c;
 }
 
+/*
+ * The id of a comm_split result: the lowest that no member of c has in use,
+ * the same on every member (an all-reduce of the ids in use). The groups of
+ * one split share it: they have no process in common, so their tags never
+ * meet. Splits on one comm_ucx must not run at the same time (two could
+ * pick the same id before either takes it).
+ */
+static int split_id(struct ucx_comm *c, uint16_t *id)
+{
+	unsigned char *used = malloc(UCX_ID_COLUMNS);
+	int rc;
+
+	if (!used)
+		return COMM_ENOMEM;
+	pthread_mutex_lock(&c->u->lock);
+	memcpy(used, c->u->split_ids, UCX_ID_COLUMNS);
+	pthread_mutex_unlock(&c->u->lock);
+	used[0] = used[1] = 1;          /* none, and the world */
+	rc = ucx_allreduce(&c->base, used, UCX_ID_COLUMNS, COMM_UINT8, COMM_MAX);
+	*id = 0;
+	for (int k = 2; k < UCX_ID_COLUMNS && !rc && !*id; k++)
+		if (!used[k])
+			*id = (uint16_t)k;
+	free(used);
+	return rc ? rc : *id ? COMM_OK : COMM_EINVAL;
+}
+
 static int ucx_split(struct comm *cc, int color, int key, struct comm **out)
 {
 	struct ucx_comm *c = (struct ucx_comm *)cc, *nc;
 	int n = cc->size, m = 0, pos = 0, rc;
 	int32_t mine[2] = { color, key }, *all = malloc(sizeof(int32_t) * 2 * (size_t)n);
-	uint16_t id = (uint16_t)(2 + (c->id * 31 + 7 * ++c->nsplit + (uint16_t)color) %
-				      (UCX_ID_COLUMNS - 2));
+	uint16_t id;
 
 	if (!all)
 		return COMM_ENOMEM;
-	if ((rc = ucx_allgather(cc, mine, all, 2, COMM_INT32)) || color == COMM_UNDEFINED)
+	if ((rc = ucx_allgather(cc, mine, all, 2, COMM_INT32)) || (rc = split_id(c, &id)) ||
+	    color == COMM_UNDEFINED)
 		goto out;
 	for (int k = 0; k < n; k++) {
 		if (all[2 * k] != color)
@@ -979,6 +1008,10 @@ static int ucx_split(struct comm *cc, int color, int key, struct comm **out)
 		rc = COMM_ENOMEM;
 		goto out;
 	}
+	pthread_mutex_lock(&c->u->lock);
+	c->u->split_ids[id] = 1;
+	pthread_mutex_unlock(&c->u->lock);
+	nc->owns_id = 1;
 	nc->eps = c->eps;
 	nc->nworld = c->nworld;
 	for (int k = 0, p; k < n; k++) {
@@ -1054,6 +1087,11 @@ static void ucx_free(struct comm *cc)
 		u->peers = NULL;
 		u->closing = 0;
 		u->close_error_at = 0;
+	}
+	if (c->owns_id) {
+		pthread_mutex_lock(&u->lock);
+		u->split_ids[c->id] = 0;
+		pthread_mutex_unlock(&u->lock);
 	}
 	free(c->world);
 	free(c->tmp);

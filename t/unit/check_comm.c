@@ -750,6 +750,48 @@ START_TEST(a_size_mismatch_aborts_the_world)
 }
 END_TEST
 
+/*
+ * Two live splits of the same ranks (colors chosen so that an earlier,
+ * hashed id scheme gave both the same id): rank 0 sends on a then on b,
+ * rank 1 receives on b first. Each message must reach its own communicator;
+ * then each sub-communicator's all-reduce still works.
+ */
+static void do_two_splits(struct comm *c, void *arg)
+{
+	int *bad = arg, r = comm_rank(c);
+	struct comm *a = NULL, *b = NULL;
+	int32_t x = 0, y = 0;
+
+	bad[r] += comm_split(c, 7, r, &a) != COMM_OK;
+	bad[r] += comm_split(c, 0, r, &b) != COMM_OK;
+	if (!a || !b)
+		goto out;
+	if (r == 0) {
+		bad[r] += comm_send(a, &(int32_t){ 'a' }, 1, COMM_INT32, 1) != COMM_OK;
+		bad[r] += comm_send(b, &(int32_t){ 'b' }, 1, COMM_INT32, 1) != COMM_OK;
+	} else if (r == 1) {
+		bad[r] += comm_recv(b, &y, 1, COMM_INT32, 0) != COMM_OK || y != 'b';
+		bad[r] += comm_recv(a, &x, 1, COMM_INT32, 0) != COMM_OK || x != 'a';
+	}
+	x = r, y = 10 * r;
+	bad[r] += comm_allreduce(a, &x, 1, COMM_INT32, COMM_SUM) != COMM_OK;
+	bad[r] += comm_allreduce(b, &y, 1, COMM_INT32, COMM_SUM) != COMM_OK;
+	bad[r] += x != comm_size(c) * (comm_size(c) - 1) / 2 || y != 10 * x;
+out:
+	comm_free(a);
+	comm_free(b);
+}
+
+START_TEST(messages_of_two_communicators_never_mix)
+{
+	int bad[MAXR] = { 0 };
+
+	run_ranks(3, do_two_splits, bad);
+	for (int r = 0; r < 3; r++)
+		ck_assert_msg(!bad[r], "rank %d: %d wrong results", r, bad[r]);
+}
+END_TEST
+
 START_TEST(bad_arguments_are_refused)
 {
 	struct comm_world *w = comm_world_create(2);
@@ -789,6 +831,7 @@ static Suite *comm_suite(void)
 	tcase_add_loop_test(tc, send_recv_deliver_in_order_without_waiting_for_the_receiver, 2, 6);
 	tcase_add_test(tc, abort_wakes_a_blocked_receiver);
 	tcase_add_loop_test(tc, a_size_mismatch_aborts_the_world, 0, 3);
+	tcase_add_test(tc, messages_of_two_communicators_never_mix);
 	tcase_add_test(tc, bad_arguments_are_refused);
 	suite_add_tcase(s, tc);
 
@@ -804,6 +847,7 @@ static Suite *comm_suite(void)
 	tcase_add_loop_test(tu, split_groups_by_color_ordered_by_key, 4, 5);
 	tcase_add_loop_test(tu, send_recv_deliver_in_order_without_waiting_for_the_receiver, 2, 5);
 	tcase_add_loop_test(tu, a_size_mismatch_aborts_the_world, 0, 3);
+	tcase_add_test(tu, messages_of_two_communicators_never_mix);
 	tcase_add_test(tu, allreduce_is_deterministic_across_runs);
 	suite_add_tcase(s, tu);
 	return s;
