@@ -69,13 +69,16 @@ int comm_ucx_recv_tagged(struct comm *c, int src, uint64_t tag, void *buf, size_
 
 /*
  * The tag of point-to-point message number seq from src to dst (ranks up to
- * 65535) on channel id (below 0xff00; a communicator id the caller owns):
- * its top byte 0xff marks it apart from every collective, whose tags begin
- * with their communicator's id. Only seq's low byte is kept: UCX matches
- * the messages of one endpoint in the order they were sent, so it is a
- * check, not what orders them.
+ * 65535) on channel id (a communicator id the caller owns): its top byte
+ * 0xff marks it apart from every collective, whose tags begin with their
+ * communicator's id (below 0xfe00). Only seq's low byte is kept: UCX
+ * matches the messages of one endpoint in the order they were sent, so it
+ * is a check, not what orders them. comm_ucx_coll_tag is the same for the
+ * pairwise messages inside a collective (top byte 0xfe), so that they never
+ * meet the user's point-to-point messages between the same two ranks.
  */
 uint64_t comm_ucx_p2p_tag(uint16_t id, int src, int dst, uint16_t seq);
+uint64_t comm_ucx_coll_tag(uint16_t id, int src, int dst, uint16_t seq);
 
 /* acc[i] = op(acc[i], x[i]) for i < count: one step of the rank-order fold. */
 void comm_reduce_local(void *acc, const void *x, size_t count,

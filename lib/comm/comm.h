@@ -241,8 +241,13 @@ int comm_ucx_failed_peer(struct comm_ucx *u, char *why, size_t len);
  * when every node has as many ranks: each node reduce-scatters every node's
  * block in shared memory, then the ranks of equal local rank on all nodes
  * reduce-scatter those partial sums over UCX (about (N-1)/N of a segment
- * per node and rank on the wire, N segments of memory); otherwise it
- * reduces a copy of the whole buffer. All-gather gathers in the node, then
+ * per node and rank on the wire, N segments of memory); otherwise each
+ * node reduce-scatters its own block in shared memory and every other
+ * segment in n_k pieces, member l of node k sends piece l to the segment's
+ * owner, which folds the nodes' partial sums in node order (about
+ * (size - n_k)/n_k segments out and N-1 in per rank, a few segments of
+ * memory). Never a copy of the whole buffer, unless UCX is single-threaded.
+ * All-gather gathers in the node, then
  * across node leaders, then broadcasts in the node; broadcast goes root ->
  * its node's rank 0 -> other node leaders -> their nodes. Send and receive
  * go through shared memory inside a node and straight over UCX between

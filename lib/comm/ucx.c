@@ -54,8 +54,9 @@
  * threads. Communicator ids keep their traffic apart: the world is 1,
  * comm_split results take the lowest id below UCX_ID_COLUMNS that none of
  * their members uses (agreed by an all-reduce), the groups made with
- * comm_ucx_group are given theirs by the caller, and point-to-point tags
- * carry UCX_TAG_P2P in their top byte.
+ * comm_ucx_group are given theirs by the caller (below 0xfe00), and
+ * point-to-point tags carry UCX_TAG_P2P in their top byte, the pairwise
+ * messages of comm_hier's collectives UCX_TAG_COLL.
  *
  * Point-to-point: comm_send copies the message and posts it; the request
  * and its copy wait on a list that later calls (any thread) reap, so a send
@@ -95,6 +96,7 @@
 #define UCX_CLOSE_GRACE 5.0     /* seconds to finish freeing after a peer left */
 #define UCX_ID_COLUMNS 0x4000   /* comm_split ids stay below; see hier.c for the rest */
 #define UCX_TAG_P2P 0xffULL     /* top byte of point-to-point tags */
+#define UCX_TAG_COLL 0xfeULL    /* ... and of a collective's pairwise messages */
 
 /* A send on its way: the request and the copy of the message it reads. */
 struct ucx_pending {
@@ -834,10 +836,20 @@ static void reap_sends(struct comm_ucx *u)
 	pthread_mutex_unlock(&u->pend_lock);
 }
 
+static uint64_t pair_tag(uint64_t kind, uint16_t id, int src, int dst, uint16_t seq)
+{
+	return (kind << 56) | ((ucp_tag_t)id << 40) | ((ucp_tag_t)(uint16_t)src << 24) |
+	       ((ucp_tag_t)(uint16_t)dst << 8) | (uint8_t)seq;
+}
+
 uint64_t comm_ucx_p2p_tag(uint16_t id, int src, int dst, uint16_t seq)
 {
-	return (UCX_TAG_P2P << 56) | ((ucp_tag_t)id << 40) | ((ucp_tag_t)(uint16_t)src << 24) |
-	       ((ucp_tag_t)(uint16_t)dst << 8) | (uint8_t)seq;
+	return pair_tag(UCX_TAG_P2P, id, src, dst, seq);
+}
+
+uint64_t comm_ucx_coll_tag(uint16_t id, int src, int dst, uint16_t seq)
+{
+	return pair_tag(UCX_TAG_COLL, id, src, dst, seq);
 }
 
 int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf, size_t len)

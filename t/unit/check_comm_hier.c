@@ -322,9 +322,9 @@ static uint64_t hash_bytes(const void *p, size_t len, uint64_t h)
 	return h;
 }
 
-/* Layouts: 2 nodes x 1, 2 and 3 ranks, and an uneven one. */
+/* Layouts: 2 nodes x 1, 2 and 3 ranks, and uneven ones (3 nodes: the node order shows). */
 static const struct layout layouts[] = {
-	{ 2, { 1, 1 } }, { 2, { 2, 2 } }, { 2, { 3, 3 } }, { 2, { 1, 3 } },
+	{ 2, { 1, 1 } }, { 2, { 2, 2 } }, { 2, { 3, 3 } }, { 2, { 1, 3 } }, { 3, { 2, 1, 3 } },
 };
 
 static const size_t counts[] = { 0, 1, 7, 33, 1023, 40009 };
