@@ -59,8 +59,9 @@ int comm_ucx_is_multithreaded(const struct comm *world);
  * A buffered send of len bytes to rank dst of the UCX communicator c with
  * an explicit tag (the caller keeps tags unique per channel, source,
  * destination and sequence), and the matching receive; *got is the length
- * that arrived. Returns 0 or a COMM_E* code (COMM_EABORTED when the
- * comm_ucx is aborted, a peer's failure included).
+ * the sender sent, which may exceed len (then buf holds only its first len
+ * bytes: the caller reports the mismatch). Returns 0 or a COMM_E* code
+ * (COMM_EABORTED when the comm_ucx is aborted, a peer's failure included).
  */
 int comm_ucx_send_tagged(struct comm *c, int dst, uint64_t tag, const void *buf, size_t len);
 int comm_ucx_recv_tagged(struct comm *c, int src, uint64_t tag, void *buf, size_t len,
@@ -68,9 +69,16 @@ int comm_ucx_recv_tagged(struct comm *c, int src, uint64_t tag, void *buf, size_
 
 /*
  * The tag of point-to-point message number seq from src to dst (ranks up to
- * 65535) on channel id: its top byte marks it apart from every collective.
+ * 65535) on channel id (a communicator id the caller owns): its top byte
+ * 0xff marks it apart from every collective, whose tags begin with their
+ * communicator's id (below 0xfe00). Only seq's low byte is kept: UCX
+ * matches the messages of one endpoint in the order they were sent, so it
+ * is a check, not what orders them. comm_ucx_coll_tag is the same for the
+ * pairwise messages inside a collective (top byte 0xfe), so that they never
+ * meet the user's point-to-point messages between the same two ranks.
  */
-uint64_t comm_ucx_p2p_tag(uint8_t id, int src, int dst, uint16_t seq);
+uint64_t comm_ucx_p2p_tag(uint16_t id, int src, int dst, uint16_t seq);
+uint64_t comm_ucx_coll_tag(uint16_t id, int src, int dst, uint16_t seq);
 
 /* acc[i] = op(acc[i], x[i]) for i < count: one step of the rank-order fold. */
 void comm_reduce_local(void *acc, const void *x, size_t count,

@@ -163,8 +163,12 @@ void comm_world_destroy(struct comm_world *w);
 /* ------------------------------------------------ between processes: UCX
  *
  * One struct comm_ucx per process (one UCX context and worker); its worker
- * address goes through the rendezvous to every peer. Calls on communicators
- * of one comm_ucx must come from one thread at a time.
+ * address goes through the rendezvous to every peer. Each communicator
+ * belongs to one thread; different communicators of one comm_ucx may be
+ * used by different threads at the same time where UCX is thread-safe
+ * (Debian's is: the workers run in UCS_THREAD_MODE_MULTI), except that
+ * comm_split runs on one of them at a time (a split agrees on an id no
+ * member uses, with one all-reduce over the parent).
  */
 struct comm_ucx;
 
@@ -237,8 +241,13 @@ int comm_ucx_failed_peer(struct comm_ucx *u, char *why, size_t len);
  * when every node has as many ranks: each node reduce-scatters every node's
  * block in shared memory, then the ranks of equal local rank on all nodes
  * reduce-scatter those partial sums over UCX (about (N-1)/N of a segment
- * per node and rank on the wire, N segments of memory); otherwise it
- * reduces a copy of the whole buffer. All-gather gathers in the node, then
+ * per node and rank on the wire, N segments of memory); otherwise each
+ * node reduce-scatters its own block in shared memory and every other
+ * segment in n_k pieces, member l of node k sends piece l to the segment's
+ * owner, which folds the nodes' partial sums in node order (about
+ * (size - n_k)/n_k segments out and N-1 in per rank, a few segments of
+ * memory). Never a copy of the whole buffer, unless UCX is single-threaded.
+ * All-gather gathers in the node, then
  * across node leaders, then broadcasts in the node; broadcast goes root ->
  * its node's rank 0 -> other node leaders -> their nodes. Send and receive
  * go through shared memory inside a node and straight over UCX between

@@ -16,7 +16,10 @@
  *   all-reduce      shm all-reduce -> leaders' UCX all-reduce -> shm broadcast
  *   reduce-scatter  (even nodes) shm reduce-scatter of each node's block ->
  *                   UCX reduce-scatter among the members of equal local rank
- *                   (column) of every node; (uneven) all-reduce of a copy
+ *                   (column) of every node; (uneven) shm reduce-scatter of
+ *                   the own block and of every other segment in pieces ->
+ *                   each piece over UCX to its segment's owner -> the owner
+ *                   folds the nodes' partial sums in node order
  *   all-gather      shm all-gather into the node's slice of recv -> leaders
  *                   exchange node slices (UCX) -> shm broadcast of recv
  *   broadcast       root's node: shm broadcast from the root -> leaders' UCX
@@ -28,7 +31,8 @@
  *
  * The reduce-scatter's column step gives each rank (n-1)/n of its segment's
  * worth of traffic per node instead of the whole buffer, and needs only
- * nodes x recvcount of memory. Groups of one node are plain shm groups.
+ * nodes x recvcount of memory; the uneven one a few segments. Groups of one
+ * node are plain shm groups.
  *
  * Threads: the comm_ucx is thread-safe (comm_ucx_is_multithreaded), so the
  * leaders and columns of different groups, all on their own threads, run at
@@ -48,10 +52,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Communicator ids (lib/comm/ucx.c): 1 the nodes' world, columns, groups. */
+/*
+ * Communicator ids (lib/comm/ucx.c): 1 the nodes' world, HIER_ID_COLUMNS + l
+ * global column l >= 1 (column 0 is the world, so HIER_ID_COLUMNS itself is
+ * free: the global handles' point-to-point channel), then the groups; a
+ * group's point-to-point channel is its leaders' id.
+ */
 #define HIER_ID_COLUMNS 0x4000
+#define HIER_ID_P2P HIER_ID_COLUMNS
 #define HIER_ID_GROUPS 0x8000
-#define HIER_ID_END 0xff00              /* point-to-point tags start here */
+#define HIER_ID_END 0xfe00              /* collective tags stay below 0xfe << 56 */
 
 struct hier_comm {
 	struct comm base;               /* rank and size in the group */
@@ -65,8 +75,10 @@ struct hier_comm {
 	int *count, *first;             /* members per node; group rank of each node's first */
 	int *gnode;                     /* each of the group's nodes among all nodes */
 	int *granks;                    /* every member's global rank */
-	uint8_t channel;                /* point-to-point tags */
+	uint16_t channel;               /* point-to-point tags: an id no other
+					 * handle of the process uses */
 	uint16_t *send_seq, *recv_seq;  /* point-to-point, per member */
+	uint8_t rs_calls;               /* uneven reduce-scatters so far (tag check) */
 	uint32_t serial;                /* global handles: group ids given out so far */
 	int owned;                      /* a split result */
 };
@@ -147,7 +159,7 @@ static int hier_allreduce(struct comm *c, void *buf, size_t count,
 	return comm_broadcast(r->shm, buf, count, t, 0);
 }
 
-/* Reduce-scatter of groups whose nodes hold unequal numbers of members. */
+/* Reduce-scatter through a full copy: for a single-threaded UCX only. */
 static int reduce_scatter_copy(struct comm *c, const void *send, void *recv, size_t recvcount,
 			       enum comm_dtype t, enum comm_op op)
 {
@@ -164,6 +176,120 @@ static int reduce_scatter_copy(struct comm *c, const void *send, void *recv, siz
 	if (!rc)
 		memcpy(recv, tmp + (size_t)c->rank * recvcount * es, recvcount * es);
 	free(tmp);
+	return rc;
+}
+
+/* Elements [*lo, *lo + return) of piece l of an R-element segment cut in n pieces. */
+static size_t piece_of(size_t R, int n, int l, size_t *lo)
+{
+	size_t p = (R + (size_t)n - 1) / (size_t)n;
+
+	*lo = (size_t)l * p < R ? (size_t)l * p : R;
+	return R - *lo < p ? R - *lo : p;
+}
+
+/*
+ * Send this node's partial sums of the other nodes' segments: each segment
+ * is reduce-scattered in the node in count[node] pieces, and member l sends
+ * piece l straight to the segment's owner. Sends never wait, so every node
+ * gets through this before anyone receives.
+ */
+static int send_node_pieces(struct hier_comm *r, const char *send, size_t R, enum comm_dtype t,
+			    enum comm_op op, uint8_t seq)
+{
+	int n = r->count[r->node], rc = COMM_OK;
+	size_t es = comm_dtype_size(t), p = (R + (size_t)n - 1) / (size_t)n, lo, len;
+	char *pad = calloc((size_t)n * p + 1, es), *piece = malloc(p * es + 1);
+
+	if (!pad || !piece) {
+		rc = COMM_ENOMEM;
+		goto out;
+	}
+	len = piece_of(R, n, r->local, &lo);
+	for (int j = 0; j < r->nnodes && !rc; j++) {
+		if (j == r->node)
+			continue;
+		for (int s = r->first[j]; s < r->first[j] + r->count[j] && !rc; s++) {
+			memcpy(pad, send + (size_t)s * R * es, R * es);
+			rc = comm_reduce_scatter(r->shm, pad, piece, p, t, op);
+			if (!rc && len)
+				rc = ucx_failed(r->h, r->h->cross, comm_ucx_send_tagged(
+					r->h->cross, r->gnode[j],
+					comm_ucx_coll_tag(r->channel, r->granks[r->base.rank],
+							  r->granks[s], seq),
+					piece, len * es));
+		}
+	}
+out:
+	free(pad);
+	free(piece);
+	return rc;
+}
+
+/* Receive node k's partial sum of this rank's segment (R elements) into x. */
+static int recv_node_partial(struct hier_comm *r, int k, char *x, size_t R, size_t es,
+			     uint8_t seq)
+{
+	int rc = COMM_OK;
+
+	for (int l = 0; l < r->count[k] && !rc; l++) {
+		size_t lo, len = piece_of(R, r->count[k], l, &lo), got;
+		int src = r->granks[r->first[k] + l];
+
+		if (!len)
+			continue;
+		rc = comm_ucx_recv_tagged(r->h->cross, r->gnode[k],
+					  comm_ucx_coll_tag(r->channel, src, r->granks[r->base.rank],
+							    seq),
+					  x + lo * es, len * es, &got);
+		if ((rc = ucx_failed(r->h, r->h->cross, rc)) == COMM_OK && got != len * es) {
+			comm_abort(&r->base, "reduce-scatter: a piece of the wrong size arrived");
+			rc = COMM_EINVAL;
+		}
+	}
+	return rc;
+}
+
+/*
+ * Reduce-scatter of groups whose nodes hold unequal numbers of members
+ * (n_k on node k). Each node reduce-scatters its own block in shared
+ * memory, so every member holds its node's partial sum of its segment;
+ * the other nodes' segments go out in pieces (send_node_pieces); each
+ * member then folds the nodes' partial sums of its segment in node order.
+ * A member of node k sends about (size - n_k) / n_k segments and receives
+ * (nodes - 1), and holds about four segments: never the whole buffer.
+ */
+static int reduce_scatter_uneven(struct hier_comm *r, const char *send, char *recv, size_t R,
+				 enum comm_dtype t, enum comm_op op)
+{
+	size_t es = comm_dtype_size(t);
+	char *mine = malloc(R * es + 1), *x = malloc(R * es + 1);
+	uint8_t seq = r->rs_calls++;
+	int rc;
+
+	if (!mine || !x) {
+		rc = COMM_ENOMEM;
+		goto out;
+	}
+	if ((rc = comm_reduce_scatter(r->shm, send + (size_t)r->first[r->node] * R * es, mine,
+				      R, t, op)) ||
+	    (rc = send_node_pieces(r, send, R, t, op, seq)))
+		goto out;
+	for (int k = 0; k < r->nnodes && !rc; k++) {
+		char *in = k == r->node ? mine : x;
+
+		if (k != r->node && (rc = recv_node_partial(r, k, x, R, es, seq)))
+			break;
+		if (k == 0)
+			memcpy(recv, in, R * es);
+		else
+			comm_reduce_local(recv, in, R, t, op);
+	}
+out:
+	if (rc == COMM_ENOMEM)
+		comm_abort(&r->base, "reduce-scatter: out of memory");
+	free(mine);
+	free(x);
 	return rc;
 }
 
@@ -186,7 +312,9 @@ static int hier_reduce_scatter(struct comm *c, const void *send, void *recv,
 	if (r->nnodes == 1)
 		return comm_reduce_scatter(r->shm, send, recv, recvcount, t, op);
 	if (!r->column)
-		return reduce_scatter_copy(c, send, recv, recvcount, t, op);
+		return comm_ucx_is_multithreaded(r->h->cross) ?
+			reduce_scatter_uneven(r, send, recv, recvcount, t, op) :
+			reduce_scatter_copy(c, send, recv, recvcount, t, op);
 	block = (size_t)r->count[0] * recvcount * es;
 	if (!(part = malloc((size_t)r->nnodes * recvcount * es + 1))) {
 		comm_abort(c, "reduce-scatter: out of memory");
@@ -266,8 +394,14 @@ static int hier_barrier(struct comm *c)
 
 /* ---------------------------------------------------------- point-to-point */
 
+/*
+ * Ready the point-to-point state of r: sequence numbers, and a UCX that
+ * any rank thread may use (a single-threaded one is local rank 0's only).
+ */
 static int seqs(struct hier_comm *r)
 {
+	if (!comm_ucx_is_multithreaded(r->h->cross))
+		return COMM_EINVAL;
 	if (!r->send_seq) {
 		r->send_seq = calloc((size_t)r->base.size, sizeof *r->send_seq);
 		r->recv_seq = calloc((size_t)r->base.size, sizeof *r->recv_seq);
@@ -458,7 +592,7 @@ static int make_group(struct hier_comm *parent, const struct split_plan *p, int 
 	r->shm = sub;
 	r->local = comm_rank(sub);
 	r->owned = 1;
-	r->channel = (uint8_t)(1 + (p->id[g] - HIER_ID_GROUPS) % 255);
+	r->channel = (uint16_t)p->id[g];
 	r->granks = malloc(sizeof(int) * (size_t)n);
 	r->count = calloc((size_t)n, sizeof(int));
 	r->first = calloc((size_t)n, sizeof(int));
@@ -693,6 +827,7 @@ int comm_hier_create(struct comm_world *node, struct comm_ucx *u, int node_index
 			.h = h, .shm = comm_world_rank(node, i), .local = i,
 			.cross = i == 0 ? h->cross : NULL, .column = h->columns[i],
 			.nnodes = nnodes, .node = node_index, .count = h->count, .first = h->base,
+			.channel = HIER_ID_P2P,
 			.gnode = h->identity, .granks = h->identity,
 		};
 	*out = h;

@@ -52,14 +52,18 @@
  * communicator by one thread): storkd's groups that span nodes each have a
  * leader thread of their own, and pipeline stages send from their own
  * threads. Communicator ids keep their traffic apart: the world is 1,
- * comm_split results take ids below UCX_ID_COLUMNS, the groups made with
- * comm_ucx_group are given theirs by the caller, and point-to-point tags
- * carry UCX_TAG_P2P in their top byte.
+ * comm_split results take the lowest id below UCX_ID_COLUMNS that none of
+ * their members uses (agreed by an all-reduce), the groups made with
+ * comm_ucx_group are given theirs by the caller (below 0xfe00), and
+ * point-to-point tags carry UCX_TAG_P2P in their top byte, the pairwise
+ * messages of comm_hier's collectives UCX_TAG_COLL.
  *
  * Point-to-point: comm_send copies the message and posts it; the request
  * and its copy wait on a list that later calls (any thread) reap, so a send
  * never waits for its receiver. comm_recv posts a receive for the exact tag
- * (communicator, source, destination, per-pair sequence number) and waits.
+ * (the communicator's whole id, source, destination, and the low byte of a
+ * per-pair sequence number: UCX matches one endpoint's messages in the order
+ * they were sent, the byte only checks it) and waits.
  */
 #include "config.h"
 #include "lib/comm/backend.h"
@@ -92,6 +96,7 @@
 #define UCX_CLOSE_GRACE 5.0     /* seconds to finish freeing after a peer left */
 #define UCX_ID_COLUMNS 0x4000   /* comm_split ids stay below; see hier.c for the rest */
 #define UCX_TAG_P2P 0xffULL     /* top byte of point-to-point tags */
+#define UCX_TAG_COLL 0xfeULL    /* ... and of a collective's pairwise messages */
 
 /* A send on its way: the request and the copy of the message it reads. */
 struct ucx_pending {
@@ -120,6 +125,7 @@ struct comm_ucx {
 	pthread_mutex_t pend_lock;      /* pending sends */
 	struct ucx_pending *pending;
 	atomic_int eps_closed;
+	pthread_rwlock_t eps_lock;      /* sends read eps, an abort closes them */
 	pthread_mutex_t lock;           /* reason and failed_* while being set */
 	char reason[256];
 	int failed_peer;                /* first peer whose process failed, or -1 */
@@ -130,6 +136,7 @@ struct comm_ucx {
 	ucp_ep_h *eps;                  /* the world's endpoints, to close on abort */
 	int neps;
 	struct ucx_peer *peers;
+	unsigned char split_ids[UCX_ID_COLUMNS]; /* 1: a live comm_split result has it (lock) */
 };
 
 struct ucx_comm {
@@ -140,11 +147,11 @@ struct ucx_comm {
 	int nworld;
 	int *world;             /* world rank of each rank of this communicator */
 	int owns_eps;
+	int owns_id;            /* a comm_split result: frees its id in split_ids */
 	uint16_t id;
-	uint16_t nsplit;        /* splits made from this communicator so far */
 	uint32_t round;
 	uint16_t *send_seq, *recv_seq; /* point-to-point, per peer (allocated on first use) */
-	void *tmp;              /* n-1 pieces of receive space, 1 to fold in */
+	void *tmp;              /* receive space of the reductions (scratch()) */
 };
 
 static const struct comm_ops ucx_ops;
@@ -212,6 +219,8 @@ static void close_eps_force(struct comm_ucx *u)
 {
 	if (atomic_exchange(&u->eps_closed, 1))
 		return;
+	/* another thread may be posting a send on one of them right now */
+	pthread_rwlock_wrlock(&u->eps_lock);
 	for (int k = 0; k < u->neps; k++) {
 		ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
 					  .flags = UCP_EP_CLOSE_FLAG_FORCE };
@@ -229,6 +238,7 @@ static void close_eps_force(struct comm_ucx *u)
 			ucp_request_free(req);
 		}
 	}
+	pthread_rwlock_unlock(&u->eps_lock);
 }
 
 /* ------------------------------------------------------------- messages */
@@ -238,18 +248,31 @@ static ucp_tag_t make_tag(const struct ucx_comm *c, uint32_t round, int src)
 	return ((ucp_tag_t)c->id << 48) | ((ucp_tag_t)round << 16) | (uint16_t)src;
 }
 
+/*
+ * Post a send of len bytes at buf to world rank w over its data endpoint if
+ * it has one, else its error-handling one; a closed endpoint (after an
+ * abort) gives UCS_ERR_CANCELED.
+ */
+static void *send_to(struct ucx_comm *c, int w, const void *buf, size_t len, ucp_tag_t tag)
+{
+	ucp_request_param_t p = { .op_attr_mask = 0 };
+	ucp_ep_h ep;
+	void *req;
+
+	pthread_rwlock_rdlock(&c->u->eps_lock);
+	ep = c->eps[c->nworld + w] ? c->eps[c->nworld + w] : c->eps[w];
+	req = ep ? req_mark(ucp_tag_send_nbx(ep, buf, len, tag, &p), ep == c->eps[c->nworld + w])
+		 : UCS_STATUS_PTR(UCS_ERR_CANCELED);
+	pthread_rwlock_unlock(&c->u->eps_lock);
+	if (ep)
+		thread_bytes_sent += len;
+	return req;
+}
+
 static void *post_send(struct ucx_comm *c, int dst, const void *buf, size_t len,
 		       uint32_t round)
 {
-	ucp_request_param_t p = { .op_attr_mask = 0 };
-	int w = c->world[dst];
-	ucp_ep_h ep = c->eps[c->nworld + w] ? c->eps[c->nworld + w] : c->eps[w];
-
-	if (!ep)        /* closed after an abort */
-		return UCS_STATUS_PTR(UCS_ERR_CANCELED);
-	thread_bytes_sent += len;
-	return req_mark(ucp_tag_send_nbx(ep, buf, len, make_tag(c, round, c->base.rank), &p),
-			ep == c->eps[c->nworld + w]);
+	return send_to(c, c->world[dst], buf, len, make_tag(c, round, c->base.rank));
 }
 
 static void *post_recv(struct ucx_comm *c, int src, void *buf, size_t len,
@@ -266,8 +289,11 @@ static void *post_recv(struct ucx_comm *c, int src, void *buf, size_t len,
  * Wait for every request of reqs (NULL: done already); frees them. Returns
  * COMM_EABORTED once the comm_ucx is aborted (by comm_abort, or by a peer's
  * failure reported through ep_error), after cancelling what is pending.
+ * With info, reqs[0] is a tag receive: *info gets what arrived, and a
+ * message longer than the buffer (UCX truncates it) is not a failure but
+ * left to the caller, who knows which sizes the two ranks meant.
  */
-static int wait_all(struct ucx_comm *c, void **reqs, int n)
+static int wait_all_info(struct ucx_comm *c, void **reqs, int n, ucp_tag_recv_info_t *info)
 {
 	struct comm_ucx *u = c->u;
 	int idle = 0, failed = 0, cancelled = 0;
@@ -287,11 +313,14 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 
 			if (!reqs[i])
 				continue;
-			st = ucp_request_check_status(req_ptr(reqs[i]));
+			st = i == 0 && info ? ucp_tag_recv_request_test(req_ptr(reqs[i]), info) :
+					      ucp_request_check_status(req_ptr(reqs[i]));
 			if (st == UCS_INPROGRESS) {
 				pending++;
 				continue;
 			}
+			if (st == UCS_ERR_MESSAGE_TRUNCATED && i == 0 && info)
+				st = UCS_OK;
 			if (st != UCS_OK && st != UCS_ERR_CANCELED)
 				why = st, failed = 1;
 			ucp_request_free(req_ptr(reqs[i]));
@@ -336,7 +365,34 @@ static int wait_all(struct ucx_comm *c, void **reqs, int n)
 	return atomic_load(&u->aborted) ? COMM_EABORTED : COMM_OK;
 }
 
+static int wait_all(struct ucx_comm *c, void **reqs, int n)
+{
+	return wait_all_info(c, reqs, n, NULL);
+}
+
 /* ---------------------------------------------------------- collectives */
+
+static int check_abort(struct ucx_comm *c)
+{
+	return atomic_load(&c->u->aborted) ? COMM_EABORTED : COMM_OK;
+}
+
+/*
+ * The receive space of the reductions: n pieces for direct_reduce, or
+ * UCX_PIPE_DEPTH slots of n-1 pieces for the pipelined all-reduce. Made on
+ * first use, since many communicators never reduce (comm_hier's columns of
+ * a job that only all-reduces, for instance) and it grows with n. NULL
+ * (and the comm_ucx aborted) when out of memory.
+ */
+static char *scratch(struct ucx_comm *c)
+{
+	size_t n = (size_t)c->base.size, a = n * UCX_PIECE,
+	       b = (n - 1) * UCX_PIPE_DEPTH * UCX_PIPE_PIECE;
+
+	if (!c->tmp && !(c->tmp = malloc(a > b ? a : b)))
+		set_abort(c->u, "UCX collective: out of memory for its receive space");
+	return c->tmp;
+}
 
 static void chunk_of(size_t count, size_t esize, int n, int r, size_t *lo, size_t *hi)
 {
@@ -445,9 +501,9 @@ static int direct_reduce(struct ucx_comm *c, const void *send, void *recv,
 	size_t es = comm_dtype_size(t), piece = UCX_PIECE / es, lo, maxchunk;
 	void **reqs = calloc(2 * (size_t)n, sizeof *reqs);
 	const char **src = calloc((size_t)n, sizeof *src);
-	char *tmp = c->tmp;
+	char *tmp = scratch(c);
 
-	if (!reqs || !src) {
+	if (!reqs || !src || !tmp) {
 		free(reqs);
 		free(src);
 		return COMM_ENOMEM;
@@ -518,10 +574,6 @@ static int ring_allgather(struct ucx_comm *c, void *buf, size_t count, size_t es
 	return rc;
 }
 
-static int check_abort(struct ucx_comm *c)
-{
-	return atomic_load(&c->u->aborted) ? COMM_EABORTED : COMM_OK;
-}
 
 /* The [lo, hi) elements of piece p of chunk k of a count-element buffer. */
 static size_t piece_of(size_t count, size_t es, int n, int k, size_t p, size_t piece,
@@ -614,6 +666,8 @@ static int pipe_allreduce(struct ucx_comm *c, void *buf, size_t count,
 	struct pipe pp = { .c = c, .buf = buf, .count = count, .es = es,
 			   .piece = UCX_PIPE_PIECE / es };
 
+	if (!scratch(c))
+		return COMM_ENOMEM;
 	chunk_of(count, es, n, 0, &lo, &maxchunk);
 	npieces = (maxchunk + pp.piece - 1) / pp.piece;
 	pp.round = c->round;
@@ -782,10 +836,20 @@ static void reap_sends(struct comm_ucx *u)
 	pthread_mutex_unlock(&u->pend_lock);
 }
 
-uint64_t comm_ucx_p2p_tag(uint8_t id, int src, int dst, uint16_t seq)
+static uint64_t pair_tag(uint64_t kind, uint16_t id, int src, int dst, uint16_t seq)
 {
-	return (UCX_TAG_P2P << 56) | ((ucp_tag_t)id << 48) | ((ucp_tag_t)(uint16_t)src << 32) |
-	       ((ucp_tag_t)(uint16_t)dst << 16) | seq;
+	return (kind << 56) | ((ucp_tag_t)id << 40) | ((ucp_tag_t)(uint16_t)src << 24) |
+	       ((ucp_tag_t)(uint16_t)dst << 8) | (uint8_t)seq;
+}
+
+uint64_t comm_ucx_p2p_tag(uint16_t id, int src, int dst, uint16_t seq)
+{
+	return pair_tag(UCX_TAG_P2P, id, src, dst, seq);
+}
+
+uint64_t comm_ucx_coll_tag(uint16_t id, int src, int dst, uint16_t seq)
+{
+	return pair_tag(UCX_TAG_COLL, id, src, dst, seq);
 }
 
 int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf, size_t len)
@@ -793,9 +857,7 @@ int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf
 	struct ucx_comm *c = (struct ucx_comm *)cc;
 	struct comm_ucx *u = c->u;
 	struct ucx_pending *p = calloc(1, sizeof *p);
-	ucp_request_param_t prm = { .op_attr_mask = 0 };
 	int w = c->world[dst];
-	ucp_ep_h ep = c->eps[c->nworld + w] ? c->eps[c->nworld + w] : c->eps[w];
 
 	reap_sends(u);
 	if (check_abort(c)) {
@@ -808,14 +870,7 @@ int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf
 		return COMM_ENOMEM;
 	}
 	memcpy(p->copy, buf, len);
-	thread_bytes_sent += len;
-	if (!ep) {
-		free(p->copy);
-		free(p);
-		return COMM_EABORTED;
-	}
-	p->req = req_mark(ucp_tag_send_nbx(ep, p->copy, len, tag, &prm),
-			  ep == c->eps[c->nworld + w]);
+	p->req = send_to(c, w, p->copy, len, tag);
 	if (UCS_PTR_IS_ERR(p->req)) {
 		char msg[160];
 
@@ -826,6 +881,11 @@ int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf
 		free(p);
 		return COMM_EABORTED;
 	}
+	if (!p->req) {          /* done at once (UCX copied it) */
+		free(p->copy);
+		free(p);
+		return COMM_OK;
+	}
 	pthread_mutex_lock(&u->pend_lock);
 	p->next = u->pending;
 	u->pending = p;
@@ -833,24 +893,13 @@ int comm_ucx_send_tagged(struct comm *cc, int dst, uint64_t tag, const void *buf
 	return COMM_OK;
 }
 
-static void recv_done(void *req, ucs_status_t st, const ucp_tag_recv_info_t *info, void *arg)
-{
-	(void)req;
-	if (st == UCS_OK)
-		*(size_t *)arg = info->length;
-}
-
 int comm_ucx_recv_tagged(struct comm *cc, int src, uint64_t tag, void *buf, size_t len,
 			 size_t *got)
 {
 	struct ucx_comm *c = (struct ucx_comm *)cc;
-	int data = c->eps[c->nworld + c->world[src]] != NULL;
-	ucp_request_param_t p = {
-		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-				UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
-		.cb.recv = recv_done,
-		.user_data = got,
-	};
+	int data = c->eps[c->nworld + c->world[src]] != NULL, rc;
+	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL };
+	ucp_tag_recv_info_t info = { .length = (size_t)-1 };
 	void *req;
 
 	*got = (size_t)-1;
@@ -859,17 +908,21 @@ int comm_ucx_recv_tagged(struct comm *cc, int src, uint64_t tag, void *buf, size
 		return COMM_EABORTED;
 	req = req_mark(ucp_tag_recv_nbx(data ? c->u->dworker : c->u->worker, buf, len, tag,
 					UCX_TAG_ALL, &p), data);
-	return wait_all(c, &req, 1);
+	/* the length comes from the request itself, not from a callback that
+	 * another thread's progress might run */
+	if ((rc = wait_all_info(c, &req, 1, &info)) == COMM_OK)
+		*got = info.length;
+	return rc;
 }
 
-/* Point-to-point on a UCX communicator: its id's low byte is the channel. */
+/* Point-to-point on a UCX communicator: its id is the channel. */
 static int ucx_send(struct comm *cc, const void *buf, size_t bytes, int dst)
 {
 	struct ucx_comm *c = (struct ucx_comm *)cc;
 
 	if (!c->send_seq && !(c->send_seq = calloc((size_t)cc->size, sizeof *c->send_seq)))
 		return COMM_ENOMEM;
-	return comm_ucx_send_tagged(cc, dst, comm_ucx_p2p_tag((uint8_t)c->id, c->world[cc->rank],
+	return comm_ucx_send_tagged(cc, dst, comm_ucx_p2p_tag(c->id, c->world[cc->rank],
 						      c->world[dst], c->send_seq[dst]++),
 				    buf, bytes);
 }
@@ -882,7 +935,7 @@ static int ucx_recv(struct comm *cc, void *buf, size_t bytes, int src)
 
 	if (!c->recv_seq && !(c->recv_seq = calloc((size_t)cc->size, sizeof *c->recv_seq)))
 		return COMM_ENOMEM;
-	rc = comm_ucx_recv_tagged(cc, src, comm_ucx_p2p_tag((uint8_t)c->id, c->world[src],
+	rc = comm_ucx_recv_tagged(cc, src, comm_ucx_p2p_tag(c->id, c->world[src],
 						   c->world[cc->rank], c->recv_seq[src]++),
 				  buf, bytes, &got);
 	if (rc == COMM_OK && got != bytes) {
@@ -910,15 +963,38 @@ static struct ucx_comm *comm_new(struct comm_ucx *u, int rank, int n, uint16_t i
 	c->u = u;
 	c->id = id;
 	c->world = calloc((size_t)n, sizeof *c->world);
-	c->tmp = malloc((size_t)n * UCX_PIECE > (size_t)(n - 1) * UCX_PIPE_DEPTH * UCX_PIPE_PIECE ?
-			(size_t)n * UCX_PIECE : (size_t)(n - 1) * UCX_PIPE_DEPTH * UCX_PIPE_PIECE);
-	if (!c->world || !c->tmp) {
-		free(c->world);
-		free(c->tmp);
+	if (!c->world) {
 		free(c);
 		return NULL;
 	}
 	return c;
+}
+
+/*
+ * The id of a comm_split result: the lowest that no member of c has in use,
+ * the same on every member (an all-reduce of the ids in use). The groups of
+ * one split share it: they have no process in common, so their tags never
+ * meet. Splits on one comm_ucx must not run at the same time (two could
+ * pick the same id before either takes it).
+ */
+static int split_id(struct ucx_comm *c, uint16_t *id)
+{
+	unsigned char *used = malloc(UCX_ID_COLUMNS);
+	int rc;
+
+	if (!used)
+		return COMM_ENOMEM;
+	pthread_mutex_lock(&c->u->lock);
+	memcpy(used, c->u->split_ids, UCX_ID_COLUMNS);
+	pthread_mutex_unlock(&c->u->lock);
+	used[0] = used[1] = 1;          /* none, and the world */
+	rc = ucx_allreduce(&c->base, used, UCX_ID_COLUMNS, COMM_UINT8, COMM_MAX);
+	*id = 0;
+	for (int k = 2; k < UCX_ID_COLUMNS && !rc && !*id; k++)
+		if (!used[k])
+			*id = (uint16_t)k;
+	free(used);
+	return rc ? rc : *id ? COMM_OK : COMM_EINVAL;
 }
 
 static int ucx_split(struct comm *cc, int color, int key, struct comm **out)
@@ -926,12 +1002,12 @@ static int ucx_split(struct comm *cc, int color, int key, struct comm **out)
 	struct ucx_comm *c = (struct ucx_comm *)cc, *nc;
 	int n = cc->size, m = 0, pos = 0, rc;
 	int32_t mine[2] = { color, key }, *all = malloc(sizeof(int32_t) * 2 * (size_t)n);
-	uint16_t id = (uint16_t)(2 + (c->id * 31 + 7 * ++c->nsplit + (uint16_t)color) %
-				      (UCX_ID_COLUMNS - 2));
+	uint16_t id;
 
 	if (!all)
 		return COMM_ENOMEM;
-	if ((rc = ucx_allgather(cc, mine, all, 2, COMM_INT32)) || color == COMM_UNDEFINED)
+	if ((rc = ucx_allgather(cc, mine, all, 2, COMM_INT32)) || (rc = split_id(c, &id)) ||
+	    color == COMM_UNDEFINED)
 		goto out;
 	for (int k = 0; k < n; k++) {
 		if (all[2 * k] != color)
@@ -944,6 +1020,10 @@ static int ucx_split(struct comm *cc, int color, int key, struct comm **out)
 		rc = COMM_ENOMEM;
 		goto out;
 	}
+	pthread_mutex_lock(&c->u->lock);
+	c->u->split_ids[id] = 1;
+	pthread_mutex_unlock(&c->u->lock);
+	nc->owns_id = 1;
 	nc->eps = c->eps;
 	nc->nworld = c->nworld;
 	for (int k = 0, p; k < n; k++) {
@@ -1020,6 +1100,11 @@ static void ucx_free(struct comm *cc)
 		u->closing = 0;
 		u->close_error_at = 0;
 	}
+	if (c->owns_id) {
+		pthread_mutex_lock(&u->lock);
+		u->split_ids[c->id] = 0;
+		pthread_mutex_unlock(&u->lock);
+	}
 	free(c->world);
 	free(c->tmp);
 	free(c->send_seq);
@@ -1070,6 +1155,7 @@ int comm_ucx_open(struct comm_ucx **out, const void **addr, size_t *addrlen)
 		return COMM_ENOMEM;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_mutex_init(&u->pend_lock, NULL);
+	pthread_rwlock_init(&u->eps_lock, NULL);
 	u->failed_peer = -1;
 	if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK)
 		goto fail;
@@ -1298,6 +1384,7 @@ int comm_ucx_world(struct comm_ucx *u, int rank, int nranks,
 	}
 	u->eps = c->eps;
 	u->neps = 2 * nranks;
+	atomic_store(&u->eps_closed, 0);
 	if (same_host_data_eps(c, addrs)) {
 		ucx_free(&c->base);
 		return COMM_ESYS;
@@ -1335,5 +1422,6 @@ void comm_ucx_close(struct comm_ucx *u)
 	free(u->peers);
 	pthread_mutex_destroy(&u->lock);
 	pthread_mutex_destroy(&u->pend_lock);
+	pthread_rwlock_destroy(&u->eps_lock);
 	free(u);
 }

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -534,7 +535,8 @@ struct abort_case {
 	struct comm *sub_of[MAXR];
 	int rc_blocked[MAXR];
 	int rc_after[MAXR];
-	char reason[MAXR][64];
+	char reason[MAXR][128];
+	int variant;                    /* which case of a loop test */
 };
 
 /* Ranks 0..n-2 block in a barrier that rank n-1 never joins; it aborts. */
@@ -706,28 +708,88 @@ START_TEST(abort_wakes_a_blocked_receiver)
 }
 END_TEST
 
+/* Element counts of a mismatched pair: the receiver expects want, the sender sends sent. */
+static const size_t mismatch[3][2] = {
+	{ 2, 1 },                       /* fewer than expected */
+	{ 1, 2 },                       /* more */
+	{ 1 << 18, 1 << 20 },           /* more, past UCX's eager limit (rendezvous) */
+};
+
 static void do_p2p_mismatch(struct comm *c, void *arg)
 {
 	struct abort_case *k = arg;
-	int r = comm_rank(c);
-	float x[2] = { 1, 2 };
+	int r = comm_rank(c), v = k->variant;
+	size_t want = mismatch[v][0], sent = mismatch[v][1];
+	float *x = calloc(want > sent ? want : sent, sizeof *x);
 
 	if (r == 0)
-		k->rc_blocked[r] = comm_send(c, x, 1, COMM_FLOAT32, 1);
+		k->rc_blocked[r] = comm_send(c, x, sent, COMM_FLOAT32, 1);
 	else
-		k->rc_blocked[r] = comm_recv(c, x, 2, COMM_FLOAT32, 0);
+		k->rc_blocked[r] = comm_recv(c, x, want, COMM_FLOAT32, 0);
 	k->rc_after[r] = comm_barrier(c);
+	snprintf(k->reason[r], sizeof k->reason[r], "%s", comm_abort_reason(c));
+	free(x);
 }
 
+/* The receiver names both ranks and both sizes, whichever side sent more. */
 START_TEST(a_size_mismatch_aborts_the_world)
 {
 	struct abort_case k;
+	char expect[128];
 
 	memset(&k, 0, sizeof k);
+	k.variant = _i;
 	run_ranks(2, do_p2p_mismatch, &k);
+	/* the send is done before the receiver looks; it may see the abort on its way out */
+	ck_assert(k.rc_blocked[0] == COMM_OK || k.rc_blocked[0] == COMM_EABORTED);
 	ck_assert_int_eq(k.rc_blocked[1], COMM_EINVAL);
 	ck_assert_int_eq(k.rc_after[1], COMM_EABORTED);
 	ck_assert_int_eq(k.rc_after[0], COMM_EABORTED);
+	snprintf(expect, sizeof expect, "rank 1 expected %zu bytes from rank 0, which sent %zu",
+		 mismatch[_i][0] * 4, mismatch[_i][1] * 4);
+	ck_assert_msg(strstr(k.reason[1], expect), "reason '%s'", k.reason[1]);
+}
+END_TEST
+
+/*
+ * Two live splits of the same ranks (colors chosen so that an earlier,
+ * hashed id scheme gave both the same id): rank 0 sends on a then on b,
+ * rank 1 receives on b first. Each message must reach its own communicator;
+ * then each sub-communicator's all-reduce still works.
+ */
+static void do_two_splits(struct comm *c, void *arg)
+{
+	int *bad = arg, r = comm_rank(c);
+	struct comm *a = NULL, *b = NULL;
+	int32_t x = 0, y = 0;
+
+	bad[r] += comm_split(c, 7, r, &a) != COMM_OK;
+	bad[r] += comm_split(c, 0, r, &b) != COMM_OK;
+	if (!a || !b)
+		goto out;
+	if (r == 0) {
+		bad[r] += comm_send(a, &(int32_t){ 'a' }, 1, COMM_INT32, 1) != COMM_OK;
+		bad[r] += comm_send(b, &(int32_t){ 'b' }, 1, COMM_INT32, 1) != COMM_OK;
+	} else if (r == 1) {
+		bad[r] += comm_recv(b, &y, 1, COMM_INT32, 0) != COMM_OK || y != 'b';
+		bad[r] += comm_recv(a, &x, 1, COMM_INT32, 0) != COMM_OK || x != 'a';
+	}
+	x = r, y = 10 * r;
+	bad[r] += comm_allreduce(a, &x, 1, COMM_INT32, COMM_SUM) != COMM_OK;
+	bad[r] += comm_allreduce(b, &y, 1, COMM_INT32, COMM_SUM) != COMM_OK;
+	bad[r] += x != comm_size(c) * (comm_size(c) - 1) / 2 || y != 10 * x;
+out:
+	comm_free(a);
+	comm_free(b);
+}
+
+START_TEST(messages_of_two_communicators_never_mix)
+{
+	int bad[MAXR] = { 0 };
+
+	run_ranks(3, do_two_splits, bad);
+	for (int r = 0; r < 3; r++)
+		ck_assert_msg(!bad[r], "rank %d: %d wrong results", r, bad[r]);
 }
 END_TEST
 
@@ -769,7 +831,8 @@ static Suite *comm_suite(void)
 	tcase_add_test(tc, abort_reaches_sub_communicators);
 	tcase_add_loop_test(tc, send_recv_deliver_in_order_without_waiting_for_the_receiver, 2, 6);
 	tcase_add_test(tc, abort_wakes_a_blocked_receiver);
-	tcase_add_test(tc, a_size_mismatch_aborts_the_world);
+	tcase_add_loop_test(tc, a_size_mismatch_aborts_the_world, 0, 3);
+	tcase_add_test(tc, messages_of_two_communicators_never_mix);
 	tcase_add_test(tc, bad_arguments_are_refused);
 	suite_add_tcase(s, tc);
 
@@ -784,7 +847,8 @@ static Suite *comm_suite(void)
 	tcase_add_loop_test(tu, barrier_releases_no_rank_before_all_arrive, 2, 4);
 	tcase_add_loop_test(tu, split_groups_by_color_ordered_by_key, 4, 5);
 	tcase_add_loop_test(tu, send_recv_deliver_in_order_without_waiting_for_the_receiver, 2, 5);
-	tcase_add_test(tu, a_size_mismatch_aborts_the_world);
+	tcase_add_loop_test(tu, a_size_mismatch_aborts_the_world, 0, 3);
+	tcase_add_test(tu, messages_of_two_communicators_never_mix);
 	tcase_add_test(tu, allreduce_is_deterministic_across_runs);
 	suite_add_tcase(s, tu);
 	return s;

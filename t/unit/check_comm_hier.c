@@ -322,9 +322,9 @@ static uint64_t hash_bytes(const void *p, size_t len, uint64_t h)
 	return h;
 }
 
-/* Layouts: 2 nodes x 1, 2 and 3 ranks, and an uneven one. */
+/* Layouts: 2 nodes x 1, 2 and 3 ranks, and uneven ones (3 nodes: the node order shows). */
 static const struct layout layouts[] = {
-	{ 2, { 1, 1 } }, { 2, { 2, 2 } }, { 2, { 3, 3 } }, { 2, { 1, 3 } },
+	{ 2, { 1, 1 } }, { 2, { 2, 2 } }, { 2, { 3, 3 } }, { 2, { 1, 3 } }, { 3, { 2, 1, 3 } },
 };
 
 static const size_t counts[] = { 0, 1, 7, 33, 1023, 40009 };
@@ -726,30 +726,39 @@ END_TEST
 
 /*
  * Point-to-point across nodes from every thread at once, both ways: every
- * rank sends three messages to the rank half the world away and to its
- * group's next member, then receives what they sent it.
+ * rank sends NMSG messages to the rank half the world away and to its
+ * group's next member, then receives what they sent it, in order.
  */
 static float p2p_value(int src, int dst, int msg, size_t i)
 {
 	return (float)(src * 7919 + dst * 131 + msg) + (float)i * 0.25f;
 }
 
-static void exchange(struct comm *c, int to, int from, int who, int *bad)
+/* Three messages of growing size, then more one-element ones than a sequence byte counts. */
+#define NMSG 303
+
+static size_t msg_size(int m)
 {
 	static const size_t sizes[3] = { 3, 4096, 300001 };
-	float *buf = malloc(sizes[2] * sizeof *buf);
 
-	for (int m = 0; m < 3; m++) {
-		for (size_t i = 0; i < sizes[m]; i++)
+	return m < 3 ? sizes[m] : 1;
+}
+
+static void exchange(struct comm *c, int to, int from, int who, int *bad)
+{
+	float *buf = malloc(msg_size(2) * sizeof *buf);
+
+	for (int m = 0; m < NMSG; m++) {
+		for (size_t i = 0; i < msg_size(m); i++)
 			buf[i] = p2p_value(who, to, m, i);
-		*bad += comm_send(c, buf, sizes[m], COMM_FLOAT32, to) != COMM_OK;
+		*bad += comm_send(c, buf, msg_size(m), COMM_FLOAT32, to) != COMM_OK;
 	}
-	for (int m = 0; m < 3; m++) {
-		if (comm_recv(c, buf, sizes[m], COMM_FLOAT32, from) != COMM_OK) {
+	for (int m = 0; m < NMSG; m++) {
+		if (comm_recv(c, buf, msg_size(m), COMM_FLOAT32, from) != COMM_OK) {
 			(*bad)++;
 			continue;
 		}
-		for (size_t i = 0; i < sizes[m]; i++)
+		for (size_t i = 0; i < msg_size(m); i++)
 			*bad += buf[i] != p2p_value(from, who, m, i);
 	}
 	free(buf);
@@ -815,6 +824,53 @@ START_TEST(killed_peer_wakes_a_rank_blocked_in_a_receive)
 		ck_assert_msg(strstr(shared->reason[g], "node 1 (ranks 2-3, peer process) failed:"),
 			      "rank %d: reason '%s'", g, shared->reason[g]);
 	}
+}
+END_TEST
+
+/*
+ * Rank 3 (node 1) sends rank 1 (node 0) another size than rank 1 expects:
+ * fewer elements, or more, past UCX's eager limit. Then every rank enters a
+ * barrier.
+ */
+static const size_t mismatch[2][2] = { { 4096, 4095 }, { 1 << 18, 1 << 20 } };
+
+static void do_mismatch(struct comm *c, const struct layout *lay, void *arg)
+{
+	const size_t *m = arg;
+	int me = comm_rank(c);
+	float *x = calloc(m[1] > m[0] ? m[1] : m[0], sizeof *x);
+
+	(void)lay;
+	shared->rc[me] = COMM_OK;
+	if (me == 3)
+		shared->rc[me] = comm_send(c, x, m[1], COMM_FLOAT32, 1);
+	else if (me == 1)
+		shared->rc[me] = comm_recv(c, x, m[0], COMM_FLOAT32, 3);
+	shared->rc[4 + me] = comm_barrier(c);
+	snprintf(shared->reason[me], sizeof shared->reason[me], "%s", comm_abort_reason(c));
+	free(x);
+}
+
+START_TEST(a_size_mismatch_across_nodes_names_both_ranks_and_sizes)
+{
+	const struct layout lay = { 2, { 2, 2 } };
+	struct hier_job job = { do_mismatch, (void *)mismatch[_i] };
+	int status[MAXNODES];
+	uint64_t res[MAXNODES];
+	char expect[128];
+
+	setenv("STORK_UCX_PEER_ONLY", "1", 1);
+	memset(shared, 0, sizeof *shared);
+	run_nodes(&lay, hier_node, &job, -1, 0, status, res);
+	assert_nodes_ok(&lay, status);
+	ck_assert(shared->rc[3] == COMM_OK || shared->rc[3] == COMM_EABORTED);
+	ck_assert_int_eq(shared->rc[1], COMM_EINVAL);
+	snprintf(expect, sizeof expect, "rank 1 expected %zu bytes from rank 3, which sent %zu",
+		 mismatch[_i][0] * 4, mismatch[_i][1] * 4);
+	ck_assert_msg(strstr(shared->reason[1], expect), "reason '%s'", shared->reason[1]);
+	for (int g = 0; g < 4; g++)
+		ck_assert_msg(shared->rc[4 + g] == COMM_EABORTED, "rank %d: barrier gave %s", g,
+			      comm_strerror(shared->rc[4 + g]));
 }
 END_TEST
 
@@ -1005,6 +1061,7 @@ static Suite *hier_suite(void)
 	tcase_add_test(tf, killed_peer_process_fails_every_other_rank_within_seconds);
 	tcase_add_test(tf, abort_wakes_the_node_and_the_other_node_fails_when_it_exits);
 	tcase_add_test(tf, killed_peer_wakes_a_rank_blocked_in_a_receive);
+	tcase_add_loop_test(tf, a_size_mismatch_across_nodes_names_both_ranks_and_sizes, 0, 2);
 	suite_add_tcase(s, tf);
 	return s;
 }
