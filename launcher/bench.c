@@ -103,7 +103,7 @@ static int bench_train_cmd(int argc, char **argv)
 	char err[1024];
 	int steps = 5, ranks = 0, c, code = STORK_EXIT_CONFIG;
 
-	config_init(&cfg);
+	/* config_load initialises cfg */
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (c == 'n') {

@@ -389,6 +389,7 @@ START_TEST(test_load_shard_reads_its_slice)
 	gpt2_shard_copy(&tiny, &h, m.params, slice, 1);
 	ck_assert(!memcmp(slice, s.params, s.num_params * sizeof(float)));
 	ck_assert_int_eq(gpt2_save(&s, tmp_path, err, sizeof err), -1); /* not the whole model */
+	gpt2_free(&s);
 	h.tp_size = 4; /* 2 heads cannot be cut in 4 */
 	h.tp_rank = 0;
 	ck_assert_int_eq(gpt2_load_shard(&s, tmp_path, &h, err, sizeof err), -1);
