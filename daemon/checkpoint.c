@@ -971,6 +971,52 @@ int ckpt_load_full(const char *dir, const struct gpt2_config *expect, struct ckp
 	return 0;
 }
 
+int ckpt_read_own_shard(const char *dir, const struct ckpt_shard_info *want, float *params,
+			float *m, float *v, int64_t *opt_step, char *err, size_t errlen)
+{
+	struct shard_header h;
+	int fd = open_shard(dir, want->rank, &want->layout, &h, err, errlen);
+	int32_t model[GPT2_HEADER_INTS];
+	uint64_t nm = 0;
+	int rc = -1;
+
+	if (fd < 0)
+		return -1;
+	gpt2_config_header(&want->config, model);
+	if (memcmp(model, h.model, sizeof model)) {
+		snprintf(err, errlen, "%s/" SHARD_NAME " holds a model of another shape than the "
+			 "configuration's", dir, want->rank);
+		goto out;
+	}
+	for (int k = 0; k < want->nseg; k++)
+		nm += want->seg_hi[k] - want->seg_lo[k];
+	if (h.nparams != want->nparams || (int)h.nseg != want->nseg || h.tp_rank != want->tp_rank ||
+	    h.stage != want->stage || h.first_layer != want->first_layer ||
+	    h.last_layer != want->last_layer) {
+		snprintf(err, errlen, "%s/" SHARD_NAME ": not this rank's part of the layout", dir,
+			 want->rank);
+		goto out;
+	}
+	for (int k = 0; k < want->nseg; k++)
+		if (h.seg_lo[k] != want->seg_lo[k] || h.seg_hi[k] != want->seg_hi[k]) {
+			snprintf(err, errlen, "%s/" SHARD_NAME ": optimizer parts differ", dir, want->rank);
+			goto out;
+		}
+	if (read_exact(fd, params, h.nparams * sizeof(float), (off_t)sizeof h) < 0 ||
+	    read_exact(fd, m, nm * sizeof(float),
+		       (off_t)(sizeof h + h.nparams * sizeof(float))) < 0 ||
+	    read_exact(fd, v, nm * sizeof(float),
+		       (off_t)(sizeof h + (h.nparams + nm) * sizeof(float))) < 0) {
+		snprintf(err, errlen, "%s/" SHARD_NAME ": truncated", dir, want->rank);
+		goto out;
+	}
+	*opt_step = h.opt_step;
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
 int ckpt_export(const char *dir, const char *out, char *err, size_t errlen)
 {
 	struct ckpt_full f;

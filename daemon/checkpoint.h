@@ -147,6 +147,14 @@ int ckpt_load_full(const char *dir, const struct gpt2_config *expect, struct ckp
 
 void ckpt_full_free(struct ckpt_full *f);
 
+/*
+ * When the layout did not change: read only rank want->rank's shard (its
+ * parameters into params, its moment parts into m and v), checking that it
+ * is the part want describes. 0 or -1 with a message.
+ */
+int ckpt_read_own_shard(const char *dir, const struct ckpt_shard_info *want, float *params,
+			float *m, float *v, int64_t *opt_step, char *err, size_t errlen);
+
 /* Write the checkpoint's model as one llm.c model file at out (stork export). */
 int ckpt_export(const char *dir, const char *out, char *err, size_t errlen);
 

@@ -444,7 +444,8 @@ int gpt2_shard_from_full(struct gpt2 *m, const struct gpt2_config *c, const stru
 	}
 	if ((rc = gpt2_alloc(m, c, s)))
 		return rc;
-	gpt2_shard_copy(c, s, (float *)full, m->params, 1);
+	if (full)
+		gpt2_shard_copy(c, s, (float *)full, m->params, 1);
 	return 0;
 }
 

@@ -208,7 +208,8 @@ int gpt2_build_shard(struct gpt2 *m, const struct gpt2_config *c, const struct g
 
 /*
  * A shard (NULL: the whole model) of the whole model's parameters full
- * (llm.c's layout). Returns 0, -1 (bad shard or config: m->err), -2 (memory).
+ * (llm.c's layout; NULL: parameters left for the caller to fill). Returns
+ * 0, -1 (bad shard or config: m->err), -2 (memory).
  */
 int gpt2_shard_from_full(struct gpt2 *m, const struct gpt2_config *c, const struct gpt2_shard *s,
 			 const float *full);

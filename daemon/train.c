@@ -241,6 +241,39 @@ static int init_optimizer(struct rank *r)
 	return 0;
 }
 
+static void shard_info(const struct rank *r, struct ckpt_shard_info *info);
+
+/*
+ * Resume from a checkpoint of this very layout: each rank reads its own
+ * shard only. Returns 1 when done, 0 when the layout differs, -1 failed.
+ */
+static int load_own_shard(struct rank *r, const char *dir, const struct gpt2_config *mc,
+			  const struct gpt2_shard *shard)
+{
+	struct ckpt_layout l;
+	struct ckpt_shard_info info;
+	const struct par_layout *p = &r->lay;
+
+	if (ckpt_read_layout(dir, &l, r->err, sizeof r->err) < 0 || !l.sharded ||
+	    l.world != p->world || l.dp != p->dp || l.tp != p->tp || l.pp != p->pp ||
+	    l.zero != p->zero)
+		return 0;
+	if (gpt2_shard_from_full(&r->model, mc, shard, NULL) < 0) {
+		fail(r, STORK_EXIT_CONFIG, r->model.err);
+		return -1;
+	}
+	r->model.shard.tp = shard->tp;
+	if (init_optimizer(r))
+		return -1;
+	shard_info(r, &info);
+	if (ckpt_read_own_shard(dir, &info, r->model.params, r->opt.m, r->opt.v, &r->opt.step,
+				r->err, sizeof r->err) < 0) {
+		fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
+		return -1;
+	}
+	return 1;
+}
+
 /*
  * Resume from checkpoint dir, whatever layout wrote it: the whole model and
  * its moments are read (from one model file or from every rank's shard),
@@ -254,8 +287,10 @@ static int load_checkpoint(struct rank *r, const char *dir, const struct gpt2_co
 	struct gpt2_config cc;
 	struct ckpt_full full = { 0 };
 	float *lm = NULL, *lv = NULL;
-	int code = 0;
+	int code = 0, own;
 
+	if (expect && (own = load_own_shard(r, dir, expect, shard)))
+		return own < 0 ? r->res->exit_code : 0;
 	if (ckpt_load_full(dir, expect, &full, r->err, sizeof r->err) < 0)
 		return fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
 	cc = full.config;
