@@ -352,6 +352,30 @@ static int resume_from(struct rank *r, char *dir, size_t len)
 }
 
 /*
+ * The checkpoint to resume from (the run's own, else run.resume_from), in
+ * dir: rank 0 looks and verifies every file against the manifest, and the
+ * world learns its answer, so each checkpoint is read through once, not
+ * once per rank. Returns 1 when there is one (or 1 with the rank failed).
+ */
+static int find_checkpoint(struct rank *r, const char *root, char *dir, size_t len)
+{
+	int32_t found = 0;
+
+	dir[0] = '\0';
+	if (r->rank == 0)
+		found = ckpt_find(root, dir, len, notice_to_log, r) ||
+			(r->cfg->run.resume_from[0] && resume_from(r, dir, len));
+	if (r->node->world_size > 1 &&
+	    (comm_broadcast(r->comm, &found, 1, COMM_INT32, 0) < 0 ||
+	     comm_broadcast(r->comm, dir, len, COMM_UINT8, 0) < 0)) {
+		fail_collective(r);
+		return 1;
+	}
+	dir[len - 1] = '\0';
+	return found;
+}
+
+/*
  * The model and optimizer: from the newest valid checkpoint, else from
  * model.init_from, else built from the configured sizes and seed. Every rank
  * does the same for its shard, so replicas start identical without a
@@ -368,8 +392,7 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 	shard.tp = r->grp.tp;
 	*start_step = 0;
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
-	if (ckpt_find(root, dir, sizeof dir, notice_to_log, r) ||
-	    (c->run.resume_from[0] && resume_from(r, dir, sizeof dir))) {
+	if (find_checkpoint(r, root, dir, sizeof dir)) {
 		if (r->res->exit_code)
 			return r->res->exit_code;
 		if (ckpt_read_state(dir, &st, r->err, sizeof r->err) < 0)
