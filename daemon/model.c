@@ -250,6 +250,11 @@ void gpt2_shard_copy(const struct gpt2_config *c, const struct gpt2_shard *s, fl
 	for_each_chunk(c, s, local, copy_one, &a);
 }
 
+int gpt2_tensor_is_split(const struct gpt2_config *c, enum gpt2_tensor t)
+{
+	return split_blocks(c, t) != 0;
+}
+
 int gpt2_shard_is_replica(const struct gpt2_config *c, const struct gpt2_shard *s,
 			  enum gpt2_tensor t)
 {
@@ -573,7 +578,11 @@ int gpt2_load_shard(struct gpt2 *m, const char *path, const struct gpt2_shard *w
 		snprintf(err, errlen, "cannot open model file %s: %s", path, strerror(errno));
 		return -1;
 	}
-	if (fstat(fileno(f), &st) == 0 && (size_t)st.st_size < sizeof hdr) {
+	if (fstat(fileno(f), &st) < 0) {
+		snprintf(err, errlen, "cannot stat model file %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if ((size_t)st.st_size < sizeof hdr) {
 		snprintf(err, errlen, "%s: truncated: %lld bytes, shorter than the %zu-byte header",
 			 path, (long long)st.st_size, sizeof hdr);
 		goto fail;

@@ -190,6 +190,9 @@ size_t gpt2_shard_sizes(const struct gpt2_config *c, const struct gpt2_shard *s,
 void gpt2_shard_copy(const struct gpt2_config *c, const struct gpt2_shard *s, float *full,
 		     float *local, int to_local);
 
+/* Whether tensor parallelism cuts tensor t (else every tensor-parallel rank holds all of it). */
+int gpt2_tensor_is_split(const struct gpt2_config *c, enum gpt2_tensor t);
+
 /*
  * Whether the shard's copy of tensor t is a replica another rank of the
  * model-parallel group also holds and counts (tensor-parallel ranks above 0

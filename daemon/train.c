@@ -72,9 +72,11 @@ static int fail(struct rank *r, int code, const char *msg);
  */
 static int fail_collective(struct rank *r)
 {
+	int first = r->res->exit_code == 0;
 	int code = fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
 
-	r->res->secondary = 1;
+	if (first)      /* a rank that failed on its own first keeps that cause */
+		r->res->secondary = 1;
 	return code;
 }
 
@@ -397,7 +399,8 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 			return r->res->exit_code;
 		if (ckpt_read_state(dir, &st, r->err, sizeof r->err) < 0)
 			return fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
-		if (load_checkpoint(r, dir, c->model.init_from[0] ? NULL : mc, &shard))
+		/* mc: the configuration's shape, or model.init_from's: the layout was cut for it */
+		if (load_checkpoint(r, dir, mc, &shard))
 			return r->res->exit_code;
 		if (data_set_position(r->train, &st.train, r->err, sizeof r->err))
 			return fail(r, STORK_EXIT_DATA, r->err);
@@ -450,7 +453,7 @@ static int validate(struct rank *r, int64_t step)
 {
 	const struct stork_config *c = r->cfg;
 	int B = c->train.batch_size, T = c->train.seq_len;
-	float sum = 0;
+	float sum = 0, l;
 	int rc;
 
 	data_rewind(r->val);
@@ -464,7 +467,13 @@ static int validate(struct rank *r, int64_t step)
 			rc = data_next(r->val, r->inputs, r->targets, r->err, sizeof r->err);
 			if (rc)
 				return fail(r, rc, r->err);
-			sum += gpt2_forward(&r->model, r->inputs, r->targets, B, T);
+			l = gpt2_forward(&r->model, r->inputs, r->targets, B, T);
+			/* a failed pass (a collective inside it, or memory) must not
+			 * leave the tensor-parallel peers waiting */
+			if (isnan(l) && r->model.err[0])
+				return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
+								       fail(r, STORK_EXIT_INTERNAL, r->model.err);
+			sum += l;
 		}
 		sum /= (float)c->train.val_batches;
 	}
@@ -545,9 +554,37 @@ static int global_sumsq(struct rank *r, double *out)
 			if (!gpt2_shard_is_replica(&m->config, &m->shard, t))
 				sum += grad_sumsq(m->grad_tensors[t], m->sizes[t]);
 	}
-	rc = r->grp.mp ? comm_allreduce(r->grp.mp, &sum, 1, COMM_FLOAT64, COMM_SUM) : 0;
+	if (r->lay.dp > 1 && r->lay.tp * r->lay.pp > 1) {
+		/* one world all-reduce with replica 0's ranks contributing: every
+		 * rank gets the same bits, whatever the replicas' groups look like */
+		if (r->lay.dp_rank != 0)
+			sum = 0.0;
+		rc = comm_allreduce(r->comm, &sum, 1, COMM_FLOAT64, COMM_SUM);
+	} else {
+		rc = r->grp.mp ? comm_allreduce(r->grp.mp, &sum, 1, COMM_FLOAT64, COMM_SUM) : 0;
+	}
 	*out = sum;
 	return rc;
+}
+
+/*
+ * The tensors every tensor-parallel rank holds whole (LayerNorms, wpe, the
+ * projection biases) get identical gradients inside the group, but each
+ * rank averages them over its own data-parallel group, and groups that
+ * span nodes differently round differently: tensor-parallel rank 0's
+ * updated copy is the one every rank of the group keeps.
+ */
+static int sync_replicated(struct rank *r)
+{
+	struct gpt2 *m = &r->model;
+
+	if (!r->grp.tp || r->lay.dp == 1)
+		return 0;
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
+		if (m->sizes[t] && !gpt2_tensor_is_split(&m->config, t) &&
+		    comm_broadcast(r->grp.tp, m->tensors[t], m->sizes[t], COMM_FLOAT32, 0) < 0)
+			return -1;
+	return 0;
 }
 
 /*
@@ -604,6 +641,8 @@ static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
 			grad_scale(m->grads, n, clip);
 		adamw_step_model(&r->opt, &hp, *lr_out, m);
 	}
+	if (sync_replicated(r) < 0)
+		return fail_collective(r);
 	*norm_out = norm;
 	return 0;
 }
@@ -877,8 +916,14 @@ static int run_steps(struct rank *r, int64_t start)
 			return r->res->exit_code;
 		if (stop) {
 			double left, need;
+			int32_t fits = checkpoint_fits(r, &left, &need);
 
-			if (!checkpoint_fits(r, &left, &need)) {
+			/* rank 0 timed the last commit, which waits for every rank:
+			 * its answer is the job's, so no rank stops differently */
+			if (r->node->world_size > 1 &&
+			    comm_broadcast(r->comm, &fits, 1, COMM_INT32, 0) < 0)
+				return fail_collective(r);
+			if (!fits) {
 				snprintf(r->err, sizeof r->err,
 					 "stopped after step %" PRId64 " with %.0f s left before the job's end, "
 					 "too little for a checkpoint (~%.0f s): no new checkpoint, the previous "
