@@ -743,6 +743,9 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 	if (comm_barrier(r->comm) < 0)
 		code = fail_collective(r);
 out:
+	/* a failed attempt leaves no step_N.tmp/ behind (it was never published) */
+	if (code && r->rank == 0)
+		ckpt_abandon(root, st->step);
 	free(all);
 	return code;
 }
