@@ -5,9 +5,23 @@
 #include "daemon/layout.h"
 
 #include "lib/comm/comm.h"
+#include "lib/stork_config.h"
 
 #include <stdio.h>
 #include <string.h>
+
+int layout_model_shape(const struct stork_config *cfg, struct gpt2_config *mc, char *err,
+		       size_t errlen)
+{
+	*mc = (struct gpt2_config){
+		.max_seq_len = cfg->model.max_seq_len, .vocab_size = cfg->model.vocab_size,
+		.padded_vocab_size = cfg->model.padded_vocab_size, .num_layers = cfg->model.layers,
+		.num_heads = cfg->model.heads, .channels = cfg->model.channels,
+	};
+	if (cfg->model.init_from[0])
+		return gpt2_read_config(cfg->model.init_from, mc, err, errlen);
+	return 0;
+}
 
 /* Parameters of one block, and of what the first and last stages add. */
 static double block_params(const struct gpt2_config *c)

@@ -26,6 +26,7 @@
 #include "daemon/model.h"
 
 struct comm;
+struct stork_config;
 
 struct par_layout {
 	int world, dp, tp, pp;     /* W = D x T x P */
@@ -43,6 +44,14 @@ struct par_groups {
 	struct comm *emb;          /* first and last stage of this (dp, tp): the tied embedding */
 	struct comm *world;        /* a group that is the whole world is this one, not a copy */
 };
+
+/*
+ * The shape of the model a run trains: the configuration's sizes, or the
+ * header of model.init_from when set (the layout is cut for it). Returns 0,
+ * or -1 with a message naming the file.
+ */
+int layout_model_shape(const struct stork_config *cfg, struct gpt2_config *mc, char *err,
+		       size_t errlen);
 
 /*
  * Check that W ranks can run T x P for this model and place `rank`. Returns

@@ -398,14 +398,10 @@ static void write_library_versions(const char *run_dir)
 static int check_layout(const struct stork_config *cfg, struct run_layout *layout, char *err,
 			size_t errlen)
 {
-	struct gpt2_config mc = {
-		.max_seq_len = cfg->model.max_seq_len, .vocab_size = cfg->model.vocab_size,
-		.padded_vocab_size = cfg->model.padded_vocab_size, .num_layers = cfg->model.layers,
-		.num_heads = cfg->model.heads, .channels = cfg->model.channels,
-	};
+	struct gpt2_config mc;
 	struct par_layout l;
 
-	if (cfg->model.init_from[0] && gpt2_read_config(cfg->model.init_from, &mc, err, errlen) < 0)
+	if (layout_model_shape(cfg, &mc, err, errlen) < 0)
 		return STORK_EXIT_DATA;
 	if (layout_make(&l, &mc, layout->world_size, cfg->parallel.tensor, cfg->parallel.pipeline,
 			cfg->parallel.zero, 0, err, errlen) < 0)

@@ -97,16 +97,6 @@ static int fail(struct rank *r, int code, const char *msg)
 	return code;
 }
 
-static void model_config_of(const struct stork_config *c, struct gpt2_config *g)
-{
-	g->max_seq_len = c->model.max_seq_len;
-	g->vocab_size = c->model.vocab_size;
-	g->padded_vocab_size = c->model.padded_vocab_size;
-	g->num_layers = c->model.layers;
-	g->num_heads = c->model.heads;
-	g->channels = c->model.channels;
-}
-
 static void notice_to_log(void *arg, const char *msg)
 {
 	struct rank *r = arg;
@@ -121,9 +111,7 @@ static void notice_to_log(void *arg, const char *msg)
 /* The model's sizes: the configuration's, or model.init_from's header. */
 static int model_shape(struct rank *r, struct gpt2_config *mc)
 {
-	model_config_of(r->cfg, mc);
-	if (r->cfg->model.init_from[0] &&
-	    gpt2_read_config(r->cfg->model.init_from, mc, r->err, sizeof r->err) < 0)
+	if (layout_model_shape(r->cfg, mc, r->err, sizeof r->err) < 0)
 		return fail(r, STORK_EXIT_DATA, r->err);
 	return 0;
 }
@@ -432,19 +420,13 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
  */
 static int mean_over_replicas(struct rank *r, float *v)
 {
-	int rc;
-
-	if (plain_layout(&r->lay)) { /* every rank is a replica */
-		if (r->node->world_size == 1)
-			return 0;
-		rc = comm_allreduce(r->comm, v, 1, COMM_FLOAT32, COMM_SUM);
-	} else {
-		if (r->lay.stage != r->lay.pp - 1 || r->lay.tp_rank != 0)
-			*v = 0.0f;
-		rc = comm_allreduce(r->comm, v, 1, COMM_FLOAT32, COMM_SUM);
-	}
-	if (rc < 0)
-		return rc;
+	if (r->node->world_size == 1)
+		return 0;
+	/* under plain data parallelism every rank is a replica's last stage */
+	if (r->lay.stage != r->lay.pp - 1 || r->lay.tp_rank != 0)
+		*v = 0.0f;
+	if (comm_allreduce(r->comm, v, 1, COMM_FLOAT32, COMM_SUM) < 0)
+		return -1;
 	*v /= (float)r->lay.dp;
 	return 0;
 }
