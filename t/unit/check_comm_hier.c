@@ -621,6 +621,33 @@ START_TEST(split_makes_node_local_groups_and_refuses_others)
 }
 END_TEST
 
+/* A rank records when and why its call failed, for the parent to check. */
+static void record_failure(struct comm *c, int me, int rc)
+{
+	shared->failed_at[me] = now();
+	shared->rc[me] = rc;
+	snprintf(shared->reason[me], sizeof shared->reason[me], "%s", comm_abort_reason(c));
+}
+
+/*
+ * Rank g failed with COMM_EABORTED within 10 s of the kill or abort, for a
+ * reason that contains want (or equals it, exact).
+ */
+static void assert_failed_soon(int g, const char *what, const char *want, int exact)
+{
+	double dt = shared->failed_at[g] - shared->killed_at;
+
+	fprintf(stderr, "rank %d %s %.2f s after the kill or abort: %s\n", g, what, dt,
+		shared->reason[g]);
+	ck_assert_int_eq(shared->rc[g], COMM_EABORTED);
+	ck_assert_msg(dt >= 0 && dt < 10, "rank %d %s %.1f s after the kill or abort", g, what, dt);
+	if (exact)
+		ck_assert_str_eq(shared->reason[g], want);
+	else
+		ck_assert_msg(strstr(shared->reason[g], want), "rank %d: reason '%s'", g,
+			      shared->reason[g]);
+}
+
 /* ------------------------------------------------------ groups across nodes */
 
 /*
@@ -799,9 +826,7 @@ static void do_wait_for_killed(struct comm *c, const struct layout *lay, void *a
 		return;
 	}
 	rc = comm_recv(c, x, 4, COMM_FLOAT32, lay->count[0]);
-	shared->failed_at[me] = now();
-	shared->rc[me] = rc;
-	snprintf(shared->reason[me], sizeof shared->reason[me], "%s", comm_abort_reason(c));
+	record_failure(c, me, rc);
 }
 
 START_TEST(killed_peer_wakes_a_rank_blocked_in_a_receive)
@@ -815,15 +840,8 @@ START_TEST(killed_peer_wakes_a_rank_blocked_in_a_receive)
 	memset(shared, 0, sizeof *shared);
 	run_nodes(&lay, hier_node, &job, 1, 1.0, status, res);
 	ck_assert(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL);
-	for (int g = 0; g < 2; g++) {
-		double dt = shared->failed_at[g] - shared->killed_at;
-
-		fprintf(stderr, "rank %d woke %.2f s after the kill: %s\n", g, dt, shared->reason[g]);
-		ck_assert_int_eq(shared->rc[g], COMM_EABORTED);
-		ck_assert_msg(dt >= 0 && dt < 10, "rank %d woke %.1f s after the kill", g, dt);
-		ck_assert_msg(strstr(shared->reason[g], "node 1 (ranks 2-3, peer process) failed:"),
-			      "rank %d: reason '%s'", g, shared->reason[g]);
-	}
+	for (int g = 0; g < 2; g++)
+		assert_failed_soon(g, "woke", "node 1 (ranks 2-3, peer process) failed:", 0);
 }
 END_TEST
 
@@ -897,9 +915,7 @@ static void do_until_failure(struct comm *c, const struct layout *lay, void *arg
 		}
 		rc = comm_allreduce(c, x, n, COMM_FLOAT32, COMM_SUM);
 	}
-	shared->failed_at[me] = now();
-	shared->rc[me] = rc;
-	snprintf(shared->reason[me], sizeof shared->reason[me], "%s", comm_abort_reason(c));
+	record_failure(c, me, rc);
 	free(x);
 }
 
@@ -917,15 +933,8 @@ START_TEST(killed_peer_process_fails_every_other_rank_within_seconds)
 	run_nodes(&lay, hier_node, &job, 1, 1.0, status, res);
 	ck_assert(WIFSIGNALED(status[1]) && WTERMSIG(status[1]) == SIGKILL);
 	assert_nodes_ok(&(struct layout){ 1, { 2 } }, status);  /* node 0 */
-	for (int g = 0; g < 2; g++) {
-		double dt = shared->failed_at[g] - shared->killed_at;
-
-		fprintf(stderr, "rank %d failed %.2f s after the kill: %s\n", g, dt, shared->reason[g]);
-		ck_assert_int_eq(shared->rc[g], COMM_EABORTED);
-		ck_assert_msg(dt >= 0 && dt < 10, "rank %d failed %.1f s after the kill", g, dt);
-		ck_assert_msg(strstr(shared->reason[g], "node 1 (ranks 2-4, peer process) failed:"),
-			      "rank %d: reason '%s'", g, shared->reason[g]);
-	}
+	for (int g = 0; g < 2; g++)
+		assert_failed_soon(g, "failed", "node 1 (ranks 2-4, peer process) failed:", 0);
 }
 END_TEST
 
@@ -942,18 +951,9 @@ START_TEST(abort_wakes_the_node_and_the_other_node_fails_when_it_exits)
 	memset(shared, 0, sizeof *shared);
 	run_nodes(&lay, hier_node, &job, -1, 0, status, res);
 	assert_nodes_ok(&lay, status);
-	for (int g = 0; g < 5; g++) {
-		double dt = shared->failed_at[g] - shared->killed_at;
-
-		fprintf(stderr, "rank %d failed %.2f s after the abort: %s\n", g, dt, shared->reason[g]);
-		ck_assert_int_eq(shared->rc[g], COMM_EABORTED);
-		ck_assert_msg(dt >= 0 && dt < 10, "rank %d failed %.1f s after the abort", g, dt);
-		if (g < 3)
-			ck_assert_str_eq(shared->reason[g], "test abort");
-		else
-			ck_assert_msg(strstr(shared->reason[g], "node 0 (ranks 0-2, peer process) failed:"),
-				      "rank %d: reason '%s'", g, shared->reason[g]);
-	}
+	for (int g = 0; g < 5; g++)
+		assert_failed_soon(g, "failed", g < 3 ? "test abort" :
+				   "node 0 (ranks 0-2, peer process) failed:", g < 3);
 }
 END_TEST
 
