@@ -98,9 +98,8 @@ void layout_describe(const struct par_layout *l, char *buf, size_t len)
 		 l->stage, l->first_layer, l->last_layer - 1);
 }
 
-void layout_shard(const struct par_layout *l, const struct gpt2_config *c, struct gpt2_shard *s)
+void layout_shard(const struct par_layout *l, struct gpt2_shard *s)
 {
-	(void)c;
 	*s = (struct gpt2_shard){ .tp_rank = l->tp_rank, .tp_size = l->tp,
 				  .first_layer = l->first_layer, .last_layer = l->last_layer };
 }

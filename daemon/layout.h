@@ -67,7 +67,7 @@ void layout_stage_layers(const struct gpt2_config *c, int P, int s, int *first, 
 void layout_describe(const struct par_layout *l, char *buf, size_t len);
 
 /* This rank's model shard (tp is set by layout_groups' caller). */
-void layout_shard(const struct par_layout *l, const struct gpt2_config *c, struct gpt2_shard *s);
+void layout_shard(const struct par_layout *l, struct gpt2_shard *s);
 
 /*
  * Make the groups: collective over world (every rank calls it once, in

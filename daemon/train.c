@@ -378,7 +378,7 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 	struct gpt2_shard shard;
 	struct ckpt_state st;
 
-	layout_shard(&r->lay, mc, &shard);
+	layout_shard(&r->lay, &shard);
 	shard.tp = r->grp.tp;
 	*start_step = 0;
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);

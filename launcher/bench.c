@@ -72,7 +72,7 @@ static int bench_memory(const struct stork_config *cfg, const struct gpt2_config
 		layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero, r, err,
 			    sizeof err);
 		slots = P > 1 ? (P - l.stage < m ? P - l.stage : m) : 1;
-		layout_shard(&l, g, &s);
+		layout_shard(&l, &s);
 		n = gpt2_shard_sizes(g, &s, sizes);
 		opt = 2 * n;
 		if (l.zero) {
