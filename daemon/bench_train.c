@@ -233,18 +233,112 @@ static int train_step(struct gpt2 *m, struct adamw_state *s, const int *tok, int
 	double t0 = clock_monotonic(), t1, t2;
 	float loss;
 
+	/* kernels may run asynchronously (GPU): each phase ends in a sync */
 	gpt2_zero_grad(m);
 	loss = gpt2_forward(m, tok, tok + 1, B, T);
+	m->ops->sync();
 	t1 = clock_monotonic();
 	if (loss != loss || gpt2_backward(m, 1.0f))
 		return -1;
+	m->ops->sync();
 	t2 = clock_monotonic();
 	adamw_step_model(s, &h, 1e-4f, m);
+	m->ops->sync();
 	ph->fwd += t1 - t0;
 	ph->bwd += t2 - t1;
 	ph->upd += clock_monotonic() - t2;
 	return 0;
 }
+
+#ifdef HAVE_CUDA
+/*
+ * The GPU benchmark: the same steps on ops_cuda, every array in device
+ * memory. Kernels run asynchronously, so each phase ends with a sync
+ * before the clock is read; there is no per-kernel breakdown (timing each
+ * kernel would need a sync after each).
+ */
+int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int tf32, FILE *out)
+{
+	struct gpt2 m;
+	struct adamw_state s = { 0 };
+	struct phase ph = { 0 };
+	uint64_t st = rng_seed(1337, 99);
+	int *tok = malloc(((size_t)B * T + 1) * sizeof(int));
+	const char *prec = tf32 ? "tf32" : "fp32";
+	char desc[160], err[256];
+	size_t free0 = 0, total = 0, free1 = 0, free2 = 0;
+	double peak, fpt, step_s, tps;
+	int rc = -1;
+
+	if (kernels_cuda_use_device(0, desc, sizeof desc, err, sizeof err) < 0) {
+		fprintf(out, "bench train: run.device cuda: %s\n", err);
+		free(tok);
+		return -1;
+	}
+	kernels_cuda_set_tf32(tf32);
+	ops_cuda.mem_info(&free0, &total);
+	if (gpt2_build(&m, c, 1337)) {
+		fprintf(out, "bench train: %s\n", m.err);
+		free(tok);
+		return -1;
+	}
+	if (!tok || adamw_init(&s, m.num_params) || gpt2_set_backend(&m, &ops_cuda) ||
+	    adamw_move(&s, &ops_cuda) || gpt2_zero_grad(&m)) {
+		fprintf(out, "bench train: %s\n", m.err[0] ? m.err : "out of memory");
+		goto fail;
+	}
+	ops_cuda.mem_info(&free1, &total);
+	for (size_t i = 0; i < (size_t)B * T + 1; i++)
+		tok[i] = (int)rng_below(&st, (uint32_t)c->vocab_size);
+	for (int i = 0; i < 2; i++)
+		if (train_step(&m, &s, tok, B, T, &ph))
+			goto step_fail;
+	ops_cuda.mem_info(&free2, &total);
+	memset(&ph, 0, sizeof ph);
+	for (int i = 0; i < steps; i++)
+		if (train_step(&m, &s, tok, B, T, &ph))
+			goto step_fail;
+
+	peak = kernels_cuda_peak_flops(prec);
+	fpt = bench_flops_per_token(c, m.num_params, T);
+	step_s = (ph.fwd + ph.bwd + ph.upd) / steps;
+	tps = (double)B * T / step_s;
+	fprintf(out, "model: L=%d H=%d C=%d V=%d Vp=%d maxT=%d, %zu parameters; B=%d T=%d\n",
+		c->num_layers, c->num_heads, c->channels, c->vocab_size, c->padded_vocab_size,
+		c->max_seq_len, m.num_params, B, T);
+	fprintf(out, "backend: cuda, %s (%s), %s matrix products\n", desc, kernels_cuda_versions(),
+		prec);
+	fprintf(out, "step: %.1f ms (forward %.1f, backward %.1f, adamw %.1f), %d steps\n",
+		1e3 * step_s, 1e3 * ph.fwd / steps, 1e3 * ph.bwd / steps, 1e3 * ph.upd / steps,
+		steps);
+	fprintf(out, "throughput: %.0f tokens/s\n", tps);
+	fprintf(out, "model FLOPs/token: %.3g (6 x %zu params without wpe + 12 L C T)\n", fpt,
+		m.num_params - (size_t)c->max_seq_len * c->channels);
+	if (peak > 0)
+		fprintf(out, "MFU: %.1f%% of the GPU's dense %s peak %.1f TFLOP/s (%.1f TFLOP/s of model FLOPs)\n",
+			100.0 * fpt * tps / peak, prec, peak / 1e12, fpt * tps / 1e12);
+	fprintf(out, "memory: %.0f MiB parameters and moments, %.0f MiB gradients and activations, "
+		     "%.0f of %.0f MiB in use\n",
+		(double)(free0 - free1) / (1 << 20), (double)(free1 - free2) / (1 << 20),
+		(double)(total - free2) / (1 << 20), (double)total / (1 << 20));
+	rc = 0;
+	goto fail;
+step_fail:
+	fprintf(out, "bench train: %s\n", m.err);
+fail:
+	adamw_free(&s);
+	gpt2_free(&m);
+	free(tok);
+	return rc;
+}
+#else
+int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int tf32, FILE *out)
+{
+	(void)c, (void)B, (void)T, (void)steps, (void)tf32;
+	fprintf(out, "bench train: run.device cuda: this build has no CUDA backend\n");
+	return -1;
+}
+#endif
 
 int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 {

@@ -19,6 +19,15 @@
  */
 int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out);
 
+/*
+ * bench_train on the first GPU (ops_cuda), with TF32 matrix products when
+ * tf32: ms/step by phase, tokens/s, MFU against the GPU's dense fp32 or
+ * TF32 peak, and the GPU memory the model, its state and the activations
+ * take. Returns 0, or -1 with a message on out (no GPU, no CUDA in this
+ * build, out of memory).
+ */
+int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int tf32, FILE *out);
+
 /* Model FLOPs per trained token: 6 N (N = parameters minus wpe) + 12 L C T. */
 double bench_flops_per_token(const struct gpt2_config *c, size_t num_params, int T);
 

@@ -2,7 +2,10 @@
  * daemon/bench_train_main.c - bench-train, a stand-alone driver of
  * bench_train() (the same figures as `stork bench train`).
  *
- *   daemon/bench-train [LAYERS HEADS CHANNELS VOCAB B T STEPS]
+ *   daemon/bench-train [--cuda | --cuda-tf32] [LAYERS HEADS CHANNELS VOCAB B T STEPS]
+ *
+ * --cuda runs the steps on the first GPU in fp32, --cuda-tf32 with TF32
+ * matrix products (bench_train_cuda).
  *
  * Defaults: GPT-2 124M (12 12 768 50257), B=4, T=64, 5 steps. When
  * OpenBLAS would run slower kernels than the CPU supports (see
@@ -14,31 +17,40 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
 {
 	struct gpt2_config c = { .max_seq_len = 1024, .vocab_size = 50257, .num_layers = 12,
 				 .num_heads = 12, .channels = 768 };
-	int B = 4, T = 64, steps = 5;
+	int B = 4, T = 64, steps = 5, cuda = 0, tf32 = 0;
 	const char *hint = ops_cpu_blas_coretype_hint();
+	char **args = argv;
 
 	if (hint && !getenv("OPENBLAS_CORETYPE")) {
 		setenv("OPENBLAS_CORETYPE", hint, 1);
 		execv("/proc/self/exe", argv);
 	}
+	if (argc > 1 && (!strcmp(argv[1], "--cuda") || !strcmp(argv[1], "--cuda-tf32"))) {
+		cuda = 1;
+		tf32 = !strcmp(argv[1], "--cuda-tf32");
+		args++;
+		argc--;
+	}
 	if (argc == 8) {
-		c.num_layers = atoi(argv[1]);
-		c.num_heads = atoi(argv[2]);
-		c.channels = atoi(argv[3]);
-		c.vocab_size = atoi(argv[4]);
-		B = atoi(argv[5]);
-		T = atoi(argv[6]);
-		steps = atoi(argv[7]);
+		c.num_layers = atoi(args[1]);
+		c.num_heads = atoi(args[2]);
+		c.channels = atoi(args[3]);
+		c.vocab_size = atoi(args[4]);
+		B = atoi(args[5]);
+		T = atoi(args[6]);
+		steps = atoi(args[7]);
 		if (c.max_seq_len < T)
 			c.max_seq_len = T;
 	} else if (argc != 1) {
-		fprintf(stderr, "usage: %s [LAYERS HEADS CHANNELS VOCAB B T STEPS]\n", argv[0]);
+		fprintf(stderr, "usage: %s [--cuda | --cuda-tf32] [LAYERS HEADS CHANNELS VOCAB B T STEPS]\n",
+			argv[0]);
 		return 2;
 	}
 	if (steps <= 0) {
@@ -48,5 +60,7 @@ int main(int argc, char **argv)
 	c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
 	if (getenv("OPENBLAS_CORETYPE"))
 		printf("OPENBLAS_CORETYPE=%s\n", getenv("OPENBLAS_CORETYPE"));
+	if (cuda)
+		return bench_train_cuda(&c, B, T, steps, tf32, stdout) ? 1 : 0;
 	return bench_train(&c, B, T, steps, stdout) ? 1 : 0;
 }

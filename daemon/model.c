@@ -291,6 +291,34 @@ static void point_tensors(float *tensors[GPT2_NUM_TENSORS], float *buf,
 	}
 }
 
+/*
+ * Free what the passes allocate on demand (gradients, activations, token
+ * copies) from the backend's memory; the next pass makes them again.
+ */
+static void drop_work_memory(struct gpt2 *m)
+{
+	const struct ops *o = m->ops;
+
+	if (m->grads)
+		o->free(m->grads);
+	if (m->act_mem)
+		o->free(m->act_mem);
+	if (m->tok_mem)
+		o->free(m->tok_mem);
+	free(m->host_losses);
+	m->grads = NULL;
+	m->act_mem = NULL;
+	m->act_cap = 0;
+	m->tok_mem = NULL;
+	m->tok_cap = 0;
+	m->host_losses = NULL;
+	m->inputs = m->targets = NULL;
+	m->have_targets = 0;
+	memset(&m->acts, 0, sizeof m->acts);
+	memset(m->grad_tensors, 0, sizeof m->grad_tensors);
+	m->B = m->T = 0;
+}
+
 /* Sizes and an uninitialised parameter buffer for shard s of config c. */
 static int gpt2_alloc(struct gpt2 *m, const struct gpt2_config *c, const struct gpt2_shard *s)
 {
@@ -307,6 +335,41 @@ static int gpt2_alloc(struct gpt2 *m, const struct gpt2_config *c, const struct 
 		snprintf(m->err, sizeof m->err, "out of memory for %zu parameters", m->num_params);
 		return -2;
 	}
+	point_tensors(m->tensors, m->params, m->sizes);
+	return 0;
+}
+
+/*
+ * Make o the owner of the model's memory: the parameters move into o's
+ * memory (a GPU's, for the CUDA backend); gradients and activations are
+ * dropped and made again in o's memory when next needed (gpt2_zero_grad,
+ * the next forward). A backend that shares the current one's allocator (a
+ * timing wrapper of the CPU backend) takes the memory as it is.
+ */
+static int move_memory(struct gpt2 *m, const struct ops *o)
+{
+	size_t bytes = (m->num_params ? m->num_params : 1) * sizeof(float);
+	float *p;
+
+	if (o->alloc == m->ops->alloc) {
+		m->ops = o;
+		return 0;
+	}
+	if (!(p = o->alloc(bytes))) {
+		size_t free_b = 0, total_b = 0;
+
+		if (o->mem_info)
+			o->mem_info(&free_b, &total_b);
+		snprintf(m->err, sizeof m->err,
+			 "out of %s memory for the parameters: %zu MiB asked, %zu MiB free", o->name,
+			 bytes >> 20, free_b >> 20);
+		return -2;
+	}
+	o->upload(p, m->params, bytes);
+	drop_work_memory(m);
+	m->ops->free(m->params);
+	m->ops = o;
+	m->params = p;
 	point_tensors(m->tensors, m->params, m->sizes);
 	return 0;
 }
@@ -346,6 +409,9 @@ int gpt2_set_backend(struct gpt2 *m, const struct ops *o)
 	NEED(softmax_xent_forward);
 	NEED(softmax_xent_backward);
 	NEED(zero);
+	NEED(alloc);
+	NEED(upload);
+	NEED(download);
 #undef NEED
 	if (n) {
 		snprintf(m->err, sizeof m->err,
@@ -354,8 +420,7 @@ int gpt2_set_backend(struct gpt2 *m, const struct ops *o)
 			 o->name ? o->name : "(unnamed)", n, missing);
 		return -1;
 	}
-	m->ops = o;
-	return 0;
+	return move_memory(m, o);
 }
 
 /*
@@ -789,8 +854,10 @@ int gpt2_set_slots(struct gpt2 *m, int n)
 	if (!(slots = calloc((size_t)n, sizeof *slots)))
 		return -2;
 	free(m->slots);
-	free(m->act_mem);
-	free(m->tok_mem);
+	if (m->act_mem)
+		m->ops->free(m->act_mem);
+	if (m->tok_mem)
+		m->ops->free(m->tok_mem);
 	m->slots = slots;
 	m->nslots = n;
 	m->slot = 0;
@@ -818,23 +885,28 @@ static int ensure_acts(struct gpt2 *m, int B, int T)
 	per = layout_acts(&m->acts, NULL, &m->config, &m->shard, B, T);
 	need = per * (size_t)m->nslots;
 	if (need > m->act_cap) {
-		float *mem = alloc_floats(need, 0);
+		float *mem = m->ops->alloc(need * sizeof(float));
 
 		if (!mem)
 			goto nomem;
-		free(m->act_mem);
+		if (m->act_mem)
+			m->ops->free(m->act_mem);
 		m->act_mem = mem;
 		m->act_cap = need;
 	}
 	if (ntok * (size_t)m->nslots > m->tok_cap) {
-		int *tok = malloc(ntok * (size_t)m->nslots * sizeof(int));
+		int *tok = m->ops->alloc(ntok * (size_t)m->nslots * sizeof(int));
 
 		if (!tok)
 			goto nomem;
-		free(m->tok_mem);
+		if (m->tok_mem)
+			m->ops->free(m->tok_mem);
 		m->tok_mem = tok;
 		m->tok_cap = ntok * (size_t)m->nslots;
 	}
+	free(m->host_losses);
+	if (!(m->host_losses = malloc((size_t)B * T * sizeof(float))))
+		goto nomem;
 	for (int k = 0; k < m->nslots; k++) {
 		struct gpt2_slot *s = &m->slots[k];
 
@@ -854,8 +926,21 @@ static int ensure_acts(struct gpt2 *m, int B, int T)
 	m->act_last = m->shard.last_layer;
 	return 0;
 nomem:
-	snprintf(m->err, sizeof m->err, "out of memory for the activations of B=%d, T=%d (%zu MiB)",
-		 B, T, per * (size_t)m->nslots * sizeof(float) >> 20);
+	{
+		size_t free_b = 0, total_b = 0;
+
+		m->ops->mem_info(&free_b, &total_b);
+		snprintf(m->err, sizeof m->err,
+			 "out of %s memory for the activations of B=%d, T=%d (%zu MiB asked%s)",
+			 m->ops->name, B, T, per * (size_t)m->nslots * sizeof(float) >> 20,
+			 total_b ? ", see the free memory below" : "");
+		if (total_b) {
+			size_t l = strlen(m->err);
+
+			snprintf(m->err + l - 1, sizeof m->err - l + 1, ", %zu MiB free)",
+				 free_b >> 20);
+		}
+	}
 	return -2;
 }
 
@@ -1029,7 +1114,7 @@ static int check_batch(struct gpt2 *m, int B, int T)
 	return 0;
 }
 
-/* Copy n tokens into dst, checking each is a vocabulary id. */
+/* Copy n host tokens into dst (the backend's memory), checking each is a vocabulary id. */
 static int copy_tokens(struct gpt2 *m, int *dst, const int *src, size_t n, const char *what)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -1039,8 +1124,8 @@ static int copy_tokens(struct gpt2 *m, int *dst, const int *src, size_t n, const
 				 src[i], i, m->config.vocab_size);
 			return -1;
 		}
-		dst[i] = src[i];
 	}
+	m->ops->upload(dst, src, n * sizeof(int));
 	return 0;
 }
 
@@ -1071,8 +1156,11 @@ static int head_forward(struct gpt2 *m, int have_targets, float *loss)
 	*loss = 0.0f;
 	if (!have_targets)
 		return 0;
+	/* the losses come to the host (N floats) and are added there in row
+	 * order, so every backend's mean loss is the same fold */
+	o->download(m->host_losses, a->losses, (size_t)N * sizeof(float));
 	for (int i = 0; i < N; i++)
-		sum += a->losses[i];
+		sum += m->host_losses[i];
 	*loss = (float)(sum / N);
 	return 0;
 }
@@ -1107,13 +1195,13 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
 		if (copy_tokens(m, m->inputs, inputs, (size_t)B * T, "input") || embed(m))
 			return -1;
 	} else {
-		memcpy(layer_input(m, first), x_in, BTC * sizeof(float));
+		m->ops->upload(layer_input(m, first), x_in, BTC * sizeof(float));
 	}
 	for (int k = first; k < last; k++)
 		if (block_forward(m, k))
 			return -1;
 	if (last < m->config.num_layers) {
-		memcpy(x_out, layer_input(m, last), BTC * sizeof(float));
+		m->ops->download(x_out, layer_input(m, last), BTC * sizeof(float));
 		return 0;
 	}
 	if (head_forward(m, targets != NULL, &l))
@@ -1143,12 +1231,15 @@ float gpt2_forward(struct gpt2 *m, const int *inputs, const int *targets, int B,
 int gpt2_zero_grad(struct gpt2 *m)
 {
 	if (!m->grads) {
-		m->grads = alloc_floats(m->num_params + m->grad_pad + 1, 1);
+		size_t n = m->num_params + m->grad_pad + 1;
+
+		m->grads = m->ops->alloc(n * sizeof(float));
 		if (!m->grads) {
-			snprintf(m->err, sizeof m->err, "out of memory for %zu gradients",
-				 m->num_params);
+			snprintf(m->err, sizeof m->err, "out of %s memory for %zu gradients",
+				 m->ops->name, m->num_params);
 			return -2;
 		}
+		m->ops->zero(m->grads, n);
 		point_tensors(m->grad_tensors, m->grads, m->sizes);
 		return 0;
 	}
@@ -1203,13 +1294,13 @@ int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, f
 			return -1;
 		m->have_targets = 0; /* the logits now hold their gradient */
 	} else {
-		memcpy(m->acts.dres, dx_out, BTC * sizeof(float));
+		m->ops->upload(m->acts.dres, dx_out, BTC * sizeof(float));
 	}
 	for (int l = last - 1; l >= first; l--)
 		if (block_backward(m, l))
 			return -1;
 	if (first > 0)
-		memcpy(dx_in, m->acts.dres, BTC * sizeof(float));
+		m->ops->download(dx_in, m->acts.dres, BTC * sizeof(float));
 	else if (m->shard.tp_size > 1)
 		tp_encoder_backward(m, m->grad_tensors[GPT2_WTE], m->grad_tensors[GPT2_WPE],
 				    m->acts.dres, m->inputs, m->B, m->T);
@@ -1224,12 +1315,17 @@ int gpt2_backward(struct gpt2 *m, float loss_scale)
 	return gpt2_stage_backward(m, loss_scale, NULL, NULL);
 }
 
+void gpt2_params_to_host(const struct gpt2 *m, float *dst)
+{
+	m->ops->download(dst, m->params, m->num_params * sizeof(float));
+}
+
 void gpt2_free(struct gpt2 *m)
 {
-	free(m->params);
-	free(m->grads);
-	free(m->act_mem);
-	free(m->tok_mem);
+	if (m->ops) {
+		drop_work_memory(m);
+		m->ops->free(m->params);
+	}
 	free(m->slots);
 	memset(m, 0, sizeof *m);
 }

@@ -146,6 +146,7 @@ struct gpt2 {
 	int nslots, slot;
 	struct gpt2_slot *slots;
 	size_t grad_pad;                /* zeroed floats after the gradients (ZeRO-1 padding) */
+	float *host_losses;             /* (B, T) host copy of acts.losses for the mean */
 	char err[256];                  /* why the last call failed */
 };
 
@@ -310,11 +311,17 @@ int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, f
 
 /*
  * Run the model on backend o from now on (gpt2_build and gpt2_load choose
- * ops_cpu). Returns 0, or -1 when o lacks entries the forward and backward
- * passes call (m->err names the backend and every missing entry; the model
- * keeps its backend).
+ * ops_cpu). The parameters move into o's memory (a GPU's for ops_cuda);
+ * gradients and activations are made there when next needed. Returns 0;
+ * -1 when o lacks entries the forward and backward passes call (m->err
+ * names the backend and every missing entry; the model keeps its backend);
+ * -2 when o's memory cannot hold the parameters (m->err says how much was
+ * asked and how much is free).
  */
 int gpt2_set_backend(struct gpt2 *m, const struct ops *o);
+
+/* Copy the parameters (num_params floats) from the backend's memory to host memory dst. */
+void gpt2_params_to_host(const struct gpt2 *m, float *dst);
 
 /* Whether the optimizer decays tensor t: the 2-D weight matrices only. */
 int gpt2_tensor_decays(enum gpt2_tensor t);

@@ -31,13 +31,51 @@ int adamw_init(struct adamw_state *s, size_t n)
 		return -2;
 	}
 	s->n = n;
+	s->mem = &ops_cpu;
 	return 0;
+}
+
+int adamw_move(struct adamw_state *s, const struct ops *o)
+{
+	size_t bytes = (s->n ? s->n : 1) * sizeof(float);
+	float *m, *v;
+
+	if (o->alloc == s->mem->alloc)
+		return 0;
+	m = o->alloc(bytes);
+	v = o->alloc(bytes);
+	if (!m || !v) {
+		if (m)
+			o->free(m);
+		if (v)
+			o->free(v);
+		return -2;
+	}
+	o->upload(m, s->m, s->n * sizeof(float));
+	o->upload(v, s->v, s->n * sizeof(float));
+	s->mem->free(s->m);
+	s->mem->free(s->v);
+	s->m = m;
+	s->v = v;
+	s->mem = o;
+	return 0;
+}
+
+void adamw_to_host(const struct adamw_state *s, float *m, float *v)
+{
+	s->mem->download(m, s->m, s->n * sizeof(float));
+	s->mem->download(v, s->v, s->n * sizeof(float));
 }
 
 void adamw_free(struct adamw_state *s)
 {
-	free(s->m);
-	free(s->v);
+	if (s->mem) {
+		s->mem->free(s->m);
+		s->mem->free(s->v);
+	} else {
+		free(s->m);
+		free(s->v);
+	}
 	memset(s, 0, sizeof *s);
 }
 
@@ -85,9 +123,9 @@ float lr_at(const struct lr_schedule *s, int64_t step)
 	return (float)(s->min_lr + (s->lr - s->min_lr) * 0.5 * (1.0 + cos(M_PI * r)));
 }
 
-double grad_sumsq(const float *g, size_t n)
+double grad_sumsq(const struct ops *o, const float *g, size_t n)
 {
-	return ops_cpu.sumsq(g, n);
+	return o->sumsq(g, n);
 }
 
 float grad_clip_scale(float norm, float clip)
@@ -97,8 +135,8 @@ float grad_clip_scale(float norm, float clip)
 	return 1.0f;
 }
 
-void grad_scale(float *g, size_t n, float scale)
+void grad_scale(const struct ops *o, float *g, size_t n, float scale)
 {
 	if (scale != 1.0f)
-		ops_cpu.scale(g, n, scale);
+		o->scale(g, n, scale);
 }

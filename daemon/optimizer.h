@@ -27,10 +27,22 @@ struct adamw_state {
 	size_t n;     /* parameters covered */
 	float *m, *v; /* first and second moments, n each, zero at the start */
 	int64_t step; /* updates done so far (bias correction uses step + 1) */
+	const struct ops *mem; /* whose memory m and v are in (ops_cpu after adamw_init) */
 };
 
-/* Allocate zeroed moments for n parameters. Returns 0 or -2 (memory). */
+/* Allocate zeroed moments for n parameters (host memory). Returns 0 or -2 (memory). */
 int adamw_init(struct adamw_state *s, size_t n);
+
+/*
+ * Move the moments into backend o's memory (a GPU's for ops_cuda), where
+ * the model's parameters are. Returns 0 or -2 (o's memory is full; the
+ * state stays where it was).
+ */
+int adamw_move(struct adamw_state *s, const struct ops *o);
+
+/* Copy the moments to host memory m and v (n floats each). */
+void adamw_to_host(const struct adamw_state *s, float *m, float *v);
+
 void adamw_free(struct adamw_state *s);
 
 /*
@@ -72,11 +84,11 @@ struct lr_schedule {
 float lr_at(const struct lr_schedule *s, int64_t step);
 
 /*
- * Sum of squares of n gradients (host memory), in double, on the CPU
- * backend's threads (ops_cpu.sumsq): the summation order depends on n only,
- * so the result is the same for any thread count.
+ * Sum of squares of n gradients in backend o's memory, in double (o->sumsq):
+ * the summation order depends on n only, so the result is the same for any
+ * thread count (and, on a GPU, run to run).
  */
-double grad_sumsq(const float *g, size_t n);
+double grad_sumsq(const struct ops *o, const float *g, size_t n);
 
 /*
  * Scale that clips a gradient of global norm `norm` to `clip`: clip / norm
@@ -84,7 +96,7 @@ double grad_sumsq(const float *g, size_t n);
  */
 float grad_clip_scale(float norm, float clip);
 
-/* g *= scale over n elements (host memory, on the CPU backend's threads). */
-void grad_scale(float *g, size_t n, float scale);
+/* g *= scale over n elements of backend o's memory. */
+void grad_scale(const struct ops *o, float *g, size_t n, float scale);
 
 #endif

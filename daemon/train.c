@@ -17,6 +17,7 @@
 #include "daemon/pipeline.h"
 #include "daemon/rank_log.h"
 #include "daemon/zero.h"
+#include "kernels/device.h"
 #include "kernels/ops.h"
 #include "lib/bind.h"
 #include "lib/clock.h"
@@ -33,6 +34,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef HAVE_CUDA
+#define HAVE_CUDA_BUILD 1
+#else
+#define HAVE_CUDA_BUILD 0
+#endif
+
 /* A stop this close to the job's end (seconds) is a timeout, not a preemption. */
 #define STOP_NEAR_END_S 300
 
@@ -40,7 +47,11 @@ struct rank {
 	const struct train_node *node;
 	const struct stork_config *cfg;
 	int local, rank;
-	struct comm *comm;
+	struct comm *comm;             /* storkd's, or the GPU wrapper of it (device_comm) */
+	struct comm *host_comm;        /* storkd's own communicator of this rank */
+	const struct ops *ops;         /* where the rank computes: ops_cpu or ops_cuda */
+	char device_id[96];            /* host/PCI address of its GPU, for the collectives */
+	float *ckpt_host;              /* pinned host copy of a GPU rank's state for checkpoints */
 	struct par_layout lay;         /* this rank's place in dp x tp x pp */
 	struct par_groups grp;
 	struct pipeline pipe;          /* when lay.pp > 1 */
@@ -129,6 +140,14 @@ static int make_layout(struct rank *r, const struct gpt2_config *mc)
 	if (layout_make(&r->lay, mc, r->node->world_size, c->parallel.tensor, c->parallel.pipeline,
 			c->parallel.zero, r->rank, r->err, sizeof r->err) < 0)
 		return fail(r, STORK_EXIT_CONFIG, r->err);
+	if (r->ops != &ops_cpu && r->lay.tp > 1) {
+		/* the vocabulary-parallel embedding and softmax (tensor_parallel.c) run on the host */
+		snprintf(r->err, sizeof r->err,
+			 "parallel.tensor: %d is not supported on GPUs yet (data and pipeline "
+			 "parallelism and ZeRO-1 are); set parallel.tensor: 1 or run.device: cpu",
+			 r->lay.tp);
+		return fail(r, STORK_EXIT_CONFIG, r->err);
+	}
 	if ((rc = layout_groups(&r->lay, r->comm, &r->grp))) {
 		snprintf(r->err, sizeof r->err, "cannot make the parallel groups of dp %d x tp %d x pp %d: %s",
 			 r->lay.dp, r->lay.tp, r->lay.pp,
@@ -160,6 +179,137 @@ static int init_pipeline(struct rank *r)
 	return 0;
 }
 
+/* Say that this rank computes on the CPU, and why: its log always, stdout once (rank 0). */
+static void say_cpu(struct rank *r, const char *why)
+{
+	rank_logf(&r->log, "device: cpu (%s)", why);
+	if (r->rank == 0) {
+		printf("device: cpu (%s)\n", why);
+		fflush(stdout);
+	}
+}
+
+/*
+ * run.device: the rank's GPU (the binding's STORK_GPU, else its local rank
+ * modulo the GPUs it sees) or the CPU. cuda without a usable GPU is a
+ * configuration error naming the rank, the host and CUDA's message.
+ */
+static int choose_device(struct rank *r)
+{
+	const struct bind_plan *plan = &r->node->plans[r->local];
+	enum stork_device want = r->cfg->run.device;
+	int count = want == STORK_DEVICE_CPU ? 0 : kernels_cuda_device_count(), dev;
+	char desc[160], err[256];
+
+	r->ops = &ops_cpu;
+	if (want == STORK_DEVICE_CPU) {
+		say_cpu(r, "run.device: cpu");
+		return 0;
+	}
+	if (count == 0 && want == STORK_DEVICE_AUTO) {
+		say_cpu(r, HAVE_CUDA_BUILD ? "run.device: auto, and no CUDA device is visible" :
+					     "run.device: auto, and this build has no CUDA backend");
+		return 0;
+	}
+	dev = count > 0 ? (plan->gpu >= 0 ? plan->gpu : r->local) % count : 0;
+	if (kernels_cuda_use_device(dev, desc, sizeof desc, err, sizeof err) < 0) {
+		snprintf(r->err, sizeof r->err, "run.device: cuda: rank %d on %s has no usable GPU: %s",
+			 r->rank, r->node->host, err);
+		return fail(r, STORK_EXIT_CONFIG, r->err);
+	}
+	kernels_cuda_set_tf32(r->cfg->train.precision == STORK_PRECISION_TF32);
+	snprintf(r->device_id, sizeof r->device_id, "%s/%s", r->node->host, desc);
+	rank_logf(&r->log, "bound: gpu %d (%s), %s matrix products", dev, desc,
+		  config_precision_name(r->cfg->train.precision));
+	if (r->rank == 0) {
+		printf("device: gpu %d (%s) on rank 0, %s matrix products\n", dev, desc,
+		       config_precision_name(r->cfg->train.precision));
+		fflush(stdout);
+	}
+#ifdef HAVE_CUDA
+	r->ops = &ops_cuda;
+#endif
+	return 0;
+}
+
+/*
+ * A GPU rank's communicator takes device buffers too: NCCL when every rank
+ * has a GPU of its own, else staged through pinned host memory
+ * (lib/comm/device.c). Made before the layout's groups, which are split
+ * from it. Every rank of the world must compute on the same kind of device.
+ */
+static int device_comm(struct rank *r)
+{
+	struct comm_device_memory mem = {
+		.is_device = kernels_cuda_is_device_ptr,
+		.to_host = r->ops->download,
+		.to_device = r->ops->upload,
+		.host_alloc = r->ops->host_alloc,
+		.host_free = r->ops->host_free,
+		.device_id = r->device_id,
+	};
+	const char *env = getenv("STORK_DEVICE_COMM");
+	enum comm_device_path want = COMM_DEVICE_AUTO;
+	struct comm *w;
+	int32_t gpus = r->ops != &ops_cpu, all = gpus;
+	int rc;
+
+	if (r->node->world_size > 1 &&
+	    (comm_allreduce(r->comm, &all, 1, COMM_INT32, COMM_MIN) < 0 ||
+	     comm_allreduce(r->comm, &gpus, 1, COMM_INT32, COMM_MAX) < 0))
+		return fail_collective(r);
+	if (gpus != all) {
+		snprintf(r->err, sizeof r->err,
+			 "some ranks found a GPU and some did not (rank %d on %s: %s); give every "
+			 "rank a GPU (--gpus-per-task=1) or set run.device: cpu",
+			 r->rank, r->node->host, r->ops == &ops_cpu ? "cpu" : "gpu");
+		return fail(r, STORK_EXIT_CONFIG, r->err);
+	}
+	if (!gpus)
+		return 0;
+	if (env && !strcmp(env, "staged"))
+		want = COMM_DEVICE_STAGED;
+	else if (env && !strcmp(env, "nccl"))
+		want = COMM_DEVICE_NCCL;
+	if ((rc = comm_device_wrap(r->comm, &mem, want, &w, r->err, sizeof r->err)))
+		return rc == COMM_EABORTED ? fail_collective(r) : fail(r, STORK_EXIT_CONFIG, r->err);
+	r->comm = w;
+	rank_logf(&r->log, "collectives on GPU buffers: %s", comm_device_describe(w));
+	if (r->rank == 0) {
+		printf("collectives on GPU buffers: %s\n", comm_device_describe(w));
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/*
+ * Move the model and the optimizer state into the GPU's memory: they were
+ * built or read on the host (initialisation and checkpoints are the same
+ * code for every device); from now on they stay on the device, and only
+ * checkpoints copy them back.
+ */
+static int move_to_device(struct rank *r)
+{
+	size_t free_b = 0, total_b = 0;
+	int rc;
+
+	if (r->ops == &ops_cpu)
+		return 0;
+	if ((rc = gpt2_set_backend(&r->model, r->ops)))
+		return fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
+	if (adamw_move(&r->opt, r->ops) < 0) {
+		r->ops->mem_info(&free_b, &total_b);
+		snprintf(r->err, sizeof r->err,
+			 "out of GPU memory for the optimizer state: %zu MiB asked, %zu MiB free",
+			 2 * r->opt.n * sizeof(float) >> 20, free_b >> 20);
+		return fail(r, STORK_EXIT_INTERNAL, r->err);
+	}
+	r->ops->mem_info(&free_b, &total_b);
+	rank_logf(&r->log, "gpu memory: parameters and moments in place, %zu of %zu MiB free",
+		  free_b >> 20, total_b >> 20);
+	return 0;
+}
+
 /* Pin this thread as storkd planned (the plan is the launcher's own code in lib/bind). */
 static int bind_rank(struct rank *r)
 {
@@ -171,7 +321,7 @@ static int bind_rank(struct rank *r)
 	bind_plan_describe(plan, desc, sizeof desc);
 	rank_logf(&r->log, "bound: %s, %d thread(s)", desc, plan->omp_threads);
 	ops_cpu_set_threads(plan->omp_threads);
-	return 0;
+	return choose_device(r);
 }
 
 static int open_data(struct rank *r)
@@ -530,11 +680,11 @@ static int global_sumsq(struct rank *r, double *out)
 	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
 		replicas |= m->sizes[t] && gpt2_shard_is_replica(&m->config, &m->shard, t);
 	if (!replicas) {
-		sum = grad_sumsq(m->grads, m->num_params);
+		sum = grad_sumsq(m->ops, m->grads, m->num_params);
 	} else {
 		for (int t = 0; t < GPT2_NUM_TENSORS; t++)
 			if (!gpt2_shard_is_replica(&m->config, &m->shard, t))
-				sum += grad_sumsq(m->grad_tensors[t], m->sizes[t]);
+				sum += grad_sumsq(m->ops, m->grad_tensors[t], m->sizes[t]);
 	}
 	if (r->lay.dp > 1 && r->lay.tp * r->lay.pp > 1) {
 		/* one world all-reduce with replica 0's ranks contributing: every
@@ -603,7 +753,7 @@ static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
 	} else if (r->grp.dp) {
 		if (comm_allreduce(r->grp.dp, m->grads, n, COMM_FLOAT32, COMM_SUM) < 0)
 			return fail_collective(r);
-		grad_scale(m->grads, n, 1.0f / (float)r->lay.dp);
+		grad_scale(m->ops, m->grads, n, 1.0f / (float)r->lay.dp);
 	}
 	if (r->grp.emb && comm_allreduce(r->grp.emb, wte, nwte, COMM_FLOAT32, COMM_SUM) < 0)
 		return fail_collective(r);
@@ -620,7 +770,7 @@ static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
 			return fail_collective(r);
 	} else {
 		if (clip != 1.0f)
-			grad_scale(m->grads, n, clip);
+			grad_scale(m->ops, m->grads, n, clip);
 		adamw_step_model(&r->opt, &hp, *lr_out, m);
 	}
 	if (sync_replicated(r) < 0)
@@ -673,6 +823,30 @@ static void shard_info(const struct rank *r, struct ckpt_shard_info *info)
 }
 
 /*
+ * The parameters and moments in host memory for a checkpoint: the rank's
+ * own arrays on the CPU; on a GPU, a pinned host copy (made once, reused).
+ */
+static int host_state(struct rank *r, float **p, float **m, float **v)
+{
+	size_t np = r->model.num_params, no = r->opt.n;
+
+	if (r->ops == &ops_cpu) {
+		*p = r->model.params;
+		*m = r->opt.m;
+		*v = r->opt.v;
+		return 0;
+	}
+	if (!r->ckpt_host && !(r->ckpt_host = r->ops->host_alloc((np + 2 * no) * sizeof(float))))
+		return fail(r, STORK_EXIT_INTERNAL, "out of pinned host memory for the checkpoint");
+	*p = r->ckpt_host;
+	*m = *p + np;
+	*v = *m + no;
+	gpt2_params_to_host(&r->model, *p);
+	adamw_to_host(&r->opt, *m, *v);
+	return 0;
+}
+
+/*
  * Every rank writes its shard in parallel; the checksums travel to rank 0
  * (an all-gather), which commits. Any rank's failure aborts the world, so
  * rank 0 never commits an incomplete checkpoint and `latest` stays valid.
@@ -681,6 +855,7 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 {
 	int W = r->node->world_size, code = 0;
 	struct ckpt_shard_info info;
+	float *hp, *hm, *hv;
 	uint64_t mine[2], *all = calloc(2 * (size_t)W, sizeof *all), *sums, *sizes;
 
 	if (!all)
@@ -696,8 +871,12 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 		goto out;
 	}
 	shard_info(r, &info);
-	if (ckpt_write_shard(root, st->step, &info, r->model.params, r->opt.m, r->opt.v, &mine[0],
-			     &mine[1], r->err, sizeof r->err) < 0) {
+	if (host_state(r, &hp, &hm, &hv)) {
+		code = r->res->exit_code;
+		goto out;
+	}
+	if (ckpt_write_shard(root, st->step, &info, hp, hm, hv, &mine[0], &mine[1], r->err,
+			     sizeof r->err) < 0) {
 		code = fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
 		goto out;
 	}
@@ -749,8 +928,14 @@ static int checkpoint(struct rank *r, int64_t steps_done)
 		if (checkpoint_sharded(r, &st, root))
 			return r->res->exit_code;
 	} else if (r->rank == 0) {
-		/* Replicas are identical under data parallelism: rank 0 writes. */
-		if (ckpt_save(root, &r->model, &r->opt, &st, r->cfg->checkpoint.keep, r->err,
+		/* Replicas are identical under data parallelism: rank 0 writes
+		 * (from host copies when the model lives on a GPU). */
+		struct gpt2 hmodel = r->model;
+		struct adamw_state hopt = r->opt;
+
+		if (host_state(r, &hmodel.params, &hopt.m, &hopt.v))
+			return r->res->exit_code;
+		if (ckpt_save(root, &hmodel, &hopt, &st, r->cfg->checkpoint.keep, r->err,
 			      sizeof r->err) < 0)
 			return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
 	} else {
@@ -947,7 +1132,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 
 	memset(res, 0, sizeof *res);
 	heartbeat(&r, 0);
-	r.comm = n->rank_comm(n->rank_comm_arg, local);
+	r.comm = r.host_comm = n->rank_comm(n->rank_comm_arg, local);
 	if (rank_log_open(&r.log, n->run_dir, r.rank, local, n->host, n->job_id, err,
 			  sizeof err) < 0) {
 		fail(&r, STORK_EXIT_INTERNAL, err);
@@ -957,8 +1142,9 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 		rank_logf(&r.log, "=== restart %d (job %s) ===", n->restart_count, n->job_id);
 	rank_logf(&r.log, "rank %d of %d (local %d of %d) on %s", r.rank, n->world_size, local,
 		  n->local_ranks, n->host);
-	if (bind_rank(&r) || model_shape(&r, &mc) || make_layout(&r, &mc) || open_data(&r) ||
-	    init_model(&r, &mc, &start) || init_pipeline(&r))
+	if (bind_rank(&r) || device_comm(&r) || model_shape(&r, &mc) || make_layout(&r, &mc) ||
+	    open_data(&r) || init_model(&r, &mc, &start) || move_to_device(&r) ||
+	    init_pipeline(&r))
 		goto out;
 	rank_logf(&r.log, "model: %zu parameters; training steps %" PRId64 "..%d", r.model.num_params,
 		  start + 1, n->cfg->train.steps);
@@ -978,5 +1164,9 @@ out:
 	pipeline_free(&r.pipe);
 	zero_plan_free(&r.zero);
 	layout_groups_free(&r.grp);
+	if (r.ckpt_host)
+		r.ops->host_free(r.ckpt_host);
+	if (r.comm != r.host_comm)
+		comm_free(r.comm);
 	rank_log_close(&r.log);
 }

@@ -44,20 +44,29 @@ int zero_plan_make(struct zero_plan *z, struct gpt2 *m, int D, int d)
 		maxper = z->seg[k].per > maxper ? z->seg[k].per : maxper;
 	/* the last segment's reduce-scatter reads up to D - 1 floats past the end */
 	m->grad_pad = (size_t)D;
-	z->recv = malloc((maxper ? maxper : 1) * sizeof(float));
-	return z->recv ? 0 : -1;
+	z->recv_n = maxper ? maxper : 1;
+	z->recv = NULL; /* in the gradients' memory, made at the first reduce-scatter */
+	return 0;
 }
 
 void zero_plan_free(struct zero_plan *z)
 {
-	free(z->recv);
+	if (z->recv)
+		z->recv_mem->free(z->recv);
 	z->recv = NULL;
 }
 
 int zero_reduce_scatter(struct zero_plan *z, struct gpt2 *m, struct comm *dp)
 {
+	const struct ops *o = m->ops;
 	float inv = 1.0f / (float)z->D;
 
+	if (dp && z->recv_mem != o) {
+		zero_plan_free(z);
+		if (!(z->recv = o->alloc(z->recv_n * sizeof(float))))
+			return COMM_ENOMEM;
+		z->recv_mem = o;
+	}
 	for (int k = 0; k < z->nseg; k++) {
 		struct zero_segment *s = &z->seg[k];
 		int rc;
@@ -66,9 +75,8 @@ int zero_reduce_scatter(struct zero_plan *z, struct gpt2 *m, struct comm *dp)
 						    COMM_FLOAT32, COMM_SUM)))
 			return rc;
 		if (dp)
-			memcpy(m->grads + s->lo, z->recv, (s->hi - s->lo) * sizeof(float));
-		for (size_t i = s->lo; i < s->hi; i++)
-			m->grads[i] *= inv;
+			o->copy(m->grads + s->lo, z->recv, (s->hi - s->lo) * sizeof(float));
+		o->scale(m->grads + s->lo, s->hi - s->lo, inv);
 	}
 	return 0;
 }
@@ -113,7 +121,7 @@ static void sumsq_piece(void *arg, int t, size_t off, size_t n, size_t state_off
 
 	(void)state_off;
 	if (!gpt2_shard_is_replica(&a->m->config, &a->m->shard, t))
-		a->sum += grad_sumsq(a->m->grads + off, n);
+		a->sum += grad_sumsq(a->m->ops, a->m->grads + off, n);
 }
 
 double zero_sumsq(const struct zero_plan *z, const struct gpt2 *m)
@@ -127,7 +135,7 @@ double zero_sumsq(const struct zero_plan *z, const struct gpt2 *m)
 void zero_scale(const struct zero_plan *z, struct gpt2 *m, float s)
 {
 	for (int k = 0; k < z->nseg; k++)
-		grad_scale(m->grads + z->seg[k].lo, z->seg[k].hi - z->seg[k].lo, s);
+		grad_scale(m->ops, m->grads + z->seg[k].lo, z->seg[k].hi - z->seg[k].lo, s);
 }
 
 struct adamw_args {

@@ -37,7 +37,9 @@ struct zero_plan {
 	int nseg;
 	struct zero_segment seg[ZERO_MAX_SEGMENTS];
 	size_t state_n;            /* parameters this rank updates: the sum of hi - lo */
-	float *recv;               /* reduce-scatter receive space (max per) */
+	float *recv;               /* reduce-scatter receive space (recv_n floats), or NULL */
+	size_t recv_n;
+	const struct ops *recv_mem; /* whose memory recv is in: the gradients' */
 };
 
 /*

@@ -8,6 +8,9 @@
 #ifndef STORK_KERNELS_DEVICE_H
 #define STORK_KERNELS_DEVICE_H
 
+#include <stddef.h>
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,6 +26,33 @@ const char *kernels_cpu_backend_name(void);
 
 /* CUDA runtime and NCCL versions as "cuda 13.0, nccl 2.27.3", or "none". */
 const char *kernels_cuda_versions(void);
+
+/*
+ * Make CUDA device dev current for the calling thread (and create its
+ * context). Fills desc with e.g. "NVIDIA H100 80GB HBM3, 0000:9d:00.0".
+ * Returns 0, or -1 with CUDA's message in err (e.g. "no CUDA device").
+ */
+int kernels_cuda_use_device(int dev, char *desc, size_t desclen, char *err, size_t errlen);
+
+/* TF32 tensor-core matmuls for the calling thread's cuBLAS handle: on (1) or off (0, the default). */
+void kernels_cuda_set_tf32(int on);
+
+/*
+ * Dense peak of the current device in FLOP/s for "fp32", "tf32" or "bf16",
+ * from its SM count, clock and compute capability; 0 if unknown.
+ */
+double kernels_cuda_peak_flops(const char *precision);
+
+/*
+ * For `stork check`: print the driver, CUDA and NCCL versions and one line
+ * per GPU, then run a one-float NCCL all-reduce over every visible GPU.
+ * Returns 0 (all well), 1 (no GPU: nothing to test), -1 (the all-reduce
+ * failed or gave a wrong sum; the line says how).
+ */
+int kernels_cuda_check(FILE *out);
+
+/* Whether p points into device memory (cudaMalloc); 0 for host memory and without CUDA. */
+int kernels_cuda_is_device_ptr(const void *p);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,7 @@ kernels_libkernels_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) -fno-math-errno -fno-t
 KERNELS_LIBS = kernels/libkernels.a $(BLAS_LIBS) -lpthread -lm
 
 # nvcc compiles every .cu file; the objects join the same archive.
-CUDA_SOURCES = kernels/cuda/device_cuda.cu kernels/cuda/ops_cuda.cu
+CUDA_SOURCES = kernels/cuda/device_cuda.cu kernels/cuda/ops_cuda.cu kernels/cuda/check_cuda.cu
 EXTRA_DIST += $(CUDA_SOURCES)
 if HAVE_CUDA
 AM_NVCCFLAGS = -O2

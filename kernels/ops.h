@@ -107,6 +107,22 @@ struct ops {
 	 * in an order that depends only on n, not on the thread count.
 	 */
 	double (*sumsq)(const float *p, size_t n);
+
+	/* Memory of this backend: host memory for cpu, device memory for cuda (cudaMalloc, never managed). NULL when out of memory. */
+	void *(*alloc)(size_t bytes);
+	void (*free)(void *p);
+	/* host -> backend and backend -> host copies; both return when the copy is done (download waits for the kernels issued before it). */
+	void (*upload)(void *dst, const void *host_src, size_t bytes);
+	void (*download)(void *host_dst, const void *src, size_t bytes);
+	/* backend -> backend copy, in order with the kernels. */
+	void (*copy)(void *dst, const void *src, size_t bytes);
+	/* Host memory for transfers (pinned for cuda, cudaMallocHost; plain aligned memory for cpu). */
+	void *(*host_alloc)(size_t bytes);
+	void (*host_free)(void *p);
+	/* Wait for every kernel issued by the calling thread. */
+	void (*sync)(void);
+	/* Free and total bytes of the backend's memory (cpu: 0, 0 = unknown). */
+	void (*mem_info)(size_t *free_bytes, size_t *total_bytes);
 };
 
 /* The CPU backend: host arrays, every entry implemented. */

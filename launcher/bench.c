@@ -18,6 +18,7 @@
 #include "daemon/layout.h"
 #include "daemon/zero.h"
 #include "launcher/bench_comm.h"
+#include "kernels/device.h"
 #include "kernels/ops.h"
 #include "lib/log.h"
 #include "lib/stork_config.h"
@@ -35,6 +36,28 @@ static int bench_usage(FILE *out)
 		     "       stork bench launch CONFIG [--nodes N] [--repeat R]   (inside an allocation)\n"
 		     "       stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n");
 	return STORK_EXIT_USAGE;
+}
+
+/*
+ * Whether the training benchmark runs on a GPU, as run.device says: cuda
+ * without a GPU is a configuration error (*code set), auto uses one when
+ * there is one.
+ */
+static int on_gpu(const struct stork_config *cfg, int *code)
+{
+	int gpus = kernels_cuda_device_count();
+
+	if (cfg->run.device == STORK_DEVICE_CPU)
+		return 0;
+	if (cfg->run.device == STORK_DEVICE_CUDA && gpus == 0) {
+		stork_error("run.device: cuda, but no CUDA device is visible here (%s)",
+			    kernels_cuda_versions());
+		*code = STORK_EXIT_CONFIG;
+		return 1;
+	}
+	if (gpus == 0)
+		printf("device: cpu (run.device: auto, and no CUDA device is visible)\n");
+	return gpus > 0;
 }
 
 static double mib(size_t floats)
@@ -142,8 +165,14 @@ static int bench_train_cmd(int argc, char **argv)
 		return code;
 	}
 	code = STORK_EXIT_OK;
-	if (steps > 0 && bench_train(&g, cfg.train.batch_size, cfg.train.seq_len, steps, stdout))
+	if (steps > 0 && on_gpu(&cfg, &code)) {
+		if (!code && bench_train_cuda(&g, cfg.train.batch_size, cfg.train.seq_len, steps,
+					      cfg.train.precision == STORK_PRECISION_TF32, stdout))
+			code = STORK_EXIT_INTERNAL;
+	} else if (steps > 0 && bench_train(&g, cfg.train.batch_size, cfg.train.seq_len, steps,
+					    stdout)) {
 		code = STORK_EXIT_INTERNAL;
+	}
 	config_free(&cfg);
 	return code;
 fail:

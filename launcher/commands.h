@@ -17,6 +17,7 @@ int cmd_run(int argc, char **argv);   /* launcher/run.c */
 int cmd_prep(int argc, char **argv);  /* launcher/prep.c */
 int cmd_bench(int argc, char **argv); /* launcher/bench.c */
 int cmd_export(int argc, char **argv); /* launcher/export.c */
+int cmd_check(int argc, char **argv);  /* launcher/check.c */
 int cmd_bench_checkpoint(int argc, char **argv); /* launcher/bench_checkpoint.c */
 int cmd_bench_launch(int argc, char **argv); /* launcher/bench_launch.c */
 

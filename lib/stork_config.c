@@ -64,6 +64,13 @@ struct key {
 static const struct enum_name lr_schedules[] = {
 	{ "constant", STORK_LR_CONSTANT }, { "cosine", STORK_LR_COSINE }, { NULL, 0 },
 };
+static const struct enum_name devices[] = {
+	{ "auto", STORK_DEVICE_AUTO }, { "cpu", STORK_DEVICE_CPU }, { "cuda", STORK_DEVICE_CUDA },
+	{ NULL, 0 },
+};
+static const struct enum_name precisions[] = {
+	{ "fp32", STORK_PRECISION_FP32 }, { "tf32", STORK_PRECISION_TF32 }, { NULL, 0 },
+};
 static const struct enum_name signals[] = {
 	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { NULL, 0 },
 };
@@ -78,6 +85,8 @@ static const struct key keys[] = {
 	  "seconds to wait for every node at start" },
 	{ "run.resume_from", K_STR, OFF(run.resume_from), 0, 0, EMPTY_OK, NULL, "\"\"",
 	  "checkpoint (or run directory) a new run starts from, on any layout" },
+	{ "run.device", K_ENUM, OFF(run.device), 0, 0, 0, devices, "auto",
+	  "auto (the rank's GPU if it has one) | cpu | cuda" },
 	{ "model.init_from", K_STR, OFF(model.init_from), 0, 0, EMPTY_OK, NULL, "\"\"",
 	  "llm.c model file; empty: build from the sizes below" },
 	{ "model.layers", K_INT, OFF(model.layers), 1, BIG, 0, NULL, "4", "transformer blocks" },
@@ -99,6 +108,8 @@ static const struct key keys[] = {
 	{ "train.steps", K_INT, OFF(train.steps), 1, BIG, 0, NULL, "1000", "optimizer steps" },
 	{ "train.lr", K_DOUBLE, OFF(train.lr), 0, DBL_MAX, 0, NULL, "6.0e-4", "peak learning rate" },
 	{ "train.lr_schedule", K_ENUM, OFF(train.lr_schedule), 0, 0, 0, lr_schedules, "cosine", "constant | cosine" },
+	{ "train.precision", K_ENUM, OFF(train.precision), 0, 0, 0, precisions, "fp32",
+	  "GPU matrix products: fp32 | tf32 (the CPU computes fp32)" },
 	{ "train.warmup_steps", K_INT, OFF(train.warmup_steps), 0, BIG, 0, NULL, "100", "linear warmup steps" },
 	{ "train.min_lr", K_DOUBLE, OFF(train.min_lr), 0, DBL_MAX, 0, NULL, "6.0e-5", "end of the cosine" },
 	{ "train.weight_decay", K_DOUBLE, OFF(train.weight_decay), 0, DBL_MAX, 0, NULL, "0.1",
@@ -1129,6 +1140,22 @@ const char *config_signal_name(int signo)
 	for (int i = 0; signals[i].name; i++)
 		if (signals[i].value == signo)
 			return signals[i].name;
+	return "?";
+}
+
+const char *config_device_name(enum stork_device d)
+{
+	for (int i = 0; devices[i].name; i++)
+		if (devices[i].value == (int)d)
+			return devices[i].name;
+	return "?";
+}
+
+const char *config_precision_name(enum stork_precision p)
+{
+	for (int i = 0; precisions[i].name; i++)
+		if (precisions[i].value == (int)p)
+			return precisions[i].name;
 	return "?";
 }
 

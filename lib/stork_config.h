@@ -39,6 +39,19 @@ enum stork_lr_schedule {
 	STORK_LR_COSINE = 1,
 };
 
+/* train.precision: the arithmetic of the matrix products on GPUs (the CPU computes fp32). */
+enum stork_precision {
+	STORK_PRECISION_FP32 = 0,
+	STORK_PRECISION_TF32 = 1, /* fp32 storage, TF32 tensor-core products (10-bit mantissa inputs) */
+};
+
+/* run.device: where a rank computes. */
+enum stork_device {
+	STORK_DEVICE_AUTO = 0, /* its GPU when it has one (and the build has CUDA), else the CPU */
+	STORK_DEVICE_CPU = 1,
+	STORK_DEVICE_CUDA = 2, /* its GPU, or a config error */
+};
+
 /* A list of glob patterns (data.train, data.val). */
 struct stork_globs {
 	char **v;
@@ -51,6 +64,7 @@ struct stork_config {
 		char *dir;                  /* runs root, relative to the submit directory */
 		double rendezvous_timeout;  /* seconds */
 		char *resume_from;          /* checkpoint or run directory to start from; "" = none */
+		enum stork_device device;   /* auto | cpu | cuda */
 	} run;
 	struct {
 		char *init_from;            /* llm.c model file; "" = build from the sizes */
@@ -74,6 +88,7 @@ struct stork_config {
 		int steps;
 		double lr;
 		enum stork_lr_schedule lr_schedule;
+		enum stork_precision precision;
 		int warmup_steps;
 		double min_lr;
 		double weight_decay;
@@ -151,6 +166,8 @@ const char *config_signal_name(int signo);
 
 /* Name of a train.lr_schedule value ("constant", "cosine"). */
 const char *config_lr_schedule_name(enum stork_lr_schedule s);
+const char *config_device_name(enum stork_device d);
+const char *config_precision_name(enum stork_precision p);
 
 /* Release what c owns; c may then be loaded again. Safe on a zeroed struct. */
 void config_free(struct stork_config *c);

@@ -39,4 +39,36 @@ const char *kernels_cuda_versions(void)
 {
 	return "none (built without CUDA)";
 }
+
+int kernels_cuda_use_device(int dev, char *desc, size_t desclen, char *err, size_t errlen)
+{
+	(void)dev;
+	if (desclen)
+		desc[0] = '\0';
+	snprintf(err, errlen, "this build has no CUDA backend");
+	return -1;
+}
+
+void kernels_cuda_set_tf32(int on)
+{
+	(void)on;
+}
+
+double kernels_cuda_peak_flops(const char *precision)
+{
+	(void)precision;
+	return 0.0;
+}
+
+int kernels_cuda_check(FILE *out)
+{
+	fprintf(out, "cuda: none (this build has no CUDA backend)\n");
+	return 1;
+}
+
+int kernels_cuda_is_device_ptr(const void *p)
+{
+	(void)p;
+	return 0;
+}
 #endif

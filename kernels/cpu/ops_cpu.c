@@ -1065,6 +1065,43 @@ static void adamw(float *params, const float *grads, float *m, float *v, size_t 
 	parallel_for(blocks_of(n, EW_BLOCK), threads_for(10.0 * n), adamw_part, &a);
 }
 
+/* ---------------------------------------------------------------- memory */
+
+/*
+ * Host memory aligned to a cache line: 64-byte aligned rows let the
+ * element-wise loops use aligned AVX-512 loads.
+ */
+static void *host_alloc(size_t bytes)
+{
+	void *p;
+
+	if (posix_memalign(&p, 64, bytes ? bytes : 1))
+		return NULL;
+	return p;
+}
+
+static void host_free(void *p)
+{
+	free(p);
+}
+
+/* Every copy of the CPU backend is a plain memcpy: its memory is the host's. */
+static void host_copy(void *dst, const void *src, size_t bytes)
+{
+	if (bytes)
+		memcpy(dst, src, bytes);
+}
+
+static void host_sync(void)
+{
+}
+
+static void host_mem_info(size_t *free_bytes, size_t *total_bytes)
+{
+	*free_bytes = 0;
+	*total_bytes = 0;
+}
+
 const struct ops ops_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -1085,4 +1122,13 @@ const struct ops ops_cpu = {
 	.zero = zero,
 	.scale = scale,
 	.sumsq = sumsq,
+	.alloc = host_alloc,
+	.free = host_free,
+	.upload = host_copy,
+	.download = host_copy,
+	.copy = host_copy,
+	.host_alloc = host_alloc,
+	.host_free = host_free,
+	.sync = host_sync,
+	.mem_info = host_mem_info,
 };

@@ -80,6 +80,34 @@ int comm_ucx_recv_tagged(struct comm *c, int src, uint64_t tag, void *buf, size_
 uint64_t comm_ucx_p2p_tag(uint16_t id, int src, int dst, uint16_t seq);
 uint64_t comm_ucx_coll_tag(uint16_t id, int src, int dst, uint16_t seq);
 
+/* ------------------------------------- NCCL internals for device.c */
+
+/*
+ * An NCCL communicator beside a host one (lib/comm/nccl.c). Builds without
+ * CUDA have stubs: comm_nccl_available() is 0 and the rest fail or do
+ * nothing. Every call blocks until NCCL is done on the calling thread's
+ * stream, watching inner: when the host world is aborted (a failing rank),
+ * the NCCL communicator is aborted too, so no rank waits in NCCL forever.
+ */
+struct comm_nccl;
+int comm_nccl_available(void);
+const char *comm_nccl_version(void);
+/* Collective over inner: rank 0 makes the unique id, inner broadcasts it. */
+int comm_nccl_create(struct comm *inner, struct comm_nccl **out, char *err, size_t errlen);
+/* Collective over parent's ranks; color COMM_UNDEFINED gives *out NULL. */
+int comm_nccl_split(struct comm_nccl *parent, struct comm *inner, int color, int key,
+		    struct comm_nccl **out);
+int comm_nccl_allreduce(struct comm_nccl *n, struct comm *inner, void *buf, size_t count,
+			enum comm_dtype t, enum comm_op op);
+int comm_nccl_reduce_scatter(struct comm_nccl *n, struct comm *inner, const void *send,
+			     void *recv, size_t recvcount, enum comm_dtype t, enum comm_op op);
+int comm_nccl_allgather(struct comm_nccl *n, struct comm *inner, const void *send, void *recv,
+			size_t sendcount, enum comm_dtype t);
+int comm_nccl_broadcast(struct comm_nccl *n, struct comm *inner, void *buf, size_t count,
+			enum comm_dtype t, int root);
+void comm_nccl_abort(struct comm_nccl *n);
+void comm_nccl_free(struct comm_nccl *n);
+
 /* acc[i] = op(acc[i], x[i]) for i < count: one step of the rank-order fold. */
 void comm_reduce_local(void *acc, const void *x, size_t count,
 		       enum comm_dtype t, enum comm_op op);

@@ -309,4 +309,39 @@ void comm_hier_watch(struct comm_hier *h);
  */
 void comm_hier_destroy(struct comm_hier *h);
 
+/* ------------------------------------------------------ GPU buffers */
+
+/*
+ * What a communicator needs to know about a GPU's memory (lib/comm stays
+ * free of CUDA; the caller passes the compute backend's functions).
+ */
+struct comm_device_memory {
+	int (*is_device)(const void *p);  /* whether p points into device memory */
+	void (*to_host)(void *host_dst, const void *src, size_t bytes);
+	void (*to_device)(void *dst, const void *host_src, size_t bytes);
+	void *(*host_alloc)(size_t bytes); /* pinned host memory for staging */
+	void (*host_free)(void *p);
+	const char *device_id;            /* this rank's GPU, e.g. "node1/0000:9d:00.0" */
+};
+
+enum comm_device_path {
+	COMM_DEVICE_AUTO,   /* NCCL when every rank has its own GPU and NCCL is built, else staged */
+	COMM_DEVICE_NCCL,   /* NCCL, or an error saying why not */
+	COMM_DEVICE_STAGED, /* through pinned host buffers and inner's own collectives */
+};
+
+/*
+ * A communicator over inner's ranks whose calls take host or device
+ * buffers (lib/comm/device.c): host buffers go to inner, device buffers to
+ * NCCL or through the host, as `want` says and the GPUs allow (the choice
+ * is the same on every rank). Collective over inner. Splits of it are
+ * wrapped the same way. Freeing it leaves inner to the caller. Returns 0,
+ * or a COMM_E* code with the reason in err.
+ */
+int comm_device_wrap(struct comm *inner, const struct comm_device_memory *mem,
+		     enum comm_device_path want, struct comm **out, char *err, size_t errlen);
+
+/* "nccl 2.27.3 on device buffers", "host-staged (...)", or "host" for another communicator. */
+const char *comm_device_describe(const struct comm *c);
+
 #endif

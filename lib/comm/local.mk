@@ -7,6 +7,11 @@
 noinst_LIBRARIES += lib/libcomm.a
 lib_libcomm_a_SOURCES = \
 	lib/comm/comm.c lib/comm/comm.h lib/comm/backend.h \
-	lib/comm/shm.c lib/comm/ucx.c lib/comm/hier.c
-lib_libcomm_a_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
+	lib/comm/shm.c lib/comm/ucx.c lib/comm/hier.c \
+	lib/comm/device.c lib/comm/nccl.c
+lib_libcomm_a_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS) $(CUDA_CFLAGS)
 COMM_LIBS = lib/libcomm.a $(UCX_LIBS) -lpthread
+if HAVE_CUDA
+# device.c's NCCL path (lib/comm/nccl.c)
+COMM_LIBS += $(CUDA_LIBS)
+endif

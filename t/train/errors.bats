@@ -81,3 +81,28 @@ shard() {
 	[[ "$output" == *"$ckpt/model.bin"*"channels 64"*"channels 128"* ]]
 	[ "$(md5sum $ckpt/*)" = "$before" ]
 }
+
+# This test machine has no GPU (on a GPU machine both tests are skipped;
+# t/gpu covers GPU runs there).
+no_gpu_here() {
+	if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+		skip "a GPU is visible here"
+	fi
+}
+
+@test "run.device cuda without a GPU: exit 3 naming the rank, the host and CUDA's message" {
+	no_gpu_here
+	run "$STORK" run tiny.yaml --set run.device=cuda --set run.name=cuda
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"run.device: cuda: rank 0 on $(hostname)"*"no CUDA device"* ||
+		"$output" == *"run.device: cuda: rank 0 on $(hostname)"*"this build has no CUDA backend"* ]]
+	grep -q '"reason": "config_error"' runs/cuda__job=local__task=0*/exit_info.json
+}
+
+@test "run.device auto without a GPU trains on the CPU and says why" {
+	no_gpu_here
+	run "$STORK" run tiny.yaml --set run.device=auto --set train.steps=2 --set run.name=auto
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"device: cpu (run.device: auto, and "*" CUDA "*")"* ]]
+	grep -q "device: cpu (run.device: auto" runs/auto__job=local__task=0*/logs/rank-000.log
+}

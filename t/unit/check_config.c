@@ -77,6 +77,8 @@ START_TEST(defaults_fill_every_key)
 	ck_assert_int_eq(c.train.steps, 1000);
 	ck_assert(c.train.lr == 6.0e-4);
 	ck_assert_int_eq(c.train.lr_schedule, STORK_LR_COSINE);
+	ck_assert_int_eq(c.train.precision, STORK_PRECISION_FP32);
+	ck_assert_int_eq(c.run.device, STORK_DEVICE_AUTO);
 	ck_assert_int_eq(c.train.warmup_steps, 100);
 	ck_assert(c.train.min_lr == 6.0e-5);
 	ck_assert(c.train.weight_decay == 0.1);
@@ -172,6 +174,8 @@ START_TEST(every_key_is_read)
 	ck_assert_int_eq(c.train.steps, 50);
 	ck_assert(c.train.lr == 1.0e-3);
 	ck_assert_int_eq(c.train.lr_schedule, STORK_LR_CONSTANT);
+	ck_assert_int_eq(c.train.precision, STORK_PRECISION_TF32);
+	ck_assert_int_eq(c.run.device, STORK_DEVICE_CUDA);
 	ck_assert_int_eq(c.train.warmup_steps, 5);
 	ck_assert(c.train.min_lr == 0.0);
 	ck_assert(c.train.weight_decay == 0.0);
@@ -270,6 +274,10 @@ START_TEST(enums_list_the_accepted_values)
 	ASSERT_ERROR("err_signal.yaml", "err_signal.yaml:2:11:", "preempt.signal",
 		     "one of USR1, USR2, TERM", "'SIGUSR1'");
 	ASSERT_ERROR("err_zero.yaml", "err_zero.yaml:2:9:", "parallel.zero", "from 0 to 1");
+	ASSERT_ERROR("err_device.yaml", "err_device.yaml:2:11:", "run.device",
+		     "one of auto, cpu, cuda", "'gpu'");
+	ASSERT_ERROR("err_precision.yaml", "err_precision.yaml:2:14:", "train.precision",
+		     "one of fp32, tf32", "'bf16'");
 }
 END_TEST
 
@@ -386,7 +394,7 @@ START_TEST(override_after_file_wins_and_cross_checks_name_it)
 	ck_assert_int_eq(config_load(&c, DATA "full.yaml", err, sizeof err), 0);
 	ck_assert_int_eq(config_set(&c, "model.heads=7", err, sizeof err), 0);
 	ck_assert_int_eq(config_validate(&c, err, sizeof err), -1);
-	ck_assert_msg(strstr(err, "override 'model.heads=7'") && strstr(err, "full.yaml:10:13"), "%s", err);
+	ck_assert_msg(strstr(err, "override 'model.heads=7'") && strstr(err, "full.yaml:11:13"), "%s", err);
 	config_free(&c);
 
 	/* An override can also repair a file's cross-key mistake. */
@@ -515,6 +523,7 @@ START_TEST(hash_changes_with_every_key)
 		"data.train=x", "data.val=[]", "data.shuffle=false", "train.batch_size=5",
 		"train.seq_len=65", "train.grad_accum=2", "train.steps=999", "train.lr=0.0007",
 		"train.lr_schedule=constant", "train.warmup_steps=99", "train.min_lr=0",
+		"train.precision=tf32", "run.device=cpu",
 		"train.weight_decay=0", "train.beta1=0.8", "train.beta2=0.9", "train.eps=1e-7",
 		"train.grad_clip=0", "train.val_every=0", "train.val_batches=9", "train.log_every=2",
 		"checkpoint.every=100", "checkpoint.keep=1", "preempt.signal=TERM",
@@ -591,6 +600,8 @@ START_TEST(names_of_enum_values)
 	ck_assert_str_eq(config_signal_name(SIGTERM), "TERM");
 	ck_assert_str_eq(config_lr_schedule_name(STORK_LR_CONSTANT), "constant");
 	ck_assert_str_eq(config_lr_schedule_name(STORK_LR_COSINE), "cosine");
+	ck_assert_str_eq(config_device_name(STORK_DEVICE_CUDA), "cuda");
+	ck_assert_str_eq(config_precision_name(STORK_PRECISION_TF32), "tf32");
 }
 END_TEST
 

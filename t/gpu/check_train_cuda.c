@@ -1,0 +1,304 @@
+/*
+ * t/gpu/check_train_cuda.c - training on a GPU against training on the CPU.
+ *
+ * The model code (daemon/model.c, daemon/optimizer.c) is the same for both
+ * backends; these tests run it on ops_cuda with every array in device
+ * memory and compare with ops_cpu:
+ *   - 20 optimizer steps of a small model: the losses agree within 1e-4
+ *     relative (TF32 off: both compute in fp32, only the summation orders
+ *     differ, a few ulps per layer);
+ *   - a GPU run's state (parameters and moments) continued on the CPU, and
+ *     a CPU run's continued on the GPU, track an uninterrupted run;
+ *   - 2 and 4 data-parallel ranks sharing the one GPU, gradients averaged
+ *     through the host-staged device communicator (lib/comm/device.c), track
+ *     the same ranks on the CPU.
+ * Exits 77 (skipped) when no GPU is visible. Needs only the kernels, the
+ * model, the optimizer and lib/comm's in-process backend, so t/gpu/run
+ * builds it on a GPU machine with nvcc and a C compiler alone.
+ */
+#include "config.h"
+#include "daemon/model.h"
+#include "daemon/optimizer.h"
+#include "kernels/device.h"
+#include "kernels/ops.h"
+#include "lib/comm/comm.h"
+#include "lib/rng.h"
+
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STEPS 20
+#define REL_TOL 1e-4
+
+static const struct gpt2_config small = {
+	.max_seq_len = 32, .vocab_size = 250, .padded_vocab_size = 256,
+	.num_layers = 2, .num_heads = 4, .channels = 40,
+};
+static const struct adamw_params hp = { 0.9f, 0.95f, 1e-8f, 0.1f };
+enum { B = 3, T = 17 };
+
+/* The tokens of step s of data-parallel rank r: B*T + 1 ids, the same on every backend. */
+static void batch(int *tok, int step, int rank)
+{
+	uint64_t st = rng_seed(1234, (uint64_t)(step * 16 + rank));
+
+	for (int i = 0; i < B * T + 1; i++)
+		tok[i] = (int)rng_below(&st, (uint32_t)small.vocab_size);
+}
+
+static void use_gpu(void)
+{
+	char desc[160], err[256];
+
+	ck_assert_msg(kernels_cuda_use_device(0, desc, sizeof desc, err, sizeof err) == 0, "%s",
+		      err);
+	kernels_cuda_set_tf32(0);
+}
+
+/* A model and its optimizer on backend o, built from the seed on the host first. */
+static void make(struct gpt2 *m, struct adamw_state *s, const struct ops *o)
+{
+	ck_assert_int_eq(gpt2_build(m, &small, 1337), 0);
+	ck_assert_int_eq(adamw_init(s, m->num_params), 0);
+	ck_assert_msg(gpt2_set_backend(m, o) == 0, "%s", m->err);
+	ck_assert_int_eq(adamw_move(s, o), 0);
+}
+
+/* One optimizer step on one rank; grads averaged over c when not NULL. Returns the loss. */
+static float step(struct gpt2 *m, struct adamw_state *s, struct comm *c, int k, int rank)
+{
+	int tok[B * T + 1];
+	float loss;
+	double sumsq;
+
+	batch(tok, k, rank);
+	ck_assert_int_eq(gpt2_zero_grad(m), 0);
+	loss = gpt2_forward(m, tok, tok + 1, B, T);
+	ck_assert_msg(!isnan(loss), "%s", m->err);
+	ck_assert_msg(gpt2_backward(m, 1.0f) == 0, "%s", m->err);
+	if (c) {
+		ck_assert_int_eq(comm_allreduce(c, m->grads, m->num_params, COMM_FLOAT32, COMM_SUM), 0);
+		grad_scale(m->ops, m->grads, m->num_params, 1.0f / (float)comm_size(c));
+	}
+	sumsq = grad_sumsq(m->ops, m->grads, m->num_params);
+	grad_scale(m->ops, m->grads, m->num_params, grad_clip_scale((float)sqrt(sumsq), 1.0f));
+	adamw_step_model(s, &hp, 1e-3f, m);
+	return loss;
+}
+
+static void assert_close(float a, float b, const char *what, int k)
+{
+	ck_assert_msg(fabsf(a - b) <= REL_TOL * fabsf(b), "%s step %d: gpu %.8f cpu %.8f (rel %.2e)",
+		      what, k, a, b, fabsf(a - b) / fabsf(b));
+}
+
+START_TEST(test_twenty_steps_match_the_cpu)
+{
+	struct gpt2 g, c;
+	struct adamw_state gs, cs;
+
+	use_gpu();
+	make(&g, &gs, &ops_cuda);
+	make(&c, &cs, &ops_cpu);
+	for (int k = 0; k < STEPS; k++) {
+		float lg = step(&g, &gs, NULL, k, 0), lc = step(&c, &cs, NULL, k, 0);
+
+		assert_close(lg, lc, "loss", k);
+		if (k == STEPS - 1)
+			ck_assert_msg(lc < 5.4f, "the model learns (loss %.3f, log V = 5.52)", lc);
+	}
+	gpt2_free(&g);
+	gpt2_free(&c);
+	adamw_free(&gs);
+	adamw_free(&cs);
+}
+END_TEST
+
+/* Move a trained model and its moments to backend o through host copies, as a checkpoint does. */
+static void transfer(struct gpt2 *from, struct adamw_state *fs, struct gpt2 *to,
+		     struct adamw_state *ts, const struct ops *o)
+{
+	float *p = malloc(from->num_params * sizeof(float));
+	float *mv = malloc(2 * fs->n * sizeof(float));
+
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(mv);
+	gpt2_params_to_host(from, p);
+	adamw_to_host(fs, mv, mv + fs->n);
+	ck_assert_int_eq(gpt2_shard_from_full(to, &small, NULL, p), 0);
+	ck_assert_int_eq(adamw_init(ts, to->num_params), 0);
+	memcpy(ts->m, mv, fs->n * sizeof(float));
+	memcpy(ts->v, mv + fs->n, fs->n * sizeof(float));
+	ts->step = fs->step;
+	ck_assert_msg(gpt2_set_backend(to, o) == 0, "%s", to->err);
+	ck_assert_int_eq(adamw_move(ts, o), 0);
+	free(p);
+	free(mv);
+}
+
+START_TEST(test_state_moves_between_gpu_and_cpu)
+{
+	struct gpt2 ref, g, c, g2;
+	struct adamw_state rs, gs, cs, g2s;
+	float lr_, lc;
+
+	use_gpu();
+	make(&ref, &rs, &ops_cpu);
+	make(&g, &gs, &ops_cuda);
+	for (int k = 0; k < 5; k++) {
+		step(&ref, &rs, NULL, k, 0);
+		step(&g, &gs, NULL, k, 0);
+	}
+	transfer(&g, &gs, &c, &cs, &ops_cpu); /* GPU checkpoint, resumed on the CPU */
+	for (int k = 5; k < 10; k++) {
+		lr_ = step(&ref, &rs, NULL, k, 0);
+		lc = step(&c, &cs, NULL, k, 0);
+		assert_close(lc, lr_, "gpu->cpu loss", k);
+	}
+	transfer(&c, &cs, &g2, &g2s, &ops_cuda); /* and back onto the GPU */
+	for (int k = 10; k < 15; k++) {
+		lr_ = step(&ref, &rs, NULL, k, 0);
+		lc = step(&g2, &g2s, NULL, k, 0);
+		assert_close(lc, lr_, "cpu->gpu loss", k);
+	}
+	ck_assert_int_eq((int)g2s.step, 15);
+	gpt2_free(&ref);
+	gpt2_free(&g);
+	gpt2_free(&c);
+	gpt2_free(&g2);
+	adamw_free(&rs);
+	adamw_free(&gs);
+	adamw_free(&cs);
+	adamw_free(&g2s);
+}
+END_TEST
+
+/* ------------------------------------------------ ranks sharing the GPU */
+
+struct rank_arg {
+	struct comm *comm;
+	const struct ops *ops;
+	float losses[STEPS];   /* this rank's own loss of each step */
+	double param_sum;      /* sum of the parameters after the last step */
+	char err[256];
+};
+
+static void *rank_main(void *p)
+{
+	struct rank_arg *a = p;
+	struct comm *c = a->comm, *w = NULL;
+	struct gpt2 m;
+	struct adamw_state s;
+
+	if (a->ops != &ops_cpu) {
+		struct comm_device_memory mem = {
+			.is_device = kernels_cuda_is_device_ptr,
+			.to_host = a->ops->download, .to_device = a->ops->upload,
+			.host_alloc = a->ops->host_alloc, .host_free = a->ops->host_free,
+			.device_id = "this machine/gpu 0",
+		};
+
+		use_gpu();
+		if (comm_device_wrap(c, &mem, COMM_DEVICE_AUTO, &w, a->err, sizeof a->err))
+			return NULL;
+		/* every rank names the same GPU: NCCL is out, the host stages */
+		if (strncmp(comm_device_describe(w), "host-staged", 11)) {
+			snprintf(a->err, sizeof a->err, "chose %s", comm_device_describe(w));
+			return NULL;
+		}
+		c = w;
+	}
+	make(&m, &s, a->ops);
+	for (int k = 0; k < STEPS; k++)
+		a->losses[k] = step(&m, &s, c, k, comm_rank(c));
+	{
+		float *p = malloc(m.num_params * sizeof(float));
+
+		ck_assert_ptr_nonnull(p);
+		gpt2_params_to_host(&m, p);
+		for (size_t i = 0; i < m.num_params; i++)
+			a->param_sum += p[i];
+		free(p);
+	}
+	gpt2_free(&m);
+	adamw_free(&s);
+	if (w)
+		comm_free(w);
+	return NULL;
+}
+
+static void run_ranks(int n, const struct ops *o, struct rank_arg *args)
+{
+	struct comm_world *world = comm_world_create(n);
+	pthread_t th[8];
+
+	ck_assert_ptr_nonnull(world);
+	for (int r = 0; r < n; r++) {
+		memset(&args[r], 0, sizeof args[r]);
+		args[r].comm = comm_world_rank(world, r);
+		args[r].ops = o;
+		ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &args[r]), 0);
+	}
+	for (int r = 0; r < n; r++) {
+		pthread_join(th[r], NULL);
+		ck_assert_msg(!args[r].err[0], "rank %d: %s", r, args[r].err);
+	}
+	comm_world_destroy(world);
+}
+
+static void ranks_match_cpu(int n)
+{
+	struct rank_arg g[8], c[8];
+
+	run_ranks(n, &ops_cuda, g);
+	run_ranks(n, &ops_cpu, c);
+	for (int r = 0; r < n; r++)
+		for (int k = 0; k < STEPS; k++)
+			assert_close(g[r].losses[k], c[r].losses[k], "rank loss", k);
+	/* every replica applied the same averaged gradient: identical bits */
+	for (int r = 1; r < n; r++) {
+		ck_assert_msg(g[r].param_sum == g[0].param_sum, "gpu replica %d drifted", r);
+		ck_assert_msg(c[r].param_sum == c[0].param_sum, "cpu replica %d drifted", r);
+	}
+}
+
+START_TEST(test_two_ranks_on_one_gpu_match_the_cpu)
+{
+	ranks_match_cpu(2);
+}
+END_TEST
+
+START_TEST(test_four_ranks_on_one_gpu_match_the_cpu)
+{
+	ranks_match_cpu(4);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("train_cuda");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	if (kernels_cuda_device_count() == 0) {
+		printf("check_train_cuda: skipped: no CUDA device visible (%s)\n",
+		       kernels_cuda_versions());
+		return 77;
+	}
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_twenty_steps_match_the_cpu);
+	tcase_add_test(tc, test_state_moves_between_gpu_and_cpu);
+	tcase_add_test(tc, test_two_ranks_on_one_gpu_match_the_cpu);
+	tcase_add_test(tc, test_four_ranks_on_one_gpu_match_the_cpu);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
