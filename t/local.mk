@@ -15,6 +15,7 @@ include t/unit/config.mk
 include t/unit/comm.mk
 include t/unit/engine.mk
 include t/unit/rendezvous.mk
+include t/gpu/gpu.mk
 
 # Integration tests: one TAP-producing driver that starts the cluster once.
 check_PROGRAMS += t/integration/pmix_hello

@@ -216,13 +216,13 @@ static void *rank_main(void *p)
 	for (int k = 0; k < STEPS; k++)
 		a->losses[k] = step(&m, &s, c, k, comm_rank(c));
 	{
-		float *p = malloc(m.num_params * sizeof(float));
+		float *params = malloc(m.num_params * sizeof(float));
 
-		ck_assert_ptr_nonnull(p);
-		gpt2_params_to_host(&m, p);
+		ck_assert_ptr_nonnull(params);
+		gpt2_params_to_host(&m, params);
 		for (size_t i = 0; i < m.num_params; i++)
-			a->param_sum += p[i];
-		free(p);
+			a->param_sum += params[i];
+		free(params);
 	}
 	gpt2_free(&m);
 	adamw_free(&s);

@@ -1,0 +1,11 @@
+# t/gpu/gpu.mk: the GPU tests (see t/local.mk). They exit 77 (skipped)
+# without a visible GPU; on a GPU machine without Stork's build
+# dependencies, t/gpu/run builds and runs the same programs.
+EXTRA_DIST += t/gpu/run
+if HAVE_CUDA
+check_PROGRAMS += t/gpu/check_train_cuda
+TESTS += t/gpu/check_train_cuda
+t_gpu_check_train_cuda_SOURCES = t/gpu/check_train_cuda.c
+t_gpu_check_train_cuda_CFLAGS = $(UNIT_CFLAGS) $(BLAS_CFLAGS) $(CUDA_CFLAGS)
+t_gpu_check_train_cuda_LDADD = $(ENGINE_LIBS) $(UNIT_LIBS)
+endif
