@@ -17,10 +17,16 @@ kernels_libkernels_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) -fno-math-errno -fno-t
 KERNELS_LIBS = kernels/libkernels.a $(BLAS_LIBS) -lpthread -lm
 
 # nvcc compiles every .cu file; the objects join the same archive.
-CUDA_SOURCES = kernels/cuda/device_cuda.cu kernels/cuda/ops_cuda.cu kernels/cuda/check_cuda.cu
+CUDA_SOURCES = kernels/cuda/device_cuda.cu kernels/cuda/ops_cuda.cu kernels/cuda/check_cuda.cu \
+	kernels/cuda/memory.cu kernels/cuda/encoder.cu kernels/cuda/layernorm.cu \
+	kernels/cuda/matmul.cu kernels/cuda/attention.cu kernels/cuda/softmax_xent.cu \
+	kernels/cuda/elementwise.cu kernels/cuda/reduce.cu
+EXTRA_DIST += kernels/cuda/common.cuh
 EXTRA_DIST += $(CUDA_SOURCES)
 if HAVE_CUDA
-AM_NVCCFLAGS = -O2
+# per-thread default streams: ranks that are threads of one process never
+# serialise on the legacy stream (kernels/cuda/common.cuh)
+AM_NVCCFLAGS = -O3 --default-stream per-thread
 SUFFIXES += .cu
 .cu.o:
 	$(AM_V_GEN)$(MKDIR_P) $(@D) && $(NVCC) $(AM_NVCCFLAGS) $(NVCCFLAGS) -std=c++17 $(CUDA_CFLAGS) $(DEFS) \

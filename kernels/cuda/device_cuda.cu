@@ -30,14 +30,3 @@ extern "C" const char *kernels_cuda_versions(void)
 		 nccl / 10000, (nccl % 10000) / 100, nccl % 100);
 	return buf;
 }
-
-extern "C" int kernels_cuda_is_device_ptr(const void *p)
-{
-	cudaPointerAttributes a;
-
-	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-		cudaGetLastError(); /* a host pointer the driver never saw: not an error */
-		return 0;
-	}
-	return a.type == cudaMemoryTypeDevice;
-}

@@ -297,6 +297,9 @@ int main(void)
 	tcase_add_test(tc, test_four_ranks_on_one_gpu_match_the_cpu);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
+	/* no fork per test: the device count above initialised CUDA in this
+	 * process, and CUDA cannot be used in a child forked after that */
+	srunner_set_fork_status(sr, CK_NOFORK);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -3,8 +3,11 @@
 # dependencies, t/gpu/run builds and runs the same programs.
 EXTRA_DIST += t/gpu/run
 if HAVE_CUDA
-check_PROGRAMS += t/gpu/check_train_cuda
-TESTS += t/gpu/check_train_cuda
+check_PROGRAMS += t/gpu/check_ops_cuda t/gpu/check_train_cuda
+TESTS += t/gpu/check_ops_cuda t/gpu/check_train_cuda
+t_gpu_check_ops_cuda_SOURCES = t/gpu/check_ops_cuda.c
+t_gpu_check_ops_cuda_CFLAGS = $(UNIT_CFLAGS) $(BLAS_CFLAGS) $(CUDA_CFLAGS)
+t_gpu_check_ops_cuda_LDADD = $(KERNELS_LIBS) $(UNIT_LIBS)
 t_gpu_check_train_cuda_SOURCES = t/gpu/check_train_cuda.c
 t_gpu_check_train_cuda_CFLAGS = $(UNIT_CFLAGS) $(BLAS_CFLAGS) $(CUDA_CFLAGS)
 t_gpu_check_train_cuda_LDADD = $(ENGINE_LIBS) $(UNIT_LIBS)

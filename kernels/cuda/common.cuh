@@ -1,0 +1,115 @@
+/*
+ * kernels/cuda/common.cuh - what the CUDA layer files share (private to
+ * kernels/cuda): launch helpers, error checks, the calling thread's cuBLAS
+ * handle and scratch memory, warp reductions, and the entry points each
+ * layer file defines for the table in ops_cuda.cu.
+ *
+ * Every kernel runs on the calling thread's default stream: the files are
+ * built with --default-stream per-thread, so ranks that are threads of one
+ * process (each on its own GPU, or sharing one) never serialise on the
+ * legacy stream, and a plain cudaMemcpy orders with the thread's kernels.
+ */
+#ifndef STORK_KERNELS_CUDA_COMMON_CUH
+#define STORK_KERNELS_CUDA_COMMON_CUH
+
+#include <cstddef>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#define BLOCK 256
+
+static inline unsigned grid_for(size_t n)
+{
+	return (unsigned)((n + BLOCK - 1) / BLOCK);
+}
+
+/* A failed launch or CUDA call is a broken device: say where, then stop. */
+void cuda_check(cudaError_t err, const char *what);
+void cublas_check(cublasStatus_t st, const char *what);
+#define LAUNCHED(what) cuda_check(cudaGetLastError(), what)
+
+/* The calling thread's cuBLAS handle, on its default stream, TF32 as set. */
+cublasHandle_t cuda_blas(void);
+
+/*
+ * Scratch device memory of the calling thread, slot k (a few per layer
+ * file), grown on demand and kept: attention's permuted q, k, v, the
+ * partial sums of the column reductions.
+ */
+void *cuda_scratch(int slot, size_t bytes);
+enum { SCRATCH_ATT_QKV, SCRATCH_ATT_Y, SCRATCH_ATT_DATT, SCRATCH_ATT_DQKV, SCRATCH_COLS,
+       SCRATCH_SUMSQ, SCRATCH_TOKENS, SCRATCH_NUM };
+
+/* Sum over a warp, in a fixed butterfly order (every lane gets the same bits). */
+__device__ static inline float warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ static inline float warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/*
+ * Column sums of a row-major (N, C) array, added into out (C): partial sums
+ * over chunks of ROWS_PER_CHUNK rows (tiles of COL_TILE columns, COL_LANES
+ * threads per column), then the chunks in order (cuda_column_fold, which
+ * LayerNorm's backward also uses on its own partials). Deterministic: the
+ * grouping depends on N and C only.
+ */
+#define COL_TILE 32
+#define COL_LANES 8
+#define ROWS_PER_CHUNK 256
+void cuda_column_sums(float *out, const float *x, int N, int C);
+/* out[c] += sum over k < chunks of partial[k][c], k in order. */
+void cuda_column_fold(float *out, const float *partial, int chunks, int C);
+
+/* The layers (one file each), in the order of struct ops. */
+void cuda_encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B,
+			  int T, int C);
+void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
+			   int T, int C);
+void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+			    const float *weight, const float *bias, int N, int C);
+void cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+			     const float *inp, const float *weight, const float *mean,
+			     const float *rstd, int N, int C);
+void cuda_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+			 int N, int C, int OC);
+void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+			  const float *inp, const float *weight, int N, int C, int OC);
+void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
+			    int HS);
+void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
+			     int B, int T, int NH, int HS);
+void cuda_gelu_forward(float *out, const float *inp, size_t n);
+void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void cuda_residual_forward(float *out, const float *a, const float *b, size_t n);
+void cuda_residual_backward(float *da, float *db, const float *dout, size_t n);
+void cuda_softmax_xent_forward(float *losses, float *logits, const int *targets, int N, int V,
+			       int Vp);
+void cuda_softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V,
+				int Vp);
+void cuda_adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+		float beta1, float beta2, float eps, float wd, float bc1, float bc2);
+void cuda_zero(float *p, size_t n);
+void cuda_scale(float *p, size_t n, float s);
+double cuda_sumsq(const float *p, size_t n);
+
+/* Memory (memory.cu). */
+void *cuda_alloc(size_t bytes);
+void cuda_free(void *p);
+void cuda_upload(void *dst, const void *src, size_t bytes);
+void cuda_download(void *dst, const void *src, size_t bytes);
+void cuda_copy(void *dst, const void *src, size_t bytes);
+void *cuda_host_alloc(size_t bytes);
+void cuda_host_free(void *p);
+void cuda_sync(void);
+void cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * kernels/cuda/encoder.cu - token + position embedding and its backward.
+ *
+ * The backward adds each position's gradient row into its token's row of
+ * dwte. Tokens repeat, so threads would collide on rows; atomicAdd would
+ * make the sum's order (and its bits) depend on timing. Instead the B*T
+ * token ids (a few KiB) come to the host once, a counting sort groups the
+ * positions by token in position order, and one block per distinct token
+ * adds its positions' rows in that order: the same sequence of additions
+ * as the CPU backend's, so the same bits.
+ */
+#include "config.h"
+#include "kernels/cuda/common.cuh"
+
+#include <cstdlib>
+#include <vector>
+
+/* out (N, C) = wte[inp[n]] + wpe[n % T]: one thread per element. */
+__global__ static void encoder_forward_kernel(float *out, const int *inp, const float *wte,
+					      const float *wpe, int N, int T, int C)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < (size_t)N * C) {
+		int n = (int)(i / C), c = (int)(i % C);
+
+		out[i] = wte[(size_t)inp[n] * C + c] + wpe[(size_t)(n % T) * C + c];
+	}
+}
+
+void cuda_encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B,
+			  int T, int C)
+{
+	size_t n = (size_t)B * T * C;
+
+	if (!n)
+		return;
+	encoder_forward_kernel<<<grid_for(n), BLOCK>>>(out, inp, wte, wpe, B * T, T, C);
+	LAUNCHED("encoder_forward");
+}
+
+/* dwpe[t][c] += sum over b of dout[b][t][c], b in order: one thread per (t, c). */
+__global__ static void wpe_backward_kernel(float *dwpe, const float *dout, int B, int T, int C)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < (size_t)T * C) {
+		float acc = dwpe[i];
+
+		for (int b = 0; b < B; b++)
+			acc += dout[(size_t)b * T * C + i];
+		dwpe[i] = acc;
+	}
+}
+
+/*
+ * Block k owns distinct token tokens[k], whose positions are
+ * pos[start[k] .. start[k+1]); its threads stride over the channels.
+ */
+__global__ static void wte_backward_kernel(float *dwte, const float *dout, const int *tokens,
+					   const int *start, const int *pos, int C)
+{
+	int k = blockIdx.x;
+	float *row = dwte + (size_t)tokens[k] * C;
+
+	for (int c = threadIdx.x; c < C; c += blockDim.x) {
+		float acc = row[c];
+
+		for (int j = start[k]; j < start[k + 1]; j++)
+			acc += dout[(size_t)pos[j] * C + c];
+		row[c] = acc;
+	}
+}
+
+void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
+			   int T, int C)
+{
+	int N = B * T, distinct = 0;
+	std::vector<int> tok(N), order(N), tokens, start;
+	int *dev;
+
+	if (N <= 0 || C <= 0)
+		return;
+	wpe_backward_kernel<<<grid_for((size_t)T * C), BLOCK>>>(dwpe, dout, B, T, C);
+	LAUNCHED("encoder_backward wpe");
+
+	/* counting sort of the positions by token, stable (position order kept) */
+	cuda_download(tok.data(), inp, (size_t)N * sizeof(int));
+	int vmax = 0;
+	for (int n = 0; n < N; n++)
+		vmax = tok[n] > vmax ? tok[n] : vmax;
+	std::vector<int> count((size_t)vmax + 2, 0);
+	for (int n = 0; n < N; n++)
+		count[(size_t)tok[n] + 1]++;
+	for (int v = 0; v <= vmax; v++) {
+		if (count[(size_t)v + 1]) {
+			tokens.push_back(v);
+			start.push_back(count[(size_t)v]);
+			distinct++;
+		}
+		count[(size_t)v + 1] += count[(size_t)v];
+	}
+	start.push_back(N);
+	for (int n = 0; n < N; n++)
+		order[(size_t)count[(size_t)tok[n]]++] = n;
+
+	/* one upload: tokens, start (distinct + 1), positions */
+	std::vector<int> packed;
+	packed.reserve((size_t)2 * distinct + 1 + N);
+	packed.insert(packed.end(), tokens.begin(), tokens.end());
+	packed.insert(packed.end(), start.begin(), start.end());
+	packed.insert(packed.end(), order.begin(), order.end());
+	dev = (int *)cuda_scratch(SCRATCH_TOKENS, packed.size() * sizeof(int));
+	cuda_upload(dev, packed.data(), packed.size() * sizeof(int));
+	wte_backward_kernel<<<distinct, 128>>>(dwte, dout, dev, dev + distinct,
+					       dev + 2 * distinct + 1, C);
+	LAUNCHED("encoder_backward wte");
+}

@@ -1,0 +1,98 @@
+/*
+ * kernels/cuda/softmax_xent.cu - softmax over the vocabulary and the
+ * cross-entropy loss, forward and backward, one block per row.
+ *
+ * A row is the Vp logits of one position; only the first V are real
+ * tokens, the padding [V, Vp) becomes 0 in the probabilities and in their
+ * gradient. The maximum and the sum are block reductions (each thread's
+ * strided part, then a fixed tree over the threads), so a row's result
+ * does not depend on timing. Formulas: kernels/math.h.
+ */
+#include "config.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/math.h"
+
+#include <cfloat>
+
+#define XENT_THREADS 512
+
+/* Reduce v over the block (max or sum) in a fixed order; every thread gets the result. */
+__device__ static float block_reduce(float v, bool is_max)
+{
+	__shared__ float s[XENT_THREADS / 32];
+	int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+
+	v = is_max ? warp_max(v) : warp_sum(v);
+	__syncthreads(); /* s may still be read by a previous call */
+	if (lane == 0)
+		s[warp] = v;
+	__syncthreads();
+	v = lane < XENT_THREADS / 32 ? s[lane] : (is_max ? -FLT_MAX : 0.0f);
+	return is_max ? warp_max(v) : warp_sum(v);
+}
+
+__global__ static void xent_forward_kernel(float *logits, int V, int Vp)
+{
+	float *row = logits + (size_t)blockIdx.x * Vp;
+	float max = -FLT_MAX, sum = 0.0f;
+
+	for (int v = threadIdx.x; v < V; v += blockDim.x)
+		max = fmaxf(max, row[v]);
+	max = block_reduce(max, true);
+	for (int v = threadIdx.x; v < V; v += blockDim.x) {
+		float e = math_softmax_exp(row[v], max);
+
+		row[v] = e;
+		sum += e;
+	}
+	sum = block_reduce(sum, false);
+	for (int v = threadIdx.x; v < Vp; v += blockDim.x)
+		row[v] = v < V ? row[v] / sum : 0.0f;
+}
+
+/* losses[n] = -log p[target]: after the rows are final (a second launch orders it). */
+__global__ static void xent_loss_kernel(float *losses, const float *probs, const int *targets,
+					int N, int Vp)
+{
+	int n = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (n < N)
+		losses[n] = -logf(probs[(size_t)n * Vp + targets[n]]);
+}
+
+void cuda_softmax_xent_forward(float *losses, float *logits, const int *targets, int N, int V,
+			       int Vp)
+{
+	if (N <= 0)
+		return;
+	xent_forward_kernel<<<N, XENT_THREADS>>>(logits, V, Vp);
+	LAUNCHED("softmax_xent_forward");
+	if (targets) {
+		xent_loss_kernel<<<grid_for((size_t)N), BLOCK>>>(losses, logits, targets, N, Vp);
+		LAUNCHED("softmax_xent_forward loss");
+	}
+}
+
+/* In place: probs -> (p - onehot(target)) * dloss, padding 0. One thread per element. */
+__global__ static void xent_backward_kernel(float *probs, const int *targets, float dloss, int N,
+					    int V, int Vp)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < (size_t)N * Vp) {
+		int n = (int)(i / Vp), v = (int)(i % Vp);
+
+		probs[i] = v < V ? math_xent_dlogit(probs[i], v == targets[n], dloss) : 0.0f;
+	}
+}
+
+void cuda_softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V,
+				int Vp)
+{
+	size_t n = (size_t)N * Vp;
+
+	if (!n)
+		return;
+	xent_backward_kernel<<<grid_for(n), BLOCK>>>(probs, targets, dloss, N, V, Vp);
+	LAUNCHED("softmax_xent_backward");
+}

@@ -1,0 +1,392 @@
+/*
+ * t/gpu/check_ops_cuda.c - every entry of the CUDA backend against the CPU
+ * backend (t/unit/check_kernels checks the CPU one against a double
+ * reference), on random inputs, forward and backward, at ordinary and odd
+ * sizes: T = 1, C not a multiple of 32, N not a multiple of any block,
+ * Vp > V.
+ *
+ * Backward entries add into their outputs, so gradient buffers start from
+ * random values, not zeros. Tolerance: both sides compute in fp32 (TF32
+ * off) and differ only in the order of their sums; a sum of K terms of
+ * size ~1 then differs by about K * 6e-8 at worst, below 1e-5 for the K <=
+ * 200 of these sizes. We allow 1e-4 absolute + 1e-4 relative, ten times
+ * that, and far below what a wrong index or formula gives (O(0.1)).
+ * Deterministic entries (sumsq, encoder and LayerNorm backward, column
+ * sums) must also repeat their bits exactly. Exits 77 without a GPU.
+ */
+#include "config.h"
+#include "kernels/device.h"
+#include "kernels/ops.h"
+#include "lib/rng.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-4
+
+static uint64_t rng = 7;
+
+struct pair {
+	float *h; /* host: the CPU backend's input/output */
+	float *d; /* device: the CUDA backend's */
+	size_t n;
+};
+
+static void use_gpu(void)
+{
+	char desc[160], err[256];
+
+	ck_assert_msg(kernels_cuda_use_device(0, desc, sizeof desc, err, sizeof err) == 0, "%s",
+		      err);
+	kernels_cuda_set_tf32(0);
+}
+
+/* n random floats (scale s) on both sides. */
+static struct pair rnd(size_t n, float s)
+{
+	struct pair p = { malloc((n ? n : 1) * sizeof(float)), ops_cuda.alloc(n * sizeof(float)), n };
+
+	ck_assert_ptr_nonnull(p.h);
+	ck_assert_ptr_nonnull(p.d);
+	for (size_t i = 0; i < n; i++)
+		p.h[i] = rng_normal(&rng, 0.0f, s);
+	ops_cuda.upload(p.d, p.h, n * sizeof(float));
+	return p;
+}
+
+static int *tokens(size_t n, int V, int **dev)
+{
+	int *t = malloc(n * sizeof(int));
+
+	for (size_t i = 0; i < n; i++)
+		t[i] = (int)rng_below(&rng, (uint32_t)V);
+	/* a few repeats of token 0, so encoder_backward meets shared rows */
+	for (size_t i = 0; i < n; i += 3)
+		t[i] = 0;
+	*dev = ops_cuda.alloc(n * sizeof(int));
+	ops_cuda.upload(*dev, t, n * sizeof(int));
+	return t;
+}
+
+/* The device copy agrees with the host copy within TOL. */
+static void agree(const struct pair *p, const char *what)
+{
+	float *g = malloc((p->n ? p->n : 1) * sizeof(float));
+	double worst = 0.0;
+	size_t at = 0;
+
+	ops_cuda.download(g, p->d, p->n * sizeof(float));
+	for (size_t i = 0; i < p->n; i++) {
+		double e = fabs((double)g[i] - p->h[i]) / (1.0 + fabs(p->h[i]));
+
+		ck_assert_msg(isfinite(g[i]), "%s[%zu] = %g", what, i, g[i]);
+		if (e > worst) {
+			worst = e;
+			at = i;
+		}
+	}
+	ck_assert_msg(worst <= TOL, "%s: element %zu: cuda %.8g cpu %.8g", what, at, g[at],
+		      p->h[at]);
+	free(g);
+}
+
+static void drop(struct pair *p)
+{
+	free(p->h);
+	ops_cuda.free(p->d);
+}
+
+/* Sizes: ordinary, and odd ones (T = 1, C = 40, N = 3 * 17). */
+struct dims {
+	int B, T, C, NH, V, Vp;
+};
+static const struct dims sizes[] = {
+	{ 4, 64, 128, 4, 300, 384 },
+	{ 3, 17, 40, 5, 250, 256 },
+	{ 2, 1, 40, 5, 100, 128 },
+	{ 1, 33, 96, 3, 97, 100 },
+};
+#define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
+
+START_TEST(test_encoder)
+{
+	const struct dims *z = &sizes[_i];
+	int N = z->B * z->T, *dtok, *tok;
+	struct pair wte, wpe, out, dout, dwte, dwpe;
+
+	use_gpu();
+	tok = tokens((size_t)N, z->V, &dtok);
+	wte = rnd((size_t)z->V * z->C, 1.0f);
+	wpe = rnd((size_t)z->T * z->C, 1.0f);
+	out = rnd((size_t)N * z->C, 1.0f);
+	ops_cpu.encoder_forward(out.h, tok, wte.h, wpe.h, z->B, z->T, z->C);
+	ops_cuda.encoder_forward(out.d, dtok, wte.d, wpe.d, z->B, z->T, z->C);
+	agree(&out, "encoder out");
+	dout = rnd((size_t)N * z->C, 1.0f);
+	dwte = rnd((size_t)z->V * z->C, 1.0f);
+	dwpe = rnd((size_t)z->T * z->C, 1.0f);
+	ops_cpu.encoder_backward(dwte.h, dwpe.h, dout.h, tok, z->B, z->T, z->C);
+	ops_cuda.encoder_backward(dwte.d, dwpe.d, dout.d, dtok, z->B, z->T, z->C);
+	agree(&dwte, "dwte");
+	agree(&dwpe, "dwpe");
+	drop(&wte), drop(&wpe), drop(&out), drop(&dout), drop(&dwte), drop(&dwpe);
+	free(tok);
+	ops_cuda.free(dtok);
+}
+END_TEST
+
+START_TEST(test_layernorm)
+{
+	const struct dims *z = &sizes[_i];
+	int N = z->B * z->T, C = z->C;
+	struct pair x = rnd((size_t)N * C, 2.0f), w, b, out, mean, rstd, dout, dx, dw, db;
+
+	use_gpu();
+	w = rnd((size_t)C, 1.0f);
+	b = rnd((size_t)C, 1.0f);
+	out = rnd((size_t)N * C, 1.0f);
+	mean = rnd((size_t)N, 1.0f);
+	rstd = rnd((size_t)N, 1.0f);
+	ops_cpu.layernorm_forward(out.h, mean.h, rstd.h, x.h, w.h, b.h, N, C);
+	ops_cuda.layernorm_forward(out.d, mean.d, rstd.d, x.d, w.d, b.d, N, C);
+	agree(&out, "layernorm out");
+	agree(&mean, "layernorm mean");
+	agree(&rstd, "layernorm rstd");
+	dout = rnd((size_t)N * C, 1.0f);
+	dx = rnd((size_t)N * C, 1.0f);
+	dw = rnd((size_t)C, 1.0f);
+	db = rnd((size_t)C, 1.0f);
+	ops_cpu.layernorm_backward(dx.h, dw.h, db.h, dout.h, x.h, w.h, mean.h, rstd.h, N, C);
+	ops_cuda.layernorm_backward(dx.d, dw.d, db.d, dout.d, x.d, w.d, mean.d, rstd.d, N, C);
+	agree(&dx, "layernorm dinp");
+	agree(&dw, "layernorm dweight");
+	agree(&db, "layernorm dbias");
+	drop(&x), drop(&w), drop(&b), drop(&out), drop(&mean), drop(&rstd);
+	drop(&dout), drop(&dx), drop(&dw), drop(&db);
+}
+END_TEST
+
+START_TEST(test_matmul)
+{
+	const struct dims *z = &sizes[_i];
+	int N = z->B * z->T, C = z->C, OC = 3 * z->C + 5;
+	struct pair x = rnd((size_t)N * C, 1.0f), w = rnd((size_t)OC * C, 0.1f), b = rnd(OC, 1.0f);
+	struct pair out = rnd((size_t)N * OC, 1.0f), dout, dx, dw, db;
+
+	use_gpu();
+	for (int bias = 0; bias < 2; bias++) {
+		ops_cpu.matmul_forward(out.h, x.h, w.h, bias ? b.h : NULL, N, C, OC);
+		ops_cuda.matmul_forward(out.d, x.d, w.d, bias ? b.d : NULL, N, C, OC);
+		agree(&out, bias ? "matmul out (bias)" : "matmul out");
+	}
+	dout = rnd((size_t)N * OC, 1.0f);
+	dx = rnd((size_t)N * C, 1.0f);
+	dw = rnd((size_t)OC * C, 1.0f);
+	db = rnd((size_t)OC, 1.0f);
+	ops_cpu.matmul_backward(dx.h, dw.h, db.h, dout.h, x.h, w.h, N, C, OC);
+	ops_cuda.matmul_backward(dx.d, dw.d, db.d, dout.d, x.d, w.d, N, C, OC);
+	agree(&dx, "matmul dinp");
+	agree(&dw, "matmul dweight");
+	agree(&db, "matmul dbias");
+	/* the LM head's call: no dinp buffer, no bias */
+	ops_cpu.matmul_backward(NULL, dw.h, NULL, dout.h, x.h, w.h, N, C, OC);
+	ops_cuda.matmul_backward(NULL, dw.d, NULL, dout.d, x.d, w.d, N, C, OC);
+	agree(&dw, "matmul dweight (no dinp)");
+	drop(&x), drop(&w), drop(&b), drop(&out), drop(&dout), drop(&dx), drop(&dw), drop(&db);
+}
+END_TEST
+
+START_TEST(test_attention)
+{
+	const struct dims *z = &sizes[_i];
+	int B = z->B, T = z->T, NH = z->NH, HS = z->C / z->NH, C = z->C;
+	struct pair qkv = rnd((size_t)B * T * 3 * C, 1.0f), out = rnd((size_t)B * T * C, 1.0f);
+	struct pair att = rnd((size_t)B * NH * T * T, 1.0f), dout, dqkv;
+
+	use_gpu();
+	ops_cpu.attention_forward(out.h, att.h, qkv.h, B, T, NH, HS);
+	ops_cuda.attention_forward(out.d, att.d, qkv.d, B, T, NH, HS);
+	agree(&att, "attention weights");
+	agree(&out, "attention out");
+	dout = rnd((size_t)B * T * C, 1.0f);
+	dqkv = rnd((size_t)B * T * 3 * C, 1.0f);
+	ops_cpu.attention_backward(dqkv.h, dout.h, qkv.h, att.h, B, T, NH, HS);
+	ops_cuda.attention_backward(dqkv.d, dout.d, qkv.d, att.d, B, T, NH, HS);
+	agree(&dqkv, "attention dqkv");
+	drop(&qkv), drop(&out), drop(&att), drop(&dout), drop(&dqkv);
+}
+END_TEST
+
+START_TEST(test_softmax_xent)
+{
+	const struct dims *z = &sizes[_i];
+	int N = z->B * z->T, *dtok, *tok;
+	struct pair logits = rnd((size_t)N * z->Vp, 3.0f), losses = rnd((size_t)N, 1.0f);
+
+	use_gpu();
+	tok = tokens((size_t)N, z->V, &dtok);
+	ops_cpu.softmax_xent_forward(losses.h, logits.h, tok, N, z->V, z->Vp);
+	ops_cuda.softmax_xent_forward(losses.d, logits.d, dtok, N, z->V, z->Vp);
+	agree(&logits, "probabilities");
+	agree(&losses, "losses");
+	ops_cpu.softmax_xent_backward(logits.h, tok, 1.0f / N, N, z->V, z->Vp);
+	ops_cuda.softmax_xent_backward(logits.d, dtok, 1.0f / N, N, z->V, z->Vp);
+	agree(&logits, "dlogits");
+	/* without targets: probabilities only, losses untouched */
+	drop(&logits), drop(&losses);
+	free(tok);
+	ops_cuda.free(dtok);
+}
+END_TEST
+
+START_TEST(test_elementwise)
+{
+	size_t n = 1000003; /* not a multiple of any block */
+	struct pair x = rnd(n, 2.0f), y = rnd(n, 1.0f), out = rnd(n, 1.0f), d = rnd(n, 1.0f);
+	struct pair da = rnd(n, 1.0f), db = rnd(n, 1.0f), m = rnd(n, 0.1f), v = rnd(n, 0.1f);
+
+	use_gpu();
+	for (size_t i = 0; i < n; i++)
+		v.h[i] = fabsf(v.h[i]);
+	ops_cuda.upload(v.d, v.h, n * sizeof(float));
+	ops_cpu.gelu_forward(out.h, x.h, n);
+	ops_cuda.gelu_forward(out.d, x.d, n);
+	agree(&out, "gelu");
+	ops_cpu.gelu_backward(da.h, x.h, d.h, n);
+	ops_cuda.gelu_backward(da.d, x.d, d.d, n);
+	agree(&da, "gelu backward");
+	ops_cpu.residual_forward(out.h, x.h, y.h, n);
+	ops_cuda.residual_forward(out.d, x.d, y.d, n);
+	agree(&out, "residual");
+	ops_cpu.residual_backward(da.h, db.h, d.h, n);
+	ops_cuda.residual_backward(da.d, db.d, d.d, n);
+	agree(&da, "residual da");
+	agree(&db, "residual db");
+	ops_cpu.adamw(x.h, d.h, m.h, v.h, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f);
+	ops_cuda.adamw(x.d, d.d, m.d, v.d, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f);
+	agree(&x, "adamw params");
+	agree(&m, "adamw m");
+	agree(&v, "adamw v");
+	ops_cpu.scale(y.h, n, 0.37f);
+	ops_cuda.scale(y.d, n, 0.37f);
+	agree(&y, "scale");
+	ops_cpu.zero(y.h, n);
+	ops_cuda.zero(y.d, n);
+	agree(&y, "zero");
+	drop(&x), drop(&y), drop(&out), drop(&d), drop(&da), drop(&db), drop(&m), drop(&v);
+}
+END_TEST
+
+START_TEST(test_sumsq_is_deterministic_and_right)
+{
+	size_t ns[] = { 1, 255, 1000003, 5000000 };
+
+	use_gpu();
+	for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+		struct pair x = rnd(ns[k], 1.0f);
+		double c = ops_cpu.sumsq(x.h, ns[k]), g = ops_cuda.sumsq(x.d, ns[k]);
+
+		ck_assert_msg(fabs(g - c) <= 1e-9 * c, "n %zu: cuda %.15g cpu %.15g", ns[k], g, c);
+		for (int r = 0; r < 3; r++)
+			ck_assert_msg(ops_cuda.sumsq(x.d, ns[k]) == g, "sumsq changed between runs");
+		drop(&x);
+	}
+}
+END_TEST
+
+/* Backward passes without atomics give the same bits every run. */
+START_TEST(test_backward_passes_repeat_their_bits)
+{
+	int B = 8, T = 64, C = 96, V = 50, N = B * T, *dtok, *tok;
+	struct pair dout = rnd((size_t)N * C, 1.0f), x = rnd((size_t)N * C, 1.0f);
+	struct pair w = rnd((size_t)C, 1.0f), mean = rnd((size_t)N, 0.1f), rstd = rnd((size_t)N, 1.0f);
+	float *first = malloc((size_t)V * C * sizeof(float)), *again = malloc((size_t)V * C * sizeof(float));
+	float *lnw1 = malloc((size_t)C * sizeof(float)), *lnw2 = malloc((size_t)C * sizeof(float));
+
+	use_gpu();
+	tok = tokens((size_t)N, V, &dtok);
+	for (int run = 0; run < 3; run++) {
+		struct pair dwte = rnd((size_t)V * C, 0.0f), dwpe = rnd((size_t)T * C, 0.0f);
+		struct pair dx = rnd((size_t)N * C, 0.0f), dw = rnd((size_t)C, 0.0f), db = rnd((size_t)C, 0.0f);
+
+		ops_cuda.encoder_backward(dwte.d, dwpe.d, dout.d, dtok, B, T, C);
+		ops_cuda.layernorm_backward(dx.d, dw.d, db.d, dout.d, x.d, w.d, mean.d, rstd.d, N, C);
+		ops_cuda.download(run ? again : first, dwte.d, (size_t)V * C * sizeof(float));
+		ops_cuda.download(run ? lnw2 : lnw1, dw.d, (size_t)C * sizeof(float));
+		if (run) {
+			ck_assert_msg(!memcmp(first, again, (size_t)V * C * sizeof(float)), "dwte bits");
+			ck_assert_msg(!memcmp(lnw1, lnw2, (size_t)C * sizeof(float)), "dweight bits");
+		}
+		drop(&dwte), drop(&dwpe), drop(&dx), drop(&dw), drop(&db);
+	}
+	drop(&dout), drop(&x), drop(&w), drop(&mean), drop(&rstd);
+	free(first), free(again), free(lnw1), free(lnw2), free(tok);
+	ops_cuda.free(dtok);
+}
+END_TEST
+
+START_TEST(test_memory_round_trip_and_out_of_memory)
+{
+	size_t free_b = 0, total_b = 0;
+	float h[5] = { 1, 2, 3, 4, 5 }, back[5] = { 0 };
+	float *d, *d2, *pinned;
+
+	use_gpu();
+	ops_cuda.mem_info(&free_b, &total_b);
+	ck_assert_msg(total_b > 0 && free_b <= total_b, "mem_info %zu of %zu", free_b, total_b);
+	d = ops_cuda.alloc(sizeof h);
+	d2 = ops_cuda.alloc(sizeof h);
+	pinned = ops_cuda.host_alloc(sizeof h);
+	ck_assert_ptr_nonnull(pinned);
+	ck_assert(kernels_cuda_is_device_ptr(d));
+	ck_assert(!kernels_cuda_is_device_ptr(h));
+	ck_assert(!kernels_cuda_is_device_ptr(pinned));
+	ops_cuda.upload(d, h, sizeof h);
+	ops_cuda.copy(d2, d, sizeof h);
+	ops_cuda.download(back, d2, sizeof h);
+	ck_assert(!memcmp(h, back, sizeof h));
+	/* more than the card holds: NULL, and the device stays usable */
+	ck_assert_ptr_null(ops_cuda.alloc(total_b * 2));
+	ops_cuda.download(back, d, sizeof h);
+	ck_assert(!memcmp(h, back, sizeof h));
+	ops_cuda.free(d);
+	ops_cuda.free(d2);
+	ops_cuda.host_free(pinned);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("ops_cuda");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	if (kernels_cuda_device_count() == 0) {
+		printf("check_ops_cuda: skipped: no CUDA device visible (%s)\n",
+		       kernels_cuda_versions());
+		return 77;
+	}
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_encoder, 0, NSIZES);
+	tcase_add_loop_test(tc, test_layernorm, 0, NSIZES);
+	tcase_add_loop_test(tc, test_matmul, 0, NSIZES);
+	tcase_add_loop_test(tc, test_attention, 0, NSIZES);
+	tcase_add_loop_test(tc, test_softmax_xent, 0, NSIZES);
+	tcase_add_test(tc, test_elementwise);
+	tcase_add_test(tc, test_sumsq_is_deterministic_and_right);
+	tcase_add_test(tc, test_backward_passes_repeat_their_bits);
+	tcase_add_test(tc, test_memory_round_trip_and_out_of_memory);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	/* no fork per test: the device count above initialised CUDA in this
+	 * process, and CUDA cannot be used in a child forked after that */
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
