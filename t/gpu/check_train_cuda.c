@@ -108,8 +108,6 @@ START_TEST(test_twenty_steps_match_the_cpu)
 		float lg = step(&g, &gs, NULL, k, 0), lc = step(&c, &cs, NULL, k, 0);
 
 		assert_close(lg, lc, "loss", k);
-		if (k == STEPS - 1)
-			ck_assert_msg(lc < 5.4f, "the model learns (loss %.3f, log V = 5.52)", lc);
 	}
 	gpt2_free(&g);
 	gpt2_free(&c);

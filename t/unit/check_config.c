@@ -175,7 +175,7 @@ START_TEST(every_key_is_read)
 	ck_assert(c.train.lr == 1.0e-3);
 	ck_assert_int_eq(c.train.lr_schedule, STORK_LR_CONSTANT);
 	ck_assert_int_eq(c.train.precision, STORK_PRECISION_TF32);
-	ck_assert_int_eq(c.run.device, STORK_DEVICE_CUDA);
+	ck_assert_int_eq(c.run.device, STORK_DEVICE_CPU);
 	ck_assert_int_eq(c.train.warmup_steps, 5);
 	ck_assert(c.train.min_lr == 0.0);
 	ck_assert(c.train.weight_decay == 0.0);
@@ -278,6 +278,8 @@ START_TEST(enums_list_the_accepted_values)
 		     "one of auto, cpu, cuda", "'gpu'");
 	ASSERT_ERROR("err_precision.yaml", "err_precision.yaml:2:14:", "train.precision",
 		     "one of fp32, tf32", "'bf16'");
+	ASSERT_ERROR("err_tensor_cuda.yaml", "err_tensor_cuda.yaml:4:11:", "parallel.tensor: 2",
+		     "run.device: cuda", "err_tensor_cuda.yaml:2:11");
 }
 END_TEST
 
@@ -523,7 +525,7 @@ START_TEST(hash_changes_with_every_key)
 		"data.train=x", "data.val=[]", "data.shuffle=false", "train.batch_size=5",
 		"train.seq_len=65", "train.grad_accum=2", "train.steps=999", "train.lr=0.0007",
 		"train.lr_schedule=constant", "train.warmup_steps=99", "train.min_lr=0",
-		"train.precision=tf32", "run.device=cpu",
+		"train.precision=tf32", "run.device=cuda",
 		"train.weight_decay=0", "train.beta1=0.8", "train.beta2=0.9", "train.eps=1e-7",
 		"train.grad_clip=0", "train.val_every=0", "train.val_batches=9", "train.log_every=2",
 		"checkpoint.every=100", "checkpoint.keep=1", "preempt.signal=TERM",
