@@ -34,44 +34,47 @@ static const char *const kernel_names[K_NUM] = {
 	"zero",
 };
 static double k_seconds[K_NUM], mm_flops;
+/* The backend the wrappers time; a GPU's kernels are waited for in each (base->sync). */
+static const struct ops *base = &ops_cpu;
 
 #define TIMED(kind, call)                        \
 	do {                                     \
 		double t0_ = clock_monotonic();              \
 		call;                            \
+		base->sync();                    \
 		k_seconds[kind] += clock_monotonic() - t0_;  \
 	} while (0)
 
 static void t_encoder_forward(float *out, const int *inp, const float *wte, const float *wpe,
 			      int B, int T, int C)
 {
-	TIMED(K_ENCODER, ops_cpu.encoder_forward(out, inp, wte, wpe, B, T, C));
+	TIMED(K_ENCODER, base->encoder_forward(out, inp, wte, wpe, B, T, C));
 }
 
 static void t_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp,
 			       int B, int T, int C)
 {
-	TIMED(K_ENCODER, ops_cpu.encoder_backward(dwte, dwpe, dout, inp, B, T, C));
+	TIMED(K_ENCODER, base->encoder_backward(dwte, dwpe, dout, inp, B, T, C));
 }
 
 static void t_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 				const float *weight, const float *bias, int N, int C)
 {
-	TIMED(K_LAYERNORM, ops_cpu.layernorm_forward(out, mean, rstd, inp, weight, bias, N, C));
+	TIMED(K_LAYERNORM, base->layernorm_forward(out, mean, rstd, inp, weight, bias, N, C));
 }
 
 static void t_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
 				 const float *inp, const float *weight, const float *mean,
 				 const float *rstd, int N, int C)
 {
-	TIMED(K_LAYERNORM, ops_cpu.layernorm_backward(dinp, dweight, dbias, dout, inp, weight,
+	TIMED(K_LAYERNORM, base->layernorm_backward(dinp, dweight, dbias, dout, inp, weight,
 						      mean, rstd, N, C));
 }
 
 static void t_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
 			     int N, int C, int OC)
 {
-	TIMED(K_MATMUL, ops_cpu.matmul_forward(out, inp, weight, bias, N, C, OC));
+	TIMED(K_MATMUL, base->matmul_forward(out, inp, weight, bias, N, C, OC));
 	mm_flops += 2.0 * N * C * OC;
 }
 
@@ -79,71 +82,72 @@ static void t_matmul_backward(float *dinp, float *dweight, float *dbias, const f
 			      const float *inp, const float *weight, int N, int C, int OC)
 {
 	TIMED(K_MATMUL,
-	      ops_cpu.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC));
+	      base->matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC));
 	mm_flops += (dinp ? 4.0 : 2.0) * N * C * OC;
 }
 
 static void t_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
 				int HS)
 {
-	TIMED(K_ATTENTION, ops_cpu.attention_forward(out, att, qkv, B, T, NH, HS));
+	TIMED(K_ATTENTION, base->attention_forward(out, att, qkv, B, T, NH, HS));
 }
 
 static void t_attention_backward(float *dqkv, const float *dout, const float *qkv,
 				 const float *att, int B, int T, int NH, int HS)
 {
-	TIMED(K_ATTENTION, ops_cpu.attention_backward(dqkv, dout, qkv, att, B, T, NH, HS));
+	TIMED(K_ATTENTION, base->attention_backward(dqkv, dout, qkv, att, B, T, NH, HS));
 }
 
 static void t_gelu_forward(float *out, const float *inp, size_t n)
 {
-	TIMED(K_GELU, ops_cpu.gelu_forward(out, inp, n));
+	TIMED(K_GELU, base->gelu_forward(out, inp, n));
 }
 
 static void t_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
-	TIMED(K_GELU, ops_cpu.gelu_backward(dinp, inp, dout, n));
+	TIMED(K_GELU, base->gelu_backward(dinp, inp, dout, n));
 }
 
 static void t_residual_forward(float *out, const float *a, const float *b, size_t n)
 {
-	TIMED(K_RESIDUAL, ops_cpu.residual_forward(out, a, b, n));
+	TIMED(K_RESIDUAL, base->residual_forward(out, a, b, n));
 }
 
 static void t_residual_backward(float *da, float *db, const float *dout, size_t n)
 {
-	TIMED(K_RESIDUAL, ops_cpu.residual_backward(da, db, dout, n));
+	TIMED(K_RESIDUAL, base->residual_backward(da, db, dout, n));
 }
 
 static void t_softmax_xent_forward(float *losses, float *logits, const int *targets, int N, int V,
 				   int Vp)
 {
-	TIMED(K_XENT, ops_cpu.softmax_xent_forward(losses, logits, targets, N, V, Vp));
+	TIMED(K_XENT, base->softmax_xent_forward(losses, logits, targets, N, V, Vp));
 }
 
 static void t_softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V,
 				    int Vp)
 {
-	TIMED(K_XENT, ops_cpu.softmax_xent_backward(probs, targets, dloss, N, V, Vp));
+	TIMED(K_XENT, base->softmax_xent_backward(probs, targets, dloss, N, V, Vp));
 }
 
 static void t_adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr,
 		    float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2)
 {
-	TIMED(K_ADAMW, ops_cpu.adamw(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
+	TIMED(K_ADAMW, base->adamw(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
 				     bc1, bc2));
 }
 
 static void t_zero(float *p, size_t n)
 {
-	TIMED(K_OTHER, ops_cpu.zero(p, n));
+	TIMED(K_OTHER, base->zero(p, n));
 }
 
-/* The CPU backend with every entry timed. */
-static struct ops timed_ops(void)
+/* Backend b with every entry timed. */
+static struct ops timed_ops(const struct ops *b)
 {
-	struct ops o = ops_cpu;
+	struct ops o = *b;
 
+	base = b;
 	o.encoder_forward = t_encoder_forward;
 	o.encoder_backward = t_encoder_backward;
 	o.layernorm_forward = t_layernorm_forward;
@@ -226,6 +230,18 @@ struct phase {
 	double fwd, bwd, upd;
 };
 
+/* The timed wrappers' totals per step; the rest of the step is the model's own code. */
+static void print_by_kernel(FILE *out, const char *title, double total, int steps)
+{
+	fprintf(out, "%s", title);
+	for (int k = 0; k < K_NUM; k++) {
+		total -= k_seconds[k];
+		if (k_seconds[k] > 0.0)
+			fprintf(out, " %s %.1f,", kernel_names[k], 1e3 * k_seconds[k] / steps);
+	}
+	fprintf(out, " model code %.1f\n", 1e3 * total / steps);
+}
+
 static int train_step(struct gpt2 *m, struct adamw_state *s, const int *tok, int B, int T,
 		      struct phase *ph)
 {
@@ -259,6 +275,7 @@ static int train_step(struct gpt2 *m, struct adamw_state *s, const int *tok, int
  */
 int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int tf32, FILE *out)
 {
+	struct ops timed; /* the model points at it until gpt2_free */
 	struct gpt2 m;
 	struct adamw_state s = { 0 };
 	struct phase ph = { 0 };
@@ -321,6 +338,20 @@ int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int t
 		     "%.0f of %.0f MiB in use\n",
 		(double)(free0 - free1) / (1 << 20), (double)(free1 - free2) / (1 << 20),
 		(double)(total - free2) / (1 << 20), (double)total / (1 << 20));
+	{
+		/* a second run with every kernel waited for: where the time goes
+		 * (slower in total than the run above, which overlaps launches) */
+		timed = timed_ops(&ops_cuda);
+		memset(&ph, 0, sizeof ph);
+		memset(k_seconds, 0, sizeof k_seconds);
+		if (gpt2_set_backend(&m, &timed))
+			goto step_fail;
+		for (int i = 0; i < steps; i++)
+			if (train_step(&m, &s, tok, B, T, &ph))
+				goto step_fail;
+		print_by_kernel(out, "by kernel (ms/step, each waited for):",
+				ph.fwd + ph.bwd + ph.upd, steps);
+	}
 	rc = 0;
 	goto fail;
 step_fail:
@@ -342,7 +373,7 @@ int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int t
 
 int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 {
-	struct ops timed = timed_ops();
+	struct ops timed = timed_ops(&ops_cpu);
 	struct gpt2 m;
 	struct adamw_state s = { 0 };
 	struct phase ph = { 0 };
@@ -407,13 +438,7 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 		1e3 * k_seconds[K_MATMUL] / steps, 100.0 * k_seconds[K_MATMUL] / steps / step_s,
 		mm_flops / k_seconds[K_MATMUL] / 1e9,
 		100.0 * mm_flops / k_seconds[K_MATMUL] / peak);
-	fprintf(out, "by kernel (ms/step):");
-	for (int k = 0; k < K_NUM; k++) {
-		rest -= k_seconds[k];
-		if (k_seconds[k] > 0.0)
-			fprintf(out, " %s %.1f,", kernel_names[k], 1e3 * k_seconds[k] / steps);
-	}
-	fprintf(out, " model code %.1f\n", 1e3 * rest / steps);
+	print_by_kernel(out, "by kernel (ms/step):", rest, steps);
 	rc = 0;
 	goto fail;
 step_fail:

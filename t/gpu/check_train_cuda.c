@@ -276,6 +276,55 @@ START_TEST(test_four_ranks_on_one_gpu_match_the_cpu)
 }
 END_TEST
 
+/*
+ * NCCL itself on this machine's one GPU: a world of one rank (NCCL refuses
+ * two ranks on one GPU) still runs every NCCL call the device communicator
+ * makes, on device buffers, with its results checked; host buffers on the
+ * same communicator still go to the host backend.
+ */
+START_TEST(test_nccl_collectives_on_one_gpu)
+{
+	struct comm_world *world = comm_world_create(1);
+	struct comm_device_memory mem = {
+		.is_device = kernels_cuda_is_device_ptr,
+		.to_host = ops_cuda.download, .to_device = ops_cuda.upload,
+		.host_alloc = ops_cuda.host_alloc, .host_free = ops_cuda.host_free,
+		.device_id = "this machine/gpu 0",
+	};
+	float h[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, back[8], *d, *d2;
+	struct comm *w, *half;
+	char err[256] = "";
+	int32_t flag = 3;
+
+	use_gpu();
+	ck_assert_int_eq(comm_device_wrap(comm_world_rank(world, 0), &mem, COMM_DEVICE_NCCL, &w, err,
+					  sizeof err), 0);
+	ck_assert_msg(!strncmp(comm_device_describe(w), "nccl", 4), "%s", comm_device_describe(w));
+	d = ops_cuda.alloc(sizeof h);
+	d2 = ops_cuda.alloc(sizeof h);
+	ops_cuda.upload(d, h, sizeof h);
+	ck_assert_int_eq(comm_allreduce(w, d, 8, COMM_FLOAT32, COMM_SUM), 0);
+	ck_assert_int_eq(comm_broadcast(w, d, 8, COMM_FLOAT32, 0), 0);
+	ck_assert_int_eq(comm_reduce_scatter(w, d, d2, 8, COMM_FLOAT32, COMM_SUM), 0);
+	ck_assert_int_eq(comm_allgather(w, d2, d, 8, COMM_FLOAT32), 0);
+	ops_cuda.download(back, d, sizeof back);
+	ck_assert(!memcmp(h, back, sizeof h)); /* one rank: every collective is the identity */
+	ck_assert_int_eq(comm_allreduce(w, &flag, 1, COMM_INT32, COMM_MAX), 0); /* a host scalar */
+	ck_assert_int_eq(flag, 3);
+	/* a group split from it gets its own NCCL communicator */
+	ck_assert_int_eq(comm_split(w, 0, 0, &half), 0);
+	ck_assert_ptr_nonnull(half);
+	ck_assert_int_eq(comm_allreduce(half, d, 8, COMM_FLOAT32, COMM_SUM), 0);
+	ops_cuda.download(back, d, sizeof back);
+	ck_assert(!memcmp(h, back, sizeof h));
+	comm_free(half);
+	comm_free(w);
+	ops_cuda.free(d);
+	ops_cuda.free(d2);
+	comm_world_destroy(world);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("train_cuda");
@@ -293,6 +342,7 @@ int main(void)
 	tcase_add_test(tc, test_state_moves_between_gpu_and_cpu);
 	tcase_add_test(tc, test_two_ranks_on_one_gpu_match_the_cpu);
 	tcase_add_test(tc, test_four_ranks_on_one_gpu_match_the_cpu);
+	tcase_add_test(tc, test_nccl_collectives_on_one_gpu);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	/* no fork per test: the device count above initialised CUDA in this
