@@ -1,0 +1,65 @@
+/*
+ * kernels/cpu/encoder.c - token + position embedding and its backward
+ * (CPU backend; see kernels/cpu/ops_cpu.c for how work is split).
+ */
+#include "config.h"
+#include "kernels/cpu/cpu.h"
+
+SIMD_CLONES
+static void encoder_forward_part(void *p, int block, int count)
+{
+	struct rows_args *a = p;
+	int lo, hi, C = a->C;
+
+	split_range(a->B * a->T, ROW_BLOCK, block, count, &lo, &hi);
+	for (int r = lo; r < hi; r++) {
+		float *o = a->out + (size_t)r * C;
+		const float *te = a->wte + (size_t)a->tok[r] * C;
+		const float *pe = a->wpe + (size_t)(r % a->T) * C;
+
+		for (int c = 0; c < C; c++)
+			o[c] = te[c] + pe[c];
+	}
+}
+
+void cpu_encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B,
+			    int T, int C)
+{
+	struct rows_args a = { .out = out, .tok = inp, .wte = wte, .wpe = wpe, .B = B, .T = T,
+			       .C = C };
+
+	parallel_for(blocks_of((size_t)B * T, ROW_BLOCK), threads_for(2.0 * B * T * C),
+		     encoder_forward_part, &a);
+}
+
+/*
+ * Split by channel: a token may occur several times, so rows of dwte are
+ * shared; channels are not, and each keeps the serial order over (b, t).
+ */
+SIMD_CLONES
+static void encoder_backward_part(void *p, int block, int count)
+{
+	struct rows_args *a = p;
+	int lo, hi, C = a->C;
+
+	split_range(C, 16, block, count, &lo, &hi);
+	for (int r = 0; r < a->B * a->T; r++) {
+		const float *d = a->dout + (size_t)r * C;
+		float *te = a->dwte + (size_t)a->tok[r] * C;
+		float *pe = a->dwpe + (size_t)(r % a->T) * C;
+
+		for (int c = lo; c < hi; c++) {
+			te[c] += d[c];
+			pe[c] += d[c];
+		}
+	}
+}
+
+void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
+			     int T, int C)
+{
+	struct rows_args a = { .dwte = dwte, .dwpe = dwpe, .dout = dout, .tok = inp, .B = B,
+			       .T = T, .C = C };
+
+	parallel_for(blocks_of(C, 64), threads_for(4.0 * B * T * C), encoder_backward_part, &a);
+}
