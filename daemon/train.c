@@ -140,14 +140,6 @@ static int make_layout(struct rank *r, const struct gpt2_config *mc)
 	if (layout_make(&r->lay, mc, r->node->world_size, c->parallel.tensor, c->parallel.pipeline,
 			c->parallel.zero, r->rank, r->err, sizeof r->err) < 0)
 		return fail(r, STORK_EXIT_CONFIG, r->err);
-	if (r->ops != &ops_cpu && r->lay.tp > 1) {
-		/* the vocabulary-parallel embedding and softmax (tensor_parallel.c) run on the host */
-		snprintf(r->err, sizeof r->err,
-			 "parallel.tensor: %d is not supported on GPUs yet (data and pipeline "
-			 "parallelism and ZeRO-1 are); set parallel.tensor: 1 or run.device: cpu",
-			 r->lay.tp);
-		return fail(r, STORK_EXIT_CONFIG, r->err);
-	}
 	if ((rc = layout_groups(&r->lay, r->comm, &r->grp))) {
 		snprintf(r->err, sizeof r->err, "cannot make the parallel groups of dp %d x tp %d x pp %d: %s",
 			 r->lay.dp, r->lay.tp, r->lay.pp,
@@ -215,6 +207,16 @@ static int choose_device(struct rank *r)
 	if (kernels_cuda_use_device(dev, desc, sizeof desc, err, sizeof err) < 0) {
 		snprintf(r->err, sizeof r->err, "run.device: cuda: rank %d on %s has no usable GPU: %s",
 			 r->rank, r->node->host, err);
+		return fail(r, STORK_EXIT_CONFIG, r->err);
+	}
+	if (r->cfg->parallel.tensor > 1) {
+		/* the vocabulary-parallel embedding and softmax (tensor_parallel.c)
+		 * run on the host; refused here, before any collective, so every
+		 * rank stops with this reason */
+		snprintf(r->err, sizeof r->err,
+			 "parallel.tensor: %d is not supported on GPUs yet (data and pipeline "
+			 "parallelism and ZeRO-1 are); set parallel.tensor: 1 or run.device: cpu",
+			 r->cfg->parallel.tensor);
 		return fail(r, STORK_EXIT_CONFIG, r->err);
 	}
 	kernels_cuda_set_tf32(r->cfg->train.precision == STORK_PRECISION_TF32);

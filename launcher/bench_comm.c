@@ -2,7 +2,13 @@
  * launcher/bench_comm.c - `stork bench comm`: all-reduce bandwidth between
  * the tasks of a Slurm step over UCX (lib/comm/comm.h), like nccl-tests.
  *
- *   srun -N2 -n2 --mpi=pmix stork bench comm -b 1K -e 256M -f 2
+ *   srun -N2 -n2 --mpi=pmix stork bench comm -b 1K -e 256M -f 2 [-d cuda]
+ *
+ * With -d cuda the buffers are in each task's GPU (STORK_GPU, else
+ * SLURM_LOCALID, modulo the GPUs it sees) and the all-reduce goes through
+ * the device communicator storkd uses (lib/comm/device.c): NCCL when every
+ * task has a GPU of its own, else staged through pinned host memory; the
+ * header says which.
  *
  * Every task is one rank: the tasks meet through the step's rendezvous
  * (lib/rendezvous.h: PMIx or TCP) to exchange their UCX worker addresses,
@@ -24,6 +30,8 @@
 #include "config.h"
 #include "launcher/bench_comm.h"
 
+#include "kernels/device.h"
+#include "kernels/ops.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"
 #include "lib/exit_codes.h"
@@ -42,12 +50,20 @@ struct bench_opts {
 	size_t min, max;
 	unsigned long factor;
 	int iters, warmup;
+	int cuda;  /* -d cuda: device buffers */
+};
+
+/* Where the buffer lives: host memory, or the task's GPU (o->cuda). */
+struct buffer {
+	const struct ops *mem;
+	float *x;     /* in mem's memory */
+	float *host;  /* a host copy to fill and check (x itself on the host) */
 };
 
 static int usage(void)
 {
 	fprintf(stderr, "usage: stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] "
-		"[-w WARMUP]\n"
+		"[-w WARMUP] [-d cpu|cuda]\n"
 		"  sizes in bytes with an optional K, M or G suffix (powers of 1024);\n"
 		"  defaults: -b 1K -e 64M -f 2 -n 20 -w 5\n");
 	return STORK_EXIT_USAGE;
@@ -84,8 +100,15 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	*o = (struct bench_opts){ .min = 1024, .max = 64u << 20, .factor = 2, .iters = 20,
 				  .warmup = 5 };
 	optind = 1;
-	while ((c = getopt(argc, argv, "b:e:f:n:w:")) != -1) {
+	while ((c = getopt(argc, argv, "b:e:f:n:w:d:")) != -1) {
 		switch (c) {
+		case 'd':
+			if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
+				fprintf(stderr, "stork bench comm: -d '%s': cpu or cuda\n", optarg);
+				return -1;
+			}
+			o->cuda = !strcmp(optarg, "cuda");
+			break;
 		case 'b':
 		case 'e':
 			if (parse_size(optarg, c == 'b' ? &o->min : &o->max) < 0) {
@@ -150,14 +173,23 @@ static int64_t count_wrong(const float *x, size_t count, int n)
 	return wrong;
 }
 
+/* Fill the buffer with this rank's input (through its host copy). */
+static void fill_buffer(struct buffer *b, size_t count, int rank)
+{
+	fill(b->host, count, rank);
+	if (b->x != b->host)
+		b->mem->upload(b->x, b->host, count * sizeof(float));
+}
+
 /* One table line: time and #wrong agreed over all ranks. */
-static int bench_size(struct comm *c, float *x, size_t count, const struct bench_opts *o)
+static int bench_size(struct comm *c, struct buffer *b, size_t count, const struct bench_opts *o)
 {
 	int n = comm_size(c), rank = comm_rank(c), rc;
+	float *x = b->x;
 	double t, us;
 	int64_t wrong;
 
-	fill(x, count, rank);
+	fill_buffer(b, count, rank);
 	for (int i = 0; i < o->warmup; i++)
 		if ((rc = comm_allreduce(c, x, count, COMM_FLOAT32, COMM_SUM)))
 			return rc;
@@ -168,10 +200,12 @@ static int bench_size(struct comm *c, float *x, size_t count, const struct bench
 		if ((rc = comm_allreduce(c, x, count, COMM_FLOAT32, COMM_SUM)))
 			return rc;
 	us = (clock_monotonic() - t) * 1e6 / o->iters;
-	fill(x, count, rank);
+	fill_buffer(b, count, rank);
 	if ((rc = comm_allreduce(c, x, count, COMM_FLOAT32, COMM_SUM)))
 		return rc;
-	wrong = count_wrong(x, count, n);
+	if (b->x != b->host)
+		b->mem->download(b->host, b->x, count * sizeof(float));
+	wrong = count_wrong(b->host, count, n);
 	if ((rc = comm_allreduce(c, &us, 1, COMM_FLOAT64, COMM_MAX)) ||
 	    (rc = comm_allreduce(c, &wrong, 1, COMM_INT64, COMM_SUM)))
 		return rc;
@@ -224,13 +258,48 @@ static int connect_ranks(struct comm_ucx **u, struct comm **c, const char **meth
 	return 0;
 }
 
+/*
+ * -d cuda: this task's GPU and the device communicator over c (collective).
+ * Returns 0 or an exit code with the reason printed.
+ */
+static int use_gpu(struct comm **c, struct comm **dev, const char *host, struct buffer *b)
+{
+	const char *env = getenv("STORK_GPU") ? getenv("STORK_GPU") : getenv("SLURM_LOCALID");
+	int n = kernels_cuda_device_count(), gpu = env ? atoi(env) : 0, rc;
+	char desc[160], id[256], err[512];
+	struct comm_device_memory mem;
+
+	if (kernels_cuda_use_device(n ? gpu % n : 0, desc, sizeof desc, err, sizeof err) < 0) {
+		fprintf(stderr, "stork bench comm: -d cuda: task %d on %s has no usable GPU: %s\n",
+			comm_rank(*c), host, err);
+		comm_abort(*c, err);
+		return STORK_EXIT_CONFIG;
+	}
+#ifdef HAVE_CUDA
+	b->mem = &ops_cuda;
+#endif
+	snprintf(id, sizeof id, "%s/%s", host, desc);
+	mem = (struct comm_device_memory){
+		.is_device = kernels_cuda_is_device_ptr, .to_host = b->mem->download,
+		.to_device = b->mem->upload, .host_alloc = b->mem->host_alloc,
+		.host_free = b->mem->host_free, .device_id = id,
+	};
+	if ((rc = comm_device_wrap(*c, &mem, COMM_DEVICE_AUTO, dev, err, sizeof err))) {
+		fprintf(stderr, "stork bench comm: task %d: %s\n", comm_rank(*c), err);
+		return STORK_EXIT_INTERNAL;
+	}
+	*c = *dev;
+	return 0;
+}
+
 int bench_comm(int argc, char **argv)
 {
 	struct bench_opts o;
 	struct comm_ucx *u = NULL;
-	struct comm *c = NULL;
+	struct comm *c = NULL, *host_c = NULL, *dev = NULL;
+	struct buffer b = { .mem = &ops_cpu };
 	const char *method = "";
-	float *x = NULL;
+	size_t bytes;
 	int code, wrong = 0, rc = 0;
 	char host[256] = "";
 
@@ -238,16 +307,25 @@ int bench_comm(int argc, char **argv)
 		return usage();
 	if ((code = connect_ranks(&u, &c, &method)))
 		goto out;
-	if (posix_memalign((void **)&x, 64, o.max / sizeof(float) * sizeof(float))) {
-		fprintf(stderr, "stork bench comm: cannot allocate %zu bytes\n", o.max);
+	host_c = c;
+	gethostname(host, sizeof host);
+	if (o.cuda && (code = use_gpu(&c, &dev, host, &b)))
+		goto out;
+	bytes = o.max / sizeof(float) * sizeof(float);
+	b.host = b.mem->host_alloc(bytes);
+	b.x = o.cuda ? b.mem->alloc(bytes) : b.host;
+	if (!b.host || !b.x) {
+		fprintf(stderr, "stork bench comm: cannot allocate %zu bytes%s\n", o.max,
+			o.cuda ? " on the GPU" : "");
 		comm_abort(c, "out of memory");
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}
-	gethostname(host, sizeof host);
 	if (comm_rank(c) == 0) {
 		printf("# stork bench comm: all-reduce (float sum, in place) over %d ranks, "
 		       "UCX, rendezvous %s; rank 0 on %s\n", comm_size(c), method, host);
+		if (o.cuda)
+			printf("# GPU buffers: %s\n", comm_device_describe(c));
 		printf("# %d warm-up and %d timed iterations per size; time: the slowest rank's "
 		       "average\n#\n", o.warmup, o.iters);
 		printf("#%11s  %12s  %8s  %10s  %7s  %7s  %7s\n", "size", "count", "type", "time",
@@ -259,7 +337,7 @@ int bench_comm(int argc, char **argv)
 	for (size_t size = o.min; size <= o.max && rc >= 0; ) {
 		size_t count = size / sizeof(float);
 
-		rc = bench_size(c, x, count, &o);
+		rc = bench_size(c, &b, count, &o);
 		wrong |= rc > 0;
 		if (size > o.max / o.factor)
 			break;
@@ -274,8 +352,13 @@ int bench_comm(int argc, char **argv)
 		code = wrong ? STORK_EXIT_INTERNAL : STORK_EXIT_OK;
 	}
 out:
-	free(x);
-	comm_free(c);
+	if (b.x && b.x != b.host)
+		b.mem->free(b.x);
+	if (b.host)
+		b.mem->host_free(b.host);
+	if (dev)
+		comm_free(dev);
+	comm_free(host_c);
 	comm_ucx_close(u);
 	rdv_finalize();
 	return code;
