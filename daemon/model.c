@@ -928,18 +928,15 @@ static int ensure_acts(struct gpt2 *m, int B, int T)
 nomem:
 	{
 		size_t free_b = 0, total_b = 0;
+		char free_s[48] = "";
 
+		/* a GPU says how much it has left; the host does not */
 		m->ops->mem_info(&free_b, &total_b);
+		if (total_b)
+			snprintf(free_s, sizeof free_s, ", %zu MiB free", free_b >> 20);
 		snprintf(m->err, sizeof m->err,
 			 "out of %s memory for the activations of B=%d, T=%d (%zu MiB asked%s)",
-			 m->ops->name, B, T, per * (size_t)m->nslots * sizeof(float) >> 20,
-			 total_b ? ", see the free memory below" : "");
-		if (total_b) {
-			size_t l = strlen(m->err);
-
-			snprintf(m->err + l - 1, sizeof m->err - l + 1, ", %zu MiB free)",
-				 free_b >> 20);
-		}
+			 m->ops->name, B, T, per * (size_t)m->nslots * sizeof(float) >> 20, free_s);
 	}
 	return -2;
 }
@@ -1235,8 +1232,15 @@ int gpt2_zero_grad(struct gpt2 *m)
 
 		m->grads = m->ops->alloc(n * sizeof(float));
 		if (!m->grads) {
-			snprintf(m->err, sizeof m->err, "out of %s memory for %zu gradients",
-				 m->ops->name, m->num_params);
+			size_t free_b = 0, total_b = 0;
+			char free_s[48] = "";
+
+			m->ops->mem_info(&free_b, &total_b);
+			if (total_b)
+				snprintf(free_s, sizeof free_s, ", %zu MiB free", free_b >> 20);
+			snprintf(m->err, sizeof m->err,
+				 "out of %s memory for the gradients: %zu MiB asked%s", m->ops->name,
+				 n * sizeof(float) >> 20, free_s);
 			return -2;
 		}
 		m->ops->zero(m->grads, n);
