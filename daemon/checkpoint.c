@@ -399,6 +399,11 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 	if (gpt2_save(m, path, err, errlen) < 0 || fsync_file(path, err, errlen) < 0)
 		goto fail;
 	fault_delay("STORK_FAULT_CKPT_DELAY"); /* widens the half-written window */
+	if (fault_at_step("STORK_FAULT_CKPT_FAIL", st->step)) {
+		snprintf(err, errlen, "cannot write %s/optimizer.bin: %s (fault injection)", tmp,
+			 strerror(ENOSPC));
+		goto fail;
+	}
 	snprintf(path, sizeof path, "%s/optimizer.bin", tmp);
 	if (write_optimizer(path, opt, err, errlen) < 0)
 		goto fail;
@@ -724,6 +729,10 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 			return -1;
 	}
 	fault_delay("STORK_FAULT_CKPT_DELAY");
+	if (info->rank == 0 && fault_at_step("STORK_FAULT_CKPT_FAIL", step)) {
+		snprintf(err, errlen, "cannot write %s: %s (fault injection)", path, strerror(ENOSPC));
+		return -1;
+	}
 	if (ckpt_checksum_file(path, sum, size) < 0) {
 		snprintf(err, errlen, "cannot read back %s: %s", path, strerror(errno));
 		return -1;

@@ -63,6 +63,7 @@ struct rank {
 	int *inputs, *targets;
 	struct train_rank_result *res;
 	double ckpt_seconds;           /* how long the last checkpoint took; 0 = none yet */
+	int ckpt_failures;             /* periodic checkpoints failed in a row */
 	char err[1024];
 };
 
@@ -850,26 +851,41 @@ static int host_state(struct rank *r, float **p, float **m, float **v)
 
 /*
  * Every rank writes its shard in parallel; the checksums travel to rank 0
- * (an all-gather), which commits. Any rank's failure aborts the world, so
- * rank 0 never commits an incomplete checkpoint and `latest` stays valid.
+ * (an all-gather), which commits. A rank that cannot write its shard (disk
+ * full, I/O error) says so in the all-gather instead of aborting the world:
+ * rank 0 then abandons the attempt (`latest` stays the previous checkpoint)
+ * and every rank learns, from the same collectives, that this checkpoint
+ * failed. Returns an exit code only when a collective failed; *failed says
+ * whether the checkpoint was lost (r->err: why, on the rank that knows).
  */
-static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const char *root)
+static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const char *root,
+			      int *failed)
 {
 	int W = r->node->world_size, code = 0;
 	struct ckpt_shard_info info;
 	float *hp, *hm, *hv;
-	uint64_t mine[2], *all = calloc(2 * (size_t)W, sizeof *all), *sums, *sizes;
+	uint64_t mine[2] = { 0, 0 }, *pairs = calloc(2 * (size_t)W, sizeof *pairs);
+	uint64_t *sums = calloc(2 * (size_t)W, sizeof *sums), *sizes;
+	int32_t ok = 1;
 
-	if (!all)
-		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the checkpoint");
-	sums = all;
-	sizes = all + W;
-	if (r->rank == 0 && ckpt_prepare(root, st->step, r->err, sizeof r->err) < 0) {
-		code = fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+	*failed = 0;
+	if (!pairs || !sums) {
+		code = fail(r, STORK_EXIT_INTERNAL, "out of memory for the checkpoint");
 		goto out;
 	}
-	if (comm_barrier(r->comm) < 0) {
+	sizes = sums + W;
+	if (r->rank == 0 && ckpt_prepare(root, st->step, r->err, sizeof r->err) < 0)
+		ok = 0;
+	/* rank 0's answer reaches everyone before any rank writes */
+	if (comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0) {
 		code = fail_collective(r);
+		goto out;
+	}
+	if (!ok) {
+		if (r->rank != 0)
+			snprintf(r->err, sizeof r->err, "rank 0 could not prepare checkpoint step %" PRId64,
+				 st->step);
+		*failed = 1;
 		goto out;
 	}
 	shard_info(r, &info);
@@ -878,42 +894,54 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 		goto out;
 	}
 	if (ckpt_write_shard(root, st->step, &info, hp, hm, hv, &mine[0], &mine[1], r->err,
-			     sizeof r->err) < 0) {
-		code = fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
-		goto out;
-	}
-	{
-		uint64_t *pairs = calloc(2 * (size_t)W, sizeof *pairs);
-
-		if (!pairs || comm_allgather(r->comm, mine, pairs, 2, COMM_INT64) < 0) {
-			free(pairs);
-			code = pairs ? fail_collective(r) :
-				       fail(r, STORK_EXIT_INTERNAL, "out of memory for the checkpoint");
-			goto out;
-		}
-		for (int k = 0; k < W; k++) {
-			sums[k] = pairs[2 * k];
-			sizes[k] = pairs[2 * k + 1];
-		}
-		free(pairs);
-	}
-	if (r->rank == 0 && ckpt_commit(root, st, &info.layout, sums, sizes,
-					r->cfg->checkpoint.keep, r->err, sizeof r->err) < 0) {
-		code = fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
-		goto out;
-	}
-	/* nobody reports the checkpoint before rank 0 has committed it */
-	if (comm_barrier(r->comm) < 0)
+			     sizeof r->err) < 0)
+		mine[1] = UINT64_MAX; /* this rank's shard is missing */
+	if (comm_allgather(r->comm, mine, pairs, 2, COMM_INT64) < 0) {
 		code = fail_collective(r);
+		goto out;
+	}
+	for (int k = 0; k < W; k++) {
+		sums[k] = pairs[2 * k];
+		sizes[k] = pairs[2 * k + 1];
+		if (sizes[k] == UINT64_MAX && !*failed) {
+			*failed = 1;
+			if (mine[1] != UINT64_MAX)
+				snprintf(r->err, sizeof r->err,
+					 "rank %d could not write its shard of checkpoint step %" PRId64, k,
+					 st->step);
+		}
+	}
+	if (*failed)
+		goto out;
+	ok = r->rank != 0 || ckpt_commit(root, st, &info.layout, sums, sizes,
+					 r->cfg->checkpoint.keep, r->err, sizeof r->err) == 0;
+	/* nobody reports the checkpoint before rank 0 has committed it */
+	if (comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0) {
+		code = fail_collective(r);
+		goto out;
+	}
+	if (!ok) {
+		if (r->rank != 0)
+			snprintf(r->err, sizeof r->err, "rank 0 could not commit checkpoint step %" PRId64,
+				 st->step);
+		*failed = 1;
+	}
 out:
 	/* a failed attempt leaves no step_N.tmp/ behind (it was never published) */
-	if (code && r->rank == 0)
+	if ((code || *failed) && r->rank == 0)
 		ckpt_abandon(root, st->step);
-	free(all);
+	free(pairs);
+	free(sums);
 	return code;
 }
 
-static int checkpoint(struct rank *r, int64_t steps_done)
+/*
+ * Commit the checkpoint of steps_done. Returns an exit code when the world
+ * failed (a collective); otherwise 0, with *failed set (and r->err saying
+ * why) when this checkpoint could not be written: every rank gets the same
+ * *failed, so every rank takes the same decision about going on.
+ */
+static int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 {
 	struct ckpt_state st = {
 		.step = steps_done,
@@ -923,26 +951,38 @@ static int checkpoint(struct rank *r, int64_t steps_done)
 	};
 	char root[4096];
 	double t0 = (clock_monotonic() * 1e3);
+	int code;
 
+	*failed = 0;
 	data_get_position(r->train, &st.train);
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
 	if (!plain_layout(&r->lay)) {
-		if (checkpoint_sharded(r, &st, root))
-			return r->res->exit_code;
-	} else if (r->rank == 0) {
-		/* Replicas are identical under data parallelism: rank 0 writes
-		 * (from host copies when the model lives on a GPU). */
-		struct gpt2 hmodel = r->model;
-		struct adamw_state hopt = r->opt;
-
-		if (host_state(r, &hmodel.params, &hopt.m, &hopt.v))
-			return r->res->exit_code;
-		if (ckpt_save(root, &hmodel, &hopt, &st, r->cfg->checkpoint.keep, r->err,
-			      sizeof r->err) < 0)
-			return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+		if ((code = checkpoint_sharded(r, &st, root, failed)))
+			return code;
 	} else {
-		return 0;
+		/* Replicas are identical under data parallelism: rank 0 writes
+		 * (from host copies when the model lives on a GPU) and tells
+		 * the others how it went. */
+		int32_t ok = 1;
+
+		if (r->rank == 0) {
+			struct gpt2 hmodel = r->model;
+			struct adamw_state hopt = r->opt;
+
+			if (host_state(r, &hmodel.params, &hopt.m, &hopt.v))
+				return r->res->exit_code;
+			ok = ckpt_save(root, &hmodel, &hopt, &st, r->cfg->checkpoint.keep, r->err,
+				       sizeof r->err) == 0;
+		}
+		if (r->node->world_size > 1 && comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0)
+			return fail_collective(r);
+		if (!ok && r->rank != 0)
+			snprintf(r->err, sizeof r->err,
+				 "rank 0 could not write checkpoint step %" PRId64, steps_done);
+		*failed = !ok;
 	}
+	if (*failed)
+		return 0;
 	r->ckpt_seconds = ((clock_monotonic() * 1e3) - t0) / 1e3;
 	rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
 		  (clock_monotonic() * 1e3) - t0);
@@ -952,6 +992,41 @@ static int checkpoint(struct rank *r, int64_t steps_done)
 	if (r->rank == 0) {
 		printf("checkpoint step_%08" PRId64 " committed\n", steps_done);
 		fflush(stdout);
+	}
+	return 0;
+}
+
+/*
+ * After a checkpoint attempt: a periodic one that failed is logged and
+ * training goes on from the previous `latest`, until checkpoint.max_failures
+ * fail in a row; the checkpoint of a stop or of the last step must succeed.
+ * Returns 0 to go on, or the exit code (checkpoint_failed) of the stop.
+ */
+static int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int must_succeed)
+{
+	int max = r->cfg->checkpoint.max_failures;
+	char msg[sizeof r->err + 128];
+
+	if (!failed) {
+		r->ckpt_failures = 0;
+		return 0;
+	}
+	r->ckpt_failures++;
+	if (must_succeed || r->ckpt_failures >= max) {
+		snprintf(msg, sizeof msg, "checkpoint step_%08" PRId64 " failed%s: %s", steps_done,
+			 must_succeed ? "" : max > 1 ? " (checkpoint.max_failures in a row)" :
+						      " (checkpoint.max_failures: 1)",
+			 r->err);
+		return fail(r, STORK_EXIT_CHECKPOINT_FAILED, msg);
+	}
+	rank_logf(&r->log,
+		  "warning: checkpoint step_%08" PRId64 " failed (%d of checkpoint.max_failures %d in a "
+		  "row): %s; training goes on, the previous checkpoint stays the latest",
+		  steps_done, r->ckpt_failures, max, r->err);
+	if (r->rank == 0) {
+		fprintf(stderr, "storkd: warning: checkpoint step_%08" PRId64 " failed (%d of %d in a "
+			"row): %s; training goes on\n", steps_done, r->ckpt_failures, max, r->err);
+		fflush(stderr);
 	}
 	return 0;
 }
@@ -1114,9 +1189,13 @@ static int run_steps(struct rank *r, int64_t start)
 			}
 		}
 		if (stop || step + 1 == c->train.steps ||
-		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0))
-			if (checkpoint(r, step + 1))
+		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0)) {
+			int failed;
+
+			if (checkpoint(r, step + 1, &failed) ||
+			    after_checkpoint(r, step + 1, failed, stop || step + 1 == c->train.steps))
 				return r->res->exit_code;
+		}
 		if (stop)
 			return stop_and_requeue(r, step + 1);
 	}

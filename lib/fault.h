@@ -46,4 +46,33 @@ static inline void fault_delay(const char *name)
 	fault_sleep(fault_seconds(name));
 }
 
+/*
+ * Whether an environment variable lists this step ("10,20,30"): the test
+ * suite's way to make the checkpoint of a given step fail as a full disk
+ * would. Always 0 outside fault-injection builds.
+ */
+static inline int fault_at_step(const char *name, long long step)
+{
+#ifdef STORK_FAULT_INJECTION
+	const char *s = getenv(name);
+	char *end;
+
+	while (s && *s) {
+		long long v = strtoll(s, &end, 10);
+
+		if (end == s)
+			return 0;
+		if (v == step)
+			return 1;
+		s = *end == ',' ? end + 1 : end;
+		if (*end && *end != ',')
+			return 0;
+	}
+#else
+	(void)name;
+	(void)step;
+#endif
+	return 0;
+}
+
 #endif

@@ -125,6 +125,8 @@ static const struct key keys[] = {
 	{ "checkpoint.every", K_INT, OFF(checkpoint.every), 0, BIG, 0, NULL, "200",
 	  "steps; 0 = only on preemption and at the end" },
 	{ "checkpoint.keep", K_INT, OFF(checkpoint.keep), 0, BIG, 0, NULL, "3", "newest kept; 0 = keep all" },
+	{ "checkpoint.max_failures", K_INT, OFF(checkpoint.max_failures), 1, BIG, 0, NULL, "3",
+	  "periodic checkpoints that may fail in a row before the run stops" },
 	{ "preempt.signal", K_ENUM, OFF(preempt.signal), 0, 0, 0, signals, "USR1", "USR1 | USR2 | TERM" },
 	{ "preempt.hang_timeout", K_DOUBLE, OFF(preempt.hang_timeout), 0, DBL_MAX, 0, NULL, "600",
 	  "seconds without a step before reason hang; 0 = off" },

@@ -103,6 +103,7 @@ struct stork_config {
 	struct {
 		int every;                  /* 0 = only on preemption and at the end */
 		int keep;                   /* 0 = keep all */
+		int max_failures;           /* periodic ones failing in a row before the run stops */
 	} checkpoint;
 	struct {
 		int signal;                 /* SIGUSR1, SIGUSR2 or SIGTERM */

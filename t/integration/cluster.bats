@@ -21,7 +21,7 @@ setup() {
 	#SBATCH -N2 --ntasks-per-node=1 -o job.out
 	srun --mpi=pmix $abs_top_builddir/t/integration/pmix_hello
 	SCRIPT
-	run sbatch --wait job.sh
+	run sbatch_wait job.sh
 	[ "$status" -eq 0 ] || { cat job.out; false; }
 	cat job.out
 	# Each task learned its own rank from PMIx and read its peer's host

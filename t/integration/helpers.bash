@@ -30,6 +30,32 @@ wait_job_state() {
 	return 1
 }
 
+# sbatch_wait [SBATCH-ARGS...] SCRIPT: sbatch --wait with a deadline
+# ($STORK_TEST_JOB_SECONDS, default 600): returns 0 once the job completed
+# with exit code 0, 1 as soon as it ended otherwise, was held (a launch
+# failure requeues a job held: it would wait forever) or ran out of time,
+# printing the job's state.
+sbatch_wait() {
+	local job state reason deadline=$((SECONDS + ${STORK_TEST_JOB_SECONDS:-600}))
+	local final='COMPLETED|FAILED|TIMEOUT|CANCELLED|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE'
+	job=$(sbatch --parsable "$@" | cut -d';' -f1) || return 1
+	echo "Submitted batch job $job"
+	while ((SECONDS < deadline)); do
+		state=$(job_field "$job" JobState)
+		reason=$(job_field "$job" Reason)
+		if [[ "$state" =~ ^($final)$ ]]; then
+			[[ "$state" == COMPLETED && "$(job_field "$job" ExitCode)" == 0:0 ]] && return 0
+			break
+		fi
+		[[ "$reason" =~ [Hh]eld|launch_failed ]] && break
+		sleep 1
+	done
+	echo "job $job: state '$state', reason '$reason' (waited up to ${STORK_TEST_JOB_SECONDS:-600}s)" >&2
+	scontrol show job "$job" >&2
+	[[ "$state" =~ ^($final)$ ]] || scancel "$job" 2>/dev/null
+	return 1
+}
+
 # submit ARGS...: sbatch --parsable, prints the job id.
 submit() {
 	sbatch --parsable "$@" | cut -d';' -f1

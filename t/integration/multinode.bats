@@ -31,7 +31,7 @@ two_node_script() {
 # two_node_job NAME MPI: sbatch such a job and wait for it.
 two_node_job() {
 	two_node_script "$1" "$2"
-	run sbatch --wait "$1.sh"
+	run sbatch_wait "$1.sh"
 	cat "$1.out"
 	[ "$status" -eq 0 ]
 	DIR=$(ls -d "$WORK"/runs/"$1"__job=*__task=0)
@@ -79,7 +79,7 @@ two_node_job() {
 	srun --mpi=none bash -c 'if [ \$SLURM_PROCID = 1 ]; then sleep 20; else exec $STORK run run.yaml run.name=late run.rendezvous_timeout=4; fi'
 	SCRIPT
 	t0=$SECONDS
-	run sbatch --wait late.sh
+	run sbatch_wait late.sh
 	cat late.out
 	dir=$(ls -d "$WORK"/runs/late__job=*__task=0)
 	grep -q '"reason": "rendezvous_timeout"' "$dir/exit_info.json"
@@ -124,7 +124,7 @@ kill_node1_daemon() {
 	#SBATCH -N2 --ntasks-per-node=2 -c1 -o pt.out
 	srun --mpi=pmix $STORK run run.yaml run.name=pt
 	SCRIPT
-	run sbatch --wait pt.sh
+	run sbatch_wait pt.sh
 	cat pt.out
 	[ "$status" -eq 0 ]
 	dir=$(ls -d "$WORK"/runs/pt__job=*__task=0)
@@ -189,7 +189,7 @@ layout_job() {
 	srun --mpi=pmix $STORK run run.yaml --local-ranks $ranks run.name=$name train.steps=20 \
 		parallel.tensor=$5 parallel.pipeline=$6 parallel.zero=$7 train.grad_accum=$8 ${9:-}
 	SCRIPT
-	run sbatch --wait "$name.sh"
+	run sbatch_wait "$name.sh"
 	cat "$name.out"
 	[ "$status" -eq 0 ]
 	DIR=$(ls -d "$WORK"/runs/"$name"__job=*__task=0)

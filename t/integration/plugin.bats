@@ -61,7 +61,7 @@ REPORT='echo "task $(hostname) rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE lw
 	#SBATCH -N1 -n2 -o job.out
 	srun bash -c '$REPORT'
 	SCRIPT
-	run sbatch --wait --stork-bind=cores,verbose job.sh
+	run sbatch_wait --stork-bind=cores,verbose job.sh
 	cat job.out
 	[ "$status" -eq 0 ]
 	grep -qx "stork: rank 0 (local 0) on n1: gpu none, cpus 0, numa 0" job.out
@@ -91,7 +91,7 @@ REPORT='echo "task $(hostname) rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE lw
 	srun -N2 -n2 --overlap bash -c 'sleep 2; echo "step $SLURM_STEP_ID port $MASTER_PORT"' &
 	wait
 	SCRIPT
-	run sbatch --wait job.sh
+	run sbatch_wait job.sh
 	cat job.out
 	[ "$status" -eq 0 ]
 	[ "$(grep -c '^step ' job.out)" -eq 4 ]
@@ -107,7 +107,7 @@ REPORT='echo "task $(hostname) rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE lw
 	export RANK=99 LOCAL_RANK=42 WORLD_SIZE=1000 MASTER_ADDR=elsewhere MASTER_PORT=1 OMP_NUM_THREADS=64
 	srun bash -c 'echo "rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE addr=$MASTER_ADDR port=$MASTER_PORT omp=$OMP_NUM_THREADS"'
 	SCRIPT
-	run sbatch --wait job.sh
+	run sbatch_wait job.sh
 	cat job.out
 	[ "$status" -eq 0 ]
 	grep -q "^rank=0 local=0 world=2 addr=n1 port=[0-9]* omp=1\$" job.out

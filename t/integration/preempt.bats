@@ -31,7 +31,7 @@ losses() { run_losses "$1"; }
 # reference [STEPS]: the uninterrupted run of run.yaml (STEPS: 150) in $REF.
 reference() {
 	job_script ref
-	run sbatch --wait ref.sh
+	run sbatch_wait ref.sh
 	[ "$status" -eq 0 ]
 	REF=$(ls -d "$WORK"/runs/ref__job=*__task=0)
 	[ "$(losses "$REF" | wc -l)" -eq "${1:-150}" ]

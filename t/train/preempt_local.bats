@@ -95,3 +95,31 @@ fault_injection() {
 	grep -q '"step": 1$' $info
 	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000001 ]
 }
+
+@test "a periodic checkpoint that fails (disk full) is skipped: training goes on, bit for bit" {
+	fault_injection || skip "needs --enable-fault-injection"
+	"$STORK" run tiny.yaml --set train.steps=20 --set checkpoint.every=5 --set run.name=ref >/dev/null
+	run env STORK_FAULT_CKPT_FAIL=10 "$STORK" run tiny.yaml --set train.steps=20 \
+		--set checkpoint.every=5 --set checkpoint.keep=0
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"checkpoint step_00000010 failed (1 of 3 in a row)"*"No space left on device"* ]]
+	dir=runs/tiny__job=local__task=0
+	[ -d $dir/checkpoints/step_00000005 ] && [ -d $dir/checkpoints/step_00000015 ]
+	[ ! -e $dir/checkpoints/step_00000010 ] && [ ! -e $dir/checkpoints/step_00000010.tmp ]
+	grep -q "warning: checkpoint step_00000010 failed" $dir/logs/rank-000.log
+	grep -q '"reason": "completed"' $dir/exit_info.json
+	[ "$(losses tiny)" == "$(losses ref)" ]
+}
+
+@test "checkpoint.max_failures in a row end the run with checkpoint_failed (13), the latest kept" {
+	fault_injection || skip "needs --enable-fault-injection"
+	run env STORK_FAULT_CKPT_FAIL=10,15 "$STORK" run tiny.yaml --local-ranks 2 --set train.steps=20 \
+		--set checkpoint.every=5 --set checkpoint.max_failures=2 --set parallel.zero=1
+	[ "$status" -eq 13 ]
+	dir=runs/tiny__job=local__task=0
+	grep -q '"reason": "checkpoint_failed"' $dir/exit_info.json
+	grep -q '"exit_code": 13' $dir/exit_info.json
+	grep -q '"what": "checkpoint step_00000015 failed (checkpoint.max_failures in a row)' $dir/exit_info.json
+	[ "$(readlink $dir/checkpoints/latest)" == step_00000005 ]
+	[ ! -e $dir/checkpoints/step_00000015.tmp ]
+}
