@@ -549,6 +549,19 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 		rank_logf(&r->log, "resumed from %s at step %" PRId64, dir, st.step);
 		if (r->rank == 0)
 			printf("resumed from %s at step %" PRId64 "\n", dir, st.step);
+		if (st.step >= c->train.steps && r->node->restart_count > 0) {
+			/* Stork requeues only a run it stopped early: this attempt
+			 * comes from a requeue outside Stork, typically a batch
+			 * script's trap that runs once srun has returned */
+			rank_logf(&r->log, "the run was already complete (step %" PRId64 " of %d): this "
+				  "attempt (restart %d) was requeued from outside Stork, e.g. by a trap "
+				  "in the batch script; nothing to do", st.step, c->train.steps,
+				  r->node->restart_count);
+			if (r->rank == 0)
+				printf("run already complete at step %" PRId64 ": this attempt was requeued "
+				       "from outside Stork (a trap in the batch script?); exiting\n",
+				       st.step);
+		}
 		return 0;
 	}
 	if (c->model.init_from[0]) {
