@@ -123,3 +123,11 @@ fault_injection() {
 	[ "$(readlink $dir/checkpoints/latest)" == step_00000005 ]
 	[ ! -e $dir/checkpoints/step_00000015.tmp ]
 }
+
+@test "an attempt that finds its run complete says it was requeued from outside and exits 0" {
+	"$STORK" run tiny.yaml --set train.steps=4 >/dev/null
+	run env SLURM_RESTART_COUNT=1 "$STORK" run tiny.yaml --set train.steps=4
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"run already complete at step 4: this attempt was requeued from outside Stork"* ]]
+	grep -q "requeued from outside Stork" runs/tiny__job=local__task=0/logs/rank-000.log
+}
