@@ -366,6 +366,14 @@ static void read_environment(struct train_node *node, long long job_end)
 		else
 			stork_warn("%s", err);
 	}
+	/* the TERM at the time limit leaves KillWait seconds: rank 0, on
+	 * launcher 0, decides whether a checkpoint still fits */
+	node->kill_wait = node->slurm_job && (!s || atoi(s) == 0) ? slurm_kill_wait() : -1;
+#ifdef STORK_FAULT_INJECTION
+	/* a pretend time limit N seconds from now, for tests outside Slurm */
+	if ((s = getenv("STORK_FAULT_JOB_END")))
+		node->job_end_time = time(NULL) + atoi(s);
+#endif
 }
 
 /* provenance/libraries.json: the versions of what this daemon runs on. */

@@ -801,15 +801,52 @@ static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
  * 100 MB/s for the model and both moments). A checkpoint that cannot finish
  * would only be cut by the kill; better to keep the previous one and say so.
  */
+static double checkpoint_need(const struct rank *r)
+{
+	double est = r->ckpt_seconds > 0 ? r->ckpt_seconds :
+					   (double)r->model.num_params * 12.0 / 100e6;
+
+	/* half as long again as the last one, and half a second for the requeue RPC */
+	return est * 1.5 + 0.5;
+}
+
 static int checkpoint_fits(struct rank *r, double *left, double *need)
 {
 	time_t end = r->node->job_end_time;
+	/* after the TERM at the time limit, Slurm waits KillWait before the KILL */
+	double grace = r->node->kill_wait > 0 ? r->node->kill_wait : 0;
 
-	*need = r->ckpt_seconds > 0 ? r->ckpt_seconds :
-				      (double)r->model.num_params * 12.0 / 100e6;
-	*need = *need * 1.5 + 5.0;
-	*left = end ? (double)(end - time(NULL)) : 1e30;
+	*need = checkpoint_need(r);
+	*left = end ? (double)(end - time(NULL)) + grace : 1e30;
 	return *left >= *need;
+}
+
+/*
+ * The deadline guard (rank 0): whether another step and then a checkpoint
+ * would no longer fit before the job's end, with preempt.deadline_lead
+ * seconds to spare. Then the run stops now, without waiting for a signal
+ * that may never come (a batch-shell trap, --signal forgotten).
+ */
+static int deadline_near(struct rank *r, double step_s)
+{
+	const struct stork_config *c = r->cfg;
+	time_t end = r->node->job_end_time;
+	double left, need;
+
+	if (r->rank != 0 || !c->preempt.deadline_guard || !end)
+		return 0;
+	left = (double)(end - time(NULL));
+	need = step_s + checkpoint_need(r) + c->preempt.deadline_lead;
+	if (left >= need)
+		return 0;
+	rank_logf(&r->log,
+		  "deadline guard: %.0f s left before the job's end; a step takes %.1f s, a "
+		  "checkpoint about %.1f s, preempt.deadline_lead %.0f s: stopping now",
+		  left, step_s, checkpoint_need(r), c->preempt.deadline_lead);
+	printf("deadline guard: %.0f s left before the job's end: checkpointing and requeueing now\n",
+	       left);
+	fflush(stdout);
+	return 1;
 }
 
 /* This rank's shard of a sharded checkpoint: its place, its parameters and moment parts. */
@@ -1044,12 +1081,18 @@ static int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int 
 	return 0;
 }
 
-/* Whether any rank has seen the stop signal: all ranks get the same answer. */
-static int agree_stop(struct rank *r, int64_t steps_done, int *stop)
+/*
+ * Whether any rank has seen the stop signal, or rank 0's deadline guard
+ * fired (step_s: the step that just ended took that long): all ranks get
+ * the same answer.
+ */
+static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop)
 {
 	int32_t flag = *r->node->stop_requested ? 1 : 0;
 
 	if (r->node->stop_at_step > 0 && steps_done == r->node->stop_at_step)
+		flag = 1;
+	if (!flag && r->cfg->train.steps > steps_done && deadline_near(r, step_s))
 		flag = 1;
 
 	if (comm_allreduce(r->comm, &flag, 1, COMM_INT32, COMM_MAX) < 0)
@@ -1157,7 +1200,7 @@ static int run_steps(struct rank *r, int64_t start)
 
 	for (step = start; step < c->train.steps; step++) {
 		float loss = 0, norm = 0, lr = 0;
-		double t0 = (clock_monotonic() * 1e3);
+		double t0 = (clock_monotonic() * 1e3), step_ms;
 		uint64_t sent0 = comm_ucx_thread_bytes_sent();
 
 		heartbeat(r, step);
@@ -1168,11 +1211,11 @@ static int run_steps(struct rank *r, int64_t start)
 			return r->res->exit_code;
 		if (mean_over_replicas(r, &loss) < 0)
 			return fail_collective(r);
-		report_step(r, step, loss, lr, norm, (clock_monotonic() * 1e3) - t0,
-			    comm_ucx_thread_bytes_sent() - sent0);
+		step_ms = (clock_monotonic() * 1e3) - t0;
+		report_step(r, step, loss, lr, norm, step_ms, comm_ucx_thread_bytes_sent() - sent0);
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);
-		if (agree_stop(r, step + 1, &stop))
+		if (agree_stop(r, step + 1, step_ms / 1e3, &stop))
 			return r->res->exit_code;
 		if (stop) {
 			double left, need;

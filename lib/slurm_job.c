@@ -43,6 +43,18 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 	return 0;
 }
 
+int slurm_kill_wait(void)
+{
+	slurm_conf_t *conf = NULL;
+	int kw;
+
+	if (slurm_load_ctl_conf((time_t)0, &conf) != SLURM_SUCCESS || !conf)
+		return -1;
+	kw = (int)conf->kill_wait;
+	slurm_free_ctl_conf(conf);
+	return kw;
+}
+
 /*
  * `scontrol requeue ID`, its output appended to err on failure. The child
  * ignores the stop signals (lib/stop_signals.h): Slurm signals every

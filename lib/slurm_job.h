@@ -31,6 +31,13 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
  */
 int slurm_job_requeue(uint32_t id, char *err, size_t errlen);
 
+/*
+ * The controller's KillWait: seconds between the TERM at a job's time limit
+ * and the KILL, the time a run has left once that TERM arrives. -1 when
+ * slurmctld cannot be asked.
+ */
+int slurm_kill_wait(void);
+
 /* Set the job's Comment (best effort). Returns 0 or -1. */
 int slurm_job_set_comment(uint32_t id, const char *comment);
 

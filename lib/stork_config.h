@@ -108,6 +108,8 @@ struct stork_config {
 	struct {
 		int signal;                 /* SIGUSR1, SIGUSR2 or SIGTERM */
 		double hang_timeout;        /* seconds; 0 = off */
+		bool deadline_guard;        /* stop before the job's end without any signal */
+		double deadline_lead;       /* seconds kept free before the end by the guard */
 	} preempt;
 	struct {
 		int local_ranks;            /* 0 = auto */

@@ -131,3 +131,29 @@ fault_injection() {
 	[[ "$output" == *"run already complete at step 4: this attempt was requeued from outside Stork"* ]]
 	grep -q "requeued from outside Stork" runs/tiny__job=local__task=0/logs/rank-000.log
 }
+
+@test "the deadline guard stops, checkpoints and asks for a requeue before the job's end, without a signal" {
+	fault_injection || skip "needs --enable-fault-injection"
+	# a pretend time limit 8 s away, steps of at least 0.3 s, far more steps than fit
+	start=$(date +%s)
+	run env STORK_FAULT_JOB_END=8 STORK_FAULT_STEP_DELAY=0.3 "$STORK" run tiny.yaml \
+		--set train.steps=1000 --set preempt.deadline_lead=2 --set checkpoint.every=0
+	end=$(date +%s)
+	echo "$output"
+	[ "$status" -eq 12 ]   # outside Slurm there is no job to requeue
+	[[ "$output" == *"deadline guard: "*" s left before the job's end: checkpointing and requeueing now"* ]]
+	dir=runs/tiny__job=local__task=0
+	step=$(readlink $dir/checkpoints/latest | sed 's/step_0*//')
+	[ "$step" -gt 3 ] && [ "$step" -lt 1000 ]
+	# committed before the pretend end
+	((end - start <= 9))
+	grep -q "deadline guard: .* stopping now" $dir/logs/rank-000.log
+}
+
+@test "with preempt.deadline_guard false the run goes on to the pretend end" {
+	fault_injection || skip "needs --enable-fault-injection"
+	run env STORK_FAULT_JOB_END=3 STORK_FAULT_STEP_DELAY=0.2 "$STORK" run tiny.yaml \
+		--set train.steps=25 --set preempt.deadline_guard=false --set checkpoint.every=0
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"deadline guard"* ]]
+}

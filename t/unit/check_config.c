@@ -529,7 +529,7 @@ START_TEST(hash_changes_with_every_key)
 		"train.weight_decay=0", "train.beta1=0.8", "train.beta2=0.9", "train.eps=1e-7",
 		"train.grad_clip=0", "train.val_every=0", "train.val_batches=9", "train.log_every=2",
 		"checkpoint.every=100", "checkpoint.keep=1", "checkpoint.max_failures=1", "preempt.signal=TERM",
-		"preempt.hang_timeout=60", "parallel.local_ranks=2", "parallel.tensor=2",
+		"preempt.hang_timeout=60", "preempt.deadline_guard=false", "preempt.deadline_lead=5", "parallel.local_ranks=2", "parallel.tensor=2",
 		"parallel.pipeline=2", "parallel.zero=1",
 	};
 	struct stork_config base, c;
