@@ -65,3 +65,18 @@ setup() {
 	grep -qx 'finished restart=1' job.out
 	[ "$(job_field "$job" Restarts)" = 1 ]
 }
+
+@test "the cluster's sockets live in a short directory, whatever the build path; one too long is refused" {
+	# this cluster: the sockets are not under the build tree
+	[[ "$(readlink "$abs_top_builddir/t/testcluster/rundir")" == /var/tmp/stork-tc-* ]]
+	grep -q "^AuthInfo=socket=/var/tmp/stork-tc-" "$SLURM_CONF"
+	grep -q "^SlurmdSpoolDir=/var/tmp/stork-tc-" "$SLURM_CONF"
+	# a socket directory that cannot hold a 108-byte sockaddr_un: start says
+	# so and starts nothing
+	long=/var/tmp/$(printf 'd%.0s' {1..90})
+	run env STORK_TESTCLUSTER_RUNDIR="$long" STORK_TESTCLUSTER_PORT=17890 \
+		"$abs_top_builddir/contrib/testcluster/stork-testcluster" start "$WORK/tc"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"more than the 107 a UNIX socket allows"*"STORK_TESTCLUSTER_RUNDIR"* ]]
+	[ ! -e "$long" ]
+}
