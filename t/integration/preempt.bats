@@ -108,6 +108,25 @@ reference() {
 	diff <(losses "$REF") <(losses "$dir")
 }
 
+@test "the deadline guard: no signal, the common trap template, a short time limit: checkpointed and requeued before the limit, resumed bit for bit" {
+	grep -q '^#define STORK_FAULT_INJECTION 1' "$abs_top_builddir/config.h" ||
+		skip "built without --enable-fault-injection"
+	sed -i 's/steps: 150/steps: 200/' run.yaml
+	reference 200
+	# the template users copy: a trap in the batch shell, srun without exec,
+	# --signal to the batch shell only (bash defers the trap until srun returns)
+	job_script dl --requeue --time=1 --signal=B:USR1@20
+	sed -i 's|^srun |trap '"'"'scontrol requeue $SLURM_JOB_ID; exit 0'"'"' USR1 TERM\n[ "${SLURM_RESTART_COUNT:-0}" = 0 ] \&\& export STORK_FAULT_STEP_DELAY=0.6\nsrun |' dl.sh
+	cat dl.sh >&3
+	job=$(submit dl.sh)
+	dir=$(run_dir dl "$job")
+	wait_job_state "$job" COMPLETED 300
+	grep 'deadline guard' "$dir/logs/rank-000.log" >&3
+	grep -q '"reason": "timeout_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+	diff <(losses "$REF") <(losses "$dir")
+}
+
 @test "a --no-requeue job receiving USR1: checkpoint committed, reason requeue_failed" {
 	job_script noreq --no-requeue
 	job=$(submit noreq.sh)

@@ -44,7 +44,8 @@ files=("$srcdir"/t/integration/*.bats)
 # STORK_BATS_FILTER selects files by name; a glob such as "p*" is welcome.
 # shellcheck disable=SC2206
 [[ -n "${STORK_BATS_FILTER:-}" ]] && files=("$srcdir"/t/integration/$STORK_BATS_FILTER.bats)
-bats --tap "${files[@]}"
+# STORK_BATS_TEST selects tests by name (bats -f REGEX).
+bats --tap ${STORK_BATS_TEST:+-f "$STORK_BATS_TEST"} "${files[@]}"
 rc=$?
 
 if ((started)); then
