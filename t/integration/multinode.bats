@@ -54,7 +54,8 @@ two_node_job() {
 	[ -s "$DIR/provenance/build.json" ]
 	for r in 000 001 002 003; do
 		[ -s "$DIR/logs/rank-$r.log" ]
-		! grep -vE '^\[[0-9]+/[0-9]+ n[12] [0-9T:.-]+Z\] ' "$DIR/logs/rank-$r.log"
+		# every line prefixed (a negated command mid-test would not fail it)
+		if grep -vE '^\[[0-9]+/[0-9]+ n[12] [0-9T:.-]+Z\] ' "$DIR/logs/rank-$r.log"; then false; fi
 		grep -q '"metric":"train_loss"' "$DIR/logs/rank-$r.metrics.jsonl"
 	done
 	grep -q '^\[2/0 n2 ' "$DIR/logs/rank-002.log"

@@ -112,5 +112,5 @@ REPORT='echo "task $(hostname) rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE lw
 	[ "$status" -eq 0 ]
 	grep -q "^rank=0 local=0 world=2 addr=n1 port=[0-9]* omp=1\$" job.out
 	grep -q "^rank=1 local=1 world=2 addr=n1 port=[0-9]* omp=1\$" job.out
-	! grep -q "rank=99\|port=1\$\|elsewhere" job.out
+	if grep -q "rank=99\|port=1\$\|elsewhere" job.out; then false; fi
 }

@@ -54,7 +54,8 @@ setup() {
 	grep -q 'padded_vocab_size: 384' $dir/config/stork.yaml
 	for r in 000 001; do
 		[ -s $dir/logs/rank-$r.log ]
-		! grep -vE '^\[[0-9]+/[0-9]+ [^ ]+ [0-9T:.-]+Z\] ' $dir/logs/rank-$r.log
+		# every line prefixed (a negated command mid-test would not fail it)
+		if grep -vE '^\[[0-9]+/[0-9]+ [^ ]+ [0-9T:.-]+Z\] ' $dir/logs/rank-$r.log; then false; fi
 		for m in train_loss val_loss lr grad_norm step_time_ms tokens_per_sec; do
 			grep -q "\"metric\":\"$m\"" $dir/logs/rank-$r.metrics.jsonl
 		done
