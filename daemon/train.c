@@ -638,7 +638,23 @@ static int validate(struct rank *r, int64_t step)
  * Forward and backward over grad_accum micro-batches; returns the mean loss
  * (on the last stage; the pipeline schedules the micro-batches 1F1B).
  */
-static int compute_gradients(struct rank *r, float *loss)
+/*
+ * Fault injection (test builds): a NaN in rank STORK_FAULT_NAN_RANK's loss
+ * and gradients at the steps STORK_FAULT_NAN_STEP lists, as a numerical
+ * blow-up would leave them.
+ */
+static void inject_nan(struct rank *r, int64_t step, float *loss)
+{
+	const char *s = getenv("STORK_FAULT_NAN_RANK");
+	float nan = NAN;
+
+	if (!fault_at_step("STORK_FAULT_NAN_STEP", step + 1) || r->rank != (s ? atoi(s) : 0))
+		return;
+	*loss = NAN;
+	r->model.ops->upload(r->model.grads, &nan, sizeof nan);
+}
+
+static int compute_gradients(struct rank *r, int64_t step, float *loss)
 {
 	const struct stork_config *c = r->cfg;
 	int B = c->train.batch_size, T = c->train.seq_len, rc;
@@ -654,6 +670,7 @@ static int compute_gradients(struct rank *r, float *loss)
 		if (rc < 0)
 			return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
 							       fail(r, STORK_EXIT_DATA, r->err);
+		inject_nan(r, step, loss);
 		return 0;
 	}
 	for (int micro = 0; micro < c->train.grad_accum; micro++) {
@@ -671,6 +688,7 @@ static int compute_gradients(struct rank *r, float *loss)
 							       fail(r, STORK_EXIT_INTERNAL, r->model.err);
 		*loss += l * scale;
 	}
+	inject_nan(r, step, loss);
 	return 0;
 }
 
@@ -741,7 +759,38 @@ static int sync_replicated(struct rank *r)
  * stage), clip to the global norm, update, and (ZeRO-1) gather the
  * parameters back. Returns 0 with the norm before clipping.
  */
-static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
+/*
+ * The divergence guard: the gradient norm is the same on every rank (a
+ * global sum), and a NaN or Inf anywhere makes it non-finite, so every rank
+ * sees it at once. The first rank whose own loss was not finite is named
+ * (one more all-reduce, only then). train.on_nonfinite: stop ends the run
+ * (reason diverged, before anything is checkpointed); skip drops this
+ * step's update. Returns 0 to go on without this update, or the exit code.
+ */
+static int diverged(struct rank *r, int64_t step, float loss, float norm)
+{
+	int32_t first = isfinite(loss) ? INT32_MAX : r->rank;
+	char who[64] = "its gradients (every rank's loss was finite)";
+
+	if (comm_allreduce(r->comm, &first, 1, COMM_INT32, COMM_MIN) < 0)
+		return fail_collective(r);
+	if (first != INT32_MAX)
+		snprintf(who, sizeof who, "rank %d's loss first", (int)first);
+	snprintf(r->err, sizeof r->err,
+		 "step %" PRId64 ": the gradient norm is not finite (%g), seen in %s", step + 1,
+		 (double)norm, who);
+	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_STOP)
+		return fail(r, STORK_EXIT_DIVERGED, r->err);
+	rank_logf(&r->log, "warning: %s; train.on_nonfinite: skip: this step's update is dropped",
+		  r->err);
+	if (r->rank == 0) {
+		fprintf(stderr, "storkd: warning: %s; the update is dropped\n", r->err);
+		fflush(stderr);
+	}
+	return 0;
+}
+
+static int update(struct rank *r, int64_t step, float loss, float *norm_out, float *lr_out)
 {
 	const struct stork_config *c = r->cfg;
 	struct adamw_params hp = {
@@ -776,8 +825,11 @@ static int update(struct rank *r, int64_t step, float *norm_out, float *lr_out)
 	if (global_sumsq(r, &sumsq) < 0)
 		return fail_collective(r);
 	norm = (float)sqrt(sumsq);
-	clip = grad_clip_scale(norm, (float)c->train.grad_clip);
+	*norm_out = norm;
 	*lr_out = lr_at(&sched, step);
+	if (!isfinite(norm)) /* skip: parameters and moments untouched, replicas still equal */
+		return diverged(r, step, loss, norm);
+	clip = grad_clip_scale(norm, (float)c->train.grad_clip);
 	if (r->lay.zero) {
 		if (clip != 1.0f)
 			zero_scale(&r->zero, m, clip);
@@ -1207,7 +1259,7 @@ static int run_steps(struct rank *r, int64_t start)
 		inject_faults(r, step);
 		if (r->val && step % c->train.val_every == 0 && validate(r, step))
 			return r->res->exit_code;
-		if (compute_gradients(r, &loss) || update(r, step, &norm, &lr))
+		if (compute_gradients(r, step, &loss) || update(r, step, loss, &norm, &lr))
 			return r->res->exit_code;
 		if (mean_over_replicas(r, &loss) < 0)
 			return fail_collective(r);

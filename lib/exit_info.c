@@ -27,6 +27,7 @@ static const struct {
 	{ STORK_EXIT_RENDEZVOUS, "rendezvous_timeout" },
 	{ STORK_EXIT_REQUEUE_FAILED, "requeue_failed" },
 	{ STORK_EXIT_CHECKPOINT_FAILED, "checkpoint_failed" },
+	{ STORK_EXIT_DIVERGED, "diverged" },
 	{ STORK_EXIT_CONFIG, "config_error" },
 	/* Bad input of other kinds keeps its own exit code but reports one of
 	 * the reasons of DESIGN's fixed list; the message says which input. */

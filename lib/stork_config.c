@@ -71,6 +71,9 @@ static const struct enum_name devices[] = {
 static const struct enum_name precisions[] = {
 	{ "fp32", STORK_PRECISION_FP32 }, { "tf32", STORK_PRECISION_TF32 }, { NULL, 0 },
 };
+static const struct enum_name nonfinite_actions[] = {
+	{ "stop", STORK_NONFINITE_STOP }, { "skip", STORK_NONFINITE_SKIP }, { NULL, 0 },
+};
 static const struct enum_name signals[] = {
 	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { NULL, 0 },
 };
@@ -110,6 +113,8 @@ static const struct key keys[] = {
 	{ "train.lr_schedule", K_ENUM, OFF(train.lr_schedule), 0, 0, 0, lr_schedules, "cosine", "constant | cosine" },
 	{ "train.precision", K_ENUM, OFF(train.precision), 0, 0, 0, precisions, "fp32",
 	  "GPU matrix products: fp32 | tf32 (the CPU computes fp32)" },
+	{ "train.on_nonfinite", K_ENUM, OFF(train.on_nonfinite), 0, 0, 0, nonfinite_actions, "stop",
+	  "a NaN/Inf loss or gradient norm: stop (reason diverged) | skip (drop the update)" },
 	{ "train.warmup_steps", K_INT, OFF(train.warmup_steps), 0, BIG, 0, NULL, "100", "linear warmup steps" },
 	{ "train.min_lr", K_DOUBLE, OFF(train.min_lr), 0, DBL_MAX, 0, NULL, "6.0e-5", "end of the cosine" },
 	{ "train.weight_decay", K_DOUBLE, OFF(train.weight_decay), 0, DBL_MAX, 0, NULL, "0.1",
@@ -1159,6 +1164,14 @@ const char *config_device_name(enum stork_device d)
 	for (int i = 0; devices[i].name; i++)
 		if (devices[i].value == (int)d)
 			return devices[i].name;
+	return "?";
+}
+
+const char *config_nonfinite_name(enum stork_nonfinite n)
+{
+	for (int i = 0; nonfinite_actions[i].name; i++)
+		if (nonfinite_actions[i].value == (int)n)
+			return nonfinite_actions[i].name;
 	return "?";
 }
 

@@ -45,6 +45,12 @@ enum stork_precision {
 	STORK_PRECISION_TF32 = 1, /* fp32 storage, TF32 tensor-core products (10-bit mantissa inputs) */
 };
 
+/* train.on_nonfinite: what a non-finite loss or gradient norm does. */
+enum stork_nonfinite {
+	STORK_NONFINITE_STOP = 0, /* end the run, reason diverged (exit 14), nothing checkpointed */
+	STORK_NONFINITE_SKIP = 1, /* drop that step's update and go on */
+};
+
 /* run.device: where a rank computes. */
 enum stork_device {
 	STORK_DEVICE_AUTO = 0, /* its GPU when it has one (and the build has CUDA), else the CPU */
@@ -89,6 +95,7 @@ struct stork_config {
 		double lr;
 		enum stork_lr_schedule lr_schedule;
 		enum stork_precision precision;
+		enum stork_nonfinite on_nonfinite;
 		int warmup_steps;
 		double min_lr;
 		double weight_decay;
@@ -171,6 +178,7 @@ const char *config_signal_name(int signo);
 const char *config_lr_schedule_name(enum stork_lr_schedule s);
 const char *config_device_name(enum stork_device d);
 const char *config_precision_name(enum stork_precision p);
+const char *config_nonfinite_name(enum stork_nonfinite n);
 
 /* Release what c owns; c may then be loaded again. Safe on a zeroed struct. */
 void config_free(struct stork_config *c);

@@ -157,3 +157,24 @@ fault_injection() {
 	[ "$status" -eq 0 ]
 	[[ "$output" != *"deadline guard"* ]]
 }
+
+@test "a NaN loss: reason diverged (14) naming the step and the rank, nothing non-finite checkpointed" {
+	fault_injection || skip "needs --enable-fault-injection"
+	run env STORK_FAULT_NAN_STEP=5 STORK_FAULT_NAN_RANK=1 "$STORK" run tiny.yaml --local-ranks 2 \
+		--set train.steps=10 --set checkpoint.every=2
+	[ "$status" -eq 14 ]
+	info=runs/tiny__job=local__task=0/exit_info.json
+	grep -q '"reason": "diverged"' $info
+	grep -q "step 5: the gradient norm is not finite (nan), seen in rank 1's loss first" $info
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" == step_00000004 ]
+}
+
+@test "train.on_nonfinite skip: the step's update is dropped and training goes on" {
+	fault_injection || skip "needs --enable-fault-injection"
+	run env STORK_FAULT_NAN_STEP=5 "$STORK" run tiny.yaml --set train.steps=10 \
+		--set train.on_nonfinite=skip
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"step 5: the gradient norm is not finite"*"the update is dropped"* ]]
+	# every later step trains on finite numbers
+	[ "$(losses tiny | awk '$1 > 5 && $2 ~ /^[0-9.]+$/' | wc -l)" -eq 5 ]
+}

@@ -278,6 +278,8 @@ START_TEST(enums_list_the_accepted_values)
 		     "one of auto, cpu, cuda", "'gpu'");
 	ASSERT_ERROR("err_precision.yaml", "err_precision.yaml:2:14:", "train.precision",
 		     "one of fp32, tf32", "'bf16'");
+	ASSERT_ERROR("err_nonfinite.yaml", "err_nonfinite.yaml:2:17:", "train.on_nonfinite",
+		     "one of stop, skip", "'rollback'");
 	ASSERT_ERROR("err_tensor_cuda.yaml", "err_tensor_cuda.yaml:4:11:", "parallel.tensor: 2",
 		     "run.device: cuda", "err_tensor_cuda.yaml:2:11");
 }
@@ -525,7 +527,7 @@ START_TEST(hash_changes_with_every_key)
 		"data.train=x", "data.val=[]", "data.shuffle=false", "train.batch_size=5",
 		"train.seq_len=65", "train.grad_accum=2", "train.steps=999", "train.lr=0.0007",
 		"train.lr_schedule=constant", "train.warmup_steps=99", "train.min_lr=0",
-		"train.precision=tf32", "run.device=cuda",
+		"train.precision=tf32", "run.device=cuda", "train.on_nonfinite=skip",
 		"train.weight_decay=0", "train.beta1=0.8", "train.beta2=0.9", "train.eps=1e-7",
 		"train.grad_clip=0", "train.val_every=0", "train.val_batches=9", "train.log_every=2",
 		"checkpoint.every=100", "checkpoint.keep=1", "checkpoint.max_failures=1", "preempt.signal=TERM",
