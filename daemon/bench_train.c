@@ -242,6 +242,38 @@ static void print_by_kernel(FILE *out, const char *title, double total, int step
 	fprintf(out, " model code %.1f\n", 1e3 * total / steps);
 }
 
+/* The benchmark's tokens: B*T + 1 ids drawn from the vocabulary, the same every run. */
+static void random_tokens(int *tok, size_t n, int V)
+{
+	uint64_t st = rng_seed(1337, 99);
+
+	for (size_t i = 0; i < n; i++)
+		tok[i] = (int)rng_below(&st, (uint32_t)V);
+}
+
+/* n training steps on the same batch, their phases' times in *ph (reset first). */
+static int train_steps(struct gpt2 *m, struct adamw_state *s, const int *tok, int B, int T, int n,
+		       struct phase *ph);
+
+/* The lines every backend prints: the model, then (after its backend line) the step. */
+static void print_model(FILE *out, const struct gpt2_config *c, const struct gpt2 *m, int B, int T)
+{
+	fprintf(out, "model: L=%d H=%d C=%d V=%d Vp=%d maxT=%d, %zu parameters; B=%d T=%d\n",
+		c->num_layers, c->num_heads, c->channels, c->vocab_size, c->padded_vocab_size,
+		c->max_seq_len, m->num_params, B, T);
+}
+
+static void print_step(FILE *out, const struct gpt2_config *c, const struct gpt2 *m,
+		       const struct phase *ph, int steps, double step_s, double tps, double fpt)
+{
+	fprintf(out, "step: %.1f ms (forward %.1f, backward %.1f, adamw %.1f), %d steps\n",
+		1e3 * step_s, 1e3 * ph->fwd / steps, 1e3 * ph->bwd / steps, 1e3 * ph->upd / steps,
+		steps);
+	fprintf(out, "throughput: %.0f tokens/s\n", tps);
+	fprintf(out, "model FLOPs/token: %.3g (6 x %zu params without wpe + 12 L C T)\n", fpt,
+		m->num_params - (size_t)c->max_seq_len * c->channels);
+}
+
 static int train_step(struct gpt2 *m, struct adamw_state *s, const int *tok, int B, int T,
 		      struct phase *ph)
 {
@@ -266,6 +298,16 @@ static int train_step(struct gpt2 *m, struct adamw_state *s, const int *tok, int
 	return 0;
 }
 
+static int train_steps(struct gpt2 *m, struct adamw_state *s, const int *tok, int B, int T, int n,
+		       struct phase *ph)
+{
+	memset(ph, 0, sizeof *ph);
+	for (int i = 0; i < n; i++)
+		if (train_step(m, s, tok, B, T, ph))
+			return -1;
+	return 0;
+}
+
 #ifdef HAVE_CUDA
 /*
  * The GPU benchmark: the same steps on ops_cuda, every array in device
@@ -279,7 +321,6 @@ int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int t
 	struct gpt2 m;
 	struct adamw_state s = { 0 };
 	struct phase ph = { 0 };
-	uint64_t st = rng_seed(1337, 99);
 	int *tok = malloc(((size_t)B * T + 1) * sizeof(int));
 	const char *prec = tf32 ? "tf32" : "fp32";
 	char desc[160], err[256];
@@ -305,32 +346,21 @@ int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int t
 		goto fail;
 	}
 	ops_cuda.mem_info(&free1, &total);
-	for (size_t i = 0; i < (size_t)B * T + 1; i++)
-		tok[i] = (int)rng_below(&st, (uint32_t)c->vocab_size);
-	for (int i = 0; i < 2; i++)
-		if (train_step(&m, &s, tok, B, T, &ph))
-			goto step_fail;
+	random_tokens(tok, (size_t)B * T + 1, c->vocab_size);
+	if (train_steps(&m, &s, tok, B, T, 2, &ph)) /* warm-up */
+		goto step_fail;
 	ops_cuda.mem_info(&free2, &total);
-	memset(&ph, 0, sizeof ph);
-	for (int i = 0; i < steps; i++)
-		if (train_step(&m, &s, tok, B, T, &ph))
-			goto step_fail;
+	if (train_steps(&m, &s, tok, B, T, steps, &ph))
+		goto step_fail;
 
 	peak = kernels_cuda_peak_flops(prec);
 	fpt = bench_flops_per_token(c, m.num_params, T);
 	step_s = (ph.fwd + ph.bwd + ph.upd) / steps;
 	tps = (double)B * T / step_s;
-	fprintf(out, "model: L=%d H=%d C=%d V=%d Vp=%d maxT=%d, %zu parameters; B=%d T=%d\n",
-		c->num_layers, c->num_heads, c->channels, c->vocab_size, c->padded_vocab_size,
-		c->max_seq_len, m.num_params, B, T);
+	print_model(out, c, &m, B, T);
 	fprintf(out, "backend: cuda, %s (%s), %s matrix products\n", desc, kernels_cuda_versions(),
 		prec);
-	fprintf(out, "step: %.1f ms (forward %.1f, backward %.1f, adamw %.1f), %d steps\n",
-		1e3 * step_s, 1e3 * ph.fwd / steps, 1e3 * ph.bwd / steps, 1e3 * ph.upd / steps,
-		steps);
-	fprintf(out, "throughput: %.0f tokens/s\n", tps);
-	fprintf(out, "model FLOPs/token: %.3g (6 x %zu params without wpe + 12 L C T)\n", fpt,
-		m.num_params - (size_t)c->max_seq_len * c->channels);
+	print_step(out, c, &m, &ph, steps, step_s, tps, fpt);
 	if (peak > 0)
 		fprintf(out, "MFU: %.1f%% of the GPU's dense %s peak %.1f TFLOP/s (%.1f TFLOP/s of model FLOPs)\n",
 			100.0 * fpt * tps / peak, prec, peak / 1e12, fpt * tps / 1e12);
@@ -342,13 +372,9 @@ int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int t
 		/* a second run with every kernel waited for: where the time goes
 		 * (slower in total than the run above, which overlaps launches) */
 		timed = timed_ops(&ops_cuda);
-		memset(&ph, 0, sizeof ph);
 		memset(k_seconds, 0, sizeof k_seconds);
-		if (gpt2_set_backend(&m, &timed))
+		if (gpt2_set_backend(&m, &timed) || train_steps(&m, &s, tok, B, T, steps, &ph))
 			goto step_fail;
-		for (int i = 0; i < steps; i++)
-			if (train_step(&m, &s, tok, B, T, &ph))
-				goto step_fail;
 		print_by_kernel(out, "by kernel (ms/step, each waited for):",
 				ph.fwd + ph.bwd + ph.upd, steps);
 	}
@@ -377,7 +403,6 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 	struct gpt2 m;
 	struct adamw_state s = { 0 };
 	struct phase ph = { 0 };
-	uint64_t st = rng_seed(1337, 99);
 	int *tok = malloc(((size_t)B * T + 1) * sizeof(int));
 	char peak_how[256];
 	double peak, fpt, step_s, tps, rest;
@@ -396,26 +421,20 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 		fprintf(out, "bench train: out of memory\n");
 		goto fail;
 	}
-	for (size_t i = 0; i < (size_t)B * T + 1; i++)
-		tok[i] = (int)rng_below(&st, (uint32_t)c->vocab_size);
-	for (int i = 0; i < 2; i++)
-		if (train_step(&m, &s, tok, B, T, &ph))
-			goto step_fail;
-	memset(&ph, 0, sizeof ph);
+	random_tokens(tok, (size_t)B * T + 1, c->vocab_size);
+	if (train_steps(&m, &s, tok, B, T, 2, &ph)) /* warm-up */
+		goto step_fail;
 	memset(k_seconds, 0, sizeof k_seconds);
 	mm_flops = 0.0;
-	for (int i = 0; i < steps; i++)
-		if (train_step(&m, &s, tok, B, T, &ph))
-			goto step_fail;
+	if (train_steps(&m, &s, tok, B, T, steps, &ph))
+		goto step_fail;
 
 	peak = bench_fp32_peak(ops_cpu_threads(), peak_how, sizeof peak_how);
 	fpt = bench_flops_per_token(c, m.num_params, T);
 	step_s = (ph.fwd + ph.bwd + ph.upd) / steps;
 	tps = (double)B * T / step_s;
 	rest = ph.fwd + ph.bwd + ph.upd;
-	fprintf(out, "model: L=%d H=%d C=%d V=%d Vp=%d maxT=%d, %zu parameters; B=%d T=%d\n",
-		c->num_layers, c->num_heads, c->channels, c->vocab_size, c->padded_vocab_size,
-		c->max_seq_len, m.num_params, B, T);
+	print_model(out, c, &m, B, T);
 	fprintf(out, "backend: %s, %d thread(s)\n", kernels_cpu_backend_name(), ops_cpu_threads());
 	if (ops_cpu_blas_coretype_hint())
 		fprintf(out,
@@ -424,12 +443,7 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 			"is about twice as fast\n",
 			getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset",
 			ops_cpu_blas_coretype_hint());
-	fprintf(out, "step: %.1f ms (forward %.1f, backward %.1f, adamw %.1f), %d steps\n",
-		1e3 * step_s, 1e3 * ph.fwd / steps, 1e3 * ph.bwd / steps, 1e3 * ph.upd / steps,
-		steps);
-	fprintf(out, "throughput: %.0f tokens/s\n", tps);
-	fprintf(out, "model FLOPs/token: %.3g (6 x %zu params without wpe + 12 L C T)\n", fpt,
-		m.num_params - (size_t)c->max_seq_len * c->channels);
+	print_step(out, c, &m, &ph, steps, step_s, tps, fpt);
 	fprintf(out, "fp32 peak: %.1f GFLOP/s = %s\n", peak / 1e9, peak_how);
 	fprintf(out, "MFU: %.1f%% (%.1f GFLOP/s of model FLOPs)\n", 100.0 * fpt * tps / peak,
 		fpt * tps / 1e9);

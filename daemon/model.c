@@ -356,13 +356,7 @@ static int move_memory(struct gpt2 *m, const struct ops *o)
 		return 0;
 	}
 	if (!(p = o->alloc(bytes))) {
-		size_t free_b = 0, total_b = 0;
-
-		if (o->mem_info)
-			o->mem_info(&free_b, &total_b);
-		snprintf(m->err, sizeof m->err,
-			 "out of %s memory for the parameters: %zu MiB asked, %zu MiB free", o->name,
-			 bytes >> 20, free_b >> 20);
+		gpt2_oom_message(o, "the parameters", bytes, m->err, sizeof m->err);
 		return -2;
 	}
 	o->upload(p, m->params, bytes);
@@ -372,6 +366,20 @@ static int move_memory(struct gpt2 *m, const struct ops *o)
 	m->params = p;
 	point_tensors(m->tensors, m->params, m->sizes);
 	return 0;
+}
+
+void gpt2_oom_message(const struct ops *o, const char *what, size_t bytes, char *err,
+		      size_t errlen)
+{
+	size_t free_b = 0, total_b = 0;
+	char free_s[48] = "";
+
+	/* a GPU says how much it has left; the host does not */
+	o->mem_info(&free_b, &total_b);
+	if (total_b)
+		snprintf(free_s, sizeof free_s, ", %zu MiB free", free_b >> 20);
+	snprintf(err, errlen, "out of %s memory for %s: %zu MiB asked%s", o->name, what,
+		 bytes >> 20, free_s);
 }
 
 /* Append ", what" (or "what" first) to the string in buf of size bytes, truncating. */
@@ -927,16 +935,11 @@ static int ensure_acts(struct gpt2 *m, int B, int T)
 	return 0;
 nomem:
 	{
-		size_t free_b = 0, total_b = 0;
-		char free_s[48] = "";
+		char what[64];
 
-		/* a GPU says how much it has left; the host does not */
-		m->ops->mem_info(&free_b, &total_b);
-		if (total_b)
-			snprintf(free_s, sizeof free_s, ", %zu MiB free", free_b >> 20);
-		snprintf(m->err, sizeof m->err,
-			 "out of %s memory for the activations of B=%d, T=%d (%zu MiB asked%s)",
-			 m->ops->name, B, T, per * (size_t)m->nslots * sizeof(float) >> 20, free_s);
+		snprintf(what, sizeof what, "the activations of B=%d, T=%d", B, T);
+		gpt2_oom_message(m->ops, what, per * (size_t)m->nslots * sizeof(float), m->err,
+				 sizeof m->err);
 	}
 	return -2;
 }
@@ -1232,15 +1235,8 @@ int gpt2_zero_grad(struct gpt2 *m)
 
 		m->grads = m->ops->alloc(n * sizeof(float));
 		if (!m->grads) {
-			size_t free_b = 0, total_b = 0;
-			char free_s[48] = "";
-
-			m->ops->mem_info(&free_b, &total_b);
-			if (total_b)
-				snprintf(free_s, sizeof free_s, ", %zu MiB free", free_b >> 20);
-			snprintf(m->err, sizeof m->err,
-				 "out of %s memory for the gradients: %zu MiB asked%s", m->ops->name,
-				 n * sizeof(float) >> 20, free_s);
+			gpt2_oom_message(m->ops, "the gradients", n * sizeof(float), m->err,
+					 sizeof m->err);
 			return -2;
 		}
 		m->ops->zero(m->grads, n);

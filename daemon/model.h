@@ -320,6 +320,14 @@ int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, f
  */
 int gpt2_set_backend(struct gpt2 *m, const struct ops *o);
 
+/*
+ * "out of cuda memory for WHAT: N MiB asked, M MiB free" into err: the
+ * sentence every allocation of the model's or optimizer's memory reports
+ * (the free MiB only where the backend knows them: a GPU).
+ */
+void gpt2_oom_message(const struct ops *o, const char *what, size_t bytes, char *err,
+		      size_t errlen);
+
 /* Copy the parameters (num_params floats) from the backend's memory to host memory dst. */
 void gpt2_params_to_host(const struct gpt2 *m, float *dst);
 

@@ -301,10 +301,8 @@ static int move_to_device(struct rank *r)
 	if ((rc = gpt2_set_backend(&r->model, r->ops)))
 		return fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
 	if (adamw_move(&r->opt, r->ops) < 0) {
-		r->ops->mem_info(&free_b, &total_b);
-		snprintf(r->err, sizeof r->err,
-			 "out of GPU memory for the optimizer state: %zu MiB asked, %zu MiB free",
-			 2 * r->opt.n * sizeof(float) >> 20, free_b >> 20);
+		gpt2_oom_message(r->ops, "the optimizer state", 2 * r->opt.n * sizeof(float), r->err,
+				 sizeof r->err);
 		return fail(r, STORK_EXIT_INTERNAL, r->err);
 	}
 	r->ops->mem_info(&free_b, &total_b);

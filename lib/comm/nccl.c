@@ -108,6 +108,14 @@ static int nccl_type(enum comm_dtype t, ncclDataType_t *out)
 	return COMM_EINVAL;
 }
 
+/* Whether n can take a call on data of type t (its NCCL type in *nt): 0 or a COMM_E* code. */
+static int nccl_ready(const struct comm_nccl *n, enum comm_dtype t, ncclDataType_t *nt)
+{
+	if (n->aborted)
+		return COMM_EABORTED;
+	return nccl_type(t, nt) ? COMM_EINVAL : 0;
+}
+
 static ncclRedOp_t nccl_op(enum comm_op op)
 {
 	return op == COMM_MAX ? ncclMax : op == COMM_MIN ? ncclMin : ncclSum;
@@ -172,11 +180,10 @@ int comm_nccl_allreduce(struct comm_nccl *n, struct comm *inner, void *buf, size
 {
 	ncclDataType_t nt;
 	ncclResult_t res;
+	int rc;
 
-	if (n->aborted)
-		return COMM_EABORTED;
-	if (nccl_type(t, &nt))
-		return COMM_EINVAL;
+	if ((rc = nccl_ready(n, t, &nt)))
+		return rc;
 	res = ncclAllReduce(buf, buf, count, nt, nccl_op(op), n->comm, cudaStreamPerThread);
 	return res != ncclSuccess ? nccl_failed(n, inner, "all-reduce", res) :
 				    nccl_wait(n, inner, "all-reduce");
@@ -187,11 +194,10 @@ int comm_nccl_reduce_scatter(struct comm_nccl *n, struct comm *inner, const void
 {
 	ncclDataType_t nt;
 	ncclResult_t res;
+	int rc;
 
-	if (n->aborted)
-		return COMM_EABORTED;
-	if (nccl_type(t, &nt))
-		return COMM_EINVAL;
+	if ((rc = nccl_ready(n, t, &nt)))
+		return rc;
 	res = ncclReduceScatter(send, recv, recvcount, nt, nccl_op(op), n->comm,
 				cudaStreamPerThread);
 	return res != ncclSuccess ? nccl_failed(n, inner, "reduce-scatter", res) :
@@ -203,11 +209,10 @@ int comm_nccl_allgather(struct comm_nccl *n, struct comm *inner, const void *sen
 {
 	ncclDataType_t nt;
 	ncclResult_t res;
+	int rc;
 
-	if (n->aborted)
-		return COMM_EABORTED;
-	if (nccl_type(t, &nt))
-		return COMM_EINVAL;
+	if ((rc = nccl_ready(n, t, &nt)))
+		return rc;
 	res = ncclAllGather(send, recv, sendcount, nt, n->comm, cudaStreamPerThread);
 	return res != ncclSuccess ? nccl_failed(n, inner, "all-gather", res) :
 				    nccl_wait(n, inner, "all-gather");
@@ -218,11 +223,10 @@ int comm_nccl_broadcast(struct comm_nccl *n, struct comm *inner, void *buf, size
 {
 	ncclDataType_t nt;
 	ncclResult_t res;
+	int rc;
 
-	if (n->aborted)
-		return COMM_EABORTED;
-	if (nccl_type(t, &nt))
-		return COMM_EINVAL;
+	if ((rc = nccl_ready(n, t, &nt)))
+		return rc;
 	res = ncclBroadcast(buf, buf, count, nt, root, n->comm, cudaStreamPerThread);
 	return res != ncclSuccess ? nccl_failed(n, inner, "broadcast", res) :
 				    nccl_wait(n, inner, "broadcast");
