@@ -51,11 +51,13 @@ distclean-testcluster:
 .PHONY: distclean-testcluster
 
 # The training engine's behaviour, run locally with `stork run` (no Slurm).
-TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats
+TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats \
+	t/train/checkpoint.bats
 TEST_EXTENSIONS += .bats
 BATS_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
 BATS_LOG_COMPILER = bats --tap
-EXTRA_DIST += t/training.bash t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats
+EXTRA_DIST += t/training.bash t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats \
+	t/train/checkpoint.bats
 clean-local: clean-train
 clean-train:
 	rm -rf t/train/work
