@@ -1,17 +1,20 @@
 /*
  * daemon/checkpoint.c - see checkpoint.h.
  *
- * The checksum is a word-at-a-time multiply-xorshift hash (8 bytes per
- * step): it catches truncation and corruption at memory speed, which
- * matters because the signal-to-requeue time includes hashing ~1.5 GB for
- * GPT-2 124M. It is not cryptographic and need not be.
+ * Each file's checksum is XXH3-64 (xxHash), computed from the very buffers
+ * that go to disk while they are written, so a commit never reads a file
+ * back: the signal-to-requeue time includes ~1.5 GB of checkpoint for GPT-2
+ * 124M. XXH3 catches truncation and corruption at memory speed; it is not
+ * cryptographic and need not be. Manifests name it ("hash": "xxh3-64").
+ * Manifests without that field come from the first format, whose
+ * word-at-a-time multiply-xorshift checksum is kept only to verify them.
  */
 #include "config.h"
 #include "daemon/checkpoint.h"
 
 #include "lib/atomic_file.h"
 #include "lib/fault.h"
-#include "lib/json.h"
+#include "lib/stork_json.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define OPT_MAGIC "STORKOPT"
 #define OPT_VERSION 1
@@ -56,68 +60,82 @@ struct shard_header {
 
 /* ------------------------------------------------------------- checksum */
 
-static uint64_t mix(uint64_t h, uint64_t w)
+#define HASH_NAME "xxh3-64"
+
+/* The checksum of the first manifest format (no "hash" field). */
+static uint64_t legacy_mix(uint64_t h, uint64_t w)
 {
 	h ^= w * 0x9E3779B97F4A7C15ULL;
 	h = (h << 27 | h >> 37) * 0xBF58476D1CE4E5B9ULL;
 	return h;
 }
 
-int ckpt_checksum_file(const char *path, uint64_t *sum, uint64_t *size)
+struct legacy_state {
+	uint64_t h, total;
+};
+
+/* Feed got bytes; whole words, so buffers must be a multiple of 8 long
+ * except the file's last one. */
+static void legacy_update(struct legacy_state *st, const unsigned char *buf, size_t got)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= got; i += 8) {
+		uint64_t w;
+
+		memcpy(&w, buf + i, 8);
+		st->h = legacy_mix(st->h, w);
+	}
+	for (; i < got; i++)
+		st->h = legacy_mix(st->h, buf[i]);
+	st->total += got;
+}
+
+/*
+ * The checksum (legacy: of the first manifest format, else XXH3-64) and
+ * size of the file at path, reading it once. -1 with errno on error.
+ */
+static int digest_file(const char *path, int legacy, uint64_t *sum, uint64_t *size)
 {
 	static const size_t bufsize = 1 << 20;
-	uint64_t h = 0xCBF29CE484222325ULL, total = 0;
-	unsigned char *buf;
-	ssize_t got;
-	int fd;
+	struct legacy_state old = { 0xCBF29CE484222325ULL, 0 };
+	XXH3_state_t *x = legacy ? NULL : XXH3_createState();
+	unsigned char *buf = malloc(bufsize);
+	uint64_t total = 0;
+	ssize_t got = -1;
+	int fd = -1, saved;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	buf = malloc(bufsize);
-	if (!buf) {
-		close(fd);
-		return -1;
+	if (!buf || (!legacy && (!x || XXH3_64bits_reset(x) == XXH_ERROR))) {
+		errno = ENOMEM;
+		goto out;
 	}
-	while ((got = read(fd, buf, bufsize)) > 0) {
-		size_t i = 0;
-
-		/* Whole words; the buffer size keeps words aligned across reads
-		 * except at the very end of the file. */
-		for (; i + 8 <= (size_t)got; i += 8) {
-			uint64_t w;
-
-			memcpy(&w, buf + i, 8);
-			h = mix(h, w);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		goto out;
+	while ((got = read(fd, buf, bufsize)) != 0) {
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			goto out;
 		}
-		for (; i < (size_t)got; i++)
-			h = mix(h, buf[i]);
+		if (legacy)
+			legacy_update(&old, buf, (size_t)got);
+		else
+			XXH3_64bits_update(x, buf, (size_t)got);
 		total += (uint64_t)got;
 	}
-	free(buf);
-	close(fd);
-	if (got < 0)
-		return -1;
-	*sum = mix(h, total);
+	*sum = legacy ? legacy_mix(old.h, old.total) : XXH3_64bits_digest(x);
 	*size = total;
-	return 0;
+out:
+	saved = errno;
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	XXH3_freeState(x);
+	errno = saved;
+	return got == 0 ? 0 : -1;
 }
 
 /* ------------------------------------------------------------- writing */
-
-static int fsync_file(const char *path, char *err, size_t errlen)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0 || fsync(fd) < 0) {
-		snprintf(err, errlen, "cannot fsync %s: %s", path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	close(fd);
-	return 0;
-}
 
 static int write_all(int fd, const void *p, size_t n)
 {
@@ -143,33 +161,53 @@ struct span {
 	size_t n;
 };
 
-/* Create path with the spans one after the other, fsynced. 0 or -1 with a message. */
-static int write_spans(const char *path, const struct span *spans, int nspans, char *err,
-		       size_t errlen)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+/* A file's manifest entry: its checksum and size. */
+struct digest {
+	uint64_t sum, size;
+};
 
-	if (fd < 0)
+/*
+ * Create path with the spans one after the other, fsynced; its checksum
+ * comes from the same buffers, as they are written. 0 or -1 with a message.
+ */
+static int write_spans(const char *path, const struct span *spans, int nspans,
+		       struct digest *d, char *err, size_t errlen)
+{
+	XXH3_state_t *x = XXH3_createState();
+	int fd = -1;
+
+	if (!x || XXH3_64bits_reset(x) == XXH_ERROR) {
+		errno = ENOMEM;
 		goto fail;
-	for (int i = 0; i < nspans; i++)
+	}
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+		goto fail;
+	d->size = 0;
+	for (int i = 0; i < nspans; i++) {
 		if (write_all(fd, spans[i].p, spans[i].n) < 0)
 			goto fail;
+		XXH3_64bits_update(x, spans[i].p, spans[i].n);
+		d->size += spans[i].n;
+	}
 	if (fsync(fd) < 0)
 		goto fail;
 	if (close(fd) < 0) {
 		fd = -1;
 		goto fail;
 	}
+	d->sum = XXH3_64bits_digest(x);
+	XXH3_freeState(x);
 	return 0;
 fail:
 	snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 	if (fd >= 0)
 		close(fd);
+	XXH3_freeState(x);
 	return -1;
 }
 
-static int write_optimizer(const char *path, const struct adamw_state *opt, char *err,
-			   size_t errlen)
+static int write_optimizer(const char *path, const struct adamw_state *opt, struct digest *d,
+			   char *err, size_t errlen)
 {
 	struct opt_header h = { .version = OPT_VERSION, .n = opt->n, .step = opt->step };
 	struct span spans[] = { { &h, sizeof h },
@@ -177,108 +215,89 @@ static int write_optimizer(const char *path, const struct adamw_state *opt, char
 				{ opt->v, opt->n * sizeof(float) } };
 
 	memcpy(h.magic, OPT_MAGIC, 8);
-	return write_spans(path, spans, 3, err, errlen);
+	return write_spans(path, spans, 3, d, err, errlen);
 }
 
-static void key_hex(struct json *j, const char *key, uint64_t v)
+/* model.bin: the llm.c model file of the whole model (gpt2_save's format). */
+static int write_model(const char *path, const struct gpt2 *m, struct digest *d, char *err,
+		       size_t errlen)
 {
-	char hex[24];
+	int32_t hdr[GPT2_HEADER_INTS];
+	struct span spans[] = { { hdr, sizeof hdr }, { m->params, m->num_params * sizeof(float) } };
 
-	snprintf(hex, sizeof hex, "%016" PRIx64, v);
-	json_key_string(j, key, hex);
+	if (m->shard.tp_size != 1 || m->shard.first_layer != 0 ||
+	    m->shard.last_layer != m->config.num_layers) {
+		snprintf(err, errlen, "cannot write %s from a shard of the model", path);
+		return -1;
+	}
+	gpt2_header(m, hdr);
+	return write_spans(path, spans, 2, d, err, errlen);
 }
 
 static int write_state(const char *path, const struct ckpt_state *st,
-		       const struct ckpt_layout *l, char *err, size_t errlen)
+		       const struct ckpt_layout *l, struct digest *d, char *err, size_t errlen)
 {
-	struct json j;
-	int rc;
+	json_t *v = json_pack("{s:I, s:{s:I, s:I, s:I, s:o}, s:o, s:o, s:i}",
+			      "step", (json_int_t)st->step,
+			      "train_data", "epoch", (json_int_t)st->train.epoch,
+			      "shard", (json_int_t)st->train.shard,
+			      "sample", (json_int_t)st->train.sample,
+			      "rng", sj_hex64(st->train.rng),
+			      "config_hash", sj_hex64(st->config_hash),
+			      "model_hash", sj_hex64(st->model_hash),
+			      "restart_count", st->restart_count);
+	char *text = NULL;
+	int rc = -1;
 
-	json_init(&j, JSON_PRETTY);
-	json_begin_object(&j);
-	json_key_int(&j, "step", st->step);
-	json_key_begin_object(&j, "train_data");
-	json_key_uint(&j, "epoch", st->train.epoch);
-	json_key_uint(&j, "shard", st->train.shard);
-	json_key_uint(&j, "sample", st->train.sample);
-	key_hex(&j, "rng", st->train.rng);
-	json_end_object(&j);
-	key_hex(&j, "config_hash", st->config_hash);
-	key_hex(&j, "model_hash", st->model_hash);
-	json_key_int(&j, "restart_count", st->restart_count);
-	if (l) {
-		json_key_begin_object(&j, "layout");
-		json_key_int(&j, "world", l->world);
-		json_key_int(&j, "dp", l->dp);
-		json_key_int(&j, "tp", l->tp);
-		json_key_int(&j, "pp", l->pp);
-		json_key_int(&j, "zero", l->zero);
-		json_end_object(&j);
+	if (v && l)
+		json_object_set_new(v, "layout", json_pack("{s:i, s:i, s:i, s:i, s:i}",
+							   "world", l->world, "dp", l->dp,
+							   "tp", l->tp, "pp", l->pp, "zero", l->zero));
+	if (v && (text = json_dumps(v, JSON_INDENT(2)))) {
+		d->size = strlen(text);
+		d->sum = XXH3_64bits(text, d->size);
+		rc = atomic_write_file(path, text, d->size, err, errlen);
+	} else {
+		snprintf(err, errlen, "cannot format %s: out of memory", path);
 	}
-	json_end_object(&j);
-	rc = json_error(&j) ? -1 : atomic_write_file(path, json_str(&j), json_len(&j), err, errlen);
-	json_free(&j);
+	free(text);
+	json_decref(v);
 	return rc;
 }
 
-/* One manifest entry: the file's checksum and size (computed when sum is NULL). */
-static int manifest_entry(struct json *j, const char *dir, const char *name, const uint64_t *sum,
-			  const uint64_t *size, char *err, size_t errlen)
-{
-	char path[4096];
-	uint64_t s, n;
-
-	if (!sum) {
-		snprintf(path, sizeof path, "%s/%s", dir, name);
-		if (ckpt_checksum_file(path, &s, &n) < 0) {
-			snprintf(err, errlen, "cannot read back %s: %s", path, strerror(errno));
-			return -1;
-		}
-	} else {
-		s = *sum;
-		n = *size;
-	}
-	json_begin_object(j);
-	json_key_string(j, "name", name);
-	json_key_uint(j, "size", n);
-	key_hex(j, "checksum", s);
-	json_end_object(j);
-	return 0;
-}
-
 /*
- * The manifest of dir: the fixed files (checksummed here) and, for a
- * sharded checkpoint, the nshards shard files whose checksums their
- * writers computed (sums, sizes).
+ * The manifest of dir: the fixed files (model.bin, optimizer.bin and
+ * state.json, or state.json alone when sharded) with their digests in
+ * fixed[], then the nshards shard files with theirs in shards[].
  */
-static int write_manifest(const char *dir, int64_t step, int nshards, const uint64_t *sums,
-			  const uint64_t *sizes, char *err, size_t errlen)
+static int write_manifest(const char *dir, int64_t step, const struct digest *fixed,
+			  int nshards, const struct digest *shards, char *err, size_t errlen)
 {
 	char path[4096], name[64];
-	struct json j;
-	int rc = -1;
+	json_t *files = json_array(), *v;
+	int k = 0, rc = -1;
 
-	json_init(&j, JSON_PRETTY);
-	json_begin_object(&j);
-	json_key_int(&j, "step", step);
-	json_key_int(&j, "shards", nshards);
-	json_key_begin_array(&j, "files");
-	for (size_t i = 0; i < NFILES; i++)
-		if ((!nshards || !strcmp(ckpt_files[i], "state.json")) &&
-		    manifest_entry(&j, dir, ckpt_files[i], NULL, NULL, err, errlen) < 0)
-			goto out;
-	for (int k = 0; k < nshards; k++) {
-		snprintf(name, sizeof name, SHARD_NAME, k);
-		if (manifest_entry(&j, dir, name, &sums[k], &sizes[k], err, errlen) < 0)
-			goto out;
+	for (size_t i = 0; files && i < NFILES; i++)
+		if (!nshards || !strcmp(ckpt_files[i], "state.json")) {
+			json_array_append_new(files, json_pack("{s:s, s:I, s:o}", "name", ckpt_files[i],
+							       "size", (json_int_t)fixed[k].size,
+							       "checksum", sj_hex64(fixed[k].sum)));
+			k++;
+		}
+	for (int i = 0; files && i < nshards; i++) {
+		snprintf(name, sizeof name, SHARD_NAME, i);
+		json_array_append_new(files, json_pack("{s:s, s:I, s:o}", "name", name,
+						       "size", (json_int_t)shards[i].size,
+						       "checksum", sj_hex64(shards[i].sum)));
 	}
-	json_end_array(&j);
-	json_end_object(&j);
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
-	if (!json_error(&j))
-		rc = atomic_write_file(path, json_str(&j), json_len(&j), err, errlen);
-out:
-	json_free(&j);
+	v = json_pack("{s:I, s:i, s:s, s:o}", "step", (json_int_t)step, "shards", nshards,
+		      "hash", HASH_NAME, "files", files);
+	if (v)
+		rc = sj_write_file(path, v, err, errlen);
+	else
+		snprintf(err, errlen, "cannot format %s: out of memory", path);
+	json_decref(v);
 	return rc;
 }
 
@@ -371,13 +390,24 @@ static int publish(const char *root, const char *tmp, const char *final, const c
 		remove_tree(tmp);
 		return -1;
 	}
-	fsync_dir(root);
+	/* Until checkpoints/ is on disk the rename may vanish in a crash:
+	 * not committed, and not left for a later attempt to trust. */
+	if (fsync_dir(root) < 0) {
+		snprintf(err, errlen, "cannot fsync %s after renaming %s: %s", root, name,
+			 strerror(errno));
+		remove_tree(final);
+		return -1;
+	}
 	snprintf(path, sizeof path, "%s/latest", root);
 	if (atomic_symlink_replace(name, path) < 0) {
 		snprintf(err, errlen, "cannot point %s at %s: %s", path, name, strerror(errno));
 		return -1;
 	}
-	fsync_dir(root);
+	if (fsync_dir(root) < 0) {
+		snprintf(err, errlen, "cannot fsync %s after pointing latest at %s: %s", root, name,
+			 strerror(errno));
+		return -1;
+	}
 	prune(root, keep);
 	return 0;
 }
@@ -386,6 +416,7 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 	      const struct ckpt_state *st, int keep, char *err, size_t errlen)
 {
 	char tmp[4096], final[4096], path[4096], name[64];
+	struct digest d[NFILES]; /* model.bin, optimizer.bin, state.json */
 
 	snprintf(name, sizeof name, "step_%08" PRId64, st->step);
 	snprintf(tmp, sizeof tmp, "%s/%s.tmp", root, name);
@@ -396,7 +427,7 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 		return -1;
 	}
 	snprintf(path, sizeof path, "%s/model.bin", tmp);
-	if (gpt2_save(m, path, err, errlen) < 0 || fsync_file(path, err, errlen) < 0)
+	if (write_model(path, m, &d[0], err, errlen) < 0)
 		goto fail;
 	fault_delay("STORK_FAULT_CKPT_DELAY"); /* widens the half-written window */
 	if (fault_at_step("STORK_FAULT_CKPT_FAIL", st->step)) {
@@ -405,13 +436,17 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 		goto fail;
 	}
 	snprintf(path, sizeof path, "%s/optimizer.bin", tmp);
-	if (write_optimizer(path, opt, err, errlen) < 0)
+	if (write_optimizer(path, opt, &d[1], err, errlen) < 0)
 		goto fail;
 	snprintf(path, sizeof path, "%s/state.json", tmp);
-	if (write_state(path, st, NULL, err, errlen) < 0)
+	if (write_state(path, st, NULL, &d[2], err, errlen) < 0)
 		goto fail;
-	if (write_manifest(tmp, st->step, 0, NULL, NULL, err, errlen) < 0 || fsync_dir(tmp) < 0)
+	if (write_manifest(tmp, st->step, d, 0, NULL, err, errlen) < 0)
 		goto fail;
+	if (fsync_dir(tmp) < 0) {
+		snprintf(err, errlen, "cannot fsync %s: %s", tmp, strerror(errno));
+		goto fail;
+	}
 	return publish(root, tmp, final, name, keep, err, errlen);
 fail:
 	remove_tree(tmp);
@@ -421,21 +456,21 @@ fail:
 /* ------------------------------------------------------------- reading */
 
 /* Check one file of dir against its manifest entry f, expected to be `name`. */
-static int verify_file(const char *dir, const struct json_value *f, const char *name, char *why,
+static int verify_file(const char *dir, const json_t *f, const char *name, int legacy, char *why,
 		       size_t len)
 {
-	const char *have = f ? json_get_string(f, "name") : NULL;
-	const char *want = f ? json_get_string(f, "checksum") : NULL;
+	const char *have = json_string_value(json_object_get(f, "name"));
+	const char *want = json_string_value(json_object_get(f, "checksum"));
+	int64_t want_size = sj_int(f, "size", -1);
 	char path[4096], hex[24];
-	int64_t want_size;
 	uint64_t sum, size;
 
-	if (!have || !want || json_get_int(f, "size", &want_size) < 0 || strcmp(have, name)) {
+	if (!have || !want || want_size < 0 || strcmp(have, name)) {
 		snprintf(why, len, "%s/manifest.json: no entry for %s", dir, name);
 		return -1;
 	}
 	snprintf(path, sizeof path, "%s/%s", dir, name);
-	if (ckpt_checksum_file(path, &sum, &size) < 0) {
+	if (digest_file(path, legacy, &sum, &size) < 0) {
 		snprintf(why, len, "cannot read %s: %s", path, strerror(errno));
 		return -1;
 	}
@@ -454,41 +489,67 @@ static int verify_file(const char *dir, const struct json_value *f, const char *
 
 /*
  * Check dir against its manifest: model.bin, optimizer.bin and state.json,
- * or (sharded) state.json and every shard. Returns 0, or -1 with the reason.
+ * or (sharded) state.json and every shard, each read once. *legacy tells
+ * whether the manifest is of the first format (no "hash" field). Returns
+ * 0, or -1 with the reason.
  */
-static int verify(const char *dir, char *why, size_t len)
+static int verify(const char *dir, int *legacy, char *why, size_t len)
 {
-	char path[4096], err[256], name[64];
-	struct json_value *man;
-	const struct json_value *files;
-	int64_t shards = 0;
+	char path[4096], name[64];
+	const json_t *files, *hash;
+	json_t *man;
+	int64_t shards;
 	size_t i = 0;
 	int rc = -1;
 
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
-	man = json_parse_file(path, err, sizeof err);
-	if (!man) {
-		snprintf(why, len, "%s", err);
+	man = sj_load_file(path, why, len);
+	if (!man)
 		return -1;
+	files = json_object_get(man, "files");
+	shards = sj_int(man, "shards", json_object_get(man, "shards") ? -1 : 0);
+	hash = json_object_get(man, "hash");
+	*legacy = hash == NULL;
+	if (!json_is_array(files) || shards < 0) {
+		snprintf(why, len, "%s: no file list or a bad shard count", path);
+		goto out;
 	}
-	files = json_get(man, "files");
-	if (json_get(man, "shards") && (json_get_int(man, "shards", &shards) < 0 || shards < 0)) {
-		snprintf(why, len, "%s: bad shard count", path);
+	if (hash && (!json_is_string(hash) || strcmp(json_string_value(hash), HASH_NAME))) {
+		snprintf(why, len, "%s: checksums of an unknown kind (\"hash\": %s); this Stork knows %s",
+			 path, json_is_string(hash) ? json_string_value(hash) : "not a string",
+			 HASH_NAME);
 		goto out;
 	}
 	for (size_t k = 0; k < NFILES; k++)
 		if ((!shards || !strcmp(ckpt_files[k], "state.json")) &&
-		    verify_file(dir, files ? json_at(files, i++) : NULL, ckpt_files[k], why, len))
+		    verify_file(dir, json_array_get(files, i++), ckpt_files[k], *legacy, why, len))
 			goto out;
 	for (int64_t k = 0; k < shards; k++) {
 		snprintf(name, sizeof name, SHARD_NAME, (int)k);
-		if (verify_file(dir, files ? json_at(files, i++) : NULL, name, why, len))
+		if (verify_file(dir, json_array_get(files, i++), name, *legacy, why, len))
 			goto out;
 	}
 	rc = 0;
 out:
-	json_value_free(man);
+	json_decref(man);
 	return rc;
+}
+
+/* verify(), telling notice() when the checkpoint is of the first format. */
+static int verify_noting(const char *dir, char *why, size_t len, ckpt_notice_fn notice,
+			 void *arg)
+{
+	char msg[4400];
+	int legacy = 0;
+
+	if (verify(dir, &legacy, why, len) < 0)
+		return -1;
+	if (legacy) {
+		snprintf(msg, sizeof msg, "checkpoint %s has a manifest of the first format (no "
+			 "\"hash\" field): verified with its older checksum", dir);
+		notice(arg, msg);
+	}
+	return 0;
 }
 
 int ckpt_find_any(const char *path, char *dir, size_t len, ckpt_notice_fn notice, void *arg)
@@ -501,7 +562,7 @@ int ckpt_find_any(const char *path, char *dir, size_t len, ckpt_notice_fn notice
 		char why[1024], msg[1400];
 
 		snprintf(dir, len, "%s", path);
-		if (verify(dir, why, sizeof why) == 0)
+		if (verify_noting(dir, why, sizeof why, notice, arg) == 0)
 			return 1;
 		snprintf(msg, sizeof msg, "checkpoint %s is not usable (%s)", dir, why);
 		notice(arg, msg);
@@ -525,7 +586,7 @@ int ckpt_find(const char *root, char *dir, size_t len, ckpt_notice_fn notice, vo
 	if (n > 0) {
 		target[n] = '\0';
 		snprintf(dir, len, "%s/%s", root, target);
-		if (verify(dir, why, sizeof why) == 0)
+		if (verify_noting(dir, why, sizeof why, notice, arg) == 0)
 			return 1;
 		snprintf(msg, sizeof msg, "checkpoint %s is not usable (%s); trying older ones", dir, why);
 		notice(arg, msg);
@@ -535,7 +596,7 @@ int ckpt_find(const char *root, char *dir, size_t len, ckpt_notice_fn notice, vo
 		snprintf(dir, len, "%s/step_%08" PRId64, root, steps[i]);
 		if (n > 0 && !strcmp(strrchr(dir, '/') + 1, target))
 			continue;
-		if (verify(dir, why, sizeof why) == 0) {
+		if (verify_noting(dir, why, sizeof why, notice, arg) == 0) {
 			found = 1;
 			if (n > 0) {
 				snprintf(msg, sizeof msg, "resuming from the older checkpoint %s", dir);
@@ -550,38 +611,25 @@ int ckpt_find(const char *root, char *dir, size_t len, ckpt_notice_fn notice, vo
 	return found;
 }
 
-static int get_hex(const struct json_value *o, const char *key, uint64_t *out)
-{
-	const char *s = json_get_string(o, key);
-	char *end;
-
-	if (!s)
-		return -1;
-	*out = strtoull(s, &end, 16);
-	return *end ? -1 : 0;
-}
-
 int ckpt_read_state(const char *dir, struct ckpt_state *st, char *err, size_t errlen)
 {
-	char path[4096], why[256];
-	struct json_value *v;
-	const struct json_value *d;
-	int64_t step, e, sh, sa, rc = 0;
+	char path[4096];
+	json_t *v;
+	const json_t *d;
+	json_int_t step, e, sh, sa, rc;
 
 	snprintf(path, sizeof path, "%s/state.json", dir);
-	v = json_parse_file(path, why, sizeof why);
-	if (!v) {
-		snprintf(err, errlen, "%s", why);
+	v = sj_load_file(path, err, errlen);
+	if (!v)
 		return -1;
-	}
-	d = json_get(v, "train_data");
-	if (json_get_int(v, "step", &step) < 0 || !d || json_get_int(d, "epoch", &e) < 0 ||
-	    json_get_int(d, "shard", &sh) < 0 || json_get_int(d, "sample", &sa) < 0 ||
-	    get_hex(d, "rng", &st->train.rng) < 0 || get_hex(v, "config_hash", &st->config_hash) < 0 ||
-	    get_hex(v, "model_hash", &st->model_hash) < 0 ||
-	    json_get_int(v, "restart_count", &rc) < 0) {
+	d = json_object_get(v, "train_data");
+	if (json_unpack(v, "{s:I, s:{s:I, s:I, s:I}, s:I}", "step", &step, "train_data", "epoch", &e,
+			"shard", &sh, "sample", &sa, "restart_count", &rc) < 0 ||
+	    sj_get_hex64(d, "rng", &st->train.rng) < 0 ||
+	    sj_get_hex64(v, "config_hash", &st->config_hash) < 0 ||
+	    sj_get_hex64(v, "model_hash", &st->model_hash) < 0) {
 		snprintf(err, errlen, "%s: missing or malformed fields", path);
-		json_value_free(v);
+		json_decref(v);
 		return -1;
 	}
 	st->step = step;
@@ -589,7 +637,7 @@ int ckpt_read_state(const char *dir, struct ckpt_state *st, char *err, size_t er
 	st->train.shard = (uint64_t)sh;
 	st->train.sample = (uint64_t)sa;
 	st->restart_count = (int)rc;
-	json_value_free(v);
+	json_decref(v);
 	return 0;
 }
 
@@ -691,6 +739,7 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 		     const float *params, const float *m, const float *v, uint64_t *sum,
 		     uint64_t *size, char *err, size_t errlen)
 {
+	struct digest d;
 	char tmp[4096], final[4096], name[64], path[4200];
 	struct shard_header h = { .version = SHARD_VERSION };
 	uint64_t nm = 0;
@@ -725,7 +774,7 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 					{ m, nm * sizeof(float) },
 					{ v, nm * sizeof(float) } };
 
-		if (write_spans(path, spans, 4, err, errlen) < 0)
+		if (write_spans(path, spans, 4, &d, err, errlen) < 0)
 			return -1;
 	}
 	fault_delay("STORK_FAULT_CKPT_DELAY");
@@ -733,10 +782,8 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 		snprintf(err, errlen, "cannot write %s: %s (fault injection)", path, strerror(ENOSPC));
 		return -1;
 	}
-	if (ckpt_checksum_file(path, sum, size) < 0) {
-		snprintf(err, errlen, "cannot read back %s: %s", path, strerror(errno));
-		return -1;
-	}
+	*sum = d.sum;
+	*size = d.size;
 	return 0;
 }
 
@@ -744,15 +791,27 @@ int ckpt_commit(const char *root, const struct ckpt_state *st, const struct ckpt
 		const uint64_t *sums, const uint64_t *sizes, int keep, char *err, size_t errlen)
 {
 	char tmp[4096], final[4096], name[64], path[4200];
+	struct digest state, *shards = calloc((size_t)l->world, sizeof *shards);
 
 	step_dirs(root, st->step, tmp, final, sizeof tmp, name, sizeof name);
-	snprintf(path, sizeof path, "%s/state.json", tmp);
-	if (write_state(path, st, l, err, errlen) < 0 ||
-	    write_manifest(tmp, st->step, l->world, sums, sizes, err, errlen) < 0 ||
-	    fsync_dir(tmp) < 0)
+	if (!shards) {
+		snprintf(err, errlen, "out of memory committing %s", tmp);
 		goto fail;
+	}
+	for (int k = 0; k < l->world; k++)
+		shards[k] = (struct digest){ .sum = sums[k], .size = sizes[k] };
+	snprintf(path, sizeof path, "%s/state.json", tmp);
+	if (write_state(path, st, l, &state, err, errlen) < 0 ||
+	    write_manifest(tmp, st->step, &state, l->world, shards, err, errlen) < 0)
+		goto fail;
+	if (fsync_dir(tmp) < 0) {
+		snprintf(err, errlen, "cannot fsync %s: %s", tmp, strerror(errno));
+		goto fail;
+	}
+	free(shards);
 	return publish(root, tmp, final, name, keep, err, errlen);
 fail:
+	free(shards);
 	remove_tree(tmp);
 	return -1;
 }
@@ -928,32 +987,28 @@ out:
 
 int ckpt_read_layout(const char *dir, struct ckpt_layout *l, char *err, size_t errlen)
 {
-	char path[4096], why[256];
-	struct json_value *v;
-	const struct json_value *o;
-	int64_t w, dp, tp, pp, zero;
+	char path[4096];
+	json_t *v, *o;
+	int w, dp, tp, pp, zero;
 	int rc = 0;
 
 	memset(l, 0, sizeof *l);
 	snprintf(path, sizeof path, "%s/state.json", dir);
-	if (!(v = json_parse_file(path, why, sizeof why))) {
-		snprintf(err, errlen, "%s", why);
+	if (!(v = sj_load_file(path, err, errlen)))
 		return -1;
-	}
-	o = json_get(v, "layout");
+	o = json_object_get(v, "layout");
 	if (o) {
-		if (json_get_int(o, "world", &w) < 0 || json_get_int(o, "dp", &dp) < 0 ||
-		    json_get_int(o, "tp", &tp) < 0 || json_get_int(o, "pp", &pp) < 0 ||
-		    json_get_int(o, "zero", &zero) < 0 || w < 1 || dp < 1 || tp < 1 || pp < 1 ||
-		    dp * tp * pp != w) {
+		if (json_unpack(o, "{s:i, s:i, s:i, s:i, s:i}", "world", &w, "dp", &dp, "tp", &tp,
+				"pp", &pp, "zero", &zero) < 0 ||
+		    w < 1 || dp < 1 || tp < 1 || pp < 1 || (int64_t)dp * tp * pp != w) {
 			snprintf(err, errlen, "%s: malformed layout", path);
 			rc = -1;
 		} else {
-			*l = (struct ckpt_layout){ .world = (int)w, .dp = (int)dp, .tp = (int)tp,
-						   .pp = (int)pp, .zero = (int)zero, .sharded = 1 };
+			*l = (struct ckpt_layout){ .world = w, .dp = dp, .tp = tp, .pp = pp,
+						   .zero = zero, .sharded = 1 };
 		}
 	}
-	json_value_free(v);
+	json_decref(v);
 	return rc;
 }
 

@@ -5,7 +5,8 @@
  *     model.bin       the weights as an llm.c model file (fp32, version 3)
  *     optimizer.bin   AdamW moments and step ("STORKOPT" header, then m, v)
  *     state.json      completed steps, data position, config and model hashes
- *     manifest.json   every file above with its size and checksum, written last
+ *     manifest.json   every file above with its size and checksum (XXH3-64,
+ *                     "hash": "xxh3-64"), written last
  *   checkpoints/latest -> step_00001200   (a symlink, replaced atomically)
  *
  * Commit protocol: write everything into step_N.tmp/, fsync each file,
@@ -157,8 +158,5 @@ int ckpt_read_own_shard(const char *dir, const struct ckpt_shard_info *want, flo
 
 /* Write the checkpoint's model as one llm.c model file at out (stork export). */
 int ckpt_export(const char *dir, const char *out, char *err, size_t errlen);
-
-/* The 64-bit checksum used in manifests, over a whole file. -1 on error. */
-int ckpt_checksum_file(const char *path, uint64_t *sum, uint64_t *size);
 
 #endif

@@ -10,7 +10,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/exit_codes.h"
-#include "lib/json.h"
+#include "lib/stork_json.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -22,35 +22,32 @@
 
 static void *make_blob(const struct join_offer *o, size_t *len)
 {
-	struct json j;
 	char host[64] = "";
 	unsigned char *blob = NULL;
 	uint32_t jlen, blen = (uint32_t)strlen(o->bindings_json);
+	json_t *v;
+	char *desc = NULL;
 
 	gethostname(host, sizeof host - 1);
-	json_init(&j, JSON_COMPACT);
-	json_begin_object(&j);
-	json_key_string(&j, "host", host);
-	json_key_int(&j, "local_ranks", o->local_ranks);
-	json_key_int(&j, "pid", getpid());
-	json_key_int(&j, "job_end", o->job_end);
-	json_end_object(&j);
-	if (json_error(&j))
+	v = json_pack("{s:o, s:i, s:i, s:I}", "host", sj_text(host), "local_ranks", o->local_ranks,
+		      "pid", (int)getpid(), "job_end", (json_int_t)o->job_end);
+	if (!v || !(desc = sj_compact(v)))
 		goto out;
-	jlen = (uint32_t)json_len(&j);
+	jlen = (uint32_t)strlen(desc);
 	*len = 12 + jlen + blen + o->ucx_len;
 	blob = malloc(*len);
 	if (!blob)
 		goto out;
 	memcpy(blob, BLOB_MAGIC, 4);
 	memcpy(blob + 4, &jlen, 4);
-	memcpy(blob + 8, json_str(&j), jlen);
+	memcpy(blob + 8, desc, jlen);
 	memcpy(blob + 8 + jlen, &blen, 4);
 	memcpy(blob + 12 + jlen, o->bindings_json, blen);
 	if (o->ucx_len)
 		memcpy(blob + 12 + jlen + blen, o->ucx_addr, o->ucx_len);
 out:
-	json_free(&j);
+	free(desc);
+	json_decref(v);
 	return blob;
 }
 
@@ -71,12 +68,11 @@ static const char *segment(const struct rdv_peer *p, size_t *off, uint32_t *len)
 
 static int parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, size_t errlen)
 {
-	struct json_value *v = NULL, *bind = NULL;
+	json_t *v = NULL, *bind = NULL;
 	const char *desc, *bindings, *host;
 	uint32_t jlen, blen;
 	size_t off = 4;
-	char why[128];
-	int64_t i;
+	char what[64], why[256];
 
 	if (p->len < 4 || memcmp(p->blob, BLOB_MAGIC, 4)) {
 		snprintf(err, errlen, "launcher %d is not a daemon of this Stork version", p->index);
@@ -88,22 +84,25 @@ static int parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, s
 		snprintf(err, errlen, "launcher %d sent a truncated description", p->index);
 		return -1;
 	}
-	v = json_parse(desc, jlen, why, sizeof why);
-	bind = v ? json_parse(bindings, blen, why, sizeof why) : NULL;
-	if (!bind) {
-		snprintf(err, errlen, "launcher %d sent a malformed description: %s", p->index, why);
-		json_value_free(v);
+	snprintf(what, sizeof what, "launcher %d's description", p->index);
+	v = sj_parse(desc, jlen, what, why, sizeof why);
+	snprintf(what, sizeof what, "launcher %d's bindings", p->index);
+	bind = v ? sj_parse(bindings, blen, what, why, sizeof why) : NULL;
+	if (!bind || !json_is_object(v) || !json_is_array(bind)) {
+		snprintf(err, errlen, "launcher %d sent a malformed description%s%s", p->index,
+			 bind ? "" : ": ", bind ? "" : why);
+		json_decref(v);
+		json_decref(bind);
 		return -1;
 	}
-	json_value_free(bind);
-	host = json_get_string(v, "host");
+	host = json_string_value(json_object_get(v, "host"));
 	snprintf(n->host, sizeof n->host, "%s", host ? host : "?");
-	n->local_ranks = json_get_int(v, "local_ranks", &i) == 0 ? (int)i : 0;
-	n->pid = json_get_int(v, "pid", &i) == 0 ? (int)i : 0;
-	n->job_end = json_get_int(v, "job_end", &i) == 0 ? i : 0;
-	json_value_free(v);
-	/* Kept as text: slurm_env.json embeds it as is. */
-	n->bindings = strndup(bindings, blen);
+	n->local_ranks = (int)sj_int(v, "local_ranks", 0);
+	n->pid = (int)sj_int(v, "pid", 0);
+	n->job_end = sj_int(v, "job_end", 0);
+	json_decref(v);
+	/* Kept whole: slurm_env.json embeds it as is. */
+	n->bindings = bind;
 	n->ucx_addr = p->len > off ? (const unsigned char *)p->blob + off : NULL;
 	n->ucx_len = p->len - off;
 	if (n->local_ranks < 1) {
@@ -158,66 +157,57 @@ int join_write_slurm_env(const char *run_dir, const struct run_layout *l, char *
 					    "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
 					    "SLURM_CLUSTER_NAME", "SLURM_JOB_PARTITION" };
 	char path[4200];
-	struct json j;
-	int rc;
+	json_t *v, *slurm, *nodes;
+	int rc = -1;
 
-	json_init(&j, JSON_PRETTY);
-	json_begin_object(&j);
-	json_key_begin_object(&j, "slurm");
-	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+	snprintf(path, sizeof path, "%s/config/slurm_env.json", run_dir);
+	slurm = json_object();
+	for (size_t i = 0; slurm && i < sizeof vars / sizeof vars[0]; i++)
 		if (getenv(vars[i]))
-			json_key_string(&j, vars[i], getenv(vars[i]));
-	json_end_object(&j);
-	json_key_string(&j, "rendezvous", l->method);
-	json_key_double(&j, "rendezvous_seconds", l->seconds);
-	json_key_int(&j, "world_size", l->world_size);
-	if (l->dp) {
-		json_key_begin_object(&j, "parallel");
-		json_key_int(&j, "dp", l->dp);
-		json_key_int(&j, "tp", l->tp);
-		json_key_int(&j, "pp", l->pp);
-		json_key_int(&j, "zero", l->zero);
-		json_key_string(&j, "rank_order", "rank = stage * dp * tp + dp_rank * tp + tp_rank");
-		json_key_begin_array(&j, "stage_layers");
-		for (int s = 0; l->stage_layers && s < l->pp; s++) {
-			json_begin_array(&j);
-			json_int(&j, l->stage_layers[s][0]);
-			json_int(&j, l->stage_layers[s][1]);
-			json_end_array(&j);
-		}
-		json_end_array(&j);
-		json_end_object(&j);
+			json_object_set_new(slurm, vars[i], sj_text(getenv(vars[i])));
+	/* job_end_time: seconds since the epoch, as launcher 0 learnt it; 0 =
+	 * no limit or unknown. */
+	v = json_pack("{s:o, s:o, s:o, s:i}", "slurm", slurm, "rendezvous", sj_text(l->method),
+		      "rendezvous_seconds", sj_number(l->seconds), "world_size", l->world_size);
+	if (v && l->dp) {
+		json_t *layers = json_array();
+
+		for (int s = 0; layers && l->stage_layers && s < l->pp; s++)
+			json_array_append_new(layers, json_pack("[i, i]", l->stage_layers[s][0],
+								 l->stage_layers[s][1]));
+		json_object_set_new(v, "parallel",
+				    json_pack("{s:i, s:i, s:i, s:i, s:s, s:o}", "dp", l->dp,
+					      "tp", l->tp, "pp", l->pp, "zero", l->zero,
+					      "rank_order",
+					      "rank = stage * dp * tp + dp_rank * tp + tp_rank",
+					      "stage_layers", layers));
 	}
-	/* Seconds since the epoch, as launcher 0 learnt it; 0 = no limit or unknown. */
-	json_key_int(&j, "job_end_time", l->nnodes ? l->nodes[0].job_end : 0);
-	json_key_begin_array(&j, "nodes");
-	for (int i = 0; i < l->nnodes; i++) {
+	nodes = json_array();
+	for (int i = 0; nodes && i < l->nnodes; i++) {
 		const struct run_node *n = &l->nodes[i];
 
-		json_begin_object(&j);
-		json_key_int(&j, "node_rank", i);
-		json_key_string(&j, "host", n->host);
-		json_key_int(&j, "pid", n->pid);
-		json_key_int(&j, "rank_base", n->rank_base);
-		json_key_int(&j, "local_ranks", n->local_ranks);
-		json_key(&j, "ranks");
-		json_raw(&j, n->bindings);
-		json_end_object(&j);
+		json_array_append_new(nodes, json_pack("{s:i, s:o, s:i, s:i, s:i, s:O}",
+							"node_rank", i, "host", sj_text(n->host),
+							"pid", n->pid, "rank_base", n->rank_base,
+							"local_ranks", n->local_ranks,
+							"ranks", n->bindings));
 	}
-	json_end_array(&j);
-	json_end_object(&j);
-	snprintf(path, sizeof path, "%s/config/slurm_env.json", run_dir);
-	rc = json_error(&j) ? -1 : atomic_write_file(path, json_str(&j), json_len(&j), err, errlen);
-	if (json_error(&j))
-		snprintf(err, errlen, "cannot format %s", path);
-	json_free(&j);
+	if (!v)
+		json_decref(nodes);
+	if (v && json_object_set_new(v, "job_end_time",
+				     json_integer(l->nnodes ? l->nodes[0].job_end : 0)) == 0 &&
+	    json_object_set_new(v, "nodes", nodes) == 0)
+		rc = sj_write_file(path, v, err, errlen);
+	else
+		snprintf(err, errlen, "cannot format %s: out of memory", path);
+	json_decref(v);
 	return rc;
 }
 
 void join_free(struct run_layout *l)
 {
 	for (int i = 0; l->nodes && i < l->nnodes; i++)
-		free(l->nodes[i].bindings);
+		json_decref(l->nodes[i].bindings);
 	free(l->nodes);
 	free(l->stage_layers);
 	rdv_result_free(&l->rdv);

@@ -27,7 +27,7 @@ struct run_node {
 	int rank_base;
 	int pid;
 	long long job_end;       /* what this node learnt of the job's end; 0 = unknown */
-	char *bindings;          /* JSON array of this node's ranks' bindings */
+	struct json_t *bindings; /* JSON array of this node's ranks' bindings (jansson) */
 	const void *ucx_addr;    /* inside the rendezvous result; NULL on one node */
 	size_t ucx_len;
 };

@@ -6,7 +6,10 @@
 #include "config.h"
 #include "daemon/rank_log.h"
 
+#include "lib/stork_json.h"
+
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
@@ -32,7 +35,6 @@ int rank_log_open(struct rank_log *rl, const char *run_dir, int rank, int local,
 	rl->local = local;
 	snprintf(rl->host, sizeof rl->host, "%s", host);
 	snprintf(rl->job_id, sizeof rl->job_id, "%s", job_id);
-	json_init(&rl->line, JSON_COMPACT);
 	rl->log = open_append(run_dir, rank, "log", err, errlen);
 	if (!rl->log)
 		goto fail;
@@ -80,26 +82,25 @@ void rank_metric(struct rank_log *rl, int64_t step, const char *metric, double v
 		 const char *unit)
 {
 	struct timeval tv;
+	json_t *v;
+	char *text;
 
 	if (!rl->metrics)
 		return;
 	gettimeofday(&tv, NULL);
-	json_reset(&rl->line);
-	json_begin_object(&rl->line);
-	json_key_double(&rl->line, "ts", (double)tv.tv_sec + tv.tv_usec / 1e6);
-	json_key_string(&rl->line, "job_id", rl->job_id);
-	json_key_int(&rl->line, "rank", rl->rank);
-	json_key_string(&rl->line, "host", rl->host);
-	json_key_int(&rl->line, "step", step);
-	json_key_string(&rl->line, "metric", metric);
-	json_key_double(&rl->line, "value", value);
-	json_key_string(&rl->line, "unit", unit);
-	json_end_object(&rl->line);
-	if (json_error(&rl->line))
+	v = json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o}",
+		      "ts", sj_number((double)tv.tv_sec + tv.tv_usec / 1e6),
+		      "job_id", sj_text(rl->job_id), "rank", rl->rank, "host", sj_text(rl->host),
+		      "step", (json_int_t)step, "metric", sj_text(metric), "value", sj_number(value),
+		      "unit", sj_text(unit));
+	text = v ? sj_compact(v) : NULL;
+	json_decref(v);
+	if (!text)
 		return;
-	fputs(json_str(&rl->line), rl->metrics);
+	fputs(text, rl->metrics);
 	fputc('\n', rl->metrics);
 	fflush(rl->metrics);
+	free(text);
 }
 
 void rank_log_close(struct rank_log *rl)
@@ -109,5 +110,4 @@ void rank_log_close(struct rank_log *rl)
 	if (rl->metrics)
 		fclose(rl->metrics);
 	rl->log = rl->metrics = NULL;
-	json_free(&rl->line);
 }

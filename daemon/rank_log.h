@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "lib/json.h"
 
 struct rank_log {
 	FILE *log;
@@ -23,7 +22,6 @@ struct rank_log {
 	char host[64];
 	char job_id[32];
 	int echo;          /* also write log lines to stderr */
-	struct json line;  /* reused for every metrics line */
 };
 
 /* Open (append) the rank's files under run_dir/logs. Returns 0, or -1 with a

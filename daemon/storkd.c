@@ -17,7 +17,7 @@
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/fault.h"
-#include "lib/json.h"
+#include "lib/stork_json.h"
 #include "lib/slurm_job.h"
 #include "lib/log.h"
 #include "lib/stop_signals.h"
@@ -166,7 +166,8 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 	const struct train_rank_result *first = NULL, *ckpt = NULL;
 	int first_rank = -1;
 	int64_t last_step = -1;
-	struct json j;
+	char *text;
+	json_t *v;
 
 	if (fd < 0)
 		return;
@@ -186,36 +187,35 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 		if (last_step < 0 || r->last_step < last_step)
 			last_step = r->last_step;
 	}
-	json_init(&j, JSON_COMPACT);
-	json_begin_object(&j);
-	json_key_int(&j, "exit_code", code);
-	json_key_int(&j, "last_step", last_step);
+	v = json_pack("{s:i, s:I}", "exit_code", code, "last_step", (json_int_t)last_step);
+	if (!v)
+		return;
 	if (message) {
-		json_key_string(&j, "message", message);
+		json_object_set_new(v, "message", sj_text(message));
 	} else if (first) {
-		json_key_int(&j, "failed_rank", first_rank);
-		json_key_double(&j, "fail_time", first->fail_time);
-		json_key_int(&j, "failed_rank_step", first->last_step);
-		json_key_int(&j, "failed_rank_code", first->exit_code);
-		json_key_bool(&j, "secondary", first->secondary);
-		json_key_string(&j, "message", first->message);
+		json_object_update_new(v, json_pack("{s:i, s:o, s:I, s:i, s:b}", "failed_rank", first_rank,
+					       "fail_time", sj_number(first->fail_time),
+					       "failed_rank_step", (json_int_t)first->last_step,
+					       "failed_rank_code", first->exit_code,
+					       "secondary", first->secondary));
+		json_object_set_new(v, "message", sj_text(first->message));
 	} else {
 		for (int i = 0; i < n; i++)
 			if (w[i].result.exit_code == code) {
-				json_key_string(&j, "message", w[i].result.message);
+				json_object_set_new(v, "message", sj_text(w[i].result.message));
 				break;
 			}
 	}
 	if (ckpt) {
-		json_key_string(&j, "checkpoint", ckpt->checkpoint);
-		json_key_int(&j, "checkpoint_step", ckpt->checkpoint_step);
+		json_object_set_new(v, "checkpoint", sj_text(ckpt->checkpoint));
+		json_object_set_new(v, "checkpoint_step", json_integer(ckpt->checkpoint_step));
 	}
-	json_end_object(&j);
-	if (!json_error(&j)) {
-		ssize_t ignored = write(fd, json_str(&j), json_len(&j));
+	if ((text = sj_compact(v))) {
+		ssize_t ignored = write(fd, text, strlen(text));
 		(void)ignored;
 	}
-	json_free(&j);
+	free(text);
+	json_decref(v);
 }
 
 /*
@@ -277,19 +277,18 @@ static int plan_oversubscribed(const struct train_node *node, hwloc_const_cpuset
 static int plan_bindings(struct train_node *node, char **json_out, char *err, size_t errlen)
 {
 	hwloc_cpuset_t allowed = hwloc_bitmap_alloc();
-	struct json j;
+	json_t *plans = json_array();
 	int rc = 0;
 
 	node->plans = calloc((size_t)node->local_ranks, sizeof *node->plans);
-	if (!node->plans || !allowed) {
+	if (!node->plans || !allowed || !plans) {
 		snprintf(err, errlen, "out of memory");
 		hwloc_bitmap_free(allowed);
+		json_decref(plans);
 		return -1;
 	}
 	/* The cores the launcher (and Slurm or the plugin before it) allowed. */
 	hwloc_get_cpubind(topo_hwloc(node->topo), allowed, HWLOC_CPUBIND_PROCESS);
-	json_init(&j, JSON_COMPACT);
-	json_begin_array(&j);
 	for (int i = 0; i < node->local_ranks && rc == 0; i++) {
 		struct bind_request req = { .mode = BIND_AUTO, .allowed = allowed,
 					    .ntasks = node->local_ranks, .task = i };
@@ -304,18 +303,14 @@ static int plan_bindings(struct train_node *node, char **json_out, char *err, si
 		if (rc < 0)
 			break;
 		bind_cpuset_format(node->plans[i].cpuset, cpus, sizeof cpus);
-		json_begin_object(&j);
-		json_key_int(&j, "local_rank", i);
-		json_key_int(&j, "gpu", node->plans[i].gpu);
-		json_key_string(&j, "cpus", cpus);
-		json_key_int(&j, "numa", node->plans[i].numa);
-		json_key_int(&j, "threads", node->plans[i].omp_threads);
-		json_end_object(&j);
+		json_array_append_new(plans, json_pack("{s:i, s:i, s:s, s:i, s:i}", "local_rank", i,
+							"gpu", node->plans[i].gpu, "cpus", cpus,
+							"numa", node->plans[i].numa,
+							"threads", node->plans[i].omp_threads));
 	}
-	json_end_array(&j);
 	hwloc_bitmap_free(allowed);
-	*json_out = rc == 0 && !json_error(&j) ? strdup(json_str(&j)) : NULL;
-	json_free(&j);
+	*json_out = rc == 0 ? sj_compact(plans) : NULL;
+	json_decref(plans);
 	return rc == 0 && *json_out ? 0 : -1;
 }
 
@@ -380,23 +375,22 @@ static void read_environment(struct train_node *node, long long job_end)
 static void write_library_versions(const char *run_dir)
 {
 	char path[4200], err[512];
-	struct json j;
+	json_t *v = json_pack("{s:o, s:o, s:o}", "pmix", sj_text(PMIx_Get_version()),
+			      "ucx", sj_text(ucp_get_version_string()),
+			      "blas", sj_text(kernels_cpu_backend_name()));
 
-	json_init(&j, JSON_PRETTY);
-	json_begin_object(&j);
-	json_key_string(&j, "pmix", PMIx_Get_version());
-	json_key_string(&j, "ucx", ucp_get_version_string());
-	json_key_string(&j, "blas", kernels_cpu_backend_name());
 #ifdef OPENBLAS_VERSION
-	json_key_string(&j, "openblas_config", openblas_get_config());
+	if (v)
+		json_object_set_new(v, "openblas_config", sj_text(openblas_get_config()));
 #endif
-	json_key_string(&j, "cuda", kernels_cuda_versions());
-	json_key_int(&j, "cuda_devices", kernels_cuda_device_count());
-	json_end_object(&j);
+	if (v) {
+		json_object_set_new(v, "cuda", sj_text(kernels_cuda_versions()));
+		json_object_set_new(v, "cuda_devices", json_integer(kernels_cuda_device_count()));
+	}
 	snprintf(path, sizeof path, "%s/provenance/libraries.json", run_dir);
-	if (json_error(&j) || atomic_write_file(path, json_str(&j), json_len(&j), err, sizeof err) < 0)
-		stork_warn("cannot write %s", path);
-	json_free(&j);
+	if (!v || sj_write_file(path, v, err, sizeof err) < 0)
+		stork_warn("cannot write %s: %s", path, v ? err : "out of memory");
+	json_decref(v);
 }
 
 /*

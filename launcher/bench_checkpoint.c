@@ -1,12 +1,16 @@
 /*
  * launcher/bench_checkpoint.c - `stork bench checkpoint CONFIG [--dir DIR]
  * [--repeat N]`: how fast a checkpoint of CONFIG's model commits, against a
- * plain sequential write of the same size by dd on the same disk.
+ * plain sequential write of the same size by dd on the same disk, and what
+ * a resume pays before training: verifying the checkpoint against its
+ * manifest, then loading it.
  *
  * The checkpoint is the real one (daemon/checkpoint.c: model, optimizer,
  * state, manifest with checksums, fsyncs, renames), so the figure is what a
  * preemption costs on this disk. dd writes with conv=fsync, so both numbers
- * include getting the data to stable storage.
+ * include getting the data to stable storage. Verification and loading
+ * read what was just written, mostly from the page cache, as a requeued
+ * job on the same node would.
  */
 #include "config.h"
 #include "launcher/bench_util.h"
@@ -64,6 +68,13 @@ static double dd_rate(const char *dir, uint64_t bytes)
 	return rc == 0 ? (double)count * (16u << 20) / t / 1e6 : -1;
 }
 
+/* A notice of the checkpoint reader (a fallback): said, not fatal. */
+static void bench_notice(void *arg, const char *msg)
+{
+	(void)arg;
+	stork_warn("%s", msg);
+}
+
 int cmd_bench_checkpoint(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -78,7 +89,7 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	struct adamw_state opt = { 0 };
 	char err[1024], root[4200];
 	int repeat = 3, c, code = STORK_EXIT_CONFIG;
-	double times[64], dd[64];
+	double times[64], dd[64], commit[64], verify[64], load[64];
 	uint64_t bytes = 0;
 
 	optind = 1;
@@ -117,7 +128,8 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	printf("model: %zu parameters; checkpoints in %s\n", m.num_params, root);
 	for (int i = 0; i < repeat; i++) {
 		struct ckpt_state st = { .step = i + 1 };
-		char path[4400];
+		struct ckpt_full full;
+		char path[4400], found[4400];
 		double t0 = clock_monotonic(), t;
 
 		if (ckpt_save(root, &m, &opt, &st, 1, err, sizeof err) < 0) {
@@ -128,15 +140,35 @@ int cmd_bench_checkpoint(int argc, char **argv)
 		t = clock_monotonic() - t0;
 		snprintf(path, sizeof path, "%s/step_%08d", root, i + 1);
 		bytes = dir_bytes(path);
+		commit[i] = t;
 		times[i] = bytes / t / 1e6;
+		t0 = clock_monotonic();
+		if (!ckpt_find_any(path, found, sizeof found, bench_notice, NULL)) {
+			stork_error("the checkpoint just written does not verify: %s", path);
+			code = STORK_EXIT_INTERNAL;
+			goto out;
+		}
+		verify[i] = clock_monotonic() - t0;
+		t0 = clock_monotonic();
+		if (ckpt_load_full(found, &m.config, &full, err, sizeof err) < 0) {
+			stork_error("%s", err);
+			code = STORK_EXIT_INTERNAL;
+			goto out;
+		}
+		load[i] = clock_monotonic() - t0;
+		ckpt_full_free(&full);
 		dd[i] = dd_rate(root, bytes);
-		printf("round %d: checkpoint %.1f MB in %.2f s = %.0f MB/s; dd %.0f MB/s\n", i + 1,
-		       bytes / 1e6, t, times[i], dd[i]);
+		printf("round %d: checkpoint %.1f MB committed in %.3f s = %.0f MB/s; dd %.0f MB/s; "
+		       "resume: verify %.3f s, load %.3f s\n", i + 1, bytes / 1e6, t, times[i], dd[i],
+		       verify[i], load[i]);
 	}
-	printf("median of %d rounds: checkpoint %.0f MB/s (model, optimizer, state, checksums, "
-	       "fsyncs, renames); dd bs=16M conv=fsync of the same size %.0f MB/s; "
-	       "checkpoint/dd = %.0f%%\n", repeat, bench_median(times, repeat), bench_median(dd, repeat),
-	       100.0 * bench_median(times, repeat) / bench_median(dd, repeat));
+	printf("median of %d rounds: checkpoint %.0f MB/s, commit %.3f s (model, optimizer, state, "
+	       "checksums, fsyncs, renames); dd bs=16M conv=fsync of the same size %.0f MB/s; "
+	       "checkpoint/dd = %.0f%%; resume: verify %.3f s (%.0f MB/s), load %.3f s\n", repeat,
+	       bench_median(times, repeat), bench_median(commit, repeat), bench_median(dd, repeat),
+	       100.0 * bench_median(times, repeat) / bench_median(dd, repeat),
+	       bench_median(verify, repeat), bytes / bench_median(verify, repeat) / 1e6,
+	       bench_median(load, repeat));
 	snprintf(err, sizeof err, "rm -rf '%s'", root);
 	code = system(err) == 0 ? STORK_EXIT_OK : STORK_EXIT_INTERNAL;
 out:

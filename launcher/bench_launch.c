@@ -14,7 +14,7 @@
 #include "lib/clock.h"
 #include "launcher/commands.h"
 
-#include "lib/json.h"
+#include "lib/stork_json.h"
 #include "lib/log.h"
 #include "lib/rundir.h"
 #include "lib/stork_config.h"
@@ -29,7 +29,7 @@
 /* Start of step 1 in a run directory: its metrics "ts" minus its duration. */
 static double first_step_start(const char *run_dir)
 {
-	char path[4200], line[1024], err[128];
+	char path[4200], line[1024], err[512];
 	double ts = -1, ms = -1;
 	FILE *f;
 
@@ -38,16 +38,14 @@ static double first_step_start(const char *run_dir)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof line, f) && (ts < 0 || ms < 0)) {
-		struct json_value *v = json_parse(line, strlen(line), err, sizeof err);
-		const char *m = v ? json_get_string(v, "metric") : NULL;
-		int64_t step = 0;
+		json_t *v = sj_parse(line, strlen(line), path, err, sizeof err);
+		const char *m = json_string_value(json_object_get(v, "metric"));
 
-		if (m && json_get_int(v, "step", &step) == 0 && step == 1 &&
-		    !strcmp(m, "step_time_ms")) {
-			json_get_double(v, "ts", &ts);
-			json_get_double(v, "value", &ms);
+		if (m && sj_int(v, "step", 0) == 1 && !strcmp(m, "step_time_ms")) {
+			ts = sj_real(v, "ts", -1);
+			ms = sj_real(v, "value", -1);
 		}
-		json_value_free(v);
+		json_decref(v);
 	}
 	fclose(f);
 	return ts > 0 && ms >= 0 ? ts - ms / 1e3 : -1;

@@ -20,7 +20,7 @@
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/fault.h"
-#include "lib/json.h"
+#include "lib/stork_json.h"
 #include "lib/slurm_job.h"
 #include "lib/log.h"
 #include "lib/rundir.h"
@@ -211,12 +211,12 @@ static void find_storkd(const char *given, char *buf, size_t len)
 /* What storkd reported on the result pipe (see daemon/storkd.c). */
 struct daemon_result {
 	int have;
-	struct json_value *v;
+	json_t *v;
 };
 
 static void read_result(int fd, struct daemon_result *res)
 {
-	char buf[8192], err[128];
+	char buf[8192], err[256];
 	size_t used = 0;
 	ssize_t n;
 
@@ -229,7 +229,9 @@ static void read_result(int fd, struct daemon_result *res)
 		used += (size_t)n;
 	}
 	buf[used] = '\0';
-	res->v = used ? json_parse(buf, used, err, sizeof err) : NULL;
+	res->v = used ? sj_parse(buf, used, "storkd's report", err, sizeof err) : NULL;
+	if (used && !res->v)
+		stork_warn("%s", err);
 	res->have = res->v != NULL;
 }
 
@@ -327,24 +329,24 @@ static int64_t rank_last_step(const char *run_dir, int rank)
  */
 static int64_t dead_node_last_step(const char *run_dir, int node_index)
 {
-	char path[4200], err[128];
-	const struct json_value *nodes, *n;
-	struct json_value *v;
+	char path[4200], err[512];
+	const json_t *n;
+	json_t *v;
 	int64_t base, count, low = -1;
 
 	snprintf(path, sizeof path, "%s/config/slurm_env.json", run_dir);
-	v = json_parse_file(path, err, sizeof err);
-	nodes = v ? json_get(v, "nodes") : NULL;
-	n = nodes ? json_at(nodes, (size_t)node_index) : NULL;
-	if (n && json_get_int(n, "rank_base", &base) == 0 &&
-	    json_get_int(n, "local_ranks", &count) == 0)
+	v = sj_load_file(path, err, sizeof err);
+	n = json_array_get(json_object_get(v, "nodes"), (size_t)node_index);
+	base = sj_int(n, "rank_base", -1);
+	count = sj_int(n, "local_ranks", -1);
+	if (base >= 0 && count > 0)
 		for (int64_t r = base; r < base + count; r++) {
 			int64_t s = rank_last_step(run_dir, (int)r);
 
 			if (s >= 0 && (low < 0 || s < low))
 				low = s;
 		}
-	json_value_free(v);
+	json_decref(v);
 	return low;
 }
 
@@ -353,8 +355,6 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 			   const char *run_dir, const struct daemon_result *res, pid_t pid, int sig)
 {
 	const char *msg;
-	int64_t v;
-	double t;
 
 	exit_info_init(e, code, l->index);
 	latest_checkpoint(run_dir, e);
@@ -380,24 +380,20 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 				 code);
 		return;
 	}
-	msg = json_get_string(res->v, "message");
+	msg = json_string_value(json_object_get(res->v, "message"));
 	snprintf(e->message, sizeof e->message, "%s", msg ? msg : "");
-	if (json_get_int(res->v, "failed_rank", &v) == 0) {
+	if (json_is_integer(json_object_get(res->v, "failed_rank"))) {
 		struct exit_failure *f = &e->first_failure;
 
 		f->valid = 1;
-		f->rank = (int)v;
+		f->rank = (int)sj_int(res->v, "failed_rank", -1);
 		snprintf(f->host, sizeof f->host, "%s", e->host);
 		f->pid = (int)pid;
-		f->exit_code = json_get_int(res->v, "failed_rank_code", &v) == 0 ? (int)v : code;
-		f->time = json_get_double(res->v, "fail_time", &t) == 0 ? t : clock_wall();
-		f->last_step = json_get_int(res->v, "failed_rank_step", &v) == 0 ? v : -1;
+		f->exit_code = (int)sj_int(res->v, "failed_rank_code", code);
+		f->time = sj_real(res->v, "fail_time", clock_wall());
+		f->last_step = sj_int(res->v, "failed_rank_step", -1);
 		snprintf(f->what, sizeof f->what, "%s", msg ? msg : "");
-		{
-			bool b = false;
-
-			f->secondary = json_get_bool(res->v, "secondary", &b) == 0 && b;
-		}
+		f->secondary = json_is_true(json_object_get(res->v, "secondary"));
 	} else if (code == STORK_EXIT_HANG) {
 		struct exit_failure *f = &e->first_failure;
 
@@ -407,7 +403,7 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		f->pid = (int)pid;
 		f->exit_code = code;
 		f->time = clock_wall();
-		f->last_step = json_get_int(res->v, "last_step", &v) == 0 ? v : -1;
+		f->last_step = sj_int(res->v, "last_step", -1);
 		snprintf(f->what, sizeof f->what, "%s", msg ? msg : "");
 	}
 }
@@ -526,7 +522,7 @@ int cmd_run(int argc, char **argv)
 		code = supervise(storkd, args, &res, &pid, &sig);
 		code = finish(run_dir, &l, code, &res, pid, sig);
 		if (res.v)
-			json_value_free(res.v);
+			json_decref(res.v);
 	}
 out:
 	config_free(&cfg);

@@ -3,5 +3,5 @@
 # crash-safe file replacement.
 lib_libstork_la_SOURCES += \
 	lib/stork_config.c lib/stork_config.h \
-	lib/json.c lib/json.h \
+	lib/stork_json.c lib/stork_json.h \
 	lib/atomic_file.c lib/atomic_file.h

@@ -6,7 +6,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/exit_codes.h"
-#include "lib/json.h"
+#include "lib/stork_json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -104,71 +104,54 @@ static void iso_time(double t, char *buf, size_t len)
 	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void write_failure(struct json *j, const struct exit_failure *f)
+/* first_failure: null, or the object stork(1) documents. */
+static json_t *failure_json(const struct exit_failure *f)
 {
 	char ts[40];
 
-	if (!f->valid) {
-		json_key_null(j, "first_failure");
-		return;
-	}
-	json_key_begin_object(j, "first_failure");
-	if (f->rank >= 0)
-		json_key_int(j, "rank", f->rank);
-	else
-		json_key_null(j, "rank");
-	json_key_string(j, "host", f->host);
-	json_key_int(j, "pid", f->pid);
-	if (f->signal[0]) {
-		json_key_null(j, "exit_code");
-		json_key_string(j, "signal", f->signal);
-	} else {
-		json_key_int(j, "exit_code", f->exit_code);
-		json_key_null(j, "signal");
-	}
+	if (!f->valid)
+		return json_null();
 	iso_time(f->time, ts, sizeof ts);
-	json_key_string(j, "time", ts);
-	json_key_double(j, "timestamp", f->time);
-	json_key_int(j, "last_step", f->last_step);
-	json_key_string(j, "what", f->what);
-	json_key_bool(j, "secondary", f->secondary != 0);
-	json_end_object(j);
+	return json_pack("{s:o, s:o, s:i, s:o, s:o, s:s, s:o, s:I, s:o, s:b}",
+			 "rank", f->rank >= 0 ? json_integer(f->rank) : json_null(),
+			 "host", sj_text(f->host),
+			 "pid", f->pid,
+			 "exit_code", f->signal[0] ? json_null() : json_integer(f->exit_code),
+			 "signal", f->signal[0] ? sj_text(f->signal) : json_null(),
+			 "time", ts,
+			 "timestamp", sj_number(f->time),
+			 "last_step", (json_int_t)f->last_step,
+			 "what", sj_text(f->what),
+			 "secondary", f->secondary != 0);
 }
 
 static int write_json(const char *path, const struct exit_info *e, int nnodes, char *err,
 		      size_t errlen)
 {
-	struct json j;
-	int rc;
+	json_t *v = json_pack("{s:o, s:i, s:o, s:o, s:i, s:o, s:o}",
+			      "reason", sj_text(e->reason),
+			      "exit_code", e->exit_code,
+			      "first_failure", failure_json(&e->first_failure),
+			      "last_checkpoint", e->last_checkpoint[0] ?
+				      json_pack("{s:o, s:I}", "path", sj_text(e->last_checkpoint),
+						"step", (json_int_t)e->last_checkpoint_step) :
+				      json_null(),
+			      "restart_count", e->restart_count,
+			      "job_id", sj_text(e->job_id),
+			      "step_id", sj_text(e->step_id));
+	int rc = -1;
 
-	json_init(&j, JSON_PRETTY);
-	json_begin_object(&j);
-	json_key_string(&j, "reason", e->reason);
-	json_key_int(&j, "exit_code", e->exit_code);
-	write_failure(&j, &e->first_failure);
-	if (e->last_checkpoint[0]) {
-		json_key_begin_object(&j, "last_checkpoint");
-		json_key_string(&j, "path", e->last_checkpoint);
-		json_key_int(&j, "step", e->last_checkpoint_step);
-		json_end_object(&j);
-	} else {
-		json_key_null(&j, "last_checkpoint");
+	if (v && nnodes > 0) {
+		json_object_set_new(v, "nodes", json_integer(nnodes));
+	} else if (v) {
+		json_object_set_new(v, "node_rank", json_integer(e->node_rank));
+		json_object_set_new(v, "host", sj_text(e->host));
 	}
-	json_key_int(&j, "restart_count", e->restart_count);
-	json_key_string(&j, "job_id", e->job_id);
-	json_key_string(&j, "step_id", e->step_id);
-	if (nnodes > 0) {
-		json_key_int(&j, "nodes", nnodes);
-	} else {
-		json_key_int(&j, "node_rank", e->node_rank);
-		json_key_string(&j, "host", e->host);
-	}
-	json_key_string(&j, "message", e->message);
-	json_end_object(&j);
-	rc = json_error(&j) ? -1 : atomic_write_file(path, json_str(&j), json_len(&j), err, errlen);
-	if (json_error(&j))
-		snprintf(err, errlen, "cannot format %s", path);
-	json_free(&j);
+	if (v && json_object_set_new(v, "message", sj_text(e->message)) == 0)
+		rc = sj_write_file(path, v, err, errlen);
+	else
+		snprintf(err, errlen, "cannot format %s: out of memory", path);
+	json_decref(v);
 	return rc;
 }
 
@@ -186,61 +169,64 @@ int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *e
 	return write_json(path, e, 0, err, errlen);
 }
 
-static void str_field(const struct json_value *o, const char *key, char *dst, size_t len)
+static void str_field(const json_t *o, const char *key, char *dst, size_t len)
 {
-	const char *s = o ? json_get_string(o, key) : NULL;
+	const char *s = json_string_value(json_object_get(o, key));
 
 	snprintf(dst, len, "%s", s ? s : "");
 }
 
-static int read_node(const char *path, struct exit_info *e)
+/*
+ * Read one node's record. Another node wrote it, perhaps while dying: a
+ * file that is not JSON or lacks the fields the summary needs is refused
+ * with the reason in why (naming the file), never half used.
+ */
+static int read_node(const char *path, struct exit_info *e, char *why, size_t len)
 {
-	const struct json_value *f, *ck;
-	struct json_value *v;
-	char err[256], reason[64];
-	int64_t i;
-	double d;
+	const json_t *f, *ck;
+	json_t *v;
 
-	v = json_parse_file(path, err, sizeof err);
+	v = sj_load_file(path, why, len);
 	if (!v)
 		return -1;
+	if (!json_is_object(v) || !json_is_string(json_object_get(v, "reason")) ||
+	    !json_is_integer(json_object_get(v, "exit_code"))) {
+		snprintf(why, len, "%s: not an exit_info record (no reason and integer exit_code)",
+			 path);
+		json_decref(v);
+		return -1;
+	}
 	memset(e, 0, sizeof *e);
-	str_field(v, "reason", reason, sizeof reason);
-	e->exit_code = json_get_int(v, "exit_code", &i) == 0 ? (int)i : STORK_EXIT_INTERNAL;
+	e->exit_code = (int)sj_int(v, "exit_code", STORK_EXIT_INTERNAL);
 	e->reason = exit_reason_name(e->exit_code);
-	e->node_rank = json_get_int(v, "node_rank", &i) == 0 ? (int)i : -1;
-	e->restart_count = json_get_int(v, "restart_count", &i) == 0 ? (int)i : 0;
+	e->node_rank = (int)sj_int(v, "node_rank", -1);
+	e->restart_count = (int)sj_int(v, "restart_count", 0);
 	str_field(v, "job_id", e->job_id, sizeof e->job_id);
 	str_field(v, "step_id", e->step_id, sizeof e->step_id);
 	str_field(v, "host", e->host, sizeof e->host);
 	str_field(v, "message", e->message, sizeof e->message);
-	ck = json_get(v, "last_checkpoint");
+	ck = json_object_get(v, "last_checkpoint");
 	e->last_checkpoint_step = -1;
-	if (ck && json_get_string(ck, "path")) {
+	if (json_is_string(json_object_get(ck, "path"))) {
 		str_field(ck, "path", e->last_checkpoint, sizeof e->last_checkpoint);
-		if (json_get_int(ck, "step", &i) == 0)
-			e->last_checkpoint_step = i;
+		e->last_checkpoint_step = sj_int(ck, "step", -1);
 	}
-	f = json_get(v, "first_failure");
-	if (f && json_get_string(f, "host")) {
+	f = json_object_get(v, "first_failure");
+	if (json_is_string(json_object_get(f, "host"))) {
 		struct exit_failure *ff = &e->first_failure;
 
 		ff->valid = 1;
-		ff->rank = json_get_int(f, "rank", &i) == 0 ? (int)i : -1;
+		ff->rank = (int)sj_int(f, "rank", -1);
 		str_field(f, "host", ff->host, sizeof ff->host);
-		ff->pid = json_get_int(f, "pid", &i) == 0 ? (int)i : 0;
-		ff->exit_code = json_get_int(f, "exit_code", &i) == 0 ? (int)i : -1;
+		ff->pid = (int)sj_int(f, "pid", 0);
+		ff->exit_code = (int)sj_int(f, "exit_code", -1);
 		str_field(f, "signal", ff->signal, sizeof ff->signal);
-		ff->time = json_get_double(f, "timestamp", &d) == 0 ? d : 0;
-		ff->last_step = json_get_int(f, "last_step", &i) == 0 ? i : -1;
-		{
-			bool b = false;
-
-			ff->secondary = json_get_bool(f, "secondary", &b) == 0 && b;
-		}
+		ff->time = sj_real(f, "timestamp", 0);
+		ff->last_step = sj_int(f, "last_step", -1);
+		ff->secondary = json_is_true(json_object_get(f, "secondary"));
 		str_field(f, "what", ff->what, sizeof ff->what);
 	}
-	json_value_free(v);
+	json_decref(v);
 	return 0;
 }
 
@@ -269,7 +255,7 @@ static void merge(struct exit_info *sum, const struct exit_info *node)
 int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, double wait_s,
 			struct exit_info *sum, char *err, size_t errlen)
 {
-	char path[4096], missing[512] = "";
+	char path[4096], missing[512] = "", damaged[1024] = "", why[1024];
 	struct timespec nap = { 0, 100 * 1000 * 1000 };
 	double waited = 0;
 	int have = 0;
@@ -281,14 +267,17 @@ int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, doub
 		 * while the node is still writing the current one. */
 		snprintf(path, sizeof path, "%s/exit_info.node-%03d.restart-%d.json", run_dir, n,
 			 restart_count);
-		while (read_node(path, &node) < 0 && waited < wait_s) {
+		while (read_node(path, &node, why, sizeof why) < 0 && waited < wait_s) {
 			nanosleep(&nap, NULL);
 			waited += 0.1;
 		}
-		if (read_node(path, &node) < 0) {
+		if (read_node(path, &node, why, sizeof why) < 0) {
 			size_t l = strlen(missing);
 
 			snprintf(missing + l, sizeof missing - l, "%s%d", l ? ", " : "", n);
+			/* A file that is there but unreadable is named with its fault. */
+			if (access(path, F_OK) == 0 && !damaged[0])
+				snprintf(damaged, sizeof damaged, "; %s", why);
 			continue;
 		}
 		if (have++ == 0) {
@@ -306,7 +295,8 @@ int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, doub
 		size_t l = strlen(sum->message);
 
 		snprintf(sum->message + l, sizeof sum->message - l,
-			 "%s(node(s) %s wrote no exit_info file)", l ? " " : "", missing);
+			 "%s(node(s) %s wrote no readable exit_info file%s)", l ? " " : "", missing,
+			 damaged);
 		/* A node that never joined is what rendezvous_timeout says already. */
 		if (sum->exit_code != STORK_EXIT_RENDEZVOUS) {
 			sum->exit_code = exit_code_worst(sum->exit_code, STORK_EXIT_RANK_FAILED);

@@ -8,8 +8,8 @@ lib_libstork_la_SOURCES = \
 	lib/version.c lib/version.h \
 	lib/rundir.c lib/rundir.h \
 	lib/exit_info.c lib/exit_info.h
-lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS)
-lib_libstork_la_LIBADD = $(HWLOC_LIBS) $(YAML_LIBS) -lpthread
+lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS) $(JANSSON_CFLAGS)
+lib_libstork_la_LIBADD = $(HWLOC_LIBS) $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 
 # Each area of lib/ adds its files in its own fragment.
 include lib/bind.mk

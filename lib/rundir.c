@@ -6,7 +6,7 @@
 #include "lib/rundir.h"
 
 #include "lib/atomic_file.h"
-#include "lib/json.h"
+#include "lib/stork_json.h"
 #include "lib/version.h"
 
 #include <errno.h>
@@ -58,56 +58,48 @@ int rundir_create(const char *run_dir, char *err, size_t errlen)
 	return 0;
 }
 
-static int write_json(const char *run_dir, const char *file, struct json *j, char *err,
+/* Write v (consumed; NULL when building it failed) as provenance/file. */
+static int write_json(const char *run_dir, const char *file, json_t *v, char *err,
 		      size_t errlen)
 {
 	char path[4096];
+	int rc;
 
 	snprintf(path, sizeof path, "%s/provenance/%s", run_dir, file);
-	if (json_error(j)) {
-		snprintf(err, errlen, "cannot format %s", path);
+	if (!v) {
+		snprintf(err, errlen, "cannot format %s: out of memory", path);
 		return -1;
 	}
-	return atomic_write_file(path, json_str(j), json_len(j), err, errlen);
+	rc = sj_write_file(path, v, err, errlen);
+	json_decref(v);
+	return rc;
 }
 
 int rundir_write_provenance(const char *run_dir, char *err, size_t errlen)
 {
-	struct json j;
 	struct utsname u;
 	char host[256] = "";
 	char slurm[32];
-	int rc;
 
-	json_init(&j, JSON_PRETTY);
-	json_begin_object(&j);
-	json_key_string(&j, "stork_version", stork_version());
-	json_key_string(&j, "git_describe", stork_git_describe());
-	json_key_string(&j, "compiler", stork_compiler());
-	json_key_string(&j, "built", __DATE__ " " __TIME__);
-	json_key_begin_object(&j, "libraries");
 	snprintf(slurm, sizeof slurm, "%d.%d.%d", (int)SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
 		 (int)SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER), (int)SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
-	json_key_string(&j, "slurm", slurm);
-	json_key_uint(&j, "hwloc_api", hwloc_get_api_version());
-	json_key_string(&j, "yaml", yaml_get_version_string());
-	json_end_object(&j);
-	json_end_object(&j);
-	rc = write_json(run_dir, "build.json", &j, err, errlen);
-	json_free(&j);
-	if (rc < 0)
-		return rc;
+	if (write_json(run_dir, "build.json",
+		       json_pack("{s:o, s:o, s:o, s:s, s:{s:s, s:I, s:o}}",
+				 "stork_version", sj_text(stork_version()),
+				 "git_describe", sj_text(stork_git_describe()),
+				 "compiler", sj_text(stork_compiler()),
+				 "built", __DATE__ " " __TIME__,
+				 "libraries", "slurm", slurm,
+				 "hwloc_api", (json_int_t)hwloc_get_api_version(),
+				 "yaml", sj_text(yaml_get_version_string())),
+		       err, errlen) < 0)
+		return -1;
 
 	gethostname(host, sizeof host - 1);
 	uname(&u);
-	json_init(&j, JSON_PRETTY);
-	json_begin_object(&j);
-	json_key_string(&j, "host", host);
-	json_key_string(&j, "kernel", u.release);
-	json_key_string(&j, "machine", u.machine);
-	json_key_int(&j, "online_cpus", sysconf(_SC_NPROCESSORS_ONLN));
-	json_end_object(&j);
-	rc = write_json(run_dir, "host.json", &j, err, errlen);
-	json_free(&j);
-	return rc;
+	return write_json(run_dir, "host.json",
+			  json_pack("{s:o, s:o, s:o, s:I}", "host", sj_text(host),
+				    "kernel", sj_text(u.release), "machine", sj_text(u.machine),
+				    "online_cpus", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN)),
+			  err, errlen);
 }

@@ -21,7 +21,35 @@ setup() {
 	run "$STORK" run tiny.yaml --set run.name=old
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"resumed from"*"step_00000002 at step 2"* ]]
+	[[ "$output" == *"step_00000002 has a manifest of the first format"*"verified with its older checksum"*"resumed from"*"step_00000002 at step 2"* ]]
 	[ "$(losses old | wc -l)" -eq 2 ]
 	diff <(losses full | tail -2) <(losses old)
+	# A checkpoint written now names its hash, and resumes without the notice.
+	grep -q '"hash": "xxh3-64"' runs/old__job=local__task=0/checkpoints/step_00000004/manifest.json
+	run "$STORK" run tiny.yaml --set run.name=old --set train.steps=5
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"resumed from"*"step_00000004 at step 4"* ]]
+	[[ "$output" != *"first format"* ]]
+}
+
+@test "the first format's checksum still catches a changed byte" {
+	cp -r "$abs_top_srcdir"/t/data/ckpt-v1/. .
+	mkdir -p runs/old__job=local__task=0/checkpoints
+	cp -r step_00000002 runs/old__job=local__task=0/checkpoints/
+	ln -s step_00000002 runs/old__job=local__task=0/checkpoints/latest
+	chmod u+w runs/old__job=local__task=0/checkpoints/step_00000002/model.bin
+	printf '\x01' | dd of=runs/old__job=local__task=0/checkpoints/step_00000002/model.bin bs=1 seek=5000 conv=notrunc status=none
+	run "$STORK" run tiny.yaml --set run.name=old
+	echo "$output"
+	[[ "$output" == *"step_00000002 is not usable"*"model.bin: checksum"*"the manifest says 5ba6836b41bbc447"* ]]
+	[[ "$output" != *"resumed from"* ]]
+}
+
+@test "a manifest naming an unknown hash is refused with its name" {
+	"$STORK" run tiny.yaml --set run.name=a --set train.steps=4 --set checkpoint.every=2 >/dev/null
+	sed -i 's/"xxh3-64"/"sha3-512"/' runs/a__job=local__task=0/checkpoints/step_00000004/manifest.json
+	run "$STORK" run tiny.yaml --set run.name=a --set train.steps=6 --set checkpoint.every=2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"step_00000004 is not usable"*'checksums of an unknown kind ("hash": sha3-512)'*"resuming from the older checkpoint"*"step_00000002"* ]]
 }
