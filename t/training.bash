@@ -63,3 +63,74 @@ wait_step() {
 	echo "no step $2 in $1 after $3 s" >&2
 	return 1
 }
+
+# The fields stork(1) documents for each JSON file of a run directory, as
+# jq tests (see FILES there).
+RUN_JSON_DEFS='
+def str(k): (.[k] | type) == "string";
+def num(k): (.[k] | type) == "number";
+def hex(k): (.[k] | type) == "string" and (.[k] | test("^[0-9a-f]{16}$"));
+def failure: . == null or (
+	(.rank == null or (.rank | type) == "number") and str("host") and num("pid") and
+	(.exit_code == null or (.exit_code | type) == "number") and
+	(.signal == null or (.signal | type) == "string") and
+	str("time") and num("timestamp") and num("last_step") and str("what") and
+	(.secondary | type) == "boolean");
+def exit_info: str("reason") and num("exit_code") and has("first_failure") and
+	(.first_failure | failure) and
+	(.last_checkpoint == null or (.last_checkpoint | str("path") and num("step"))) and
+	num("restart_count") and str("job_id") and str("step_id") and str("message");
+def bindings: type == "array" and length > 0 and
+	all(.[]; num("local_rank") and num("gpu") and str("cpus") and num("numa") and num("threads"));
+def slurm_env: (.slurm | type) == "object" and str("rendezvous") and num("rendezvous_seconds") and
+	num("world_size") and num("job_end_time") and
+	((has("parallel") | not) or (.parallel | num("dp") and num("tp") and num("pp") and num("zero") and
+		str("rank_order") and (.stage_layers | type) == "array")) and
+	(.nodes | type == "array" and length > 0 and all(.[]; num("node_rank") and str("host") and
+		num("pid") and num("rank_base") and num("local_ranks") and (.ranks | bindings) and
+		(.ranks | length) == .local_ranks));
+def manifest: num("step") and num("shards") and .hash == "xxh3-64" and
+	(.files | type == "array" and length > 0 and all(.[]; str("name") and num("size") and hex("checksum")));
+def state: num("step") and (.train_data | num("epoch") and num("shard") and num("sample") and hex("rng")) and
+	hex("config_hash") and hex("model_hash") and num("restart_count") and
+	((has("layout") | not) or (.layout | num("world") and num("dp") and num("tp") and num("pp") and num("zero")));
+def metric: num("ts") and str("job_id") and num("rank") and str("host") and num("step") and
+	str("metric") and (.value == null or (.value | type) == "number") and str("unit");
+'
+
+# check_run_json DIR: every JSON file of the run directory DIR parses and
+# holds the documented fields (a file no one documented fails too), and
+# every metrics line does; prints the number of JSON files checked.
+check_run_json() {
+	local dir=$1 f prog n=0 bad=0
+	while IFS= read -r f; do
+		case ${f#"$dir"/} in
+		exit_info.json) prog='exit_info and num("nodes")' ;;
+		exit_info.node-*.json) prog='exit_info and num("node_rank") and str("host")' ;;
+		config/slurm_env.json) prog=slurm_env ;;
+		provenance/build.json) prog='str("stork_version") and str("git_describe") and str("compiler") and str("built") and (.libraries | str("slurm") and num("hwloc_api") and str("yaml"))' ;;
+		provenance/host.json) prog='str("host") and str("kernel") and str("machine") and num("online_cpus")' ;;
+		provenance/libraries.json) prog='str("pmix") and str("ucx") and str("blas") and (.cuda == null or (.cuda | type) == "string") and num("cuda_devices")' ;;
+		checkpoints/step_*/manifest.json) prog=manifest ;;
+		checkpoints/step_*/state.json) prog=state ;;
+		*)
+			echo "check_run_json: $f is not documented in stork(1)" >&2
+			bad=1
+			continue
+			;;
+		esac
+		if ! jq -e "$RUN_JSON_DEFS $prog" "$f" >/dev/null; then
+			echo "check_run_json: $f lacks documented fields ($prog)" >&2
+			bad=1
+		fi
+		n=$((n + 1))
+	done < <(find "$dir" -name '*.json' -not -path '*/checkpoints/*.tmp/*')
+	for f in "$dir"/logs/*.metrics.jsonl; do
+		if ! jq -e -s "$RUN_JSON_DEFS length > 0 and all(.[]; metric)" "$f" >/dev/null; then
+			echo "check_run_json: a line of $f lacks documented fields" >&2
+			bad=1
+		fi
+	done
+	echo "$n"
+	return $bad
+}

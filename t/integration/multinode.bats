@@ -62,6 +62,13 @@ two_node_job() {
 	grep -q '"reason": "completed"' "$DIR/exit_info.json"
 	[ -s "$DIR/exit_info.node-001.json" ]
 	[ "$(readlink "$DIR/checkpoints/latest")" = step_00000050 ]
+	# Every JSON file both nodes left, with the fields stork(1) documents:
+	# exit_info.json and each node's two, slurm_env.json, three provenance
+	# files, manifest and state of steps 25 and 50.
+	run check_run_json "$DIR"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "${lines[-1]}" -eq 13 ]
 	nodes_idle
 }
 

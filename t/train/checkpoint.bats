@@ -53,3 +53,18 @@ setup() {
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"step_00000004 is not usable"*'checksums of an unknown kind ("hash": sha3-512)'*"resuming from the older checkpoint"*"step_00000002"* ]]
 }
+
+@test "every JSON file a 2-rank run leaves holds the fields stork(1) documents" {
+	"$STORK" run tiny.yaml --set run.name=a --set checkpoint.every=5 --local-ranks 2 >/dev/null
+	run check_run_json runs/a__job=local__task=0
+	echo "$output"
+	[ "$status" -eq 0 ]
+	# exit_info.json, node-000 and its attempt's file, slurm_env.json, three
+	# provenance files, manifest and state of the 3 checkpoints kept.
+	[ "${lines[-1]}" -eq 13 ]
+	# A field gone is caught.
+	sed -i 's/"rank_base"/"base"/' runs/a__job=local__task=0/config/slurm_env.json
+	run check_run_json runs/a__job=local__task=0
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"slurm_env.json lacks documented fields"* ]]
+}

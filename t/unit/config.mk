@@ -1,12 +1,15 @@
 # t/unit/config.mk: see t/local.mk.
-check_PROGRAMS += t/unit/check_config t/unit/check_json t/unit/check_atomic
-TESTS += t/unit/check_config t/unit/check_json t/unit/check_atomic
+check_PROGRAMS += t/unit/check_config t/unit/check_json t/unit/check_atomic t/unit/check_exit_info
+TESTS += t/unit/check_config t/unit/check_json t/unit/check_atomic t/unit/check_exit_info
 t_unit_check_config_SOURCES = t/unit/check_config.c
 t_unit_check_config_CFLAGS = $(UNIT_CFLAGS)
 t_unit_check_config_LDADD = $(UNIT_LIBS)
 t_unit_check_json_SOURCES = t/unit/check_json.c
 t_unit_check_json_CFLAGS = $(UNIT_CFLAGS)
 t_unit_check_json_LDADD = $(UNIT_LIBS)
+t_unit_check_exit_info_SOURCES = t/unit/check_exit_info.c
+t_unit_check_exit_info_CFLAGS = $(UNIT_CFLAGS)
+t_unit_check_exit_info_LDADD = $(UNIT_LIBS)
 t_unit_check_atomic_SOURCES = t/unit/check_atomic.c
 t_unit_check_atomic_CFLAGS = $(UNIT_CFLAGS)
 t_unit_check_atomic_LDADD = $(UNIT_LIBS)
@@ -33,4 +36,7 @@ EXTRA_DIST += \
 	t/data/config/err_zero.yaml t/data/config/err_device.yaml t/data/config/err_precision.yaml t/data/config/err_tensor_cuda.yaml t/data/config/err_nonfinite.yaml \
 	t/data/config/err_zero_size.yaml \
 	t/data/config/full.yaml \
-	t/data/config/reordered.yaml
+	t/data/config/reordered.yaml \
+	t/data/ckpt-v1/tiny.yaml t/data/ckpt-v1/data/docs_train.bin t/data/ckpt-v1/data/docs_val.bin \
+	t/data/ckpt-v1/step_00000002/manifest.json t/data/ckpt-v1/step_00000002/model.bin \
+	t/data/ckpt-v1/step_00000002/optimizer.bin t/data/ckpt-v1/step_00000002/state.json

@@ -1,0 +1,170 @@
+/*
+ * t/unit/check_exit_info.c - exit_info files between nodes: node 0 reads
+ * what the other nodes' launchers wrote, and a file another node left
+ * damaged (cut short, fields of the wrong type) is named in the summary,
+ * never half used and never a crash.
+ */
+#include "config.h"
+#include "lib/exit_codes.h"
+#include "lib/exit_info.h"
+#include "lib/stork_json.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[64], err[1024];
+
+static void make_dir(void)
+{
+	snprintf(dir, sizeof dir, "/tmp/check_exit_info.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void remove_dir(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Node n's record of attempt 0, written as its launcher does. */
+static void write_node(int n, int code, const char *message)
+{
+	struct exit_info e;
+
+	exit_info_init(&e, code, n);
+	e.restart_count = 0;
+	snprintf(e.message, sizeof e.message, "%s", message);
+	ck_assert_msg(exit_info_write_node(dir, &e, err, sizeof err) == 0, "%s", err);
+}
+
+static void node_path(int n, char *path, size_t len)
+{
+	snprintf(path, len, "%s/exit_info.node-%03d.restart-0.json", dir, n);
+}
+
+static void overwrite(int n, const char *text)
+{
+	char path[256];
+	FILE *f;
+
+	node_path(n, path, sizeof path);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+START_TEST(two_nodes_summarise_to_the_worse_reason)
+{
+	struct exit_info sum;
+	json_t *v;
+	char path[256];
+
+	make_dir();
+	write_node(0, STORK_EXIT_OK, "completed 20 steps");
+	write_node(1, STORK_EXIT_CHECKPOINT_FAILED, "cannot write shard-00003.bin");
+	ck_assert_int_eq(exit_info_summarise(dir, 2, 0, 0, &sum, err, sizeof err),
+			 STORK_EXIT_CHECKPOINT_FAILED);
+	snprintf(path, sizeof path, "%s/exit_info.json", dir);
+	v = sj_load_file(path, err, sizeof err);
+	ck_assert_msg(v, "%s", err);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "reason")), "checkpoint_failed");
+	ck_assert_int_eq(sj_int(v, "exit_code", -1), STORK_EXIT_CHECKPOINT_FAILED);
+	ck_assert_int_eq(sj_int(v, "nodes", -1), 2);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "message")),
+			 "cannot write shard-00003.bin");
+	json_decref(v);
+	remove_dir();
+}
+END_TEST
+
+START_TEST(a_truncated_node_file_is_named)
+{
+	struct exit_info sum;
+	char path[256];
+
+	make_dir();
+	write_node(0, STORK_EXIT_OK, "completed 20 steps");
+	overwrite(1, "{\n  \"reason\": \"compl");
+	node_path(1, path, sizeof path);
+	ck_assert_int_eq(exit_info_summarise(dir, 2, 0, 0, &sum, err, sizeof err),
+			 STORK_EXIT_RANK_FAILED);
+	ck_assert_msg(strstr(sum.message, "node(s) 1 wrote no readable exit_info file"), "%s",
+		      sum.message);
+	/* The file, with the line of the fault. */
+	ck_assert_msg(strstr(sum.message, path) && strstr(sum.message, ".json:2:"), "%s",
+		      sum.message);
+	remove_dir();
+}
+END_TEST
+
+START_TEST(a_node_file_of_wrong_types_is_named)
+{
+	struct exit_info sum;
+	char path[256];
+
+	make_dir();
+	write_node(0, STORK_EXIT_OK, "completed 20 steps");
+	overwrite(1, "{\"reason\": \"completed\", \"exit_code\": \"0\"}");
+	node_path(1, path, sizeof path);
+	ck_assert_int_eq(exit_info_summarise(dir, 2, 0, 0, &sum, err, sizeof err),
+			 STORK_EXIT_RANK_FAILED);
+	ck_assert_msg(strstr(sum.message, path) && strstr(sum.message, "not an exit_info record"),
+		      "%s", sum.message);
+	/* An array where an object belongs. */
+	overwrite(1, "[1, 2, 3]");
+	ck_assert_int_eq(exit_info_summarise(dir, 2, 0, 0, &sum, err, sizeof err),
+			 STORK_EXIT_RANK_FAILED);
+	ck_assert_msg(strstr(sum.message, "not an exit_info record"), "%s", sum.message);
+	remove_dir();
+}
+END_TEST
+
+START_TEST(a_message_that_is_not_utf8_still_makes_a_valid_file)
+{
+	struct exit_info sum;
+	char path[256];
+	json_t *v;
+
+	make_dir();
+	write_node(0, STORK_EXIT_RANK_FAILED, "cannot open /data/m\xe9t\xe9o.bin");
+	ck_assert_int_eq(exit_info_summarise(dir, 1, 0, 0, &sum, err, sizeof err),
+			 STORK_EXIT_RANK_FAILED);
+	snprintf(path, sizeof path, "%s/exit_info.json", dir);
+	v = sj_load_file(path, err, sizeof err);
+	ck_assert_msg(v, "%s", err);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "message")),
+			 "cannot open /data/m\xef\xbf\xbdt\xef\xbf\xbdo.bin");
+	json_decref(v);
+	remove_dir();
+}
+END_TEST
+
+static Suite *exit_info_suite(void)
+{
+	Suite *s = suite_create("exit_info");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, two_nodes_summarise_to_the_worse_reason);
+	tcase_add_test(tc, a_truncated_node_file_is_named);
+	tcase_add_test(tc, a_node_file_of_wrong_types_is_named);
+	tcase_add_test(tc, a_message_that_is_not_utf8_still_makes_a_valid_file);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(exit_info_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
