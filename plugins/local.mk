@@ -8,7 +8,7 @@ plugins_spank_stork_la_SOURCES = \
 	plugins/stork_local.c plugins/stork_local.h \
 	plugins/stork_slurmstepd.c plugins/stork_slurmstepd.h \
 	plugins/stork_args.c plugins/stork_args.h \
-	plugins/stork_config.c plugins/stork_config.h
+	plugins/plugin_args.c plugins/plugin_args.h
 plugins_spank_stork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) -fstack-protector-strong
 plugins_spank_stork_la_LDFLAGS = -module -avoid-version -shared \
 	-Wl,--version-script=$(srcdir)/plugins/spank_stork.lds \

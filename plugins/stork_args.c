@@ -92,7 +92,7 @@ struct stork_args *stork_args_register(spank_t sp)
 	return &stork_args;
 }
 
-int stork_args_resolve(spank_t sp, const struct stork_config *config, char *err, size_t errlen)
+int stork_args_resolve(spank_t sp, const struct plugin_args *plugstack, char *err, size_t errlen)
 {
 	char buf[256];
 	const char *v;
@@ -114,11 +114,11 @@ int stork_args_resolve(spank_t sp, const struct stork_config *config, char *err,
 		stork_args.env = on;
 	}
 	if (stork_args.bind_set < 0) {
-		stork_args.mode = config->default_on ? BIND_AUTO : BIND_NONE;
+		stork_args.mode = plugstack->default_on ? BIND_AUTO : BIND_NONE;
 		stork_args.verbose = false;
 	}
 	if (stork_args.env < 0)
-		stork_args.env = config->default_on;
+		stork_args.env = plugstack->default_on;
 	return 0;
 }
 

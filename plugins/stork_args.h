@@ -5,15 +5,15 @@
  * them) so the precedence is: plugstack default < STORK_BIND / STORK_ENV <
  * command line.
  */
-#ifndef STORK_PLUGIN_ARGS_H
-#define STORK_PLUGIN_ARGS_H
+#ifndef STORK_PLUGINS_STORK_ARGS_H
+#define STORK_PLUGINS_STORK_ARGS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <slurm/spank.h>
 
 #include "lib/bind.h"
-#include "plugins/stork_config.h"
+#include "plugins/plugin_args.h"
 
 struct stork_args {
 	int bind_set;		/* -1 unset, 1 set */
@@ -31,7 +31,7 @@ struct stork_args *stork_args_register(spank_t sp);
  * then from the plugstack default. Returns 0, or -1 with a message naming
  * the variable, its bad value and the valid ones in err.
  */
-int stork_args_resolve(spank_t sp, const struct stork_config *config, char *err, size_t errlen);
+int stork_args_resolve(spank_t sp, const struct plugin_args *plugstack, char *err, size_t errlen);
 
 /* Forget every value (exit). */
 void stork_args_reset(void);

@@ -7,16 +7,16 @@
 #include "config.h"
 
 #include "plugins/stork_args.h"
-#include "plugins/stork_config.h"
+#include "plugins/plugin_args.h"
 #include "plugins/stork_local.h"
 
-static struct stork_config config;
+static struct plugin_args plugstack;
 
 int stork_local_init(spank_t sp, int ac, char **av)
 {
 	char err[512];
 
-	if (stork_config_parse(&config, ac, av, err, sizeof(err)) < 0) {
+	if (plugin_args_parse(&plugstack, ac, av, err, sizeof(err)) < 0) {
 		slurm_error("stork: %s; fix plugstack.conf", err);
 		return -1;
 	}
@@ -29,7 +29,7 @@ int stork_local_post_opt(spank_t sp, int ac, char **av)
 {
 	char err[512];
 
-	if (stork_args_resolve(sp, &config, err, sizeof(err)) < 0) {
+	if (stork_args_resolve(sp, &plugstack, err, sizeof(err)) < 0) {
 		slurm_error("stork: %s", err);
 		return -1;
 	}

@@ -27,7 +27,7 @@
 #include "lib/bind.h"
 #include "lib/topology.h"
 #include "plugins/stork_args.h"
-#include "plugins/stork_config.h"
+#include "plugins/plugin_args.h"
 #include "plugins/stork_slurmstepd.h"
 
 #define MAX_GPUS 1024
@@ -41,7 +41,7 @@ struct step_info {
 };
 
 static struct {
-	struct stork_config config;
+	struct plugin_args plugstack;
 	struct stork_args *args;
 	bool enabled;
 	struct step_info step;
@@ -55,7 +55,7 @@ int stork_slurmstepd_init(spank_t sp, int ac, char **av)
 {
 	char err[512];
 
-	if (stork_config_parse(&context.config, ac, av, err, sizeof(err)) < 0) {
+	if (plugin_args_parse(&context.plugstack, ac, av, err, sizeof(err)) < 0) {
 		slurm_error("stork: %s; fix plugstack.conf", err);
 		return -1;
 	}
@@ -102,7 +102,7 @@ int stork_slurmstepd_post_opt(spank_t sp, int ac, char **av)
 	    context.step.step_id == SLURM_INTERACTIVE_STEP)
 		return 0;
 	context.enabled = true;
-	if (stork_args_resolve(sp, &context.config, err, sizeof(err)) < 0)
+	if (stork_args_resolve(sp, &context.plugstack, err, sizeof(err)) < 0)
 		keep_error(err);
 	else if (context.args->mode == BIND_NONE && !context.args->env && !context.args->verbose)
 		context.enabled = false;
@@ -127,7 +127,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 
 	if (!context.enabled || context.user_init_rv != 0 || context.args->mode == BIND_NONE)
 		return 0;
-	xml = context.config.topology[0] ? context.config.topology : NULL;
+	xml = context.plugstack.topology[0] ? context.plugstack.topology : NULL;
 	context.topo = topo_load(xml, err, sizeof(err));
 	if (context.topo == NULL) {
 		snprintf(msg, sizeof(msg), "%s; fix topology= in plugstack.conf or run with "
@@ -232,7 +232,8 @@ static int set_rank_env(spank_t sp, uint32_t rank, int local, const struct bind_
 		slurm_error("stork: rank %u: cannot take the first host of node list '%s'", rank, nodes);
 		return -1;
 	}
-	port = bind_master_port(s->job_id, s->step_id, context.config.port_base, context.config.port_range);
+	port = bind_master_port(s->job_id, s->step_id, context.plugstack.port_base,
+				context.plugstack.port_range);
 	if (set_env(sp, "RANK", "%u", rank) < 0 || set_env(sp, "LOCAL_RANK", "%d", local) < 0 ||
 	    set_env(sp, "WORLD_SIZE", "%u", s->total_tasks) < 0 ||
 	    set_env(sp, "LOCAL_WORLD_SIZE", "%u", s->local_tasks) < 0 ||
@@ -264,7 +265,7 @@ static int make_plan(spank_t sp, int local, struct bind_plan *plan, char *err, s
 	};
 	if (context.topo == NULL) {
 		/* Mode none loads no topology: the plan is the task's own mask. */
-		if ((context.topo = topo_load(context.config.topology[0] ? context.config.topology : NULL,
+		if ((context.topo = topo_load(context.plugstack.topology[0] ? context.plugstack.topology : NULL,
 					      err, errlen)) == NULL)
 			goto fail;
 	}

@@ -2,7 +2,7 @@
 # environment helpers and the plugin's plugstack arguments (see t/local.mk).
 check_PROGRAMS += t/unit/check_bind
 TESTS += t/unit/check_bind
-t_unit_check_bind_SOURCES = t/unit/check_bind.c plugins/stork_config.c
+t_unit_check_bind_SOURCES = t/unit/check_bind.c plugins/plugin_args.c
 t_unit_check_bind_CFLAGS = $(UNIT_CFLAGS) $(HWLOC_CFLAGS)
 t_unit_check_bind_LDADD = $(UNIT_LIBS) $(HWLOC_LIBS) $(SLURM_LIBS)
 EXTRA_DIST += \

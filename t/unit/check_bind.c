@@ -18,7 +18,7 @@
 
 #include "lib/bind.h"
 #include "lib/topology.h"
-#include "plugins/stork_config.h"
+#include "plugins/plugin_args.h"
 
 static struct topo *load(const char *name)
 {
@@ -394,28 +394,28 @@ END_TEST
 
 START_TEST(test_plugstack_arguments_strict)
 {
-	struct stork_config c;
+	struct plugin_args c;
 	char err[512];
 	char *ok[] = { "default=off", "topology=/etc/stork/topo.xml", "port_base=20000", "port_range=100" };
 	char *unknown[] = { "defaults=on" }, *badbool[] = { "default=maybe" },
 	     *badport[] = { "port_base=70000" }, *zero[] = { "port_range=0" },
 	     *past[] = { "port_base=65000", "port_range=1000" };
 
-	ck_assert_int_eq(stork_config_parse(&c, 0, NULL, err, sizeof(err)), 0);
+	ck_assert_int_eq(plugin_args_parse(&c, 0, NULL, err, sizeof(err)), 0);
 	ck_assert(c.default_on);
 	ck_assert_uint_eq(c.port_base, STORK_DEFAULT_PORT_BASE);
-	ck_assert_int_eq(stork_config_parse(&c, 4, ok, err, sizeof(err)), 0);
+	ck_assert_int_eq(plugin_args_parse(&c, 4, ok, err, sizeof(err)), 0);
 	ck_assert(!c.default_on);
 	ck_assert_str_eq(c.topology, "/etc/stork/topo.xml");
 	ck_assert_uint_eq(c.port_base, 20000);
 	ck_assert_uint_eq(c.port_range, 100);
-	ck_assert_int_eq(stork_config_parse(&c, 1, unknown, err, sizeof(err)), -1);
+	ck_assert_int_eq(plugin_args_parse(&c, 1, unknown, err, sizeof(err)), -1);
 	ck_assert_ptr_nonnull(strstr(err, "unknown plugstack argument 'defaults=on'"));
-	ck_assert_int_eq(stork_config_parse(&c, 1, badbool, err, sizeof(err)), -1);
+	ck_assert_int_eq(plugin_args_parse(&c, 1, badbool, err, sizeof(err)), -1);
 	ck_assert_ptr_nonnull(strstr(err, "'maybe'"));
-	ck_assert_int_eq(stork_config_parse(&c, 1, badport, err, sizeof(err)), -1);
-	ck_assert_int_eq(stork_config_parse(&c, 1, zero, err, sizeof(err)), -1);
-	ck_assert_int_eq(stork_config_parse(&c, 2, past, err, sizeof(err)), -1);
+	ck_assert_int_eq(plugin_args_parse(&c, 1, badport, err, sizeof(err)), -1);
+	ck_assert_int_eq(plugin_args_parse(&c, 1, zero, err, sizeof(err)), -1);
+	ck_assert_int_eq(plugin_args_parse(&c, 2, past, err, sizeof(err)), -1);
 	ck_assert_ptr_nonnull(strstr(err, "65535"));
 }
 END_TEST

@@ -1,6 +1,6 @@
 /*
- * plugins/stork_config.c - parse the plugstack.conf arguments of spank_stork.so
- * (see stork_config.h and spank_stork(8)). No Slurm types: unit-tested directly.
+ * plugins/plugin_args.c - parse the plugstack.conf arguments of spank_stork.so
+ * (see plugin_args.h and spank_stork(8)). No Slurm types: unit-tested directly.
  */
 #include "config.h"
 
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "lib/bind.h"
-#include "plugins/stork_config.h"
+#include "plugins/plugin_args.h"
 
 static const char *value_of(const char *arg, const char *key)
 {
@@ -17,7 +17,7 @@ static const char *value_of(const char *arg, const char *key)
 	return strncmp(arg, key, n) == 0 && arg[n] == '=' ? arg + n + 1 : NULL;
 }
 
-static int parse_one(struct stork_config *c, const char *arg, char *err, size_t errlen)
+static int parse_one(struct plugin_args *c, const char *arg, char *err, size_t errlen)
 {
 	const char *v;
 	int n;
@@ -51,18 +51,18 @@ bad:
 	return -1;
 }
 
-int stork_config_parse(struct stork_config *config, int ac, char **av, char *err, size_t errlen)
+int plugin_args_parse(struct plugin_args *args, int ac, char **av, char *err, size_t errlen)
 {
-	memset(config, 0, sizeof(*config));
-	config->default_on = true;
-	config->port_base = STORK_DEFAULT_PORT_BASE;
-	config->port_range = STORK_DEFAULT_PORT_RANGE;
+	memset(args, 0, sizeof(*args));
+	args->default_on = true;
+	args->port_base = STORK_DEFAULT_PORT_BASE;
+	args->port_range = STORK_DEFAULT_PORT_RANGE;
 	for (int i = 0; i < ac; i++)
-		if (parse_one(config, av[i], err, errlen) < 0)
+		if (parse_one(args, av[i], err, errlen) < 0)
 			return -1;
-	if (config->port_base + config->port_range - 1 > 65535) {
+	if (args->port_base + args->port_range - 1 > 65535) {
 		snprintf(err, errlen, "plugstack arguments port_base=%u port_range=%u reach past port 65535",
-			 config->port_base, config->port_range);
+			 args->port_base, args->port_range);
 		return -1;
 	}
 	return 0;
