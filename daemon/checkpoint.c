@@ -14,6 +14,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/fault.h"
+#include "lib/io.h"
 #include "lib/stork_json.h"
 
 #include <dirent.h>
@@ -136,24 +137,6 @@ out:
 }
 
 /* ------------------------------------------------------------- writing */
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n > 0) {
-		ssize_t w = write(fd, c, n < (1u << 30) ? n : (1u << 30));
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 /* A piece of a file being written. */
 struct span {
@@ -844,18 +827,10 @@ static int load_full_plain(const char *dir, struct ckpt_full *f, char *err, size
 	return 0;
 }
 
+/* All n bytes at offset at; a file that ends first is an error. */
 static int read_exact(int fd, void *buf, size_t n, off_t at)
 {
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t k = pread(fd, (char *)buf + got, n - got, at + (off_t)got);
-
-		if (k <= 0)
-			return -1;
-		got += (size_t)k;
-	}
-	return 0;
+	return pread_all(fd, buf, n, at) == (ssize_t)n ? 0 : -1;
 }
 
 /* Open shard k of dir and read its header; checks it belongs to layout l. */

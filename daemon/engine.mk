@@ -1,5 +1,6 @@
 # daemon/engine.mk: the training engine's model, optimizer and benchmark
-# (see daemon/local.mk). Programs link $(ENGINE_LIBS).
+# (see daemon/local.mk). Programs link $(ENGINE_LIBS) lib/libstork.la (the
+# model file is read with lib/io.h).
 noinst_LIBRARIES += daemon/libengine.a
 daemon_libengine_a_SOURCES = \
 	daemon/model.c daemon/model.h \
@@ -13,4 +14,4 @@ ENGINE_LIBS = daemon/libengine.a $(KERNELS_LIBS) $(COMM_LIBS)
 # bench-train: bench_train() on its own, e.g. the GPT-2 124M figures.
 noinst_PROGRAMS += daemon/bench-train
 daemon_bench_train_SOURCES = daemon/bench_train_main.c
-daemon_bench_train_LDADD = $(ENGINE_LIBS)
+daemon_bench_train_LDADD = $(ENGINE_LIBS) lib/libstork.la

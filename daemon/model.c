@@ -16,6 +16,7 @@
 #include "config.h"
 #include "daemon/model.h"
 #include "daemon/tensor_parallel.h"
+#include "lib/io.h"
 #include "lib/rng.h"
 
 #include <errno.h>
@@ -614,19 +615,15 @@ struct load_args {
 static int load_one(void *arg, int t, int l, size_t full_off, float *local)
 {
 	struct load_args *a = arg;
-	size_t bytes = full_chunk(a->c, t) * sizeof(float), got = 0;
+	size_t bytes = full_chunk(a->c, t) * sizeof(float);
 	off_t at = (off_t)(GPT2_HEADER_INTS * sizeof(int32_t) + full_off * sizeof(float));
+	ssize_t k = pread_all(a->fd, a->tmp, bytes, at);
 
 	(void)l;
-	while (got < bytes) {
-		ssize_t k = pread(a->fd, (char *)a->tmp + got, bytes - got, at + (off_t)got);
-
-		if (k <= 0) {
-			snprintf(a->err, a->errlen, "%s: truncated while reading the parameters%s%s",
-				 a->path, k < 0 ? ": " : "", k < 0 ? strerror(errno) : "");
-			return -1;
-		}
-		got += (size_t)k;
+	if (k != (ssize_t)bytes) {
+		snprintf(a->err, a->errlen, "%s: truncated while reading the parameters%s%s",
+			 a->path, k < 0 ? ": " : "", k < 0 ? strerror(errno) : "");
+		return -1;
 	}
 	copy_chunk(a->c, a->s, t, a->tmp, local, 1);
 	return 0;

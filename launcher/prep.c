@@ -14,7 +14,9 @@
 #include "config.h"
 #include "daemon/data.h"
 #include "launcher/prep.h"
+#include "lib/atomic_file.h"
 #include "lib/exit_codes.h"
+#include "lib/io.h"
 #include "lib/log.h"
 
 #include <errno.h>
@@ -56,23 +58,6 @@ static void usage(FILE *out)
 		"                 its extension)\n", PREP_EOT, PREP_VOCAB_SIZE);
 }
 
-static int write_all(int fd, const void *p, size_t n, off_t off)
-{
-	while (n) {
-		ssize_t w = off < 0 ? write(fd, p, n) : pwrite(fd, p, n, off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p = (const char *)p + w;
-		n -= (size_t)w;
-		if (off >= 0)
-			off += w;
-	}
-	return 0;
-}
-
 static int out_open(struct shard_out *o, const char *dir, const char *name, const char *kind)
 {
 	static const char zero[DATA_HEADER_BYTES];
@@ -86,7 +71,7 @@ static int out_open(struct shard_out *o, const char *dir, const char *name, cons
 		stork_error("prep: cannot create %s: %s", o->tmp, strerror(errno));
 		return -1;
 	}
-	if (write_all(o->fd, zero, sizeof zero, -1)) {
+	if (write_all(o->fd, zero, sizeof zero)) {
 		stork_error("prep: cannot write %s: %s", o->tmp, strerror(errno));
 		return -1;
 	}
@@ -95,7 +80,7 @@ static int out_open(struct shard_out *o, const char *dir, const char *name, cons
 
 static int out_flush(struct shard_out *o)
 {
-	if (write_all(o->fd, o->buf, o->nbuf * sizeof o->buf[0], -1)) {
+	if (write_all(o->fd, o->buf, o->nbuf * sizeof o->buf[0])) {
 		stork_error("prep: cannot write %s: %s", o->tmp, strerror(errno));
 		return -1;
 	}
@@ -117,7 +102,7 @@ static int out_commit(struct shard_out *o)
 
 	if (out_flush(o))
 		return -1;
-	if (write_all(o->fd, h, sizeof h, 0) || fsync(o->fd)) {
+	if (pwrite_all(o->fd, h, sizeof h, 0) || fsync(o->fd)) {
 		stork_error("prep: cannot write %s: %s", o->tmp, strerror(errno));
 		return -1;
 	}
@@ -138,17 +123,6 @@ static void out_abandon(struct shard_out *o)
 		o->fd = -1;
 		unlink(o->tmp);
 	}
-}
-
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
-
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
 }
 
 /* The split state: tokens before `split` go to train; see the top comment. */

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 #include "lib/atomic_file.h"
+#include "lib/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,21 +78,6 @@ int fsync_parent(const char *path)
 	free(copy);
 	errno = e;
 	return rc;
-}
-
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
 }
 
 int atomic_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen)

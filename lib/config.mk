@@ -1,7 +1,8 @@
 # lib/config.mk: see lib/local.mk.
-# The configuration (stork.yaml), the JSON files of the run directory, and
-# crash-safe file replacement.
+# The configuration (stork.yaml), the JSON files of the run directory,
+# crash-safe file replacement and the whole reads and writes under it.
 lib_libstork_la_SOURCES += \
 	lib/stork_config.c lib/stork_config.h \
 	lib/stork_json.c lib/stork_json.h \
-	lib/atomic_file.c lib/atomic_file.h
+	lib/atomic_file.c lib/atomic_file.h \
+	lib/io.c lib/io.h

@@ -136,8 +136,11 @@ static void set_socket_options(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-/* Write all of buf to a non-blocking fd by the deadline. 0, or -1 with errno. */
-static int write_all(int fd, const void *buf, size_t len, double deadline)
+/*
+ * Send all of buf on a non-blocking socket by the deadline (not lib/io.h's
+ * write_all: that one blocks, this one waits with poll). 0, or -1 with errno.
+ */
+static int send_all(int fd, const void *buf, size_t len, double deadline)
 {
 	const unsigned char *p = buf;
 
@@ -159,10 +162,10 @@ static int write_all(int fd, const void *buf, size_t len, double deadline)
 }
 
 /*
- * Read exactly len bytes from a non-blocking fd by the deadline. 0, or -1
+ * Receive exactly len bytes on a non-blocking socket by the deadline. 0, or -1
  * with errno (ETIMEDOUT at the deadline, ECONNRESET for an early end).
  */
-static int read_all(int fd, void *buf, size_t len, double deadline)
+static int recv_all(int fd, void *buf, size_t len, double deadline)
 {
 	unsigned char *p = buf;
 
@@ -201,7 +204,7 @@ static void send_error(int fd, const char *msg, double deadline)
 	put32(b + 12, 0);
 	put64(b + 16, mlen);
 	memcpy(b + 24, msg, mlen);
-	(void)write_all(fd, b, REPLY_LEN + 8 + mlen, deadline);
+	(void)send_all(fd, b, REPLY_LEN + 8 + mlen, deadline);
 	free(b);
 }
 
@@ -489,7 +492,7 @@ static int serve(const struct rdv_params *p, struct rdv_peer *peers, double dead
 	}
 	double send_deadline = rdv_now() + SEND_GRACE;
 	for (int i = 1; i < p->count; i++)
-		if (write_all(fds[i], table, table_len, send_deadline) < 0)
+		if (send_all(fds[i], table, table_len, send_deadline) < 0)
 			stork_warn("rendezvous: could not send the table to launcher %d: %s", i,
 				   strerror(errno));
 	rc = 0;
@@ -590,7 +593,7 @@ static int read_table(const struct rdv_params *p, int fd, struct rdv_peer *peers
 {
 	for (int i = 0; i < p->count; i++) {
 		unsigned char lb[8];
-		if (read_all(fd, lb, 8, deadline) < 0)
+		if (recv_all(fd, lb, 8, deadline) < 0)
 			goto io_fail;
 		uint64_t l = get64(lb);
 		if (l > RDV_MAX_BLOB) {
@@ -605,7 +608,7 @@ static int read_table(const struct rdv_params *p, int fd, struct rdv_peer *peers
 			snprintf(err, errlen, "rendezvous: out of memory");
 			return -1;
 		}
-		if (read_all(fd, peers[i].blob, l, deadline) < 0)
+		if (recv_all(fd, peers[i].blob, l, deadline) < 0)
 			goto io_fail;
 	}
 	return 0;
@@ -621,13 +624,13 @@ static int read_error(const struct rdv_params *p, int fd, double deadline, char 
 	char msg[4096];
 	uint64_t l;
 
-	if (read_all(fd, lb, 8, deadline) < 0)
+	if (recv_all(fd, lb, 8, deadline) < 0)
 		l = 0;
 	else
 		l = get64(lb);
 	if (l >= sizeof msg)
 		l = sizeof msg - 1;
-	if (l && read_all(fd, msg, (size_t)l, deadline) < 0)
+	if (l && recv_all(fd, msg, (size_t)l, deadline) < 0)
 		l = 0;
 	msg[l] = '\0';
 	snprintf(err, errlen, "rendezvous: launcher %d: launcher 0 on %s:%u reports: %s", p->index,
@@ -657,8 +660,8 @@ static int join(const struct rdv_params *p, const void *blob, size_t len, struct
 		memcpy(hello + HELLO_LEN, blob, len);
 	if ((fd = connect_master(p, deadline, err, errlen)) < 0)
 		goto fail;
-	if (write_all(fd, hello, HELLO_LEN + len, reply_deadline) < 0 ||
-	    read_all(fd, reply, REPLY_LEN, reply_deadline) < 0) {
+	if (send_all(fd, hello, HELLO_LEN + len, reply_deadline) < 0 ||
+	    recv_all(fd, reply, REPLY_LEN, reply_deadline) < 0) {
 		snprintf(err, errlen, "rendezvous: launcher %d: launcher 0 on %s:%u accepted the "
 			 "connection but sent no table within %g s (%s); its own error names the "
 			 "launchers that did not arrive", p->index, p->addr, p->port, p->timeout,

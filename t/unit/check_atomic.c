@@ -2,16 +2,20 @@
  * t/unit/check_atomic.c - the promises of lib/atomic_file: a write replaces
  * the whole content and leaves no temporary file; a failed write leaves the
  * old file as it was and no temporary file; links are replaced in one step;
- * mkdir_p makes missing parents and reports a file in the way.
+ * mkdir_p makes missing parents and reports a file in the way. And those
+ * of lib/io, which it writes with: whole writes at the offset or at a
+ * position, whole reads that come back short only at the end of the file.
  *
  * Each test works in its own fresh directory under /tmp.
  */
 #include "config.h"
 #include "lib/atomic_file.h"
+#include "lib/io.h"
 
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
@@ -305,6 +309,29 @@ START_TEST(fsync_dir_reports_errors)
 }
 END_TEST
 
+START_TEST(whole_writes_and_reads)
+{
+	char buf[16] = "";
+	int fd = open(in_dir("io"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write_all(fd, "0123456789", 10), 0);
+	ck_assert_int_eq(pwrite_all(fd, "ab", 2, 3), 0);
+	ck_assert_int_eq(write_all(fd, "XY", 2), 0); /* pwrite_all left the offset at 10 */
+	ck_assert_int_eq(pread_all(fd, buf, 12, 0), 12);
+	ck_assert_int_eq(memcmp(buf, "012ab56789XY", 12), 0);
+	ck_assert_int_eq(pread_all(fd, buf, sizeof buf, 8), 4); /* short only at the end */
+	ck_assert_int_eq(pread_all(fd, buf, 4, 12), 0);
+	ck_assert_int_eq(pwrite_all(fd, "z", 1, -1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	close(fd);
+	ck_assert_int_eq(write_all(fd, "z", 1), -1);
+	ck_assert_int_eq(errno, EBADF);
+	ck_assert_int_eq(pread_all(fd, buf, 1, 0), -1);
+	ck_assert_int_eq(errno, EBADF);
+}
+END_TEST
+
 static Suite *atomic_suite(void)
 {
 	Suite *s = suite_create("atomic_file");
@@ -322,6 +349,7 @@ static Suite *atomic_suite(void)
 	tcase_add_test(tc, mkdir_p_creates_missing_parents);
 	tcase_add_test(tc, mkdir_p_reports_a_file_in_the_way);
 	tcase_add_test(tc, fsync_dir_reports_errors);
+	tcase_add_test(tc, whole_writes_and_reads);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,68 @@
+/* lib/io.c - see io.h. */
+#include "config.h"
+#include "lib/io.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+/* One call moves at most this much: well under what Linux does per call. */
+#define IO_CHUNK ((size_t)1 << 30)
+
+static size_t chunk(size_t n)
+{
+	return n < IO_CHUNK ? n : IO_CHUNK;
+}
+
+/* Both writes: at the file offset when off < 0, else at off. */
+static int write_whole(int fd, const char *p, size_t len, off_t off)
+{
+	while (len > 0) {
+		ssize_t n = off < 0 ? write(fd, p, chunk(len)) : pwrite(fd, p, chunk(len), off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0) /* no progress and no reason: do not spin */
+				errno = EIO;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+		if (off >= 0)
+			off += n;
+	}
+	return 0;
+}
+
+int write_all(int fd, const void *buf, size_t len)
+{
+	return write_whole(fd, buf, len, -1);
+}
+
+int pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	if (off < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return write_whole(fd, buf, len, off);
+}
+
+ssize_t pread_all(int fd, void *buf, size_t len, off_t off)
+{
+	char *p = buf;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, p + got, chunk(len - got), off + (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}

@@ -1,0 +1,28 @@
+/*
+ * lib/io.h - whole reads and writes on file descriptors.
+ *
+ * read(2) and write(2) may move fewer bytes than asked: a signal arrives
+ * (EINTR), the disk fills up part way, or a transfer is larger than the
+ * kernel does in one call (2 GiB - 4 KiB on Linux). These loops go on
+ * until everything is moved or a real error stops them, so a caller sees
+ * one outcome. For sockets with deadlines see lib/rendezvous_tcp.c.
+ */
+#ifndef STORK_IO_H
+#define STORK_IO_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Write len bytes of buf at the file offset. 0, or -1 with errno set. */
+int write_all(int fd, const void *buf, size_t len);
+
+/* Write len bytes of buf at offset off; the file offset does not move. 0, or -1 with errno set. */
+int pwrite_all(int fd, const void *buf, size_t len, off_t off);
+
+/*
+ * Read len bytes at offset off into buf. Returns the bytes read, fewer
+ * than len only when the file ends first, or -1 with errno set.
+ */
+ssize_t pread_all(int fd, void *buf, size_t len, off_t off);
+
+#endif
