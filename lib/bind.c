@@ -327,13 +327,6 @@ static const char *const mode_names[] = {
 	[BIND_AUTO] = "auto", [BIND_GPU] = "gpu", [BIND_CORES] = "cores", [BIND_NONE] = "none",
 };
 
-const char *bind_mode_name(enum bind_mode mode)
-{
-	if ((unsigned)mode >= sizeof(mode_names) / sizeof(mode_names[0]))
-		return "?";
-	return mode_names[mode];
-}
-
 int bind_mode_parse(const char *s, enum bind_mode *mode, bool *verbose)
 {
 	const char *comma = s ? strchr(s, ',') : NULL;

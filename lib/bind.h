@@ -89,8 +89,6 @@ int bind_plan_describe(const struct bind_plan *plan, char *buf, size_t len);
 /* "MODE[,verbose]" -> mode and verbose. Returns 0, or -1 for anything else. */
 int bind_mode_parse(const char *s, enum bind_mode *mode, bool *verbose);
 
-const char *bind_mode_name(enum bind_mode mode);
-
 /* 1|yes|true|on|y -> 1, 0|no|false|off|n -> 0, anything else -> -1. */
 int bind_parse_bool(const char *s);
 

@@ -45,14 +45,6 @@ const char *exit_reason_name(int exit_code)
 	return "rank_failed";
 }
 
-int exit_reason_code(const char *reason)
-{
-	for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
-		if (!strcmp(reasons[i].name, reason))
-			return reasons[i].code;
-	return -1;
-}
-
 /* Rank of an exit code's severity: failures > stops > success. */
 static int severity(int code)
 {

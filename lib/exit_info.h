@@ -42,9 +42,6 @@ struct exit_info {
 /* The exit_info.json reason of an exit code ("completed", "rank_failed"...). */
 const char *exit_reason_name(int exit_code);
 
-/* The exit code of a reason name, or -1. */
-int exit_reason_code(const char *reason);
-
 /* Fill job/step/restart/host fields from the environment; reason from code. */
 void exit_info_init(struct exit_info *e, int exit_code, int node_rank);
 

@@ -11,7 +11,6 @@
 
 static char log_progname[64] = "stork";
 static enum stork_log_level log_level = STORK_LOG_INFO;
-static FILE *log_file;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const level_names[] = { "error", "warning", "", "debug" };
@@ -22,14 +21,8 @@ void stork_log_init(const char *progname, enum stork_log_level level)
 	log_level = level;
 }
 
-void stork_log_set_file(FILE *f)
-{
-	pthread_mutex_lock(&log_lock);
-	log_file = f;
-	pthread_mutex_unlock(&log_lock);
-}
-
-void stork_vlog(enum stork_log_level level, const char *fmt, va_list ap)
+static void __attribute__((format(printf, 2, 0)))
+stork_vlog(enum stork_log_level level, const char *fmt, va_list ap)
 {
 	char line[4096];
 	int n;
@@ -49,10 +42,6 @@ void stork_vlog(enum stork_log_level level, const char *fmt, va_list ap)
 
 	pthread_mutex_lock(&log_lock);
 	fputs(line, stderr);
-	if (log_file) {
-		fputs(line, log_file);
-		fflush(log_file);
-	}
 	pthread_mutex_unlock(&log_lock);
 }
 

@@ -1,9 +1,10 @@
 /*
- * lib/log.h - one logging path for the launcher, the daemon and the plugin.
+ * lib/log.h - one logging path for the launcher and the daemon.
  *
- * Every line carries a prefix chosen once per process (or per rank thread),
- * e.g. "stork" or "[3/1 n2 2026-11-22T10:00:00Z]", and goes to stderr and,
- * when set, to a log file. Messages say what failed and what to do next.
+ * Every line carries a prefix chosen once per process ("stork", "storkd")
+ * and goes to stderr. Messages say what failed and what to do next. (Rank
+ * threads write their own files, daemon/rank_log.h; the plugin logs with
+ * Slurm's slurm_error.)
  */
 #ifndef STORK_LOG_H
 #define STORK_LOG_H
@@ -21,13 +22,8 @@ enum stork_log_level {
 /* Name used in the prefix ("stork", "storkd") and the most verbose level shown. */
 void stork_log_init(const char *progname, enum stork_log_level level);
 
-/* Also append every line to this file (NULL: stop). The caller owns the FILE. */
-void stork_log_set_file(FILE *f);
-
 void stork_log(enum stork_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-void stork_vlog(enum stork_log_level level, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
 
 #define stork_error(...) stork_log(STORK_LOG_ERROR, __VA_ARGS__)
 #define stork_warn(...) stork_log(STORK_LOG_WARN, __VA_ARGS__)

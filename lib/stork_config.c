@@ -1228,42 +1228,10 @@ uint64_t config_model_hash(const struct stork_config *c)
 	return fnv1a(text, FNV_OFFSET);
 }
 
-const char *config_signal_name(int signo)
-{
-	for (int i = 0; signals[i].name; i++)
-		if (signals[i].value == signo)
-			return signals[i].name;
-	return "?";
-}
-
-const char *config_device_name(enum stork_device d)
-{
-	for (int i = 0; devices[i].name; i++)
-		if (devices[i].value == (int)d)
-			return devices[i].name;
-	return "?";
-}
-
-const char *config_nonfinite_name(enum stork_nonfinite n)
-{
-	for (int i = 0; nonfinite_actions[i].name; i++)
-		if (nonfinite_actions[i].value == (int)n)
-			return nonfinite_actions[i].name;
-	return "?";
-}
-
 const char *config_precision_name(enum stork_precision p)
 {
 	for (int i = 0; precisions[i].name; i++)
 		if (precisions[i].value == (int)p)
 			return precisions[i].name;
-	return "?";
-}
-
-const char *config_lr_schedule_name(enum stork_lr_schedule s)
-{
-	for (int i = 0; lr_schedules[i].name; i++)
-		if (lr_schedules[i].value == (int)s)
-			return lr_schedules[i].name;
 	return "?";
 }

@@ -171,14 +171,8 @@ uint64_t config_hash(const struct stork_config *c);
  * checkpoint of another shape is recognised. Call after config_validate(). */
 uint64_t config_model_hash(const struct stork_config *c);
 
-/* Name of a preempt.signal value ("USR1", "USR2", "TERM"). */
-const char *config_signal_name(int signo);
-
-/* Name of a train.lr_schedule value ("constant", "cosine"). */
-const char *config_lr_schedule_name(enum stork_lr_schedule s);
-const char *config_device_name(enum stork_device d);
+/* Name of a train.precision value ("fp32", "tf32"), for messages. */
 const char *config_precision_name(enum stork_precision p);
-const char *config_nonfinite_name(enum stork_nonfinite n);
 
 /* Release what c owns; c may then be loaded again. Safe on a zeroed struct. */
 void config_free(struct stork_config *c);

@@ -155,13 +155,6 @@ int topo_gpu_locality(const struct topo *t, int i, hwloc_const_cpuset_t *cpuset,
 	return 0;
 }
 
-const char *topo_gpu_busid(const struct topo *t, int i)
-{
-	if (i < 0 || i >= t->ngpus)
-		return "?";
-	return t->gpus[i].busid;
-}
-
 int topo_numa_of(const struct topo *t, hwloc_const_cpuset_t set)
 {
 	hwloc_obj_t numa = NULL;

@@ -47,9 +47,6 @@ int topo_gpu_count(const struct topo *t);
  */
 int topo_gpu_locality(const struct topo *t, int i, hwloc_const_cpuset_t *cpuset, int *numa);
 
-/* PCI bus id of GPU i ("0000:07:00.0") for messages; "?" when out of range. */
-const char *topo_gpu_busid(const struct topo *t, int i);
-
 /* OS index of the NUMA node whose cpuset contains all of set, or -1. */
 int topo_numa_of(const struct topo *t, hwloc_const_cpuset_t set);
 

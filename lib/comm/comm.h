@@ -291,9 +291,6 @@ int comm_hier_create(struct comm_world *node, struct comm_ucx *u, int node_index
  */
 struct comm *comm_hier_rank(struct comm_hier *h, int local);
 
-/* This node's first global rank (base_k). */
-int comm_hier_rank_base(const struct comm_hier *h);
-
 /*
  * From a supervising thread, now and then: progress UCX so that a dead peer
  * process is noticed even while every rank waits in shared memory (e.g. a

@@ -844,11 +844,6 @@ struct comm *comm_hier_rank(struct comm_hier *h, int local)
 	return &h->ranks[local].base;
 }
 
-int comm_hier_rank_base(const struct comm_hier *h)
-{
-	return h->base[h->node_index];
-}
-
 void comm_hier_watch(struct comm_hier *h)
 {
 	if (h->cross && comm_ucx_poll(h->u) != COMM_OK && !comm_abort_reason(
