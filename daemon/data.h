@@ -1,10 +1,10 @@
 /*
  * daemon/data.h - the training and validation data loader.
  *
- * Data are llm.c token shards: a 256 x int32 header (magic 20240520, version
- * 1, token count) followed by that many uint16 tokens. A loader reads the
- * shards matched by a list of globs (each glob's matches sorted by name, the
- * globs in the order given).
+ * Data are llm.c token shards (lib/token_shard.h): a 256 x int32 header
+ * (magic 20240520, version 1, token count) followed by that many uint16
+ * tokens. A loader reads the shards matched by a list of globs (each glob's
+ * matches sorted by name, the globs in the order given).
  *
  * Samples: a shard of N tokens holds (N-1)/T samples; sample j is the T+1
  * tokens starting at token j*T (inputs are its first T, targets its last T).
@@ -32,10 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DATA_MAGIC 20240520
-#define DATA_VERSION 1
-#define DATA_HEADER_INTS 256
-#define DATA_HEADER_BYTES (DATA_HEADER_INTS * 4)
+#include "lib/token_shard.h"
 
 /* Where the sample stream stands; saved in checkpoints as is. */
 struct data_position {

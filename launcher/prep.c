@@ -12,12 +12,12 @@
  * reader sees the old file or the new one, never a partial shard.
  */
 #include "config.h"
-#include "daemon/data.h"
 #include "launcher/prep.h"
 #include "lib/atomic_file.h"
 #include "lib/exit_codes.h"
 #include "lib/io.h"
 #include "lib/log.h"
+#include "lib/token_shard.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,16 @@
+/*
+ * lib/token_shard.h - the llm.c token shard file, which `stork prep` writes
+ * and storkd's data loader (daemon/data.h) reads: a header of
+ * DATA_HEADER_INTS little-endian int32 (DATA_MAGIC, DATA_VERSION, the token
+ * count, then zeros) followed by that many uint16 tokens. The format is
+ * llm.c's, so its data preparation scripts and Stork's are interchangeable.
+ */
+#ifndef STORK_TOKEN_SHARD_H
+#define STORK_TOKEN_SHARD_H
+
+#define DATA_MAGIC 20240520
+#define DATA_VERSION 1
+#define DATA_HEADER_INTS 256
+#define DATA_HEADER_BYTES (DATA_HEADER_INTS * 4)
+
+#endif
