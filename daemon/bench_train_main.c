@@ -7,31 +7,27 @@
  * --cuda runs the steps on the first GPU in fp32, --cuda-tf32 with TF32
  * matrix products (bench_train_cuda).
  *
- * Defaults: GPT-2 124M (12 12 768 50257), B=4, T=64, 5 steps. When
- * OpenBLAS would run slower kernels than the CPU supports (see
- * ops_cpu_blas_coretype_hint), the program re-executes itself once with
- * OPENBLAS_CORETYPE set; set that variable yourself to choose otherwise.
+ * Defaults: GPT-2 124M (12 12 768 50257), B=4, T=64, 5 steps. Like storkd,
+ * the program sets OpenBLAS's variables and re-executes itself once
+ * (ops_cpu_blas_reexec); set OPENBLAS_CORETYPE yourself to choose the
+ * kernels.
  */
 #include "config.h"
 #include "daemon/bench_train.h"
+#include "kernels/ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 int main(int argc, char **argv)
 {
 	struct gpt2_config c = { .max_seq_len = 1024, .vocab_size = 50257, .num_layers = 12,
 				 .num_heads = 12, .channels = 768 };
 	int B = 4, T = 64, steps = 5, cuda = 0, tf32 = 0;
-	const char *hint = ops_cpu_blas_coretype_hint();
 	char **args = argv;
 
-	if (hint && !getenv("OPENBLAS_CORETYPE")) {
-		setenv("OPENBLAS_CORETYPE", hint, 1);
-		execv("/proc/self/exe", argv);
-	}
+	ops_cpu_blas_reexec(argv);
 	if (argc > 1 && (!strcmp(argv[1], "--cuda") || !strcmp(argv[1], "--cuda-tf32"))) {
 		cuda = 1;
 		tf32 = !strcmp(argv[1], "--cuda-tf32");

@@ -12,6 +12,7 @@
 #include "daemon/layout.h"
 #include "daemon/train.h"
 #include "kernels/device.h"
+#include "kernels/ops.h"
 #include "lib/atomic_file.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
@@ -592,6 +593,7 @@ int main(int argc, char **argv)
 {
 	struct stork_config cfg;
 
+	ops_cpu_blas_reexec(argv);
 	/*
 	 * UCX 1.13 aborts the whole process when a peer on the same host dies
 	 * during a shared-memory transfer. storkd keeps every endpoint under

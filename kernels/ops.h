@@ -155,6 +155,17 @@ int ops_cpu_threads(void);
  */
 const char *ops_cpu_blas_coretype_hint(void);
 
+/*
+ * First thing in the main of a program that links the CPU backend: set
+ * OPENBLAS_CORETYPE (when ops_cpu_blas_coretype_hint says so) and
+ * OPENBLAS_NUM_THREADS=1 (the backend runs its own threads and calls the
+ * BLAS single-threaded; OpenBLAS's own workers would only spin on the
+ * ranks' cores), each unless the user set it, and re-execute the program
+ * with argv once: OpenBLAS reads them only as it loads. The signal mask,
+ * open descriptors and the process id carry over.
+ */
+void ops_cpu_blas_reexec(char **argv);
+
 #ifdef HAVE_CUDA
 /* The CUDA backend: device arrays; entries not written yet are NULL. */
 extern const struct ops ops_cuda;

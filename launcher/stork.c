@@ -11,11 +11,8 @@
 #include "lib/version.h"
 #include "kernels/ops.h"
 
-#include <stdlib.h>
-
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
@@ -51,40 +48,13 @@ static int cmd_help(int argc, char **argv)
 	return 0;
 }
 
-/*
- * OpenBLAS reads its settings when it loads, so they are set here, once,
- * before a re-execution, and storkd inherits them:
- *  - OPENBLAS_CORETYPE: on CPUs newer than the library it may fall back to
- *    slower kernels; set the better ones when it would.
- *  - OPENBLAS_NUM_THREADS=1: Stork's CPU backend runs its own thread pool
- *    and calls the BLAS single-threaded; OpenBLAS's own workers would only
- *    spin on cores the ranks need.
- * A value the user set always wins.
- */
-static void apply_blas_settings(char **argv)
-{
-	const char *hint = ops_cpu_blas_coretype_hint();
-	int changed = 0;
-
-	if (hint && !getenv("OPENBLAS_CORETYPE")) {
-		setenv("OPENBLAS_CORETYPE", hint, 1);
-		changed = 1;
-	}
-	if (!getenv("OPENBLAS_NUM_THREADS")) {
-		setenv("OPENBLAS_NUM_THREADS", "1", 1);
-		changed = 1;
-	}
-	if (changed)
-		execv("/proc/self/exe", argv);
-}
-
 int main(int argc, char **argv)
 {
 	/* Before anything else: a preemption signal must wait for its handler. */
 	if (argc > 1 && !strcmp(argv[1], "run"))
 		stop_signals_block();
 	stork_log_init("stork", STORK_LOG_INFO);
-	apply_blas_settings(argv);
+	ops_cpu_blas_reexec(argv);
 	if (argc < 2) {
 		usage(stderr);
 		return STORK_EXIT_USAGE;

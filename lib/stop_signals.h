@@ -8,9 +8,9 @@
  * installed its handler would die of it (the default action of USR1) and the
  * run would end with nothing saved and nothing requeued. So `stork run`
  * blocks these signals as its first act. The mask survives exec and fork,
- * which covers the launcher's re-exec and the start of storkd; each process
- * unblocks once its handler is in place, and a signal that came meanwhile,
- * held pending, is delivered then.
+ * which covers the start of storkd and the re-executions of
+ * ops_cpu_blas_reexec; each process unblocks once its handler is in place,
+ * and a signal that came meanwhile, held pending, is delivered then.
  */
 #ifndef STORK_STOP_SIGNALS_H
 #define STORK_STOP_SIGNALS_H

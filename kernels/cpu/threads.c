@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <strings.h>
+#include <unistd.h>
 #include <cblas.h>
 
 /* Threads of the calling thread's kernels; 0 = not decided yet. */
@@ -59,6 +60,23 @@ const char *ops_cpu_blas_coretype_hint(void)
 		return "SkylakeX";
 #endif
 	return NULL;
+}
+
+void ops_cpu_blas_reexec(char **argv)
+{
+	const char *hint = ops_cpu_blas_coretype_hint();
+	int changed = 0;
+
+	if (hint && !getenv("OPENBLAS_CORETYPE")) {
+		setenv("OPENBLAS_CORETYPE", hint, 1);
+		changed = 1;
+	}
+	if (!getenv("OPENBLAS_NUM_THREADS")) {
+		setenv("OPENBLAS_NUM_THREADS", "1", 1);
+		changed = 1;
+	}
+	if (changed)
+		execv("/proc/self/exe", argv);
 }
 
 /* ------------------------------------------------------------ threads */
