@@ -56,7 +56,7 @@ struct options {
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: storkd --config FILE --run-dir DIR [--local-ranks N] [--result-fd FD]\n"
+		"usage: storkd --config FILE --run-dir DIR [--local-ranks N|auto] [--result-fd FD]\n"
 		"              [--job-end SECONDS]\n"
 		"       storkd --version\n"
 		"storkd is started by 'stork run'; see storkd(8).\n");
@@ -80,6 +80,18 @@ static int parse_int(const char *opt, const char *s, int min, int *out)
 		return -1;
 	}
 	*out = (int)v;
+	return 0;
+}
+
+/* --local-ranks: a number, or auto: the GPUs this node shows us, or 1 without. */
+static int parse_local_ranks(const char *s, int *out)
+{
+	int gpus;
+
+	if (strcmp(s, "auto"))
+		return parse_int("--local-ranks", s, 1, out);
+	gpus = kernels_cuda_device_count();
+	*out = gpus > 0 ? gpus : 1;
 	return 0;
 }
 
@@ -116,7 +128,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		switch (c) {
 		case 'c': o->config = optarg; break;
 		case 'd': o->run_dir = optarg; break;
-		case 'l': if (parse_int("--local-ranks", optarg, 1, &o->local_ranks)) return -1; break;
+		case 'l': if (parse_local_ranks(optarg, &o->local_ranks)) return -1; break;
 		case 'f': if (parse_int("--result-fd", optarg, 0, &o->result_fd)) return -1; break;
 		case 'e': if (parse_seconds("--job-end", optarg, &o->job_end)) return -1; break;
 		case 'V': print_version(); exit(STORK_EXIT_OK);

@@ -10,11 +10,12 @@
  * Layout: outside Slurm one node with --local-ranks ranks. Under Slurm one
  * launcher per node (parallel.local_ranks ranks: GPUs on GPU nodes, else 1)
  * or one launcher per task (one rank each); global ranks are node-major.
+ * "The node's GPUs" are counted by storkd (--local-ranks auto): the
+ * launcher is to load no CUDA.
  */
 #include "config.h"
 #include "launcher/commands.h"
 
-#include "kernels/device.h"
 #include "lib/atomic_file.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
@@ -51,7 +52,7 @@ struct run_options {
 struct layout {
 	int launchers;          /* launchers in the step */
 	int index;              /* this launcher, 0-based (SLURM_PROCID) */
-	int local_ranks;
+	int local_ranks;        /* 0 = auto: storkd counts this node's GPUs */
 };
 
 static pid_t child_pid;
@@ -162,7 +163,7 @@ static int compute_layout(const struct run_options *o, const struct stork_config
 	else if (l->launchers > env_int("SLURM_STEP_NUM_NODES", env_int("SLURM_NNODES", 1)))
 		l->local_ranks = 1; /* one launcher per task: one rank each */
 	else
-		l->local_ranks = kernels_cuda_device_count() > 0 ? kernels_cuda_device_count() : 1;
+		l->local_ranks = 0;
 	return 0;
 }
 
@@ -509,7 +510,10 @@ int cmd_run(int argc, char **argv)
 	}
 	find_storkd(o.storkd, storkd, sizeof storkd);
 	snprintf(config_path, sizeof config_path, "%s/config/stork.yaml", run_dir);
-	snprintf(nranks, sizeof nranks, "%d", l.local_ranks);
+	if (l.local_ranks)
+		snprintf(nranks, sizeof nranks, "%d", l.local_ranks);
+	else
+		snprintf(nranks, sizeof nranks, "auto");
 	{
 		/* Only launcher 0 knows the end time; the others' lists end before it. */
 		char *args[] = { storkd, "--config", config_path, "--run-dir", run_dir,
