@@ -4,8 +4,8 @@ daemon_storkd_SOURCES = daemon/storkd.c
 daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS) $(UCX_CFLAGS) $(BLAS_CFLAGS)
 daemon_storkd_LDADD = $(STORKD_LIBS)
 
-# The daemon's parts as an archive, so that `stork bench` and the tests
-# link the same code as storkd.
+# The daemon's parts as an archive, so that stork-engine (stork bench,
+# export, check) and the tests link the same code as storkd.
 noinst_LIBRARIES += daemon/libstorkd.a
 daemon_libstorkd_a_SOURCES = \
 	daemon/train.c daemon/train.h \

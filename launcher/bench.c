@@ -1,33 +1,16 @@
 /*
  * launcher/bench.c - `stork bench WHAT`: programs that print figures.
  *
- *   stork bench train CONFIG [--steps N] [--set KEY=VALUE]...
- *
- * train: the model of CONFIG at train.batch_size x train.seq_len on one
- * process: ms/step, tokens/s, model FLOPs per token and MFU against the
- * machine's fp32 peak (how the peak is computed is printed with it). With
- * --ranks W, first the memory every rank of the configured layout
- * (parallel.tensor, parallel.pipeline, parallel.zero) over W ranks holds:
- * parameters, gradients, optimizer moments and activations, from the same
- * sizes storkd allocates (--steps 0: only that).
+ * launch is stork's own (it times `srun stork run`); train, checkpoint and
+ * comm run the training engine, so stork hands them to stork-engine
+ * (launcher/engine/).
  */
 #include "config.h"
 #include "launcher/commands.h"
+#include "launcher/programs.h"
 
-#include "daemon/bench_train.h"
-#include "daemon/layout.h"
-#include "daemon/zero.h"
-#include "launcher/bench_comm.h"
-#include "kernels/device.h"
-#include "kernels/ops.h"
-#include "lib/log.h"
-#include "lib/stork_config.h"
-
-#include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static int bench_usage(FILE *out)
 {
@@ -38,158 +21,14 @@ static int bench_usage(FILE *out)
 	return STORK_EXIT_USAGE;
 }
 
-/*
- * Whether the training benchmark runs on a GPU, as run.device says: cuda
- * without a GPU is a configuration error (*code set), auto uses one when
- * there is one.
- */
-static int on_gpu(const struct stork_config *cfg, int *code)
-{
-	int gpus = kernels_cuda_device_count();
-
-	if (cfg->run.device == STORK_DEVICE_CPU)
-		return 0;
-	if (cfg->run.device == STORK_DEVICE_CUDA && gpus == 0) {
-		stork_error("run.device: cuda, but no CUDA device is visible here (%s)",
-			    kernels_cuda_versions());
-		*code = STORK_EXIT_CONFIG;
-		return 1;
-	}
-	if (gpus == 0)
-		printf("device: cpu (run.device: auto, and no CUDA device is visible)\n");
-	return gpus > 0;
-}
-
-static double mib(size_t floats)
-{
-	return (double)floats * sizeof(float) / (1 << 20);
-}
-
-/*
- * Per-rank memory of a layout: what storkd allocates for each rank's shard.
- * Gradients include ZeRO-1's padding; activations are one set per
- * micro-batch in flight (P - stage under 1F1B, else one).
- */
-static int bench_memory(const struct stork_config *cfg, const struct gpt2_config *g, int world,
-			FILE *out)
-{
-	int P = cfg->parallel.pipeline, B = cfg->train.batch_size, T = cfg->train.seq_len;
-	int m = cfg->train.grad_accum;
-	struct par_layout l;
-	char err[512];
-
-	if (layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero, 0, err,
-			sizeof err) < 0) {
-		stork_error("%s", err);
-		return STORK_EXIT_CONFIG;
-	}
-	fprintf(out, "memory per rank: dp %d x tp %d x pp %d%s over %d ranks, B=%d T=%d, %d micro-batches\n",
-		l.dp, l.tp, l.pp, l.zero ? " (ZeRO-1)" : "", world, B, T, m);
-	fprintf(out, "%5s %5s %3s %3s %7s %12s %12s %12s %12s %12s %10s\n", "rank", "stage", "tp",
-		"dp", "layers", "params", "grads", "optimizer", "activations", "total", "(MiB)");
-	for (int r = 0; r < world; r++) {
-		struct gpt2_shard s;
-		size_t sizes[GPT2_NUM_TENSORS], n, opt, act;
-		int slots;
-
-		layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero, r, err,
-			    sizeof err);
-		slots = P > 1 ? (P - l.stage < m ? P - l.stage : m) : 1;
-		layout_shard(&l, &s);
-		n = gpt2_shard_sizes(g, &s, sizes);
-		opt = 2 * n;
-		if (l.zero) {
-			struct zero_plan z;
-
-			zero_plan_layout(&z, sizes, l.dp, l.dp_rank);
-			opt = 2 * z.state_n;
-		}
-		act = gpt2_activation_floats(g, &s, B, T) * (size_t)slots;
-		fprintf(out, "%5d %5d %3d %3d %3d-%-3d %12.2f %12.2f %12.2f %12.2f %12.2f\n", r,
-			l.stage, l.tp_rank, l.dp_rank, l.first_layer, l.last_layer - 1, mib(n),
-			mib(n + (l.zero ? (size_t)l.dp : 0)), mib(opt), mib(act),
-			mib(n + n + opt + act));
-	}
-	return 0;
-}
-
-static int bench_train_cmd(int argc, char **argv)
-{
-	static const struct option longopts[] = {
-		{ "steps", required_argument, NULL, 'n' },
-		{ "set", required_argument, NULL, 's' },
-		{ "ranks", required_argument, NULL, 'r' },
-		{ 0 },
-	};
-	struct stork_config cfg;
-	struct gpt2_config g;
-	char err[1024];
-	int steps = 5, ranks = 0, c, code = STORK_EXIT_CONFIG;
-
-	/* config_load initialises cfg */
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		if (c == 'n') {
-			steps = atoi(optarg);
-			if (steps < 0 || (steps == 0 && strcmp(optarg, "0"))) {
-				stork_error("--steps: '%s' is not a number >= 0", optarg);
-				return STORK_EXIT_USAGE;
-			}
-		} else if (c == 'r') {
-			ranks = atoi(optarg);
-			if (ranks < 1) {
-				stork_error("--ranks: '%s' is not a positive number", optarg);
-				return STORK_EXIT_USAGE;
-			}
-		} else if (c != 's') {
-			return bench_usage(stderr);
-		}
-	}
-	if (optind != argc - 1)
-		return bench_usage(stderr);
-	if (config_load(&cfg, argv[optind], err, sizeof err) < 0)
-		goto fail;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1)
-		if (c == 's' && config_set(&cfg, optarg, err, sizeof err) < 0)
-			goto fail;
-	if (config_validate(&cfg, err, sizeof err) < 0)
-		goto fail;
-	g = (struct gpt2_config){
-		.max_seq_len = cfg.model.max_seq_len, .vocab_size = cfg.model.vocab_size,
-		.padded_vocab_size = cfg.model.padded_vocab_size, .num_layers = cfg.model.layers,
-		.num_heads = cfg.model.heads, .channels = cfg.model.channels,
-	};
-	if (ranks && (code = bench_memory(&cfg, &g, ranks, stdout))) {
-		config_free(&cfg);
-		return code;
-	}
-	code = STORK_EXIT_OK;
-	if (steps > 0 && on_gpu(&cfg, &code)) {
-		if (!code && bench_train_cuda(&g, cfg.train.batch_size, cfg.train.seq_len, steps,
-					      cfg.train.precision == STORK_PRECISION_TF32, stdout))
-			code = STORK_EXIT_INTERNAL;
-	} else if (steps > 0 && bench_train(&g, cfg.train.batch_size, cfg.train.seq_len, steps,
-					    stdout)) {
-		code = STORK_EXIT_INTERNAL;
-	}
-	config_free(&cfg);
-	return code;
-fail:
-	stork_error("%s", err);
-	config_free(&cfg);
-	return code;
-}
-
 int cmd_bench(int argc, char **argv)
 {
-	if (argc >= 2 && !strcmp(argv[1], "train"))
-		return bench_train_cmd(argc - 1, argv + 1);
-	if (argc >= 2 && !strcmp(argv[1], "checkpoint"))
-		return cmd_bench_checkpoint(argc - 1, argv + 1);
+	static const char *const in_engine[] = { "train", "checkpoint", "comm" };
+
 	if (argc >= 2 && !strcmp(argv[1], "launch"))
 		return cmd_bench_launch(argc - 1, argv + 1);
-	if (argc >= 2 && !strcmp(argv[1], "comm"))
-		return bench_comm(argc - 1, argv + 1);
+	for (size_t i = 0; argc >= 2 && i < sizeof in_engine / sizeof in_engine[0]; i++)
+		if (!strcmp(argv[1], in_engine[i]))
+			return engine_exec(argc, argv);
 	return bench_usage(stderr);
 }

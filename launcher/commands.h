@@ -1,6 +1,8 @@
 /*
  * launcher/commands.h - the subcommands of `stork`. Each takes argc/argv with
  * argv[0] being the subcommand's own name and returns a process exit code.
+ * Those that need the training engine run in stork-engine
+ * (launcher/engine/commands.h), which stork executes (launcher/programs.h).
  */
 #ifndef STORK_LAUNCHER_COMMANDS_H
 #define STORK_LAUNCHER_COMMANDS_H
@@ -16,9 +18,6 @@ struct stork_command {
 int cmd_run(int argc, char **argv);   /* launcher/run.c */
 int cmd_prep(int argc, char **argv);  /* launcher/prep.c */
 int cmd_bench(int argc, char **argv); /* launcher/bench.c */
-int cmd_export(int argc, char **argv); /* launcher/export.c */
-int cmd_check(int argc, char **argv);  /* launcher/check.c */
-int cmd_bench_checkpoint(int argc, char **argv); /* launcher/bench_checkpoint.c */
 int cmd_bench_launch(int argc, char **argv); /* launcher/bench_launch.c */
 
 #endif

@@ -1,10 +1,24 @@
-# stork: the command users type.
+# stork: the command users type, and the command of every job step (stork
+# run). It links the configuration, the run directory and libslurm, not the
+# training engine: the subcommands that need the engine run in stork-engine,
+# which stork executes with its own arguments (launcher/programs.c).
 bin_PROGRAMS += launcher/stork
 launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
-	launcher/run.c launcher/export.c launcher/check.c \
-	launcher/prep.c launcher/prep.h \
-	launcher/bench.c launcher/bench_util.c launcher/bench_util.h \
-	launcher/bench_checkpoint.c launcher/bench_launch.c \
-	launcher/bench_comm.c launcher/bench_comm.h
-launcher_stork_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
-launcher_stork_LDADD = $(STORKD_LIBS)
+	launcher/programs.c launcher/programs.h \
+	launcher/run.c launcher/prep.c launcher/prep.h \
+	launcher/bench.c launcher/bench_launch.c \
+	launcher/bench_util.c launcher/bench_util.h
+launcher_stork_CPPFLAGS = $(AM_CPPFLAGS) -DSTORK_PKGLIBEXECDIR='"$(pkglibexecdir)"'
+launcher_stork_LDADD = lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS)
+
+# stork-engine: stork bench train|checkpoint|comm, stork check and stork
+# export, with the training engine (launcher/engine/). Started by stork
+# only, so not on the PATH.
+pkglibexec_PROGRAMS += launcher/engine/stork-engine
+launcher_engine_stork_engine_SOURCES = \
+	launcher/engine/stork_engine.c launcher/engine/commands.h \
+	launcher/engine/bench_train.c launcher/engine/bench_checkpoint.c \
+	launcher/engine/bench_comm.c launcher/engine/check.c launcher/engine/export.c \
+	launcher/bench_util.c launcher/bench_util.h
+launcher_engine_stork_engine_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
+launcher_engine_stork_engine_LDADD = $(STORKD_LIBS)

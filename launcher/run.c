@@ -15,6 +15,7 @@
  */
 #include "config.h"
 #include "launcher/commands.h"
+#include "launcher/programs.h"
 
 #include "lib/atomic_file.h"
 #include "lib/clock.h"
@@ -32,7 +33,6 @@
 #include <fcntl.h>
 #include <time.h>
 #include <getopt.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,32 +181,6 @@ static int write_resolved_config(const char *run_dir, const struct stork_config 
 		stork_error("%s", err);
 	free(yaml);
 	return rc;
-}
-
-/* storkd lives next to stork once installed, in ../daemon in the build tree. */
-static void find_storkd(const char *given, char *buf, size_t len)
-{
-	char self[PATH_MAX], *slash;
-	ssize_t n;
-
-	if (given) {
-		snprintf(buf, len, "%s", given);
-		return;
-	}
-	if (getenv("STORK_STORKD")) {
-		snprintf(buf, len, "%s", getenv("STORK_STORKD"));
-		return;
-	}
-	n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n > 0) {
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		*slash = '\0';
-		if (snprintf(buf, len, "%s/../daemon/storkd", self) < (int)len &&
-		    access(buf, X_OK) == 0)
-			return;
-	}
-	snprintf(buf, len, "%s/storkd", STORK_SBINDIR);
 }
 
 /* What storkd reported on the result pipe (see daemon/storkd.c). */

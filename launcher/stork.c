@@ -3,13 +3,16 @@
  *
  * Dispatches to subcommands. Each subcommand lives in its own file under
  * launcher/ and is listed in the table below; `stork help` prints the table.
+ * check, export and three of the benchmarks need the training engine
+ * (BLAS, UCX, PMIx, CUDA): they run in stork-engine (launcher/engine/),
+ * so that stork run, the command of every job step, loads none of it.
  */
 #include "config.h"
 #include "launcher/commands.h"
+#include "launcher/programs.h"
 #include "lib/log.h"
 #include "lib/stop_signals.h"
 #include "lib/version.h"
-#include "kernels/ops.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -21,8 +24,8 @@ static const struct stork_command commands[] = {
 	{ "run", cmd_run, "train: stork run CONFIG [--local-ranks N] [--set KEY=VALUE]..." },
 	{ "prep", cmd_prep, "turn text files into byte-level token shards" },
 	{ "bench", cmd_bench, "print figures: stork bench train CONFIG" },
-	{ "check", cmd_check, "list the GPUs, driver, CUDA and NCCL, and test an all-reduce" },
-	{ "export", cmd_export, "write a checkpoint's model as one llm.c file: stork export CKPT MODEL.bin" },
+	{ "check", engine_exec, "list the GPUs, driver, CUDA and NCCL, and test an all-reduce" },
+	{ "export", engine_exec, "write a checkpoint's model as one llm.c file: stork export CKPT MODEL.bin" },
 	{ "help", cmd_help, "show this list" },
 	{ "version", cmd_version, "print the version and build information" },
 };
@@ -54,7 +57,6 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "run"))
 		stop_signals_block();
 	stork_log_init("stork", STORK_LOG_INFO);
-	ops_cpu_blas_reexec(argv);
 	if (argc < 2) {
 		usage(stderr);
 		return STORK_EXIT_USAGE;

@@ -62,3 +62,8 @@ clean-local: clean-train
 clean-train:
 	rm -rf t/train/work
 .PHONY: clean-train
+
+# What the built programs load and export (ldd, nm): the plugin and stork
+# stay free of the training engine's libraries.
+TESTS += t/build/binaries.bats
+EXTRA_DIST += t/build/binaries.bats

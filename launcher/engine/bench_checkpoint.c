@@ -1,5 +1,5 @@
 /*
- * launcher/bench_checkpoint.c - `stork bench checkpoint CONFIG [--dir DIR]
+ * launcher/engine/bench_checkpoint.c - `stork bench checkpoint CONFIG [--dir DIR]
  * [--repeat N]`: how fast a checkpoint of CONFIG's model commits, against a
  * plain sequential write of the same size by dd on the same disk, and what
  * a resume pays before training: verifying the checkpoint against its
@@ -13,9 +13,10 @@
  * job on the same node would.
  */
 #include "config.h"
+#include "launcher/engine/commands.h"
+
 #include "launcher/bench_util.h"
 #include "lib/clock.h"
-#include "launcher/commands.h"
 
 #include "daemon/checkpoint.h"
 #include "daemon/model.h"

@@ -1,5 +1,5 @@
 /*
- * launcher/check.c - `stork check`: what this node offers a training run,
+ * launcher/engine/check.c - `stork check`: what this node offers a training run,
  * before a job is submitted: the build, the CPU backend, and the GPUs
  * (driver, CUDA and NCCL versions, one line per device, and a one-float
  * NCCL all-reduce over all of them).
@@ -9,7 +9,7 @@
  * all-reduce failed (the rank_failed code: a run would fail the same way).
  */
 #include "config.h"
-#include "launcher/commands.h"
+#include "launcher/engine/commands.h"
 
 #include "kernels/device.h"
 #include "lib/exit_codes.h"

@@ -1,5 +1,5 @@
 /*
- * launcher/export.c - `stork export CHECKPOINT MODEL.bin`: one llm.c model
+ * launcher/engine/export.c - `stork export CHECKPOINT MODEL.bin`: one llm.c model
  * file from any checkpoint, whole or sharded over a tensor/pipeline layout.
  *
  * CHECKPOINT is a step_N directory, a checkpoints/ directory or a run
@@ -7,7 +7,7 @@
  * a temporary name and renamed, so a failed export leaves nothing behind.
  */
 #include "config.h"
-#include "launcher/commands.h"
+#include "launcher/engine/commands.h"
 
 #include "daemon/checkpoint.h"
 

@@ -1,5 +1,5 @@
 /*
- * launcher/bench_comm.c - `stork bench comm`: all-reduce bandwidth between
+ * launcher/engine/bench_comm.c - `stork bench comm`: all-reduce bandwidth between
  * the tasks of a Slurm step over UCX (lib/comm/comm.h), like nccl-tests.
  *
  *   srun -N2 -n2 --mpi=pmix stork bench comm -b 1K -e 256M -f 2 [-d cuda]
@@ -28,7 +28,7 @@
  *          integers (i + 7 r) mod 61, whose float sum has no rounding
  */
 #include "config.h"
-#include "launcher/bench_comm.h"
+#include "launcher/engine/commands.h"
 
 #include "kernels/device.h"
 #include "kernels/ops.h"
@@ -292,7 +292,7 @@ static int use_gpu(struct comm **c, struct comm **dev, const char *host, struct 
 	return 0;
 }
 
-int bench_comm(int argc, char **argv)
+int cmd_bench_comm(int argc, char **argv)
 {
 	struct bench_opts o;
 	struct comm_ucx *u = NULL;
