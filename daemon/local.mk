@@ -16,7 +16,7 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/join.c daemon/join.h
 daemon_libstorkd_a_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS)
 STORKD_LIBS = daemon/libstorkd.a daemon/libdata.a $(ENGINE_LIBS) $(COMM_LIBS) $(RDV_LIBS) \
-	lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS) $(XXHASH_LIBS)
+	lib/libstork_slurm.a lib/libstork_bind.la lib/libstork.la $(SLURM_LIBS) $(XXHASH_LIBS)
 
 # The training engine (model, optimizer, data) is an archive of its own so
 # that unit tests link the same code as storkd. Its parts add their files in

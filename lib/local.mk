@@ -1,5 +1,15 @@
-# libstork: everything two or more programs share (plugin, launcher, daemon).
-# Built as a libtool convenience library so the plugin can link it PIC.
+# lib/: what two or more programs share, in pieces so that each program
+# links what it uses. Libtool convenience libraries, so that the plugin can
+# link its piece PIC.
+#
+#   lib/libstork_bind.la  the node's topology and the binding plan (hwloc):
+#                         all the SPANK plugin links (lib/bind.mk)
+#   lib/libstork.la       configuration, JSON, run directory, exit_info,
+#                         atomic files, logging (libyaml, jansson): stork,
+#                         storkd and stork-engine
+#   lib/libstork_slurm.a  talking to slurmctld (libslurm): stork, storkd
+#   lib/libcomm.a, lib/librendezvous.a  collectives (UCX, NCCL) and the
+#                         step's rendezvous (PMIx): storkd and stork-engine
 noinst_LTLIBRARIES += lib/libstork.la
 lib_libstork_la_SOURCES = \
 	lib/exit_codes.h \
@@ -9,7 +19,7 @@ lib_libstork_la_SOURCES = \
 	lib/rundir.c lib/rundir.h \
 	lib/exit_info.c lib/exit_info.h
 lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS) $(JANSSON_CFLAGS)
-lib_libstork_la_LIBADD = $(HWLOC_LIBS) $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
+lib_libstork_la_LIBADD = $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 
 # Each area of lib/ adds its files in its own fragment.
 include lib/bind.mk

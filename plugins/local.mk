@@ -1,7 +1,9 @@
 # spank_stork.so: the SPANK plugin (see spank_stork(8)). A libtool module
 # loaded by srun, sbatch, salloc and slurmstepd; only slurm_spank_* and
-# plugin_* are exported (spank_stork.lds). libslurm is not linked: its
+# plugin_* are exported (spank_stork.lds). Of lib/ it links the binding
+# library only (topology, binding plan: hwloc); libslurm is not linked: its
 # symbols (slurm_hostlist_*, slurm_error) come from the Slurm process.
+# t/build/binaries.bats checks both.
 pkglib_LTLIBRARIES += plugins/spank_stork.la
 plugins_spank_stork_la_SOURCES = \
 	plugins/stork_dispatch.c \
@@ -13,5 +15,5 @@ plugins_spank_stork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) -fstack-protector-s
 plugins_spank_stork_la_LDFLAGS = -module -avoid-version -shared \
 	-Wl,--version-script=$(srcdir)/plugins/spank_stork.lds \
 	-Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack
-plugins_spank_stork_la_LIBADD = lib/libstork.la $(HWLOC_LIBS)
+plugins_spank_stork_la_LIBADD = lib/libstork_bind.la $(HWLOC_LIBS)
 EXTRA_DIST += plugins/spank_stork.lds

@@ -1,8 +1,9 @@
 # lib/comm/local.mk: the collectives interface (lib/comm/comm.h), its in-node
 # shared-memory backend, its UCX backend between processes and the
 # hierarchical communicator that combines them (storkd's global one).
-# An archive of its own, not part of libstork: libstork is linked into the
-# SPANK plugin, which must not load UCX into srun and slurmstepd. Link
+# An archive of its own, not part of libstork: only storkd and stork-engine
+# (stork bench comm) use it; stork and the SPANK plugin must not load UCX.
+# Link
 #   $(COMM_LIBS) lib/libstork.la
 noinst_LIBRARIES += lib/libcomm.a
 lib_libcomm_a_SOURCES = \

@@ -1,10 +1,13 @@
 #!/usr/bin/env bats
-# What each built program loads. `stork` brings the configuration, the run
-# directory and libslurm; the commands that need the training engine (stork
-# bench train|checkpoint|comm, stork check, stork export) run in
+# What each built program loads and exports. spank_stork.so runs inside srun,
+# sbatch, salloc and slurmstepd: it brings binding and topology (hwloc) and
+# nothing else of Stork's dependencies. `stork` brings the configuration,
+# the run directory and libslurm; the commands that need the training engine
+# (stork bench train|checkpoint|comm, stork check, stork export) run in
 # stork-engine, which stork executes with the same arguments (stork(1)).
 
 setup() {
+	plugin=$abs_top_builddir/plugins/.libs/spank_stork.so
 	stork=$abs_top_builddir/launcher/stork
 }
 
@@ -23,9 +26,30 @@ none_of() {
 	[ -z "$bad" ] || { echo "${1##*/} loads:" $bad; return 1; }
 }
 
+@test "spank_stork.so loads no libyaml, jansson, UCX, PMIx, BLAS, CUDA or libslurm" {
+	# libslurm's symbols come from the Slurm process that loads the plugin.
+	none_of "$plugin" '^lib(yaml|jansson|ucp|ucs|uct|ucm|pmix|openblas|blas|cblas|gfortran|cudart|cublas|nccl|xxhash|slurm)[.-]'
+}
+
+@test "spank_stork.so loads hwloc, for the topology" {
+	needed "$plugin" | grep -q '^libhwloc\.'
+}
+
 @test "stork loads no UCX, PMIx, BLAS or CUDA" {
 	# stork run needs no PMIx either: the rendezvous runs in storkd.
 	none_of "$stork" '^lib(ucp|ucs|uct|ucm|pmix|openblas|blas|cblas|gfortran|cudart|cublas|nccl)[.-]'
+}
+
+@test "spank_stork.so exports only slurm_spank_* and the plugin_* symbols Slurm looks up" {
+	local syms extra
+
+	syms=$(nm -D --defined-only "$plugin" | awk 'NF == 3 && $2 != "A" { sub(/@.*/, "", $3); print $3 }')
+	extra=$(grep -vE '^(slurm_spank_[a-z_]+|plugin_name|plugin_type|plugin_version|spank_plugin)$' \
+		<<<"$syms" || true)
+	[ -z "$extra" ] || { echo "also exported:" $extra; false; }
+	for s in plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_task_init; do
+		grep -qx "$s" <<<"$syms" || { echo "$s is not exported"; false; }
+	done
 }
 
 @test "stork check answers through stork-engine" {
