@@ -219,6 +219,29 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 }
 
 /*
+ * Join the ranks; the node's exit code is the most telling of theirs,
+ * where a rank that failed only because another did (secondary) never
+ * outranks the cause: the reason and exit_info's first failure agree.
+ */
+static int ranks_exit_code(int code, struct worker *w, int n)
+{
+	int primary = STORK_EXIT_OK, secondary = STORK_EXIT_OK, have_primary = 0;
+
+	for (int i = 0; i < n; i++) {
+		const struct train_rank_result *r = &w[i].result;
+
+		pthread_join(w[i].thread, NULL);
+		if (r->secondary) {
+			secondary = exit_code_worst(secondary, r->exit_code);
+		} else {
+			primary = exit_code_worst(primary, r->exit_code);
+			have_primary |= r->exit_code != STORK_EXIT_OK;
+		}
+	}
+	return exit_code_worst(code, have_primary ? primary : exit_code_worst(primary, secondary));
+}
+
+/*
  * The watchdog: a rank whose heartbeat is older than hang_timeout seconds
  * is stuck (a deadlock, a hung file system, a stalled device). Returns a
  * message naming every stuck rank and the step it reached, or NULL.
@@ -565,10 +588,7 @@ static int run(const struct options *o, const struct stork_config *cfg)
 			comm_hier_watch(hier);
 		nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
 	}
-	for (int i = 0; i < started; i++) {
-		pthread_join(w[i].thread, NULL);
-		code = exit_code_worst(code, w[i].result.exit_code);
-	}
+	code = ranks_exit_code(code, w, started);
 	report_result(o->result_fd, code, w, started, NULL);
 out:
 	if (hier)

@@ -92,8 +92,12 @@ static int fail_collective(struct rank *r)
 	return code;
 }
 
-/* Record why this rank stops; the first reason wins. */
-static int fail(struct rank *r, int code, const char *msg)
+/*
+ * Record why this rank stops (the first reason wins), for a stop every rank
+ * has agreed on: no one is left waiting, so nothing is aborted (an abort
+ * could break a peer still finishing the agreement's collective).
+ */
+static int fail_agreed(struct rank *r, int code, const char *msg)
 {
 	if (r->res->exit_code == 0) {
 		r->res->exit_code = code;
@@ -102,6 +106,13 @@ static int fail(struct rank *r, int code, const char *msg)
 	}
 	rank_logf(&r->log, "error: %s", msg);
 	fprintf(stderr, "storkd: rank %d on %s: %s\n", r->rank, r->node->host, msg);
+	return code;
+}
+
+/* Record why this rank stops, on its own: the other ranks must hear of it. */
+static int fail(struct rank *r, int code, const char *msg)
+{
+	fail_agreed(r, code, msg);
 	/* Wake the other ranks out of any collective instead of leaving them
 	 * waiting for this one. */
 	if (r->comm)
@@ -778,7 +789,7 @@ static int diverged(struct rank *r, int64_t step, float loss, float norm)
 		 "step %" PRId64 ": the gradient norm is not finite (%g), seen in %s", step + 1,
 		 (double)norm, who);
 	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_STOP)
-		return fail(r, STORK_EXIT_DIVERGED, r->err);
+		return fail_agreed(r, STORK_EXIT_DIVERGED, r->err);
 	rank_logf(&r->log, "warning: %s; train.on_nonfinite: skip: this step's update is dropped",
 		  r->err);
 	if (r->rank == 0) {
@@ -868,6 +879,15 @@ static int checkpoint_fits(struct rank *r, double *left, double *need)
 
 	*need = checkpoint_need(r);
 	*left = end ? (double)(end - time(NULL)) + grace : 1e30;
+#ifdef STORK_FAULT_INJECTION
+	{
+		/* Test builds: this rank believes no checkpoint fits any more. */
+		const char *s = getenv("STORK_FAULT_NO_ROOM_RANK");
+
+		if (s && *s && strtol(s, NULL, 10) == r->rank)
+			*left = 0;
+	}
+#endif
 	return *left >= *need;
 }
 
@@ -1117,7 +1137,7 @@ static int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int 
 			 must_succeed ? "" : max > 1 ? " (checkpoint.max_failures in a row)" :
 						      " (checkpoint.max_failures: 1)",
 			 r->err);
-		return fail(r, STORK_EXIT_CHECKPOINT_FAILED, msg);
+		return fail_agreed(r, STORK_EXIT_CHECKPOINT_FAILED, msg);
 	}
 	rank_logf(&r->log,
 		  "warning: checkpoint step_%08" PRId64 " failed (%d of checkpoint.max_failures %d in a "
@@ -1132,22 +1152,29 @@ static int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int 
 }
 
 /*
- * Whether any rank has seen the stop signal, or rank 0's deadline guard
- * fired (step_s: the step that just ended took that long): all ranks get
- * the same answer.
+ * The stop decision, the same on every rank: whether any rank has seen the
+ * stop signal or rank 0's deadline guard fired (step_s: the step that just
+ * ended took that long), and whether a stop checkpoint still fits before
+ * the job's end. Only rank 0 answers the second (it timed the last commit,
+ * which waits for every rank); the other ranks contribute 0, so one MAX
+ * all-reduce carries both answers and no rank can stop differently.
  */
-static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop)
+static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop,
+		      int *no_room)
 {
-	int32_t flag = *r->node->stop_requested ? 1 : 0;
+	int32_t v[2] = { *r->node->stop_requested ? 1 : 0, 0 };
+	double left, need;
 
 	if (r->node->stop_at_step > 0 && steps_done == r->node->stop_at_step)
-		flag = 1;
-	if (!flag && r->cfg->train.steps > steps_done && deadline_near(r, step_s))
-		flag = 1;
-
-	if (comm_allreduce(r->comm, &flag, 1, COMM_INT32, COMM_MAX) < 0)
+		v[0] = 1;
+	if (!v[0] && r->cfg->train.steps > steps_done && deadline_near(r, step_s))
+		v[0] = 1;
+	if (r->rank == 0 && !checkpoint_fits(r, &left, &need))
+		v[1] = 1;
+	if (comm_allreduce(r->comm, v, 2, COMM_INT32, COMM_MAX) < 0)
 		return fail_collective(r);
-	*stop = flag;
+	*stop = v[0];
+	*no_room = v[0] && v[1];
 	return 0;
 }
 
@@ -1242,11 +1269,44 @@ static void inject_faults(struct rank *r, int64_t step)
 #endif
 }
 
+/*
+ * A stop with too little time left for its checkpoint (rank 0's verdict):
+ * the previous checkpoint stays the latest, and the job is still requeued
+ * so that it resumes from it.
+ */
+static int stop_without_checkpoint(struct rank *r, int64_t steps_done)
+{
+	double left, need;
+
+	if (r->rank == 0) {
+		checkpoint_fits(r, &left, &need);
+		snprintf(r->err, sizeof r->err,
+			 "stopped after step %" PRId64 " with %.0f s left before the job's end, too "
+			 "little for a checkpoint (~%.0f s): no new checkpoint, the previous one stays "
+			 "the latest", steps_done, left, need);
+	} else {
+		snprintf(r->err, sizeof r->err,
+			 "stopped after step %" PRId64 ": rank 0 found too little time left before the "
+			 "job's end for a checkpoint: no new checkpoint, the previous one stays the "
+			 "latest", steps_done);
+	}
+	if (r->rank == 0 && r->node->slurm_job) {
+		char why[512];
+		size_t l = strlen(r->err);
+
+		if (slurm_job_requeue(r->node->slurm_job, why, sizeof why) == 0)
+			snprintf(r->err + l, sizeof r->err - l, "; job requeued");
+		else
+			snprintf(r->err + l, sizeof r->err - l, "; requeue failed: %s", why);
+	}
+	return fail_agreed(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+}
+
 static int run_steps(struct rank *r, int64_t start)
 {
 	const struct stork_config *c = r->cfg;
 	int64_t step;
-	int stop = 0;
+	int stop = 0, no_room = 0;
 
 	for (step = start; step < c->train.steps; step++) {
 		float loss = 0, norm = 0, lr = 0;
@@ -1265,35 +1325,10 @@ static int run_steps(struct rank *r, int64_t start)
 		report_step(r, step, loss, lr, norm, step_ms, comm_ucx_thread_bytes_sent() - sent0);
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);
-		if (agree_stop(r, step + 1, step_ms / 1e3, &stop))
+		if (agree_stop(r, step + 1, step_ms / 1e3, &stop, &no_room))
 			return r->res->exit_code;
-		if (stop) {
-			double left, need;
-			int32_t fits = checkpoint_fits(r, &left, &need);
-
-			/* rank 0 timed the last commit, which waits for every rank:
-			 * its answer is the job's, so no rank stops differently */
-			if (r->node->world_size > 1 &&
-			    comm_broadcast(r->comm, &fits, 1, COMM_INT32, 0) < 0)
-				return fail_collective(r);
-			if (!fits) {
-				snprintf(r->err, sizeof r->err,
-					 "stopped after step %" PRId64 " with %.0f s left before the job's end, "
-					 "too little for a checkpoint (~%.0f s): no new checkpoint, the previous "
-					 "one stays the latest", step + 1, left, need);
-				/* Still requeue: the job resumes from the previous one. */
-				if (r->rank == 0 && r->node->slurm_job) {
-					char why[512];
-					size_t l = strlen(r->err);
-
-					if (slurm_job_requeue(r->node->slurm_job, why, sizeof why) == 0)
-						snprintf(r->err + l, sizeof r->err - l, "; job requeued");
-					else
-						snprintf(r->err + l, sizeof r->err - l, "; requeue failed: %s", why);
-				}
-				return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
-			}
-		}
+		if (no_room)
+			return stop_without_checkpoint(r, step + 1);
 		if (stop || step + 1 == c->train.steps ||
 		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0)) {
 			int failed;

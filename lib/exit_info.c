@@ -230,9 +230,18 @@ static int read_node(const char *path, struct exit_info *e, char *why, size_t le
 	return 0;
 }
 
+/* A node whose ranks failed only because another did. */
+static int only_secondary(const struct exit_info *e)
+{
+	return e->first_failure.valid && e->first_failure.secondary;
+}
+
 static void merge(struct exit_info *sum, const struct exit_info *node)
 {
-	int worse = exit_code_worst(sum->exit_code, node->exit_code) != sum->exit_code;
+	/* The node of the cause sets the reason; the nodes that failed in
+	 * consequence (a collective broken by it) never outrank it. */
+	int worse = exit_code_worst(sum->exit_code, node->exit_code) != sum->exit_code &&
+		    !(only_secondary(node) && sum->first_failure.valid && !only_secondary(sum));
 
 	if (worse) {
 		sum->exit_code = node->exit_code;

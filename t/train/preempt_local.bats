@@ -45,6 +45,23 @@ fault_injection() {
 	grep -q 'not a Slurm job' $info
 }
 
+@test "whether a stop checkpoint fits is rank 0's decision, the same on every rank" {
+	fault_injection || skip "built without --enable-fault-injection"
+	# Rank 1 alone believes there is no room: rank 0 decides, every rank
+	# checkpoints and stops alike.
+	run env STORK_STOP_AT_STEP=4 STORK_FAULT_NO_ROOM_RANK=1 "$STORK" run tiny.yaml --local-ranks 2
+	[ "$status" -eq 12 ]
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000004 ]
+	grep -q 'stopping after step 4' runs/tiny__job=local__task=0/logs/rank-001.log
+	# Rank 0 believes it: no rank writes the checkpoint, every rank says why.
+	run env STORK_STOP_AT_STEP=8 STORK_FAULT_NO_ROOM_RANK=0 "$STORK" run tiny.yaml --local-ranks 2
+	[ "$status" -eq 13 ]
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000004 ]
+	grep -q 'stopped after step 8 with .* too little for a checkpoint' runs/tiny__job=local__task=0/logs/rank-000.log
+	grep -q 'stopped after step 8: rank 0 found too little time' runs/tiny__job=local__task=0/logs/rank-001.log
+	grep -q '"reason": "checkpoint_failed"' runs/tiny__job=local__task=0/exit_info.json
+}
+
 @test "a stalled rank: reason hang, naming the rank and its step" {
 	fault_injection || skip "built without --enable-fault-injection"
 	run env STORK_FAULT_STALL=1:5 "$STORK" run tiny.yaml --local-ranks 2 --set preempt.hang_timeout=3
