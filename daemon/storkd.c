@@ -17,6 +17,7 @@
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/fault.h"
+#include "lib/env_number.h"
 #include "lib/stork_json.h"
 #include "lib/slurm_job.h"
 #include "lib/log.h"
@@ -33,15 +34,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t stop_requested;
+/* Set by the handler, read by every rank thread: a lock-free C11 atomic is
+ * both async-signal-safe and visible across threads. */
+static atomic_int stop_requested;
 
 static void on_stop_signal(int sig)
 {
 	(void)sig;
-	stop_requested = 1;
+	atomic_store(&stop_requested, 1);
 }
 
 struct options {
@@ -348,17 +352,27 @@ static struct comm *hier_comm(void *arg, int local)
 	return comm_hier_rank(arg, local);
 }
 
-static void read_environment(struct train_node *node, long long job_end)
+/* What the environment says of this node's place; -1 with a message naming
+ * a malformed variable. */
+static int read_environment(struct train_node *node, long long job_end, char *err,
+			    size_t errlen)
 {
+	long long restarts, stop_at, procid, fake_end = 0;
 	const char *s;
 
 	gethostname(node->host, sizeof node->host - 1);
 	s = getenv("SLURM_JOB_ID");
 	snprintf(node->job_id, sizeof node->job_id, "%s", s && *s ? s : "local");
-	s = getenv("SLURM_RESTART_COUNT");
-	node->restart_count = s ? atoi(s) : 0;
-	s = getenv("STORK_STOP_AT_STEP");
-	node->stop_at_step = s ? atoll(s) : 0;
+	if (env_number("SLURM_RESTART_COUNT", 0, INT_MAX, 0, &restarts, err, errlen) < 0 ||
+	    env_number("STORK_STOP_AT_STEP", 0, LLONG_MAX, 0, &stop_at, err, errlen) < 0 ||
+	    env_number("SLURM_PROCID", 0, INT_MAX, 0, &procid, err, errlen) < 0)
+		return -1;
+#ifdef STORK_FAULT_INJECTION
+	if (env_number("STORK_FAULT_JOB_END", 0, INT_MAX, 0, &fake_end, err, errlen) < 0)
+		return -1;
+#endif
+	node->restart_count = (int)restarts;
+	node->stop_at_step = stop_at;
 #ifdef STORK_FAULT_INJECTION
 	s = getenv("STORK_FAULT_STALL");
 	if (s && sscanf(s, "%d:%d", &node->stall_rank, &node->stall_step) == 2)
@@ -372,26 +386,24 @@ static void read_environment(struct train_node *node, long long job_end)
 	/* One query for the whole run: launcher 0 asks slurmctld and passes the
 	 * answer (--job-end), the rendezvous hands it to every node (see join()).
 	 * A storkd started by hand as launcher 0 asks itself. */
-	s = getenv("SLURM_PROCID");
 	if (job_end >= 0) {
 		node->job_end_time = (time_t)job_end;
-	} else if (node->slurm_job && (!s || atoi(s) == 0)) {
+	} else if (node->slurm_job && procid == 0) {
 		struct slurm_job job;
-		char err[512];
+		char why[512];
 
-		if (slurm_job_query(node->slurm_job, &job, err, sizeof err) == 0)
+		if (slurm_job_query(node->slurm_job, &job, why, sizeof why) == 0)
 			node->job_end_time = job.end_time;
 		else
-			stork_warn("%s", err);
+			stork_warn("%s", why);
 	}
 	/* the TERM at the time limit leaves KillWait seconds: rank 0, on
 	 * launcher 0, decides whether a checkpoint still fits */
-	node->kill_wait = node->slurm_job && (!s || atoi(s) == 0) ? slurm_kill_wait() : -1;
-#ifdef STORK_FAULT_INJECTION
+	node->kill_wait = node->slurm_job && procid == 0 ? slurm_kill_wait() : -1;
 	/* a pretend time limit N seconds from now, for tests outside Slurm */
-	if ((s = getenv("STORK_FAULT_JOB_END")))
-		node->job_end_time = time(NULL) + atoi(s);
-#endif
+	if (fake_end > 0)
+		node->job_end_time = time(NULL) + fake_end;
+	return 0;
 }
 
 /* provenance/libraries.json: the versions of what this daemon runs on. */
@@ -543,7 +555,11 @@ static int run(const struct options *o, const struct stork_config *cfg)
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}
-	read_environment(&node, o->job_end);
+	if (read_environment(&node, o->job_end, err, sizeof err) < 0) {
+		stork_error("%s", err);
+		code = STORK_EXIT_CONFIG;
+		goto out;
+	}
 	node.topo = topo_load(getenv("STORK_TOPOLOGY"), err, sizeof err);
 	if (!node.topo) {
 		stork_error("%s", err);

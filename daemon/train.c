@@ -1162,7 +1162,7 @@ static int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int 
 static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop,
 		      int *no_room)
 {
-	int32_t v[2] = { *r->node->stop_requested ? 1 : 0, 0 };
+	int32_t v[2] = { atomic_load(r->node->stop_requested) ? 1 : 0, 0 };
 	double left, need;
 
 	if (r->node->stop_at_step > 0 && steps_done == r->node->stop_at_step)

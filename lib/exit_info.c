@@ -5,10 +5,12 @@
 #include "lib/exit_info.h"
 
 #include "lib/atomic_file.h"
+#include "lib/env_number.h"
 #include "lib/exit_codes.h"
 #include "lib/stork_json.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,13 +83,18 @@ static void copy_env(char *dst, size_t len, const char *name, const char *dflt)
 
 void exit_info_init(struct exit_info *e, int exit_code, int node_rank)
 {
-	const char *rc = getenv("SLURM_RESTART_COUNT");
+	long long restarts;
+	char err[256];
 
+	/* stork run and storkd refuse a malformed value before anything is
+	 * written; 0 stands for it here. */
+	if (env_number("SLURM_RESTART_COUNT", 0, INT_MAX, 0, &restarts, err, sizeof err) < 0)
+		restarts = 0;
 	memset(e, 0, sizeof *e);
 	e->exit_code = exit_code;
 	e->reason = exit_reason_name(exit_code);
 	e->node_rank = node_rank;
-	e->restart_count = rc ? atoi(rc) : 0;
+	e->restart_count = (int)restarts;
 	e->last_checkpoint_step = -1;
 	e->first_failure.last_step = -1;
 	copy_env(e->job_id, sizeof e->job_id, "SLURM_JOB_ID", "local");
