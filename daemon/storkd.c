@@ -177,7 +177,19 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 		return;
 	for (int i = 0; i < n; i++) {
 		const struct train_rank_result *r = &w[i].result;
+		const struct rank_progress *p = &w[i].node->progress[w[i].local];
 
+		/* A rank's result is its thread's until it says done (an atomic
+		 * store after its last write). On the watchdog's path some rank
+		 * is still running, perhaps writing its result as it is woken:
+		 * it counts with the step its heartbeat shows, nothing else. */
+		if (!atomic_load(&p->done)) {
+			int64_t s = atomic_load(&p->step);
+
+			if (last_step < 0 || s < last_step)
+				last_step = s;
+			continue;
+		}
 		/* A primary failure comes before any secondary one, then time. */
 		if (r->fail_time > 0 && r->exit_code != STORK_EXIT_PREEMPTED &&
 		    r->exit_code != STORK_EXIT_TIMEOUT &&
