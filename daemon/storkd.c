@@ -134,15 +134,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-static void install_signals(int preempt_signal)
+/* The stop signals' handler; -1 (errno set) when one cannot be installed. */
+static int install_signals(int preempt_signal)
 {
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART;
-	sigaction(preempt_signal, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	if (sigaction(preempt_signal, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0 ||
+	    sigaction(SIGINT, &sa, NULL) < 0)
+		return -1;
+	return 0;
 }
 
 struct worker {
@@ -226,10 +228,11 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 		json_object_set_new(v, "checkpoint", sj_text(ckpt->checkpoint));
 		json_object_set_new(v, "checkpoint_step", json_integer(ckpt->checkpoint_step));
 	}
-	if ((text = sj_compact(v))) {
-		ssize_t ignored = write(fd, text, strlen(text));
-		(void)ignored;
-	}
+	/* dprintf writes the whole text, or fails: then stork says storkd
+	 * ended without a report, and the reason is here in the job's output. */
+	if (!(text = sj_compact(v)) || dprintf(fd, "%s", text) < 0)
+		stork_error("cannot report the node's result to stork: %s",
+			    text ? strerror(errno) : "out of memory");
 	free(text);
 	json_decref(v);
 }
@@ -661,7 +664,12 @@ int main(int argc, char **argv)
 		return STORK_EXIT_CONFIG;
 	}
 	fault_delay("STORK_FAULT_START_DELAY"); /* a signal now must wait, not kill */
-	install_signals(cfg.preempt.signal);
+	if (install_signals(cfg.preempt.signal) < 0) {
+		stork_error("cannot handle signal %s: %s", config_signal_name(cfg.preempt.signal),
+			    strerror(errno));
+		config_free(&cfg);
+		return STORK_EXIT_INTERNAL;
+	}
 	stop_signals_unblock(); /* blocked since the launcher started: see lib/stop_signals.h */
 	code = run(&o, &cfg);
 	config_free(&cfg);

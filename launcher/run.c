@@ -269,7 +269,11 @@ static int supervise(const char *storkd, char **args, struct daemon_result *res,
 	*signal_out = 0;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < STOP_SIGNAL_COUNT; i++)
-		sigaction(stop_signal_list[i], &sa, NULL);
+		if (sigaction(stop_signal_list[i], &sa, NULL) < 0) {
+			stork_error("cannot forward signal %d to storkd: %s", stop_signal_list[i],
+				    strerror(errno));
+			return STORK_EXIT_INTERNAL;
+		}
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
 		stork_error("cannot create a pipe: %s", strerror(errno));
 		return STORK_EXIT_INTERNAL;

@@ -69,3 +69,12 @@ setup() {
 	run ls runs/tiny__job=local__task=0/checkpoints
 	[ "$output" = $'latest\nstep_00000015\nstep_00000020' ]
 }
+
+@test "a log or metrics file on a full disk: said once on stderr naming the file, the run goes on" {
+	mkdir -p runs/tiny__job=local__task=0/logs
+	ln -s /dev/full runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl
+	run "$STORK" run tiny.yaml
+	[ "$status" -eq 0 ]
+	[ "$(grep -c 'rank-000.metrics.jsonl: No space left on device; its lines are being lost' <<<"$output")" -eq 1 ]
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000020 ]
+}
