@@ -19,6 +19,7 @@
 #include "daemon/zero.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
+#include "lib/bounded.h"
 #include "lib/bind.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
@@ -50,7 +51,7 @@ struct rank {
 	struct comm *comm;             /* storkd's, or the GPU wrapper of it (device_comm) */
 	struct comm *host_comm;        /* storkd's own communicator of this rank */
 	const struct ops *ops;         /* where the rank computes: ops_cpu or ops_cuda */
-	char device_id[96];            /* host/PCI address of its GPU, for the collectives */
+	char device_id[256];           /* host/PCI address of its GPU, for the collectives */
 	float *ckpt_host;              /* pinned host copy of a GPU rank's state for checkpoints */
 	struct par_layout lay;         /* this rank's place in dp x tp x pp */
 	struct par_groups grp;
@@ -232,7 +233,7 @@ static int choose_device(struct rank *r)
 		return fail(r, STORK_EXIT_CONFIG, r->err);
 	}
 	kernels_cuda_set_tf32(r->cfg->train.precision == STORK_PRECISION_TF32);
-	snprintf(r->device_id, sizeof r->device_id, "%s/%s", r->node->host, desc);
+	msg_format(r->device_id, sizeof r->device_id, "%s/%s", r->node->host, desc);
 	rank_logf(&r->log, "bound: gpu %d (%s), %s matrix products", dev, desc,
 		  config_precision_name(r->cfg->train.precision));
 	if (r->rank == 0) {
@@ -1106,8 +1107,8 @@ static int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 	r->ckpt_seconds = ((clock_monotonic() * 1e3) - t0) / 1e3;
 	rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
 		  (clock_monotonic() * 1e3) - t0);
-	snprintf(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
-		 steps_done);
+	msg_format(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
+		   steps_done);
 	r->res->checkpoint_step = steps_done;
 	if (r->rank == 0) {
 		printf("checkpoint step_%08" PRId64 " committed\n", steps_done);
@@ -1235,9 +1236,9 @@ static int stop_and_requeue(struct rank *r, int64_t steps_done)
 		if (code == STORK_EXIT_REQUEUE_FAILED) {
 			rank_logf(&r->log, "requeue failed: %s", err);
 			fprintf(stderr, "storkd: checkpoint committed but the requeue failed: %s\n", err);
-			snprintf(r->res->message, sizeof r->res->message,
-				 "stopped after step %" PRId64 ", checkpoint committed, requeue failed: %s",
-				 steps_done, err);
+			msg_format(r->res->message, sizeof r->res->message,
+				   "stopped after step %" PRId64 ", checkpoint committed, requeue "
+				   "failed: %s", steps_done, err);
 			r->res->exit_code = code;
 			return code;
 		}

@@ -69,7 +69,7 @@ struct train_rank_result {
 	int64_t last_step;             /* steps completed when the rank stopped */
 	double fail_time;              /* wall-clock seconds when it failed, 0 if it did not */
 	int secondary;                 /* it failed because another rank did */
-	char checkpoint[1024];         /* the last checkpoint this rank committed, or "" */
+	char checkpoint[4096];         /* the last checkpoint this rank committed, or "" */
 	int64_t checkpoint_step;
 	char message[512];             /* why, for exit_info.json and the log */
 };

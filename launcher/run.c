@@ -323,7 +323,12 @@ static void latest_checkpoint(const char *run_dir, struct exit_info *e)
 	if (n <= 0)
 		return;
 	target[n] = '\0';
-	snprintf(e->last_checkpoint, sizeof e->last_checkpoint, "%s/checkpoints/%s", run_dir, target);
+	/* a path too long to record is left out rather than recorded wrong */
+	if (snprintf(e->last_checkpoint, sizeof e->last_checkpoint, "%s/checkpoints/%s", run_dir,
+		     target) >= (int)sizeof e->last_checkpoint) {
+		e->last_checkpoint[0] = '\0';
+		return;
+	}
 	e->last_checkpoint_step = strtoll(target + 5, NULL, 10);
 }
 

@@ -5,6 +5,7 @@
 #include "lib/exit_info.h"
 
 #include "lib/atomic_file.h"
+#include "lib/bounded.h"
 #include "lib/env_number.h"
 #include "lib/exit_codes.h"
 #include "lib/stork_json.h"
@@ -293,7 +294,7 @@ int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, doub
 			snprintf(missing + l, sizeof missing - l, "%s%d", l ? ", " : "", n);
 			/* A file that is there but unreadable is named with its fault. */
 			if (access(path, F_OK) == 0 && !damaged[0])
-				snprintf(damaged, sizeof damaged, "; %s", why);
+				msg_format(damaged, sizeof damaged, "; %s", why);
 			continue;
 		}
 		if (have++ == 0) {
