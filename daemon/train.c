@@ -65,6 +65,12 @@ struct rank {
 	struct train_rank_result *res;
 	double ckpt_seconds;           /* how long the last checkpoint took; 0 = none yet */
 	int ckpt_failures;             /* periodic checkpoints failed in a row */
+	struct gpt2_config shape;      /* the model's shape, for a rollback's reload */
+	struct data_position data_start; /* the first batch, for a rollback to the start */
+	int rollbacks;                 /* train.on_nonfinite: rollback, done so far */
+	int rollback_pending;          /* this step diverged: roll back before the next */
+	int64_t skip_batch_step;       /* step whose batch a rollback skips; -1: none */
+	int64_t nan_injected_step;     /* test builds: the last step given a NaN; -1: none */
 	char err[1024];
 };
 
@@ -357,6 +363,7 @@ static int open_data(struct rank *r)
 	rc = data_open(&r->train, &dc, r->err, sizeof r->err);
 	if (rc)
 		return fail(r, rc, r->err);
+	data_get_position(r->train, &r->data_start);
 	if (c->data.val.n > 0 && c->train.val_every > 0) {
 		dc.key = "data.val";
 		dc.globs = (const char *const *)c->data.val.v;
@@ -544,6 +551,7 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 	layout_shard(&r->lay, &shard);
 	shard.tp = r->grp.tp;
 	*start_step = 0;
+	r->shape = *mc;
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
 	if (find_checkpoint(r, root, dir, sizeof dir)) {
 		if (r->res->exit_code)
@@ -651,17 +659,39 @@ static int validate(struct rank *r, int64_t step)
 /*
  * Fault injection (test builds): a NaN in rank STORK_FAULT_NAN_RANK's loss
  * and gradients at the steps STORK_FAULT_NAN_STEP lists, as a numerical
- * blow-up would leave them.
+ * blow-up would leave them; once per step, as a bad batch would cause it
+ * (a rollback trains the step again on another batch).
  */
 static void inject_nan(struct rank *r, int64_t step, float *loss)
 {
 	const char *s = getenv("STORK_FAULT_NAN_RANK");
 	float nan = NAN;
 
-	if (!fault_at_step("STORK_FAULT_NAN_STEP", step + 1) || r->rank != (s ? atoi(s) : 0))
+	if (!fault_at_step("STORK_FAULT_NAN_STEP", step + 1) || r->rank != (s ? atoi(s) : 0) ||
+	    step <= r->nan_injected_step)
 		return;
+	r->nan_injected_step = step;
 	*loss = NAN;
 	r->model.ops->upload(r->model.grads, &nan, sizeof nan);
+}
+
+/*
+ * After a rollback: the batch of the step that diverged is drawn and
+ * dropped (every rank, as every pipeline stage draws each micro-batch), so
+ * the step trains on the next one instead.
+ */
+static int skip_batch(struct rank *r, int64_t step)
+{
+	int rc;
+
+	if (step != r->skip_batch_step)
+		return 0;
+	r->skip_batch_step = -1;
+	for (int micro = 0; micro < r->cfg->train.grad_accum; micro++)
+		if ((rc = data_next(r->train, r->inputs, r->targets, r->err, sizeof r->err)))
+			return fail(r, rc, r->err);
+	rank_logf(&r->log, "step %" PRId64 ": skipping the batch that diverged", step + 1);
+	return 0;
 }
 
 static int compute_gradients(struct rank *r, int64_t step, float *loss)
@@ -671,6 +701,8 @@ static int compute_gradients(struct rank *r, int64_t step, float *loss)
 	float scale = 1.0f / (float)c->train.grad_accum;
 
 	*loss = 0;
+	if (skip_batch(r, step))
+		return r->res->exit_code;
 	if (gpt2_zero_grad(&r->model) < 0)
 		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the gradients");
 	if (r->lay.pp > 1) {
@@ -789,8 +821,27 @@ static int diverged(struct rank *r, int64_t step, float loss, float norm)
 	snprintf(r->err, sizeof r->err,
 		 "step %" PRId64 ": the gradient norm is not finite (%g), seen in %s", step + 1,
 		 (double)norm, who);
-	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_STOP)
+	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_STOP ||
+	    (r->cfg->train.on_nonfinite == STORK_NONFINITE_ROLLBACK &&
+	     r->rollbacks >= r->cfg->train.max_rollbacks)) {
+		if (r->cfg->train.on_nonfinite == STORK_NONFINITE_ROLLBACK) {
+			size_t l = strlen(r->err);
+
+			msg_format(r->err + l, sizeof r->err - l,
+				   " (after train.max_rollbacks %d rollbacks)", r->rollbacks);
+		}
 		return fail_agreed(r, STORK_EXIT_DIVERGED, r->err);
+	}
+	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_ROLLBACK) {
+		r->rollback_pending = 1; /* every rank: the norm is the same everywhere */
+		rank_logf(&r->log, "warning: %s; train.on_nonfinite: rollback", r->err);
+		if (r->rank == 0) {
+			fprintf(stderr, "storkd: warning: %s; rolling back to the latest checkpoint\n",
+				r->err);
+			fflush(stderr);
+		}
+		return 0;
+	}
 	rank_logf(&r->log, "warning: %s; train.on_nonfinite: skip: this step's update is dropped",
 		  r->err);
 	if (r->rank == 0) {
@@ -1271,6 +1322,37 @@ static void inject_faults(struct rank *r, int64_t step)
 }
 
 /*
+ * train.on_nonfinite: rollback, after step bad_step diverged on every rank.
+ * Each rank drops its model, optimizer state and pipeline buffers and loads
+ * the latest checkpoint again (the start when there is none yet) exactly as
+ * a resume does; training goes on from there and skips bad_step's batch.
+ * Returns 0 with the step to go on from in *start, or the exit code.
+ */
+static int rollback(struct rank *r, int64_t bad_step, int64_t *start)
+{
+	r->rollbacks++;
+	r->rollback_pending = 0;
+	r->skip_batch_step = bad_step;
+	pipeline_free(&r->pipe);
+	zero_plan_free(&r->zero);
+	adamw_free(&r->opt);
+	gpt2_free(&r->model);
+	if (data_set_position(r->train, &r->data_start, r->err, sizeof r->err))
+		return fail(r, STORK_EXIT_DATA, r->err);
+	if (init_model(r, &r->shape, start) || move_to_device(r) || init_pipeline(r))
+		return r->res->exit_code;
+	rank_logf(&r->log, "rolled back to step %" PRId64 " (rollback %d of train.max_rollbacks %d); "
+		  "step %" PRId64 "'s batch will be skipped", *start, r->rollbacks,
+		  r->cfg->train.max_rollbacks, bad_step + 1);
+	if (r->rank == 0) {
+		printf("rolled back to step %" PRId64 " after step %" PRId64 " diverged (rollback %d of %d)\n",
+		       *start, bad_step + 1, r->rollbacks, r->cfg->train.max_rollbacks);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/*
  * A stop with too little time left for its checkpoint (rank 0's verdict):
  * the previous checkpoint stays the latest, and the job is still requeued
  * so that it resumes from it.
@@ -1320,6 +1402,14 @@ static int run_steps(struct rank *r, int64_t start)
 			return r->res->exit_code;
 		if (compute_gradients(r, step, &loss) || update(r, step, loss, &norm, &lr))
 			return r->res->exit_code;
+		if (r->rollback_pending) { /* the same on every rank: the norm is global */
+			int64_t from;
+
+			if (rollback(r, step, &from))
+				return r->res->exit_code;
+			step = from - 1; /* the loop's step++ makes it from */
+			continue;
+		}
 		if (mean_over_replicas(r, &loss) < 0)
 			return fail_collective(r);
 		step_ms = (clock_monotonic() * 1e3) - t0;
@@ -1348,7 +1438,7 @@ static int run_steps(struct rank *r, int64_t start)
 void train_rank(const struct train_node *n, int local, struct train_rank_result *res)
 {
 	struct rank r = { .node = n, .cfg = n->cfg, .local = local, .rank = n->rank_base + local,
-			  .res = res };
+			  .res = res, .skip_batch_step = -1, .nan_injected_step = -1 };
 	struct gpt2_config mc;
 	int64_t start;
 	char err[512];

@@ -72,7 +72,8 @@ static const struct enum_name precisions[] = {
 	{ "fp32", STORK_PRECISION_FP32 }, { "tf32", STORK_PRECISION_TF32 }, { NULL, 0 },
 };
 static const struct enum_name nonfinite_actions[] = {
-	{ "stop", STORK_NONFINITE_STOP }, { "skip", STORK_NONFINITE_SKIP }, { NULL, 0 },
+	{ "stop", STORK_NONFINITE_STOP }, { "skip", STORK_NONFINITE_SKIP },
+	{ "rollback", STORK_NONFINITE_ROLLBACK }, { NULL, 0 },
 };
 static const struct enum_name signals[] = {
 	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { NULL, 0 },
@@ -114,7 +115,10 @@ static const struct key keys[] = {
 	{ "train.precision", K_ENUM, OFF(train.precision), 0, 0, 0, precisions, "fp32",
 	  "GPU matrix products: fp32 | tf32 (the CPU computes fp32)" },
 	{ "train.on_nonfinite", K_ENUM, OFF(train.on_nonfinite), 0, 0, 0, nonfinite_actions, "stop",
-	  "a NaN/Inf loss or gradient norm: stop (reason diverged) | skip (drop the update)" },
+	  "a NaN/Inf loss or gradient norm: stop (reason diverged) | skip (drop the update) | "
+	  "rollback (to the latest checkpoint, skipping that batch)" },
+	{ "train.max_rollbacks", K_INT, OFF(train.max_rollbacks), 0, BIG, 0, NULL, "3",
+	  "rollbacks a run may make; the next divergence stops it" },
 	{ "train.warmup_steps", K_INT, OFF(train.warmup_steps), 0, BIG, 0, NULL, "100", "linear warmup steps" },
 	{ "train.min_lr", K_DOUBLE, OFF(train.min_lr), 0, DBL_MAX, 0, NULL, "6.0e-5", "end of the cosine" },
 	{ "train.weight_decay", K_DOUBLE, OFF(train.weight_decay), 0, DBL_MAX, 0, NULL, "0.1",

@@ -49,6 +49,7 @@ enum stork_precision {
 enum stork_nonfinite {
 	STORK_NONFINITE_STOP = 0, /* end the run, reason diverged (exit 14), nothing checkpointed */
 	STORK_NONFINITE_SKIP = 1, /* drop that step's update and go on */
+	STORK_NONFINITE_ROLLBACK = 2, /* reload the latest checkpoint, skip that step's batch */
 };
 
 /* run.device: where a rank computes. */
@@ -96,6 +97,7 @@ struct stork_config {
 		enum stork_lr_schedule lr_schedule;
 		enum stork_precision precision;
 		enum stork_nonfinite on_nonfinite;
+		int max_rollbacks;
 		int warmup_steps;
 		double min_lr;
 		double weight_decay;

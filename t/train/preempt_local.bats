@@ -195,3 +195,31 @@ fault_injection() {
 	# every later step trains on finite numbers
 	[ "$(losses tiny | awk '$1 > 5 && $2 ~ /^[0-9.]+$/' | wc -l)" -eq 5 ]
 }
+
+@test "train.on_nonfinite rollback: back to the latest checkpoint, the diverged step's batch skipped, the run completes" {
+	fault_injection || skip "needs --enable-fault-injection"
+	"$STORK" run tiny.yaml --local-ranks 2 --set run.name=full --set checkpoint.every=5 >/dev/null
+	run env STORK_FAULT_NAN_STEP=7 STORK_FAULT_NAN_RANK=1 "$STORK" run tiny.yaml --local-ranks 2 \
+		--set run.name=rb --set checkpoint.every=5 --set train.on_nonfinite=rollback
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"step 7: the gradient norm is not finite"*"rolled back to step 5 after step 7 diverged (rollback 1 of 3)"* ]]
+	grep -q "step 7: skipping the batch that diverged" runs/rb__job=local__task=0/logs/rank-001.log
+	[ "$(losses rb | wc -l)" -eq 20 ]
+	# steps 1-6 as uninterrupted; step 7 trains on the next batch instead
+	diff <(losses full | head -6) <(losses rb | head -6)
+	[ "$(losses full | sed -n 7p)" != "$(losses rb | sed -n 7p)" ]
+	[ "$(losses rb | awk '$2 ~ /^[0-9.]+$/' | wc -l)" -eq 20 ]
+	grep -q '"reason": "completed"' runs/rb__job=local__task=0/exit_info.json
+}
+
+@test "train.max_rollbacks: the divergence after the last allowed rollback ends the run as diverged" {
+	fault_injection || skip "needs --enable-fault-injection"
+	run env STORK_FAULT_NAN_STEP=7,12 "$STORK" run tiny.yaml --set checkpoint.every=5 \
+		--set train.on_nonfinite=rollback --set train.max_rollbacks=1
+	[ "$status" -eq 14 ]
+	[[ "$output" == *"rolled back to step 5 after step 7 diverged (rollback 1 of 1)"* ]]
+	grep -q "step 12: the gradient norm is not finite (nan), seen in rank 0's loss first (after train.max_rollbacks 1 rollbacks)" \
+		runs/tiny__job=local__task=0/exit_info.json
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" == step_00000010 ]
+}
