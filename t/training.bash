@@ -2,6 +2,11 @@
 # data made from the project's own documentation, a small configuration,
 # and the losses a run logged.
 
+# fault_injection: whether this build honours the test suite's fault switches.
+fault_injection() {
+	grep -q '^#define STORK_FAULT_INJECTION 1' "$abs_top_builddir/config.h"
+}
+
 # docs_data: data/docs_{train,val}.bin in the current directory.
 docs_data() {
 	mkdir -p data

@@ -17,14 +17,15 @@ setup() {
 losses() { run_losses "$1" "${2:-000}"; }
 
 # two_node_script NAME MPI [SBATCH-OPTION...]: NAME.sh, a job of 2 nodes x
-# 1 launcher x 2 ranks training run.yaml as run NAME.
+# 1 launcher x 2 ranks training run.yaml as run NAME (with the overrides in
+# RUN_ARGS, if set).
 two_node_script() {
 	local name=$1 mpi=$2
 	shift 2
 	{
 		echo '#!/bin/bash'
 		echo "#SBATCH -N2 --ntasks-per-node=1 -c2 -o $name.out $*"
-		echo "srun --mpi=$mpi $STORK run run.yaml --local-ranks 2 run.name=$name"
+		echo "srun --mpi=$mpi $STORK run run.yaml --local-ranks 2 run.name=$name ${RUN_ARGS:-}"
 	} >"$name.sh"
 }
 
@@ -69,6 +70,27 @@ two_node_job() {
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "${lines[-1]}" -eq 13 ]
+	nodes_idle
+}
+
+@test "a NaN at step 7 on node 2: diverged naming the step and the rank, latest the last finite checkpoint; with rollback the run completes" {
+	fault_injection || skip "needs --enable-fault-injection"
+	sed -i 's/every: 25/every: 5/' run.yaml
+	export STORK_FAULT_NAN_STEP=7 STORK_FAULT_NAN_RANK=3
+	two_node_script nan pmix
+	run sbatch_wait nan.sh
+	cat nan.out
+	[ "$status" -ne 0 ]
+	dir=$(ls -d "$WORK"/runs/nan__job=*__task=0)
+	cat "$dir/exit_info.json"
+	grep -q '"reason": "diverged"' "$dir/exit_info.json"
+	grep -q '"exit_code": 14' "$dir/exit_info.json"
+	grep -q "step 7: the gradient norm is not finite (nan), seen in rank 3's loss first" "$dir/exit_info.json"
+	[ "$(readlink "$dir/checkpoints/latest")" = step_00000005 ]
+	RUN_ARGS=train.on_nonfinite=rollback two_node_job nanrb pmix
+	grep -q '"reason": "completed"' "$DIR/exit_info.json"
+	grep -q 'rolled back to step 5 after step 7 diverged' nanrb.out
+	[ "$(losses "$DIR" | wc -l)" -eq 50 ]
 	nodes_idle
 }
 

@@ -9,10 +9,6 @@ setup() {
 	setup_run
 }
 
-fault_injection() {
-	grep -q '^#define STORK_FAULT_INJECTION 1' "$abs_top_builddir/config.h"
-}
-
 @test "a corrupted newest checkpoint: resume falls back to the previous one and the log says so" {
 	"$STORK" run tiny.yaml --set train.steps=10 --set checkpoint.every=5 >/dev/null
 	dir=runs/tiny__job=local__task=0
