@@ -357,6 +357,7 @@ static int open_data(struct rank *r)
 		.shuffle = c->data.shuffle,
 		.seed = c->model.seed,
 		.vocab_size = c->model.vocab_size,
+		.prefetch = c->data.prefetch,
 	};
 	int rc;
 
@@ -369,6 +370,7 @@ static int open_data(struct rank *r)
 		dc.globs = (const char *const *)c->data.val.v;
 		dc.nglobs = (int)c->data.val.n;
 		dc.shuffle = 0;
+		dc.prefetch = 0; /* rewound before every evaluation */
 		rc = data_open(&r->val, &dc, r->err, sizeof r->err);
 		if (rc)
 			return fail(r, rc, r->err);

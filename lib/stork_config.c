@@ -106,6 +106,8 @@ static const struct key keys[] = {
 	{ "data.val", K_GLOBS, OFF(data.val), 0, 0, 0, NULL, "[\"data/*_val.bin\"]",
 	  "validation shards; [] = no validation" },
 	{ "data.shuffle", K_BOOL, OFF(data.shuffle), 0, 0, 0, NULL, "true", "shard and sample order from the seed" },
+	{ "data.prefetch", K_BOOL, OFF(data.prefetch), 0, 0, 0, NULL, "true",
+	  "read the next batch while the step computes" },
 	{ "train.batch_size", K_INT, OFF(train.batch_size), 1, BIG, 0, NULL, "4", "sequences per rank per micro-step" },
 	{ "train.seq_len", K_INT, OFF(train.seq_len), 1, BIG, 0, NULL, "64", "tokens per sequence" },
 	{ "train.grad_accum", K_INT, OFF(train.grad_accum), 1, BIG, 0, NULL, "1", "micro-steps per step" },

@@ -87,6 +87,7 @@ struct stork_config {
 		struct stork_globs train;
 		struct stork_globs val;
 		bool shuffle;
+		bool prefetch;
 	} data;
 	struct {
 		int batch_size;             /* sequences per rank per micro-step */

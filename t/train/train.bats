@@ -78,3 +78,10 @@ setup() {
 	[ "$(grep -c 'rank-000.metrics.jsonl: No space left on device; its lines are being lost' <<<"$output")" -eq 1 ]
 	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000020 ]
 }
+
+@test "data.prefetch: the run trains the same bits with and without the read-ahead thread" {
+	"$STORK" run tiny.yaml --set run.name=on --local-ranks 2 >/dev/null
+	"$STORK" run tiny.yaml --set run.name=off --set data.prefetch=false --local-ranks 2 >/dev/null
+	[ "$(losses on | wc -l)" -eq 20 ]
+	diff <(losses on) <(losses off)
+}
