@@ -5,7 +5,7 @@
 load helpers
 load ../training
 
-STORK=$abs_top_builddir/launcher/stork
+STORK=${abs_top_builddir:?set by make check}/launcher/stork
 
 setup() {
 	setup_workdir
@@ -89,10 +89,11 @@ two_node_job() {
 	grep -q 'rendezvous' late.out
 }
 
-# kill_node1_daemon: once job $job (run directory $dir) has done 10 steps,
-# kill -9 the storkd of node 1 (n2); the job must end within 20 s with
+# kill_node1_daemon JOB DIR: once job JOB (run directory DIR) has done 10
+# steps, kill -9 the storkd of node 1 (n2); the job must end within 20 s with
 # reason rank_failed and SIGKILL in its exit_info.json.
 kill_node1_daemon() {
+	local job=$1 dir=$2 pid t0
 	wait_job_state "$job" RUNNING 60
 	wait_step "$dir" 10 60
 	pid=$(awk '/"node_rank": 1,/ { on = 1 } on && /"pid":/ { gsub(/[^0-9]/, ""); print; exit }' \
@@ -113,7 +114,7 @@ kill_node1_daemon() {
 	two_node_script kill pmix
 	job=$(submit kill.sh)
 	dir=$(run_dir kill "$job")
-	kill_node1_daemon
+	kill_node1_daemon "$job" "$dir"
 	grep -qE '"last_step": [1-9][0-9]*,' "$dir/exit_info.json"
 	grep -q '"host": "n2"' "$dir/exit_info.json"
 	nodes_idle
@@ -247,7 +248,7 @@ within_1e5() {
 	job=$(submit pk.sh)
 	dir=$(run_dir pk "$job")
 	# the second stage lives on node 1 (n2)
-	kill_node1_daemon
+	kill_node1_daemon "$job" "$dir"
 	grep -q '"host": "n2"' "$dir/exit_info.json"
 	nodes_idle
 }

@@ -5,7 +5,7 @@
 load helpers
 load ../training
 
-STORK=$abs_top_builddir/launcher/stork
+STORK=${abs_top_builddir:?set by make check}/launcher/stork
 
 setup() {
 	setup_workdir
@@ -96,6 +96,7 @@ reference() {
 	sed -i 's/steps: 150/steps: 200/' run.yaml
 	reference 200
 	job_script lim --requeue --time=3 --signal=USR1@100
+	# shellcheck disable=SC2016 # expanded by the job's shell, not here
 	sed -i 's|^srun |[ "${SLURM_RESTART_COUNT:-0}" = 0 ] \&\& export STORK_FAULT_STEP_DELAY=0.6\nsrun |' lim.sh
 	job=$(submit lim.sh)
 	dir=$(run_dir lim "$job")
@@ -116,6 +117,7 @@ reference() {
 	# the template users copy: a trap in the batch shell, srun without exec,
 	# --signal to the batch shell only (bash defers the trap until srun returns)
 	job_script dl --requeue --time=1 --signal=B:USR1@20
+	# shellcheck disable=SC2016 # expanded by the job's shell, not here
 	sed -i 's|^srun |trap '"'"'scontrol requeue $SLURM_JOB_ID; exit 0'"'"' USR1 TERM\n[ "${SLURM_RESTART_COUNT:-0}" = 0 ] \&\& export STORK_FAULT_STEP_DELAY=0.6\nsrun |' dl.sh
 	cat dl.sh >&3
 	job=$(submit dl.sh)

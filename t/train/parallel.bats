@@ -58,12 +58,12 @@ one_rank() {
 	one_rank 4
 	# name tensor pipeline: DP4, TP2xDP2, TP4, PP2xDP2, PP4, TP2xPP2
 	for layout in "dp4 1 1" "tp2dp2 2 1" "tp4 4 1" "pp2dp2 1 2" "pp4 1 4" "tp2pp2 2 2"; do
-		set -- $layout
+		read -r name t p <<<"$layout"
 		for z in 0 1; do
-			run run_layout "$1z$z" "$2" "$3" "$z"
+			run run_layout "${name}z$z" "$t" "$p" "$z"
 			[ "$status" -eq 0 ] || { echo "$output"; return 1; }
-			[[ "$output" == *"layout: dp $((4 / ($2 * $3))) x tp $2 x pp $3"* ]]
-			within "one$((4 / ($2 * $3)))" "$1z$z" 1e-5
+			[[ "$output" == *"layout: dp $((4 / (t * p))) x tp $t x pp $p"* ]]
+			within "one$((4 / (t * p)))" "${name}z$z" 1e-5
 		done
 	done
 }

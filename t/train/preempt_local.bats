@@ -10,7 +10,7 @@ setup() {
 }
 
 fault_injection() {
-	grep -q '^#define STORK_FAULT_INJECTION 1' "$abs_top_builddir/config.h"
+	grep -q '^#define STORK_FAULT_INJECTION 1' "${abs_top_builddir:?set by make check}/config.h"
 }
 
 @test "a corrupted newest checkpoint: resume falls back to the previous one and the log says so" {
