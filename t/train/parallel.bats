@@ -196,7 +196,8 @@ one_rank() {
 	whole=$("$STORK" bench train g124.yaml --steps 0 --ranks 1 | awk '$1 == 0 { print $6 }')
 	first=$(echo "$output" | awk '$1 == 0 { print $5, $6 }')
 	last=$(echo "$output" | awk '$1 == 3 { print $5, $6 }')
-	[ "${first% *}" = "0-5" ] && [ "${last% *}" = "6-11" ]
+	[ "${first% *}" = "0-5" ]
+	[ "${last% *}" = "6-11" ]
 	# half the layers, half of every split tensor: a quarter of the blocks, plus half the
 	# tied embedding at both ends (GPT-2 124M: 155-158 of 475 MiB), balanced within 3%
 	awk -v w="$whole" -v a="${first#* }" -v b="${last#* }" 'BEGIN {
