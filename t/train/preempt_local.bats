@@ -111,6 +111,7 @@ fault_injection() {
 	[ ! -e $dir/checkpoints/step_00000010.tmp ]
 	grep -q "warning: checkpoint step_00000010 failed" $dir/logs/rank-000.log
 	grep -q '"reason": "completed"' $dir/exit_info.json
+	[ "$(losses ref | wc -l)" -eq 20 ]
 	[ "$(losses tiny)" == "$(losses ref)" ]
 }
 
