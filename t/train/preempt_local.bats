@@ -117,10 +117,14 @@ setup() {
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"checkpoint step_00000010 failed (1 of 3 in a row)"*"No space left on device"* ]]
 	dir=runs/tiny__job=local__task=0
-	[ -d $dir/checkpoints/step_00000005 ] && [ -d $dir/checkpoints/step_00000015 ]
-	[ ! -e $dir/checkpoints/step_00000010 ] && [ ! -e $dir/checkpoints/step_00000010.tmp ]
+	# one test per line: a failed test before && would not fail the bats test
+	[ -d $dir/checkpoints/step_00000005 ]
+	[ -d $dir/checkpoints/step_00000015 ]
+	[ ! -e $dir/checkpoints/step_00000010 ]
+	[ ! -e $dir/checkpoints/step_00000010.tmp ]
 	grep -q "warning: checkpoint step_00000010 failed" $dir/logs/rank-000.log
 	grep -q '"reason": "completed"' $dir/exit_info.json
+	[ "$(losses ref | wc -l)" -eq 20 ]
 	[ "$(losses tiny)" == "$(losses ref)" ]
 }
 
@@ -157,7 +161,8 @@ setup() {
 	[[ "$output" == *"deadline guard: "*" s left before the job's end: checkpointing and requeueing now"* ]]
 	dir=runs/tiny__job=local__task=0
 	step=$(readlink $dir/checkpoints/latest | sed 's/step_0*//')
-	[ "$step" -gt 3 ] && [ "$step" -lt 1000 ]
+	[ "$step" -gt 3 ]
+	[ "$step" -lt 1000 ]
 	# committed before the pretend end
 	((end - start <= 9))
 	grep -q "deadline guard: .* stopping now" $dir/logs/rank-000.log

@@ -23,6 +23,7 @@ setup() {
 	run "$STORK" run tiny.yaml --set run.name=cut
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"resumed from"*"step_00000007 at step 7"* ]]
+	[ "$(losses full | wc -l)" -eq 20 ]
 	diff <(losses full) <(losses cut)
 }
 
