@@ -13,6 +13,7 @@
 #include "daemon/checkpoint.h"
 
 #include "lib/atomic_file.h"
+#include "lib/bounded.h"
 #include "lib/fault.h"
 #include "lib/io.h"
 #include "lib/stork_json.h"
@@ -409,19 +410,23 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
 		return -1;
 	}
-	snprintf(path, sizeof path, "%s/model.bin", tmp);
+	if (path_join(path, sizeof path, tmp, "model.bin") < 0) {
+		msg_format(err, errlen, "cannot write into %s: %s", tmp, strerror(errno));
+		goto fail;
+	}
 	if (write_model(path, m, &d[0], err, errlen) < 0)
 		goto fail;
 	fault_delay("STORK_FAULT_CKPT_DELAY"); /* widens the half-written window */
 	if (fault_at_step("STORK_FAULT_CKPT_FAIL", st->step)) {
-		snprintf(err, errlen, "cannot write %s/optimizer.bin: %s (fault injection)", tmp,
-			 strerror(ENOSPC));
+		msg_format(err, errlen, "cannot write %s/optimizer.bin: %s (fault injection)", tmp,
+			   strerror(ENOSPC));
 		goto fail;
 	}
-	snprintf(path, sizeof path, "%s/optimizer.bin", tmp);
+	/* model.bin fitted, and the other names are no longer */
+	path_join(path, sizeof path, tmp, "optimizer.bin");
 	if (write_optimizer(path, opt, &d[1], err, errlen) < 0)
 		goto fail;
-	snprintf(path, sizeof path, "%s/state.json", tmp);
+	path_join(path, sizeof path, tmp, "state.json");
 	if (write_state(path, st, NULL, &d[2], err, errlen) < 0)
 		goto fail;
 	if (write_manifest(tmp, st->step, d, 0, NULL, err, errlen) < 0)
@@ -449,22 +454,22 @@ static int verify_file(const char *dir, const json_t *f, const char *name, int l
 	uint64_t sum, size;
 
 	if (!have || !want || want_size < 0 || strcmp(have, name)) {
-		snprintf(why, len, "%s/manifest.json: no entry for %s", dir, name);
+		msg_format(why, len, "%s/manifest.json: no entry for %s", dir, name);
 		return -1;
 	}
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	if (digest_file(path, legacy, &sum, &size) < 0) {
-		snprintf(why, len, "cannot read %s: %s", path, strerror(errno));
+	if (path_join(path, sizeof path, dir, name) < 0 ||
+	    digest_file(path, legacy, &sum, &size) < 0) {
+		msg_format(why, len, "cannot read %s: %s", path, strerror(errno));
 		return -1;
 	}
 	if ((int64_t)size != want_size) {
-		snprintf(why, len, "%s has %" PRIu64 " bytes, the manifest says %" PRId64, path, size,
+		msg_format(why, len, "%s has %" PRIu64 " bytes, the manifest says %" PRId64, path, size,
 			 want_size);
 		return -1;
 	}
 	snprintf(hex, sizeof hex, "%016" PRIx64, sum);
 	if (strcmp(hex, want)) {
-		snprintf(why, len, "%s: checksum %s, the manifest says %s", path, hex, want);
+		msg_format(why, len, "%s: checksum %s, the manifest says %s", path, hex, want);
 		return -1;
 	}
 	return 0;
@@ -485,7 +490,10 @@ static int verify(const char *dir, int *legacy, char *why, size_t len)
 	size_t i = 0;
 	int rc = -1;
 
-	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	if (path_join(path, sizeof path, dir, "manifest.json") < 0) {
+		msg_format(why, len, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
 	man = sj_load_file(path, why, len);
 	if (!man)
 		return -1;
@@ -494,11 +502,11 @@ static int verify(const char *dir, int *legacy, char *why, size_t len)
 	hash = json_object_get(man, "hash");
 	*legacy = hash == NULL;
 	if (!json_is_array(files) || shards < 0) {
-		snprintf(why, len, "%s: no file list or a bad shard count", path);
+		msg_format(why, len, "%s: no file list or a bad shard count", path);
 		goto out;
 	}
 	if (hash && (!json_is_string(hash) || strcmp(json_string_value(hash), HASH_NAME))) {
-		snprintf(why, len, "%s: checksums of an unknown kind (\"hash\": %s); this Stork knows %s",
+		msg_format(why, len, "%s: checksums of an unknown kind (\"hash\": %s); this Stork knows %s",
 			 path, json_is_string(hash) ? json_string_value(hash) : "not a string",
 			 HASH_NAME);
 		goto out;

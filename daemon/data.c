@@ -13,11 +13,13 @@
 #include "config.h"
 #include "daemon/data.h"
 #include "lib/exit_codes.h"
+#include "lib/fault.h"
 #include "lib/rng.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,25 @@ struct data_shard {
 	char *path;
 	uint64_t ntok;
 	uint32_t nsamples;
+};
+
+/*
+ * The helper thread of cfg.prefetch. While a fill is under way the thread
+ * owns the loader's reading state (position, orders, open file); the
+ * caller's thread touches it only once the fill is over (every entry point
+ * waits for it), so the two never race and need one lock for the flags.
+ */
+struct prefetch {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int started;                    /* the thread runs */
+	int filling, quit;              /* under lock */
+	int pending;                    /* caller's: a batch was asked for, not yet taken */
+	struct data_position start;     /* caller's: where that batch begins */
+	int *inputs, *targets;          /* the batch, B*T ints each */
+	int rc;                         /* and how reading it went */
+	char err[1024];
 };
 
 struct data_loader {
@@ -50,6 +71,8 @@ struct data_loader {
 	int fd;                         /* open shard fd_shard, or -1 */
 	size_t fd_shard;
 	uint16_t *row;                  /* T+1 tokens */
+	double read_delay;              /* test builds: a slow file system */
+	struct prefetch pf;
 };
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -265,6 +288,7 @@ static int read_sample(struct data_loader *dl, size_t si, uint32_t sample,
 				    s->path, strerror(errno));
 		dl->fd_shard = si;
 	}
+	fault_sleep(dl->read_delay);
 	n = pread(dl->fd, dl->row, bytes, off);
 	if (n != (ssize_t)bytes)
 		return fail(err, errlen, STORK_EXIT_DATA, "%s: short read at token %llu%s%s: "
@@ -285,7 +309,8 @@ static int read_sample(struct data_loader *dl, size_t si, uint32_t sample,
 	return 0;
 }
 
-int data_next(struct data_loader *dl, int *inputs, int *targets, char *err, size_t errlen)
+/* This rank's next batch, read here and now. */
+static int read_batch(struct data_loader *dl, int *inputs, int *targets, char *err, size_t errlen)
 {
 	int B = dl->cfg.batch_size, T = dl->cfg.seq_len, rc;
 	int first = dl->cfg.rank * B, slots = dl->cfg.nranks * B;
@@ -307,10 +332,124 @@ int data_next(struct data_loader *dl, int *inputs, int *targets, char *err, size
 	return 0;
 }
 
+/* ------------------------------------------------------------- prefetch */
+
+static void *prefetch_main(void *arg)
+{
+	struct data_loader *dl = arg;
+	struct prefetch *pf = &dl->pf;
+
+	pthread_mutex_lock(&pf->lock);
+	for (;;) {
+		while (!pf->filling && !pf->quit)
+			pthread_cond_wait(&pf->cond, &pf->lock);
+		if (pf->quit)
+			break;
+		pthread_mutex_unlock(&pf->lock);
+		pf->rc = read_batch(dl, pf->inputs, pf->targets, pf->err, sizeof pf->err);
+		pthread_mutex_lock(&pf->lock);
+		pf->filling = 0;
+		pthread_cond_broadcast(&pf->cond);
+	}
+	pthread_mutex_unlock(&pf->lock);
+	return NULL;
+}
+
+/* Until the fill under way (if any) is over: then the loader is ours. */
+static void prefetch_wait(struct prefetch *pf)
+{
+	pthread_mutex_lock(&pf->lock);
+	while (pf->filling)
+		pthread_cond_wait(&pf->cond, &pf->lock);
+	pthread_mutex_unlock(&pf->lock);
+}
+
+/* Ask the thread for the batch at the current position. */
+static void prefetch_start(struct data_loader *dl)
+{
+	struct prefetch *pf = &dl->pf;
+
+	pf->start = dl->pos;
+	pf->pending = 1;
+	pthread_mutex_lock(&pf->lock);
+	pf->filling = 1;
+	pthread_cond_signal(&pf->cond);
+	pthread_mutex_unlock(&pf->lock);
+}
+
+/* Drop the batch asked for: the position is about to move. */
+static void prefetch_cancel(struct data_loader *dl)
+{
+	if (!dl->pf.started || !dl->pf.pending)
+		return;
+	prefetch_wait(&dl->pf);
+	dl->pf.pending = 0;
+	dl->pos = dl->pf.start;
+	dl->order_valid = dl->sample_valid = 0;
+}
+
+static int prefetch_open(struct data_loader *dl)
+{
+	struct prefetch *pf = &dl->pf;
+	size_t n = (size_t)dl->cfg.batch_size * (size_t)dl->cfg.seq_len;
+
+	pf->inputs = malloc(n * sizeof(int));
+	pf->targets = malloc(n * sizeof(int));
+	if (!pf->inputs || !pf->targets || pthread_mutex_init(&pf->lock, NULL) ||
+	    pthread_cond_init(&pf->cond, NULL))
+		return -1;
+	if (pthread_create(&pf->thread, NULL, prefetch_main, dl))
+		return -1;
+	pf->started = 1;
+	return 0;
+}
+
+static void prefetch_close(struct data_loader *dl)
+{
+	struct prefetch *pf = &dl->pf;
+
+	if (pf->started) {
+		pthread_mutex_lock(&pf->lock);
+		pf->quit = 1;
+		pthread_cond_broadcast(&pf->cond);
+		pthread_mutex_unlock(&pf->lock);
+		pthread_join(pf->thread, NULL);
+		pthread_mutex_destroy(&pf->lock);
+		pthread_cond_destroy(&pf->cond);
+	}
+	free(pf->inputs);
+	free(pf->targets);
+}
+
+int data_next(struct data_loader *dl, int *inputs, int *targets, char *err, size_t errlen)
+{
+	struct prefetch *pf = &dl->pf;
+	size_t n = (size_t)dl->cfg.batch_size * (size_t)dl->cfg.seq_len;
+	int rc;
+
+	if (!pf->started)
+		return read_batch(dl, inputs, targets, err, errlen);
+	if (pf->pending) {
+		prefetch_wait(pf);
+		pf->pending = 0;
+		if (pf->rc) {
+			snprintf(err, errlen, "%s", pf->err);
+			return pf->rc;
+		}
+		memcpy(inputs, pf->inputs, n * sizeof(int));
+		memcpy(targets, pf->targets, n * sizeof(int));
+	} else if ((rc = read_batch(dl, inputs, targets, err, errlen))) {
+		return rc;
+	}
+	prefetch_start(dl);
+	return 0;
+}
+
 /* -------------------------------------------------------------- position */
 
 void data_rewind(struct data_loader *dl)
 {
+	prefetch_cancel(dl);
 	memset(&dl->pos, 0, sizeof dl->pos);
 	dl->pos.rng = dl->start_rng;
 	dl->order_valid = dl->sample_valid = 0;
@@ -318,15 +457,18 @@ void data_rewind(struct data_loader *dl)
 
 void data_get_position(const struct data_loader *dl, struct data_position *pos)
 {
-	*pos = dl->pos;
+	/* a batch asked for but not taken is still the next one */
+	*pos = dl->pf.pending ? dl->pf.start : dl->pos;
 }
 
 int data_set_position(struct data_loader *dl, const struct data_position *pos,
 		      char *err, size_t errlen)
 {
-	struct data_position save = dl->pos;
+	struct data_position save;
 	int rc;
 
+	prefetch_cancel(dl);
+	save = dl->pos;
 	if (pos->shard >= dl->nshards || (dl->cfg.shuffle && !pos->rng))
 		return fail(err, errlen, STORK_EXIT_DATA, "%s: saved data position (epoch "
 			    "%llu, shard %llu) does not fit the %zu shard(s) found now: "
@@ -388,6 +530,12 @@ int data_open(struct data_loader **out, const struct data_config *cfg,
 	}
 	dl->start_rng = rng_seed(cfg->seed, DATA_RNG_STREAM);
 	data_rewind(dl);
+	dl->read_delay = fault_seconds("STORK_FAULT_DATA_DELAY");
+	if (cfg->prefetch && prefetch_open(dl) < 0) {
+		rc = fail(err, errlen, STORK_EXIT_INTERNAL, "%s: cannot start the prefetch thread",
+			  dl->key);
+		goto fail;
+	}
 	*out = dl;
 	return 0;
 fail:
@@ -418,6 +566,7 @@ void data_close(struct data_loader *dl)
 {
 	if (!dl)
 		return;
+	prefetch_close(dl);
 	if (dl->fd >= 0)
 		close(dl->fd);
 	for (size_t i = 0; i < dl->nshards; i++)

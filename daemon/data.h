@@ -25,6 +25,12 @@
  * code of lib/exit_codes.h (STORK_EXIT_DATA for bad data) for the caller to
  * exit with. Shards are read with pread, a sample at a time: memory use is
  * one permutation of the current shard's samples.
+ *
+ * With prefetch, a helper thread reads the next batch while the caller
+ * computes on the last one: the same reads in the same order, so the
+ * batches are bit-identical, and a slow file system costs the step nothing
+ * as long as a batch reads faster than a step computes. An error in the
+ * prefetched batch is returned by the data_next that would have read it.
  */
 #ifndef STORK_DAEMON_DATA_H
 #define STORK_DAEMON_DATA_H
@@ -53,6 +59,7 @@ struct data_config {
 	int shuffle;                /* permute shards and samples every epoch */
 	uint64_t seed;              /* shuffling seed */
 	int vocab_size;             /* tokens must be below this; 0: no check */
+	int prefetch;               /* read the next batch on a helper thread */
 };
 
 struct data_loader;

@@ -14,13 +14,12 @@
 #include <sys/time.h>
 #include <time.h>
 
-static FILE *open_append(const char *run_dir, int rank, const char *suffix, char *err,
-			 size_t errlen)
+static FILE *open_append(const char *run_dir, int rank, const char *suffix, char *path,
+			 size_t pathlen, char *err, size_t errlen)
 {
-	char path[4096];
 	FILE *f;
 
-	snprintf(path, sizeof path, "%s/logs/rank-%03d.%s", run_dir, rank, suffix);
+	snprintf(path, pathlen, "%s/logs/rank-%03d.%s", run_dir, rank, suffix);
 	f = fopen(path, "a");
 	if (!f)
 		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
@@ -35,16 +34,32 @@ int rank_log_open(struct rank_log *rl, const char *run_dir, int rank, int local,
 	rl->local = local;
 	snprintf(rl->host, sizeof rl->host, "%s", host);
 	snprintf(rl->job_id, sizeof rl->job_id, "%s", job_id);
-	rl->log = open_append(run_dir, rank, "log", err, errlen);
+	rl->log = open_append(run_dir, rank, "log", rl->log_path, sizeof rl->log_path, err, errlen);
 	if (!rl->log)
 		goto fail;
-	rl->metrics = open_append(run_dir, rank, "metrics.jsonl", err, errlen);
+	rl->metrics = open_append(run_dir, rank, "metrics.jsonl", rl->metrics_path,
+				  sizeof rl->metrics_path, err, errlen);
 	if (!rl->metrics)
 		goto fail;
 	return 0;
 fail:
 	rank_log_close(rl);
 	return -1;
+}
+
+/*
+ * Write one whole line to f and flush it. A failure (a full disk, a quota)
+ * loses the line: the first one is said on stderr, where Slurm's output
+ * file still takes it, naming the file; the run goes on.
+ */
+static void put_line(struct rank_log *rl, FILE *f, const char *path, const char *line,
+		     const char *end)
+{
+	int failed = fputs(line, f) == EOF || fputs(end, f) == EOF || fflush(f) == EOF;
+
+	if (failed && !rl->lost++)
+		fprintf(stderr, "storkd: rank %d: cannot write %s: %s; its lines are being lost\n",
+			rl->rank, path, strerror(errno));
 }
 
 static void utc_now(char *buf, size_t len)
@@ -69,13 +84,10 @@ void rank_logf(struct rank_log *rl, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
 	va_end(ap);
-	strcat(line, "\n");
-	if (rl->log) {
-		fputs(line, rl->log);
-		fflush(rl->log);
-	}
+	if (rl->log)
+		put_line(rl, rl->log, rl->log_path, line, "\n");
 	if (rl->echo)
-		fputs(line, stderr);
+		fprintf(stderr, "%s\n", line);
 }
 
 void rank_metric(struct rank_log *rl, int64_t step, const char *metric, double value,
@@ -97,17 +109,18 @@ void rank_metric(struct rank_log *rl, int64_t step, const char *metric, double v
 	json_decref(v);
 	if (!text)
 		return;
-	fputs(text, rl->metrics);
-	fputc('\n', rl->metrics);
-	fflush(rl->metrics);
+	put_line(rl, rl->metrics, rl->metrics_path, text, "\n");
 	free(text);
 }
 
-void rank_log_close(struct rank_log *rl)
+int rank_log_close(struct rank_log *rl)
 {
-	if (rl->log)
-		fclose(rl->log);
-	if (rl->metrics)
-		fclose(rl->metrics);
+	if (rl->log && fclose(rl->log) == EOF && !rl->lost++)
+		fprintf(stderr, "storkd: rank %d: cannot write %s: %s\n", rl->rank, rl->log_path,
+			strerror(errno));
+	if (rl->metrics && fclose(rl->metrics) == EOF && !rl->lost++)
+		fprintf(stderr, "storkd: rank %d: cannot write %s: %s\n", rl->rank,
+			rl->metrics_path, strerror(errno));
 	rl->log = rl->metrics = NULL;
+	return rl->lost ? -1 : 0;
 }

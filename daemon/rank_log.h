@@ -22,6 +22,8 @@ struct rank_log {
 	char host[64];
 	char job_id[32];
 	int echo;          /* also write log lines to stderr */
+	char log_path[4096], metrics_path[4096];
+	int lost;          /* a write failed (full disk...): said once on stderr */
 };
 
 /* Open (append) the rank's files under run_dir/logs. Returns 0, or -1 with a
@@ -36,6 +38,7 @@ void rank_logf(struct rank_log *rl, const char *fmt, ...) __attribute__((format(
 void rank_metric(struct rank_log *rl, int64_t step, const char *metric, double value,
 		 const char *unit);
 
-void rank_log_close(struct rank_log *rl);
+/* Close both files; -1 when any line was lost on the way (said on stderr). */
+int rank_log_close(struct rank_log *rl);
 
 #endif

@@ -18,6 +18,7 @@
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/fault.h"
+#include "lib/env_number.h"
 #include "lib/stork_json.h"
 #include "lib/slurm_job.h"
 #include "lib/log.h"
@@ -34,15 +35,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t stop_requested;
+/* Set by the handler, read by every rank thread: a lock-free C11 atomic is
+ * both async-signal-safe and visible across threads. */
+static atomic_int stop_requested;
 
 static void on_stop_signal(int sig)
 {
 	(void)sig;
-	stop_requested = 1;
+	atomic_store(&stop_requested, 1);
 }
 
 struct options {
@@ -143,15 +147,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-static void install_signals(int preempt_signal)
+/* The stop signals' handler; -1 (errno set) when one cannot be installed. */
+static int install_signals(int preempt_signal)
 {
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART;
-	sigaction(preempt_signal, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	if (sigaction(preempt_signal, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0 ||
+	    sigaction(SIGINT, &sa, NULL) < 0)
+		return -1;
+	return 0;
 }
 
 struct worker {
@@ -186,7 +192,19 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 		return;
 	for (int i = 0; i < n; i++) {
 		const struct train_rank_result *r = &w[i].result;
+		const struct rank_progress *p = &w[i].node->progress[w[i].local];
 
+		/* A rank's result is its thread's until it says done (an atomic
+		 * store after its last write). On the watchdog's path some rank
+		 * is still running, perhaps writing its result as it is woken:
+		 * it counts with the step its heartbeat shows, nothing else. */
+		if (!atomic_load(&p->done)) {
+			int64_t s = atomic_load(&p->step);
+
+			if (last_step < 0 || s < last_step)
+				last_step = s;
+			continue;
+		}
 		/* A primary failure comes before any secondary one, then time. */
 		if (r->fail_time > 0 && r->exit_code != STORK_EXIT_PREEMPTED &&
 		    r->exit_code != STORK_EXIT_TIMEOUT &&
@@ -223,12 +241,36 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 		json_object_set_new(v, "checkpoint", sj_text(ckpt->checkpoint));
 		json_object_set_new(v, "checkpoint_step", json_integer(ckpt->checkpoint_step));
 	}
-	if ((text = sj_compact(v))) {
-		ssize_t ignored = write(fd, text, strlen(text));
-		(void)ignored;
-	}
+	/* dprintf writes the whole text, or fails: then stork says storkd
+	 * ended without a report, and the reason is here in the job's output. */
+	if (!(text = sj_compact(v)) || dprintf(fd, "%s", text) < 0)
+		stork_error("cannot report the node's result to stork: %s",
+			    text ? strerror(errno) : "out of memory");
 	free(text);
 	json_decref(v);
+}
+
+/*
+ * Join the ranks; the node's exit code is the most telling of theirs,
+ * where a rank that failed only because another did (secondary) never
+ * outranks the cause: the reason and exit_info's first failure agree.
+ */
+static int ranks_exit_code(int code, struct worker *w, int n)
+{
+	int primary = STORK_EXIT_OK, secondary = STORK_EXIT_OK, have_primary = 0;
+
+	for (int i = 0; i < n; i++) {
+		const struct train_rank_result *r = &w[i].result;
+
+		pthread_join(w[i].thread, NULL);
+		if (r->secondary) {
+			secondary = exit_code_worst(secondary, r->exit_code);
+		} else {
+			primary = exit_code_worst(primary, r->exit_code);
+			have_primary |= r->exit_code != STORK_EXIT_OK;
+		}
+	}
+	return exit_code_worst(code, have_primary ? primary : exit_code_worst(primary, secondary));
 }
 
 /*
@@ -338,17 +380,27 @@ static struct comm *hier_comm(void *arg, int local)
 	return comm_hier_rank(arg, local);
 }
 
-static void read_environment(struct train_node *node, long long job_end)
+/* What the environment says of this node's place; -1 with a message naming
+ * a malformed variable. */
+static int read_environment(struct train_node *node, long long job_end, char *err,
+			    size_t errlen)
 {
+	long long restarts, stop_at, procid, fake_end = 0;
 	const char *s;
 
 	gethostname(node->host, sizeof node->host - 1);
 	s = getenv("SLURM_JOB_ID");
 	snprintf(node->job_id, sizeof node->job_id, "%s", s && *s ? s : "local");
-	s = getenv("SLURM_RESTART_COUNT");
-	node->restart_count = s ? atoi(s) : 0;
-	s = getenv("STORK_STOP_AT_STEP");
-	node->stop_at_step = s ? atoll(s) : 0;
+	if (env_number("SLURM_RESTART_COUNT", 0, INT_MAX, 0, &restarts, err, errlen) < 0 ||
+	    env_number("STORK_STOP_AT_STEP", 0, LLONG_MAX, 0, &stop_at, err, errlen) < 0 ||
+	    env_number("SLURM_PROCID", 0, INT_MAX, 0, &procid, err, errlen) < 0)
+		return -1;
+#ifdef STORK_FAULT_INJECTION
+	if (env_number("STORK_FAULT_JOB_END", 0, INT_MAX, 0, &fake_end, err, errlen) < 0)
+		return -1;
+#endif
+	node->restart_count = (int)restarts;
+	node->stop_at_step = stop_at;
 #ifdef STORK_FAULT_INJECTION
 	s = getenv("STORK_FAULT_STALL");
 	if (s && sscanf(s, "%d:%d", &node->stall_rank, &node->stall_step) == 2)
@@ -362,26 +414,24 @@ static void read_environment(struct train_node *node, long long job_end)
 	/* One query for the whole run: launcher 0 asks slurmctld and passes the
 	 * answer (--job-end), the rendezvous hands it to every node (see join()).
 	 * A storkd started by hand as launcher 0 asks itself. */
-	s = getenv("SLURM_PROCID");
 	if (job_end >= 0) {
 		node->job_end_time = (time_t)job_end;
-	} else if (node->slurm_job && (!s || atoi(s) == 0)) {
+	} else if (node->slurm_job && procid == 0) {
 		struct slurm_job job;
-		char err[512];
+		char why[512];
 
-		if (slurm_job_query(node->slurm_job, &job, err, sizeof err) == 0)
+		if (slurm_job_query(node->slurm_job, &job, why, sizeof why) == 0)
 			node->job_end_time = job.end_time;
 		else
-			stork_warn("%s", err);
+			stork_warn("%s", why);
 	}
 	/* the TERM at the time limit leaves KillWait seconds: rank 0, on
 	 * launcher 0, decides whether a checkpoint still fits */
-	node->kill_wait = node->slurm_job && (!s || atoi(s) == 0) ? slurm_kill_wait() : -1;
-#ifdef STORK_FAULT_INJECTION
+	node->kill_wait = node->slurm_job && procid == 0 ? slurm_kill_wait() : -1;
 	/* a pretend time limit N seconds from now, for tests outside Slurm */
-	if ((s = getenv("STORK_FAULT_JOB_END")))
-		node->job_end_time = time(NULL) + atoi(s);
-#endif
+	if (fake_end > 0)
+		node->job_end_time = time(NULL) + fake_end;
+	return 0;
 }
 
 /* provenance/libraries.json: the versions of what this daemon runs on. */
@@ -533,7 +583,11 @@ static int run(const struct options *o, const struct stork_config *cfg)
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}
-	read_environment(&node, o->job_end);
+	if (read_environment(&node, o->job_end, err, sizeof err) < 0) {
+		stork_error("%s", err);
+		code = STORK_EXIT_CONFIG;
+		goto out;
+	}
 	node.topo = topo_load(getenv("STORK_TOPOLOGY"), err, sizeof err);
 	if (!node.topo) {
 		stork_error("%s", err);
@@ -578,10 +632,7 @@ static int run(const struct options *o, const struct stork_config *cfg)
 			comm_hier_watch(hier);
 		nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
 	}
-	for (int i = 0; i < started; i++) {
-		pthread_join(w[i].thread, NULL);
-		code = exit_code_worst(code, w[i].result.exit_code);
-	}
+	code = ranks_exit_code(code, w, started);
 	report_result(o->result_fd, code, w, started, NULL);
 out:
 	if (hier)
@@ -627,7 +678,12 @@ int main(int argc, char **argv)
 		return STORK_EXIT_CONFIG;
 	}
 	fault_delay("STORK_FAULT_START_DELAY"); /* a signal now must wait, not kill */
-	install_signals(cfg.preempt.signal);
+	if (install_signals(cfg.preempt.signal) < 0) {
+		stork_error("cannot handle signal %s: %s", config_signal_name(cfg.preempt.signal),
+			    strerror(errno));
+		config_free(&cfg);
+		return STORK_EXIT_INTERNAL;
+	}
 	stop_signals_unblock(); /* blocked since the launcher started: see lib/stop_signals.h */
 	code = run(&o, &cfg);
 	config_free(&cfg);

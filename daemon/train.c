@@ -19,6 +19,7 @@
 #include "daemon/zero.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
+#include "lib/bounded.h"
 #include "lib/bind.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
@@ -50,7 +51,7 @@ struct rank {
 	struct comm *comm;             /* storkd's, or the GPU wrapper of it (device_comm) */
 	struct comm *host_comm;        /* storkd's own communicator of this rank */
 	const struct ops *ops;         /* where the rank computes: ops_cpu or ops_cuda */
-	char device_id[96];            /* host/PCI address of its GPU, for the collectives */
+	char device_id[256];           /* host/PCI address of its GPU, for the collectives */
 	float *ckpt_host;              /* pinned host copy of a GPU rank's state for checkpoints */
 	struct par_layout lay;         /* this rank's place in dp x tp x pp */
 	struct par_groups grp;
@@ -64,6 +65,12 @@ struct rank {
 	struct train_rank_result *res;
 	double ckpt_seconds;           /* how long the last checkpoint took; 0 = none yet */
 	int ckpt_failures;             /* periodic checkpoints failed in a row */
+	struct gpt2_config shape;      /* the model's shape, for a rollback's reload */
+	struct data_position data_start; /* the first batch, for a rollback to the start */
+	int rollbacks;                 /* train.on_nonfinite: rollback, done so far */
+	int rollback_pending;          /* this step diverged: roll back before the next */
+	int64_t skip_batch_step;       /* step whose batch a rollback skips; -1: none */
+	int64_t nan_injected_step;     /* test builds: the last step given a NaN; -1: none */
 	char err[1024];
 };
 
@@ -92,8 +99,12 @@ static int fail_collective(struct rank *r)
 	return code;
 }
 
-/* Record why this rank stops; the first reason wins. */
-static int fail(struct rank *r, int code, const char *msg)
+/*
+ * Record why this rank stops (the first reason wins), for a stop every rank
+ * has agreed on: no one is left waiting, so nothing is aborted (an abort
+ * could break a peer still finishing the agreement's collective).
+ */
+static int fail_agreed(struct rank *r, int code, const char *msg)
 {
 	if (r->res->exit_code == 0) {
 		r->res->exit_code = code;
@@ -102,6 +113,13 @@ static int fail(struct rank *r, int code, const char *msg)
 	}
 	rank_logf(&r->log, "error: %s", msg);
 	fprintf(stderr, "storkd: rank %d on %s: %s\n", r->rank, r->node->host, msg);
+	return code;
+}
+
+/* Record why this rank stops, on its own: the other ranks must hear of it. */
+static int fail(struct rank *r, int code, const char *msg)
+{
+	fail_agreed(r, code, msg);
 	/* Wake the other ranks out of any collective instead of leaving them
 	 * waiting for this one. */
 	if (r->comm)
@@ -221,7 +239,7 @@ static int choose_device(struct rank *r)
 		return fail(r, STORK_EXIT_CONFIG, r->err);
 	}
 	kernels_cuda_set_tf32(r->cfg->train.precision == STORK_PRECISION_TF32);
-	snprintf(r->device_id, sizeof r->device_id, "%s/%s", r->node->host, desc);
+	msg_format(r->device_id, sizeof r->device_id, "%s/%s", r->node->host, desc);
 	rank_logf(&r->log, "bound: gpu %d (%s), %s matrix products", dev, desc,
 		  config_precision_name(r->cfg->train.precision));
 	if (r->rank == 0) {
@@ -339,17 +357,20 @@ static int open_data(struct rank *r)
 		.shuffle = c->data.shuffle,
 		.seed = c->model.seed,
 		.vocab_size = c->model.vocab_size,
+		.prefetch = c->data.prefetch,
 	};
 	int rc;
 
 	rc = data_open(&r->train, &dc, r->err, sizeof r->err);
 	if (rc)
 		return fail(r, rc, r->err);
+	data_get_position(r->train, &r->data_start);
 	if (c->data.val.n > 0 && c->train.val_every > 0) {
 		dc.key = "data.val";
 		dc.globs = (const char *const *)c->data.val.v;
 		dc.nglobs = (int)c->data.val.n;
 		dc.shuffle = 0;
+		dc.prefetch = 0; /* rewound before every evaluation */
 		rc = data_open(&r->val, &dc, r->err, sizeof r->err);
 		if (rc)
 			return fail(r, rc, r->err);
@@ -532,6 +553,7 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 	layout_shard(&r->lay, &shard);
 	shard.tp = r->grp.tp;
 	*start_step = 0;
+	r->shape = *mc;
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
 	if (find_checkpoint(r, root, dir, sizeof dir)) {
 		if (r->res->exit_code)
@@ -639,17 +661,39 @@ static int validate(struct rank *r, int64_t step)
 /*
  * Fault injection (test builds): a NaN in rank STORK_FAULT_NAN_RANK's loss
  * and gradients at the steps STORK_FAULT_NAN_STEP lists, as a numerical
- * blow-up would leave them.
+ * blow-up would leave them; once per step, as a bad batch would cause it
+ * (a rollback trains the step again on another batch).
  */
 static void inject_nan(struct rank *r, int64_t step, float *loss)
 {
 	const char *s = getenv("STORK_FAULT_NAN_RANK");
 	float nan = NAN;
 
-	if (!fault_at_step("STORK_FAULT_NAN_STEP", step + 1) || r->rank != (s ? atoi(s) : 0))
+	if (!fault_at_step("STORK_FAULT_NAN_STEP", step + 1) || r->rank != (s ? atoi(s) : 0) ||
+	    step <= r->nan_injected_step)
 		return;
+	r->nan_injected_step = step;
 	*loss = NAN;
 	r->model.ops->upload(r->model.grads, &nan, sizeof nan);
+}
+
+/*
+ * After a rollback: the batch of the step that diverged is drawn and
+ * dropped (every rank, as every pipeline stage draws each micro-batch), so
+ * the step trains on the next one instead.
+ */
+static int skip_batch(struct rank *r, int64_t step)
+{
+	int rc;
+
+	if (step != r->skip_batch_step)
+		return 0;
+	r->skip_batch_step = -1;
+	for (int micro = 0; micro < r->cfg->train.grad_accum; micro++)
+		if ((rc = data_next(r->train, r->inputs, r->targets, r->err, sizeof r->err)))
+			return fail(r, rc, r->err);
+	rank_logf(&r->log, "step %" PRId64 ": skipping the batch that diverged", step + 1);
+	return 0;
 }
 
 static int compute_gradients(struct rank *r, int64_t step, float *loss)
@@ -659,6 +703,8 @@ static int compute_gradients(struct rank *r, int64_t step, float *loss)
 	float scale = 1.0f / (float)c->train.grad_accum;
 
 	*loss = 0;
+	if (skip_batch(r, step))
+		return r->res->exit_code;
 	if (gpt2_zero_grad(&r->model) < 0)
 		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the gradients");
 	if (r->lay.pp > 1) {
@@ -777,8 +823,27 @@ static int diverged(struct rank *r, int64_t step, float loss, float norm)
 	snprintf(r->err, sizeof r->err,
 		 "step %" PRId64 ": the gradient norm is not finite (%g), seen in %s", step + 1,
 		 (double)norm, who);
-	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_STOP)
-		return fail(r, STORK_EXIT_DIVERGED, r->err);
+	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_STOP ||
+	    (r->cfg->train.on_nonfinite == STORK_NONFINITE_ROLLBACK &&
+	     r->rollbacks >= r->cfg->train.max_rollbacks)) {
+		if (r->cfg->train.on_nonfinite == STORK_NONFINITE_ROLLBACK) {
+			size_t l = strlen(r->err);
+
+			msg_format(r->err + l, sizeof r->err - l,
+				   " (after train.max_rollbacks %d rollbacks)", r->rollbacks);
+		}
+		return fail_agreed(r, STORK_EXIT_DIVERGED, r->err);
+	}
+	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_ROLLBACK) {
+		r->rollback_pending = 1; /* every rank: the norm is the same everywhere */
+		rank_logf(&r->log, "warning: %s; train.on_nonfinite: rollback", r->err);
+		if (r->rank == 0) {
+			fprintf(stderr, "storkd: warning: %s; rolling back to the latest checkpoint\n",
+				r->err);
+			fflush(stderr);
+		}
+		return 0;
+	}
 	rank_logf(&r->log, "warning: %s; train.on_nonfinite: skip: this step's update is dropped",
 		  r->err);
 	if (r->rank == 0) {
@@ -868,6 +933,15 @@ static int checkpoint_fits(struct rank *r, double *left, double *need)
 
 	*need = checkpoint_need(r);
 	*left = end ? (double)(end - time(NULL)) + grace : 1e30;
+#ifdef STORK_FAULT_INJECTION
+	{
+		/* Test builds: this rank believes no checkpoint fits any more. */
+		const char *s = getenv("STORK_FAULT_NO_ROOM_RANK");
+
+		if (s && *s && strtol(s, NULL, 10) == r->rank)
+			*left = 0;
+	}
+#endif
 	return *left >= *need;
 }
 
@@ -1086,8 +1160,8 @@ static int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 	r->ckpt_seconds = ((clock_monotonic() * 1e3) - t0) / 1e3;
 	rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
 		  (clock_monotonic() * 1e3) - t0);
-	snprintf(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
-		 steps_done);
+	msg_format(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
+		   steps_done);
 	r->res->checkpoint_step = steps_done;
 	if (r->rank == 0) {
 		printf("checkpoint step_%08" PRId64 " committed\n", steps_done);
@@ -1117,7 +1191,7 @@ static int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int 
 			 must_succeed ? "" : max > 1 ? " (checkpoint.max_failures in a row)" :
 						      " (checkpoint.max_failures: 1)",
 			 r->err);
-		return fail(r, STORK_EXIT_CHECKPOINT_FAILED, msg);
+		return fail_agreed(r, STORK_EXIT_CHECKPOINT_FAILED, msg);
 	}
 	rank_logf(&r->log,
 		  "warning: checkpoint step_%08" PRId64 " failed (%d of checkpoint.max_failures %d in a "
@@ -1132,22 +1206,29 @@ static int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int 
 }
 
 /*
- * Whether any rank has seen the stop signal, or rank 0's deadline guard
- * fired (step_s: the step that just ended took that long): all ranks get
- * the same answer.
+ * The stop decision, the same on every rank: whether any rank has seen the
+ * stop signal or rank 0's deadline guard fired (step_s: the step that just
+ * ended took that long), and whether a stop checkpoint still fits before
+ * the job's end. Only rank 0 answers the second (it timed the last commit,
+ * which waits for every rank); the other ranks contribute 0, so one MAX
+ * all-reduce carries both answers and no rank can stop differently.
  */
-static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop)
+static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop,
+		      int *no_room)
 {
-	int32_t flag = *r->node->stop_requested ? 1 : 0;
+	int32_t v[2] = { atomic_load(r->node->stop_requested) ? 1 : 0, 0 };
+	double left, need;
 
 	if (r->node->stop_at_step > 0 && steps_done == r->node->stop_at_step)
-		flag = 1;
-	if (!flag && r->cfg->train.steps > steps_done && deadline_near(r, step_s))
-		flag = 1;
-
-	if (comm_allreduce(r->comm, &flag, 1, COMM_INT32, COMM_MAX) < 0)
+		v[0] = 1;
+	if (!v[0] && r->cfg->train.steps > steps_done && deadline_near(r, step_s))
+		v[0] = 1;
+	if (r->rank == 0 && !checkpoint_fits(r, &left, &need))
+		v[1] = 1;
+	if (comm_allreduce(r->comm, v, 2, COMM_INT32, COMM_MAX) < 0)
 		return fail_collective(r);
-	*stop = flag;
+	*stop = v[0];
+	*no_room = v[0] && v[1];
 	return 0;
 }
 
@@ -1208,9 +1289,9 @@ static int stop_and_requeue(struct rank *r, int64_t steps_done)
 		if (code == STORK_EXIT_REQUEUE_FAILED) {
 			rank_logf(&r->log, "requeue failed: %s", err);
 			fprintf(stderr, "storkd: checkpoint committed but the requeue failed: %s\n", err);
-			snprintf(r->res->message, sizeof r->res->message,
-				 "stopped after step %" PRId64 ", checkpoint committed, requeue failed: %s",
-				 steps_done, err);
+			msg_format(r->res->message, sizeof r->res->message,
+				   "stopped after step %" PRId64 ", checkpoint committed, requeue "
+				   "failed: %s", steps_done, err);
 			r->res->exit_code = code;
 			return code;
 		}
@@ -1242,11 +1323,75 @@ static void inject_faults(struct rank *r, int64_t step)
 #endif
 }
 
+/*
+ * train.on_nonfinite: rollback, after step bad_step diverged on every rank.
+ * Each rank drops its model, optimizer state and pipeline buffers and loads
+ * the latest checkpoint again (the start when there is none yet) exactly as
+ * a resume does; training goes on from there and skips bad_step's batch.
+ * Returns 0 with the step to go on from in *start, or the exit code.
+ */
+static int rollback(struct rank *r, int64_t bad_step, int64_t *start)
+{
+	r->rollbacks++;
+	r->rollback_pending = 0;
+	r->skip_batch_step = bad_step;
+	pipeline_free(&r->pipe);
+	zero_plan_free(&r->zero);
+	adamw_free(&r->opt);
+	gpt2_free(&r->model);
+	if (data_set_position(r->train, &r->data_start, r->err, sizeof r->err))
+		return fail(r, STORK_EXIT_DATA, r->err);
+	if (init_model(r, &r->shape, start) || move_to_device(r) || init_pipeline(r))
+		return r->res->exit_code;
+	rank_logf(&r->log, "rolled back to step %" PRId64 " (rollback %d of train.max_rollbacks %d); "
+		  "step %" PRId64 "'s batch will be skipped", *start, r->rollbacks,
+		  r->cfg->train.max_rollbacks, bad_step + 1);
+	if (r->rank == 0) {
+		printf("rolled back to step %" PRId64 " after step %" PRId64 " diverged (rollback %d of %d)\n",
+		       *start, bad_step + 1, r->rollbacks, r->cfg->train.max_rollbacks);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/*
+ * A stop with too little time left for its checkpoint (rank 0's verdict):
+ * the previous checkpoint stays the latest, and the job is still requeued
+ * so that it resumes from it.
+ */
+static int stop_without_checkpoint(struct rank *r, int64_t steps_done)
+{
+	double left, need;
+
+	if (r->rank == 0) {
+		checkpoint_fits(r, &left, &need);
+		snprintf(r->err, sizeof r->err,
+			 "stopped after step %" PRId64 " with %.0f s left before the job's end, too "
+			 "little for a checkpoint (~%.0f s): no new checkpoint, the previous one stays "
+			 "the latest", steps_done, left, need);
+	} else {
+		snprintf(r->err, sizeof r->err,
+			 "stopped after step %" PRId64 ": rank 0 found too little time left before the "
+			 "job's end for a checkpoint: no new checkpoint, the previous one stays the "
+			 "latest", steps_done);
+	}
+	if (r->rank == 0 && r->node->slurm_job) {
+		char why[512];
+		size_t l = strlen(r->err);
+
+		if (slurm_job_requeue(r->node->slurm_job, why, sizeof why) == 0)
+			snprintf(r->err + l, sizeof r->err - l, "; job requeued");
+		else
+			snprintf(r->err + l, sizeof r->err - l, "; requeue failed: %s", why);
+	}
+	return fail_agreed(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+}
+
 static int run_steps(struct rank *r, int64_t start)
 {
 	const struct stork_config *c = r->cfg;
 	int64_t step;
-	int stop = 0;
+	int stop = 0, no_room = 0;
 
 	for (step = start; step < c->train.steps; step++) {
 		float loss = 0, norm = 0, lr = 0;
@@ -1259,41 +1404,24 @@ static int run_steps(struct rank *r, int64_t start)
 			return r->res->exit_code;
 		if (compute_gradients(r, step, &loss) || update(r, step, loss, &norm, &lr))
 			return r->res->exit_code;
+		if (r->rollback_pending) { /* the same on every rank: the norm is global */
+			int64_t from;
+
+			if (rollback(r, step, &from))
+				return r->res->exit_code;
+			step = from - 1; /* the loop's step++ makes it from */
+			continue;
+		}
 		if (mean_over_replicas(r, &loss) < 0)
 			return fail_collective(r);
 		step_ms = (clock_monotonic() * 1e3) - t0;
 		report_step(r, step, loss, lr, norm, step_ms, comm_ucx_thread_bytes_sent() - sent0);
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);
-		if (agree_stop(r, step + 1, step_ms / 1e3, &stop))
+		if (agree_stop(r, step + 1, step_ms / 1e3, &stop, &no_room))
 			return r->res->exit_code;
-		if (stop) {
-			double left, need;
-			int32_t fits = checkpoint_fits(r, &left, &need);
-
-			/* rank 0 timed the last commit, which waits for every rank:
-			 * its answer is the job's, so no rank stops differently */
-			if (r->node->world_size > 1 &&
-			    comm_broadcast(r->comm, &fits, 1, COMM_INT32, 0) < 0)
-				return fail_collective(r);
-			if (!fits) {
-				snprintf(r->err, sizeof r->err,
-					 "stopped after step %" PRId64 " with %.0f s left before the job's end, "
-					 "too little for a checkpoint (~%.0f s): no new checkpoint, the previous "
-					 "one stays the latest", step + 1, left, need);
-				/* Still requeue: the job resumes from the previous one. */
-				if (r->rank == 0 && r->node->slurm_job) {
-					char why[512];
-					size_t l = strlen(r->err);
-
-					if (slurm_job_requeue(r->node->slurm_job, why, sizeof why) == 0)
-						snprintf(r->err + l, sizeof r->err - l, "; job requeued");
-					else
-						snprintf(r->err + l, sizeof r->err - l, "; requeue failed: %s", why);
-				}
-				return fail(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
-			}
-		}
+		if (no_room)
+			return stop_without_checkpoint(r, step + 1);
 		if (stop || step + 1 == c->train.steps ||
 		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0)) {
 			int failed;
@@ -1312,7 +1440,7 @@ static int run_steps(struct rank *r, int64_t start)
 void train_rank(const struct train_node *n, int local, struct train_rank_result *res)
 {
 	struct rank r = { .node = n, .cfg = n->cfg, .local = local, .rank = n->rank_base + local,
-			  .res = res };
+			  .res = res, .skip_batch_step = -1, .nan_injected_step = -1 };
 	struct gpt2_config mc;
 	int64_t start;
 	char err[512];

@@ -23,6 +23,7 @@
 #define STORK_DAEMON_TRAIN_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <stdint.h>
 
@@ -53,7 +54,7 @@ struct train_node {
 	char host[64];
 	char job_id[32];
 	int restart_count;
-	volatile sig_atomic_t *stop_requested; /* set by the signal handler */
+	atomic_int *stop_requested;    /* set by the signal handler */
 	int64_t stop_at_step;          /* STORK_STOP_AT_STEP: act as if stopped there (0 = off) */
 	uint32_t slurm_job;            /* 0 outside Slurm: nothing to requeue */
 	time_t job_end_time;           /* 0 when unknown or unlimited */
@@ -68,7 +69,7 @@ struct train_rank_result {
 	int64_t last_step;             /* steps completed when the rank stopped */
 	double fail_time;              /* wall-clock seconds when it failed, 0 if it did not */
 	int secondary;                 /* it failed because another rank did */
-	char checkpoint[1024];         /* the last checkpoint this rank committed, or "" */
+	char checkpoint[4096];         /* the last checkpoint this rank committed, or "" */
 	int64_t checkpoint_step;
 	char message[512];             /* why, for exit_info.json and the log */
 };

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "launcher/programs.h"
 
+#include "lib/bounded.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
 
@@ -31,7 +32,7 @@ static void locate(const char *env, const char *build_rel, const char *installed
 		self[n] = '\0';
 		slash = strrchr(self, '/');
 		*slash = '\0';
-		if (snprintf(buf, len, "%s/%s", self, build_rel) < (int)len && access(buf, X_OK) == 0)
+		if (path_join(buf, len, self, build_rel) == 0 && access(buf, X_OK) == 0)
 			return;
 	}
 	snprintf(buf, len, "%s", installed);

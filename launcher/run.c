@@ -22,6 +22,7 @@
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/fault.h"
+#include "lib/env_number.h"
 #include "lib/stork_json.h"
 #include "lib/slurm_job.h"
 #include "lib/log.h"
@@ -30,9 +31,11 @@
 #include "lib/stork_config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <time.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,19 +58,23 @@ struct layout {
 	int local_ranks;        /* 0 = auto: storkd counts this node's GPUs */
 };
 
-static pid_t child_pid;
+/* storkd's pid, read by the signal handler: a lock-free atomic is safe there. */
+static _Atomic pid_t child_pid;
 
 static void forward_signal(int sig)
 {
-	if (child_pid > 0)
-		kill(child_pid, sig);
+	int saved = errno; /* the interrupted code may be about to read it */
+	pid_t pid = atomic_load(&child_pid);
+
+	if (pid > 0)
+		kill(pid, sig);
+	errno = saved;
 }
 
-static int env_int(const char *name, int dflt)
+/* A count Slurm gives in the environment: 1 or more, or dflt when unset. */
+static int env_count(const char *name, long long dflt, long long *out, char *err, size_t errlen)
 {
-	const char *s = getenv(name);
-
-	return s && *s ? atoi(s) : dflt;
+	return env_number(name, 1, INT_MAX, dflt, out, err, errlen);
 }
 
 static void run_usage(FILE *out)
@@ -150,8 +157,20 @@ fail:
 static int compute_layout(const struct run_options *o, const struct stork_config *cfg,
 			  struct layout *l)
 {
-	l->launchers = env_int("SLURM_STEP_NUM_TASKS", env_int("SLURM_NTASKS", 1));
-	l->index = env_int("SLURM_PROCID", 0);
+	long long tasks, step_tasks, index, nodes, step_nodes, restarts;
+	char err[512];
+
+	if (env_count("SLURM_NTASKS", 1, &tasks, err, sizeof err) < 0 ||
+	    env_count("SLURM_STEP_NUM_TASKS", tasks, &step_tasks, err, sizeof err) < 0 ||
+	    env_number("SLURM_PROCID", 0, step_tasks - 1, 0, &index, err, sizeof err) < 0 ||
+	    env_count("SLURM_NNODES", 1, &nodes, err, sizeof err) < 0 ||
+	    env_count("SLURM_STEP_NUM_NODES", nodes, &step_nodes, err, sizeof err) < 0 ||
+	    env_number("SLURM_RESTART_COUNT", 0, INT_MAX, 0, &restarts, err, sizeof err) < 0) {
+		stork_error("%s", err);
+		return -1;
+	}
+	l->launchers = (int)step_tasks;
+	l->index = (int)index;
 	if (!getenv("SLURM_STEP_ID")) {
 		l->launchers = 1;
 		l->index = 0;
@@ -160,7 +179,7 @@ static int compute_layout(const struct run_options *o, const struct stork_config
 		l->local_ranks = o->local_ranks;
 	else if (cfg->parallel.local_ranks)
 		l->local_ranks = cfg->parallel.local_ranks;
-	else if (l->launchers > env_int("SLURM_STEP_NUM_NODES", env_int("SLURM_NNODES", 1)))
+	else if (l->launchers > step_nodes)
 		l->local_ranks = 1; /* one launcher per task: one rank each */
 	else
 		l->local_ranks = 0;
@@ -226,7 +245,11 @@ static int supervise(const char *storkd, char **args, struct daemon_result *res,
 	*signal_out = 0;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < STOP_SIGNAL_COUNT; i++)
-		sigaction(stop_signal_list[i], &sa, NULL);
+		if (sigaction(stop_signal_list[i], &sa, NULL) < 0) {
+			stork_error("cannot forward signal %d to storkd: %s", stop_signal_list[i],
+				    strerror(errno));
+			return STORK_EXIT_INTERNAL;
+		}
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
 		stork_error("cannot create a pipe: %s", strerror(errno));
 		return STORK_EXIT_INTERNAL;
@@ -276,7 +299,12 @@ static void latest_checkpoint(const char *run_dir, struct exit_info *e)
 	if (n <= 0)
 		return;
 	target[n] = '\0';
-	snprintf(e->last_checkpoint, sizeof e->last_checkpoint, "%s/checkpoints/%s", run_dir, target);
+	/* a path too long to record is left out rather than recorded wrong */
+	if (snprintf(e->last_checkpoint, sizeof e->last_checkpoint, "%s/checkpoints/%s", run_dir,
+		     target) >= (int)sizeof e->last_checkpoint) {
+		e->last_checkpoint[0] = '\0';
+		return;
+	}
 	e->last_checkpoint_step = strtoll(target + 5, NULL, 10);
 }
 
@@ -464,7 +492,7 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (compute_layout(&o, &cfg, &l) < 0) {
-		code = STORK_EXIT_USAGE;
+		code = STORK_EXIT_CONFIG;
 		goto out;
 	}
 	if (rundir_path(run_dir, sizeof run_dir, cfg.run.dir, cfg.run.name) < 0 ||

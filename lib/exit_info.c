@@ -5,10 +5,13 @@
 #include "lib/exit_info.h"
 
 #include "lib/atomic_file.h"
+#include "lib/bounded.h"
+#include "lib/env_number.h"
 #include "lib/exit_codes.h"
 #include "lib/stork_json.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,13 +76,18 @@ static void copy_env(char *dst, size_t len, const char *name, const char *dflt)
 
 void exit_info_init(struct exit_info *e, int exit_code, int node_rank)
 {
-	const char *rc = getenv("SLURM_RESTART_COUNT");
+	long long restarts;
+	char err[256];
 
+	/* stork run and storkd refuse a malformed value before anything is
+	 * written; 0 stands for it here. */
+	if (env_number("SLURM_RESTART_COUNT", 0, INT_MAX, 0, &restarts, err, sizeof err) < 0)
+		restarts = 0;
 	memset(e, 0, sizeof *e);
 	e->exit_code = exit_code;
 	e->reason = exit_reason_name(exit_code);
 	e->node_rank = node_rank;
-	e->restart_count = rc ? atoi(rc) : 0;
+	e->restart_count = (int)restarts;
 	e->last_checkpoint_step = -1;
 	e->first_failure.last_step = -1;
 	copy_env(e->job_id, sizeof e->job_id, "SLURM_JOB_ID", "local");
@@ -222,9 +230,18 @@ static int read_node(const char *path, struct exit_info *e, char *why, size_t le
 	return 0;
 }
 
+/* A node whose ranks failed only because another did. */
+static int only_secondary(const struct exit_info *e)
+{
+	return e->first_failure.valid && e->first_failure.secondary;
+}
+
 static void merge(struct exit_info *sum, const struct exit_info *node)
 {
-	int worse = exit_code_worst(sum->exit_code, node->exit_code) != sum->exit_code;
+	/* The node of the cause sets the reason; the nodes that failed in
+	 * consequence (a collective broken by it) never outrank it. */
+	int worse = exit_code_worst(sum->exit_code, node->exit_code) != sum->exit_code &&
+		    !(only_secondary(node) && sum->first_failure.valid && !only_secondary(sum));
 
 	if (worse) {
 		sum->exit_code = node->exit_code;
@@ -269,7 +286,7 @@ int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, doub
 			snprintf(missing + l, sizeof missing - l, "%s%d", l ? ", " : "", n);
 			/* A file that is there but unreadable is named with its fault. */
 			if (access(path, F_OK) == 0 && !damaged[0])
-				snprintf(damaged, sizeof damaged, "; %s", why);
+				msg_format(damaged, sizeof damaged, "; %s", why);
 			continue;
 		}
 		if (have++ == 0) {

@@ -29,7 +29,7 @@ struct exit_info {
 	const char *reason;       /* exit_reason_name() */
 	int exit_code;
 	struct exit_failure first_failure;
-	char last_checkpoint[1024]; /* path, "" when none */
+	char last_checkpoint[4096]; /* path, "" when none */
 	int64_t last_checkpoint_step;
 	int restart_count;
 	char job_id[32];

@@ -17,7 +17,9 @@ lib_libstork_la_SOURCES = \
 	lib/rng.h lib/clock.h lib/stop_signals.h lib/fault.h lib/token_shard.h \
 	lib/version.c lib/version.h \
 	lib/rundir.c lib/rundir.h \
-	lib/exit_info.c lib/exit_info.h
+	lib/exit_info.c lib/exit_info.h \
+	lib/env_number.c lib/env_number.h \
+	lib/bounded.c lib/bounded.h
 lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS) $(JANSSON_CFLAGS)
 lib_libstork_la_LIBADD = $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 

@@ -6,7 +6,9 @@
 #include "lib/stop_signals.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <slurm/slurm.h>
+#include <spawn.h>
 #include <slurm/slurm_errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,8 @@
 #include <sys/wait.h>
 #include <signal.h>
 #include <unistd.h>
+
+extern char **environ;
 
 uint32_t slurm_job_id_from_env(void)
 {
@@ -56,39 +60,46 @@ int slurm_kill_wait(void)
 }
 
 /*
- * `scontrol requeue ID`, its output appended to err on failure. The child
- * ignores the stop signals (lib/stop_signals.h): Slurm signals every
- * process of the step, and a child that dies of USR1 would lose the requeue.
+ * `scontrol requeue ID`, its output appended to err on failure. storkd has
+ * threads, so the child is started with posix_spawn (nothing runs between
+ * fork and exec in our code), and its pipe is close-on-exec everywhere
+ * else. The child starts with the stop signals (lib/stop_signals.h)
+ * blocked: Slurm signals every process of the step, and a child that died
+ * of USR1 would lose the requeue.
  */
 static int scontrol_requeue(uint32_t id, char *err, size_t errlen)
 {
 	char idstr[16], line[256];
+	char *argv[] = { "scontrol", "requeue", idstr, NULL };
 	size_t used = strlen(err);
-	int pipefd[2], status;
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t stops;
+	int pipefd[2], status, rc;
 	FILE *out;
 	pid_t pid;
 
-	if (pipe(pipefd) < 0)
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -1;
 	snprintf(idstr, sizeof idstr, "%u", id);
-	pid = fork();
-	if (pid < 0) {
+	sigemptyset(&stops);
+	for (size_t i = 0; i < STOP_SIGNAL_COUNT; i++)
+		sigaddset(&stops, stop_signal_list[i]);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDERR_FILENO);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &stops);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	rc = posix_spawnp(&pid, "scontrol", &fa, &attr, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	close(pipefd[1]);
+	if (rc != 0) {
 		close(pipefd[0]);
-		close(pipefd[1]);
+		snprintf(err + used, errlen - used, "; cannot run scontrol: %s", strerror(rc));
 		return -1;
 	}
-	if (pid == 0) {
-		for (size_t i = 0; i < STOP_SIGNAL_COUNT; i++)
-			signal(stop_signal_list[i], SIG_IGN);
-		dup2(pipefd[1], STDOUT_FILENO);
-		dup2(pipefd[1], STDERR_FILENO);
-		close(pipefd[0]);
-		close(pipefd[1]);
-		execlp("scontrol", "scontrol", "requeue", idstr, (char *)NULL);
-		printf("cannot run scontrol: %s\n", strerror(errno));
-		_exit(127);
-	}
-	close(pipefd[1]);
 	out = fdopen(pipefd[0], "r");
 	while (out && fgets(line, sizeof line, out)) {
 		line[strcspn(line, "\n")] = '\0';

@@ -73,7 +73,8 @@ static const struct enum_name precisions[] = {
 	{ "fp32", STORK_PRECISION_FP32 }, { "tf32", STORK_PRECISION_TF32 }, { NULL, 0 },
 };
 static const struct enum_name nonfinite_actions[] = {
-	{ "stop", STORK_NONFINITE_STOP }, { "skip", STORK_NONFINITE_SKIP }, { NULL, 0 },
+	{ "stop", STORK_NONFINITE_STOP }, { "skip", STORK_NONFINITE_SKIP },
+	{ "rollback", STORK_NONFINITE_ROLLBACK }, { NULL, 0 },
 };
 static const struct enum_name signals[] = {
 	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { NULL, 0 },
@@ -132,6 +133,9 @@ static const struct key keys[] = {
 	{ .path = "data.shuffle", .off = OFF(data.shuffle),
 	  .type = K_BOOL,
 	  .dflt = "true", .help = "shard and sample order from the seed" },
+	{ .path = "data.prefetch", .off = OFF(data.prefetch),
+	  .type = K_BOOL,
+	  .dflt = "true", .help = "read the next batch while the step computes" },
 	{ .path = "train.batch_size", .off = OFF(train.batch_size),
 	  .type = K_INT, .lo = 1, .hi = BIG,
 	  .dflt = "4", .help = "sequences per rank per micro-step" },
@@ -156,7 +160,11 @@ static const struct key keys[] = {
 	{ .path = "train.on_nonfinite", .off = OFF(train.on_nonfinite),
 	  .type = K_ENUM, .names = nonfinite_actions,
 	  .dflt = "stop",
-	  .help = "a NaN/Inf loss or gradient norm: stop (reason diverged) | skip (drop the update)" },
+	  .help = "a NaN/Inf loss or gradient norm: stop (reason diverged) | skip (drop the update) | "
+		  "rollback (to the latest checkpoint, skipping that batch)" },
+	{ .path = "train.max_rollbacks", .off = OFF(train.max_rollbacks),
+	  .type = K_INT, .lo = 0, .hi = BIG,
+	  .dflt = "3", .help = "rollbacks a run may make; the next divergence stops it" },
 	{ .path = "train.warmup_steps", .off = OFF(train.warmup_steps),
 	  .type = K_INT, .lo = 0, .hi = BIG,
 	  .dflt = "100", .help = "linear warmup steps" },
@@ -1226,6 +1234,14 @@ uint64_t config_model_hash(const struct stork_config *c)
 		 c->model.layers, c->model.heads, c->model.channels, c->model.max_seq_len,
 		 c->model.vocab_size, c->model.padded_vocab_size);
 	return fnv1a(text, FNV_OFFSET);
+}
+
+const char *config_signal_name(int signo)
+{
+	for (int i = 0; signals[i].name; i++)
+		if (signals[i].value == signo)
+			return signals[i].name;
+	return "?";
 }
 
 const char *config_precision_name(enum stork_precision p)

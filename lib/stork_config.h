@@ -49,6 +49,7 @@ enum stork_precision {
 enum stork_nonfinite {
 	STORK_NONFINITE_STOP = 0, /* end the run, reason diverged (exit 14), nothing checkpointed */
 	STORK_NONFINITE_SKIP = 1, /* drop that step's update and go on */
+	STORK_NONFINITE_ROLLBACK = 2, /* reload the latest checkpoint, skip that step's batch */
 };
 
 /* run.device: where a rank computes. */
@@ -86,6 +87,7 @@ struct stork_config {
 		struct stork_globs train;
 		struct stork_globs val;
 		bool shuffle;
+		bool prefetch;
 	} data;
 	struct {
 		int batch_size;             /* sequences per rank per micro-step */
@@ -96,6 +98,7 @@ struct stork_config {
 		enum stork_lr_schedule lr_schedule;
 		enum stork_precision precision;
 		enum stork_nonfinite on_nonfinite;
+		int max_rollbacks;
 		int warmup_steps;
 		double min_lr;
 		double weight_decay;
@@ -171,7 +174,9 @@ uint64_t config_hash(const struct stork_config *c);
  * checkpoint of another shape is recognised. Call after config_validate(). */
 uint64_t config_model_hash(const struct stork_config *c);
 
-/* Name of a train.precision value ("fp32", "tf32"), for messages. */
+/* Names of a preempt.signal value ("USR1", "USR2", "TERM") and of a
+ * train.precision value ("fp32", "tf32"), for messages. */
+const char *config_signal_name(int signo);
 const char *config_precision_name(enum stork_precision p);
 
 /* Release what c owns; c may then be loaded again. Safe on a zeroed struct. */

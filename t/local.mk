@@ -50,6 +50,11 @@ distclean-testcluster:
 	else rm -rf t/testcluster; fi
 .PHONY: distclean-testcluster
 
+# ShellCheck over every shell and bats file of the git checkout (settings:
+# .shellcheckrc); a finding fails the suite.
+TESTS += t/lint/shellcheck.sh
+EXTRA_DIST += t/lint/shellcheck.sh .shellcheckrc
+
 # The training engine's behaviour, run locally with `stork run` (no Slurm).
 TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats \
 	t/train/checkpoint.bats

@@ -1,12 +1,18 @@
+# shellcheck shell=bash
 # t/training.bash - helpers shared by the test files that train a model:
 # data made from the project's own documentation, a small configuration,
 # and the losses a run logged.
 
+# fault_injection: whether this build honours the test suite's fault switches.
+fault_injection() {
+	grep -q '^#define STORK_FAULT_INJECTION 1' "${abs_top_builddir:?set by make check}/config.h"
+}
+
 # docs_data: data/docs_{train,val}.bin in the current directory.
 docs_data() {
 	mkdir -p data
-	cat "$abs_top_srcdir"/README.md "$abs_top_srcdir"/man/*.[0-9] >text.txt
-	"$abs_top_builddir/launcher/stork" prep --out data --name docs text.txt >/dev/null
+	cat "${abs_top_srcdir:?set by make check}"/README.md "$abs_top_srcdir"/man/*.[0-9] >text.txt
+	"${abs_top_builddir:?set by make check}/launcher/stork" prep --out data --name docs text.txt >/dev/null
 }
 
 # small_config FILE NAME LAYERS CHANNELS BATCH SEQ STEPS: a byte-level GPT-2

@@ -22,6 +22,7 @@
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
 #include "lib/atomic_file.h"
+#include "lib/bounded.h"
 #include "lib/log.h"
 #include "lib/stork_config.h"
 
@@ -44,8 +45,7 @@ static uint64_t dir_bytes(const char *dir)
 	struct stat st;
 
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-		if (stat(path, &st) == 0)
+		if (path_join(path, sizeof path, dir, files[i]) == 0 && stat(path, &st) == 0)
 			total += (uint64_t)st.st_size;
 	}
 	return total;
@@ -88,7 +88,7 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	struct gpt2_config g;
 	struct gpt2 m = { 0 };
 	struct adamw_state opt = { 0 };
-	char err[1024], root[4200];
+	char err[1024], root[2200], cmd[2300];
 	int repeat = 3, c, code = STORK_EXIT_CONFIG;
 	double times[64], dd[64], commit[64], verify[64], load[64];
 	uint64_t bytes = 0;
@@ -118,6 +118,13 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	if (gpt2_build(&m, &g, cfg.model.seed) < 0 || adamw_init(&opt, m.num_params) < 0) {
 		stork_error("cannot build the model: %s", m.err);
 		code = STORK_EXIT_INTERNAL;
+		goto out;
+	}
+	/* root, and the commands below built from it, must not be cut short:
+	 * `rm -rf` of a shorter path is another directory. */
+	if (strlen(dir) > 2048) {
+		stork_error("--dir %s: a path of at most 2048 characters, please", dir);
+		code = STORK_EXIT_USAGE;
 		goto out;
 	}
 	snprintf(root, sizeof root, "%s/stork-bench-checkpoints.%d", dir, (int)getpid());
@@ -170,8 +177,8 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	       100.0 * bench_median(times, repeat) / bench_median(dd, repeat),
 	       bench_median(verify, repeat), bytes / bench_median(verify, repeat) / 1e6,
 	       bench_median(load, repeat));
-	snprintf(err, sizeof err, "rm -rf '%s'", root);
-	code = system(err) == 0 ? STORK_EXIT_OK : STORK_EXIT_INTERNAL;
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+	code = system(cmd) == 0 ? STORK_EXIT_OK : STORK_EXIT_INTERNAL;
 out:
 	adamw_free(&opt);
 	gpt2_free(&m);

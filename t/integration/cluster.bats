@@ -4,6 +4,8 @@
 
 load helpers
 
+: "${abs_top_builddir:?set by make check}"
+
 setup() {
 	setup_workdir
 }
@@ -31,7 +33,7 @@ setup() {
 }
 
 @test "each node has a private /tmp" {
-	run srun -N2 -n2 bash -c 'echo $(hostname) > /tmp/whoami; sleep 1; cat /tmp/whoami'
+	run srun -N2 -n2 bash -c 'hostname > /tmp/whoami; sleep 1; cat /tmp/whoami'
 	[ "$status" -eq 0 ]
 	[[ "$output" == *n1* && "$output" == *n2* ]]
 	[ "$(sort <<<"$output" | uniq | wc -l)" -eq 2 ]

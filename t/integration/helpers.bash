@@ -1,8 +1,9 @@
+# shellcheck shell=bash
 # t/integration/helpers.bash - shared by the .bats files: a work directory
 # every node can see (never /tmp: each node has its own), and job helpers.
 
 setup_workdir() {
-	WORK=$abs_top_builddir/t/integration/work/${BATS_TEST_FILENAME##*/}.$BATS_TEST_NUMBER
+	WORK=${abs_top_builddir:?set by make check}/t/integration/work/${BATS_TEST_FILENAME##*/}.$BATS_TEST_NUMBER
 	rm -rf "$WORK"
 	mkdir -p "$WORK"
 	cd "$WORK" || return 1

@@ -12,12 +12,13 @@ setup() {
 	grep -q 'spank_stork.so.*topology=.*testcluster-2core-4gpu.xml' \
 		"$STORK_TESTCLUSTER_DIR/etc/plugstack.conf" || {
 		echo "the cluster's plugstack.conf lacks the test topology; restart it with" \
-			"STORK_TESTCLUSTER_PLUGIN_ARGS=topology=$abs_top_srcdir/t/data/topo/testcluster-2core-4gpu.xml" >&2
+			"STORK_TESTCLUSTER_PLUGIN_ARGS=topology=${abs_top_srcdir:?set by make check}/t/data/topo/testcluster-2core-4gpu.xml" >&2
 		return 1
 	}
 }
 
 # One line per task: host, rank variables and the kernel's view of its affinity.
+# shellcheck disable=SC2016 # expanded by each task's shell, not here
 REPORT='echo "task $(hostname) rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE lworld=$LOCAL_WORLD_SIZE node=$NODE_RANK group=$GROUP_RANK addr=$MASTER_ADDR port=$MASTER_PORT gpu=$STORK_GPU omp=$OMP_NUM_THREADS cvd=$CUDA_VISIBLE_DEVICES cpus=$(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'
 
 @test "srun -N2 -n4 --stork-bind=auto,verbose: every task's environment and affinity match the plan" {

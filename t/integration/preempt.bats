@@ -5,7 +5,7 @@
 load helpers
 load ../training
 
-STORK=$abs_top_builddir/launcher/stork
+STORK=${abs_top_builddir:?set by make check}/launcher/stork
 
 setup() {
 	setup_workdir
@@ -96,6 +96,7 @@ reference() {
 	sed -i 's/steps: 150/steps: 200/' run.yaml
 	reference 200
 	job_script lim --requeue --time=3 --signal=USR1@100
+	# shellcheck disable=SC2016 # expanded by the job's shell, not here
 	sed -i 's|^srun |[ "${SLURM_RESTART_COUNT:-0}" = 0 ] \&\& export STORK_FAULT_STEP_DELAY=0.6\nsrun |' lim.sh
 	job=$(submit lim.sh)
 	dir=$(run_dir lim "$job")
@@ -116,6 +117,7 @@ reference() {
 	# the template users copy: a trap in the batch shell, srun without exec,
 	# --signal to the batch shell only (bash defers the trap until srun returns)
 	job_script dl --requeue --time=1 --signal=B:USR1@20
+	# shellcheck disable=SC2016 # expanded by the job's shell, not here
 	sed -i 's|^srun |trap '"'"'scontrol requeue $SLURM_JOB_ID; exit 0'"'"' USR1 TERM\n[ "${SLURM_RESTART_COUNT:-0}" = 0 ] \&\& export STORK_FAULT_STEP_DELAY=0.6\nsrun |' dl.sh
 	cat dl.sh >&3
 	job=$(submit dl.sh)
@@ -163,25 +165,55 @@ reference() {
 	nodes_idle
 }
 
-@test "a signal while a checkpoint is being written: the previous checkpoint stays valid and the run completes" {
+# wait_latest DIR STEP SECONDS: until the run's checkpoints/latest names step_STEP.
+wait_latest() {
+	local want deadline=$((SECONDS + $3))
+	want=$(printf 'step_%08d' "$2")
+	while ((SECONDS < deadline)); do
+		[ "$(readlink "$1/checkpoints/latest" 2>/dev/null)" = "$want" ] && return 0
+		sleep 0.5
+	done
+	echo "checkpoints/latest of $1 is not $want after $3 s" >&2
+	return 1
+}
+
+@test "a signal while a checkpoint is being written: the previous checkpoint stays valid, the stop comes at the next step, the requeued run resumes from it" {
 	grep -q '^#define STORK_FAULT_INJECTION 1' "$abs_top_builddir/config.h" ||
 		skip "built without --enable-fault-injection"
+	# checkpoints every 50 steps, each taking 6 s; keep them all
+	sed -i 's/keep: 3/keep: 10/' run.yaml
 	job_script mid --requeue
 	sed -i "s|^srun |STORK_FAULT_CKPT_DELAY=6 srun |" mid.sh
 	job=$(submit mid.sh)
 	dir=$(run_dir mid "$job")
 	wait_job_state "$job" RUNNING 60
-	# The checkpoint of step 50 takes 6 s: signal inside that window.
+	# the previous checkpoint: step 50, committed
+	wait_latest "$dir" 50 240
+	previous=$(cd "$dir/checkpoints/step_00000050" && md5sum -- *)
+	# Signal inside the 6 s of step 100's checkpoint, latest still step 50.
 	for _ in $(seq 240); do
-		[ -d "$dir/checkpoints/step_00000050.tmp" ] && break
+		[ -d "$dir/checkpoints/step_00000100.tmp" ] && break
 		sleep 0.5
 	done
-	[ -d "$dir/checkpoints/step_00000050.tmp" ]
-	[ ! -e "$dir/checkpoints/latest" ]
+	[ -d "$dir/checkpoints/step_00000100.tmp" ]
+	[ "$(readlink "$dir/checkpoints/latest")" = step_00000050 ]
 	scancel --signal=USR1 "$job"
 	wait_job_state "$job" COMPLETED 400
+	cat mid.out
+	# The signal was honoured: the checkpoint in progress was completed, the
+	# run stopped after the next step with a checkpoint of its own, was
+	# requeued and resumed from that one.
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q 'stopping after step 101 on request' "$dir/logs/rank-000.log"
+	grep -q 'resumed from .*/checkpoints/step_00000101 at step 101' "$dir/logs/rank-000.log"
+	[ -d "$dir/checkpoints/step_00000100" ]
+	[ ! -e "$dir/checkpoints/step_00000100.tmp" ]
+	# the previous checkpoint is still there, byte for byte
+	[ "$(cd "$dir/checkpoints/step_00000050" && md5sum -- *)" = "$previous" ]
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 	[ "$(readlink "$dir/checkpoints/latest")" = step_00000150 ]
+	[ "$(losses "$dir" | wc -l)" -eq 150 ]
 }
 
 @test "--signal=B:USR1 route: the batch shell execs srun, which forwards USR1; requeued and completed" {

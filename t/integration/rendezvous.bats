@@ -9,7 +9,7 @@
 
 load helpers
 
-probe=$abs_top_builddir/t/integration/rdv_probe
+probe=${abs_top_builddir:?set by make check}/t/integration/rdv_probe
 
 setup() {
 	setup_workdir

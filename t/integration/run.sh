@@ -42,7 +42,7 @@ export abs_top_srcdir=$srcdir abs_top_builddir=$builddir
 
 files=("$srcdir"/t/integration/*.bats)
 # STORK_BATS_FILTER selects files by name; a glob such as "p*" is welcome.
-# shellcheck disable=SC2206
+# shellcheck disable=SC2206 # unquoted on purpose: the filter is a glob
 [[ -n "${STORK_BATS_FILTER:-}" ]] && files=("$srcdir"/t/integration/$STORK_BATS_FILTER.bats)
 # STORK_BATS_TEST selects tests by name (bats -f REGEX).
 bats --tap ${STORK_BATS_TEST:+-f "$STORK_BATS_TEST"} "${files[@]}"

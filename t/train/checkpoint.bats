@@ -12,7 +12,7 @@ setup() {
 # manifests named their hash: a 1-layer model's step 2 of a 4-step run, with
 # the data shards it trained on.
 @test "a checkpoint of the first manifest format (no \"hash\" field) resumes and continues the uninterrupted run bit for bit" {
-	cp -r "$abs_top_srcdir"/t/data/ckpt-v1/. .
+	cp -r "${abs_top_srcdir:?set by make check}"/t/data/ckpt-v1/. .
 	"$STORK" run tiny.yaml --set run.name=full >/dev/null
 	[ "$(losses full | wc -l)" -eq 4 ]
 	mkdir -p runs/old__job=local__task=0/checkpoints
@@ -33,7 +33,7 @@ setup() {
 }
 
 @test "the first format's checksum still catches a changed byte" {
-	cp -r "$abs_top_srcdir"/t/data/ckpt-v1/. .
+	cp -r "${abs_top_srcdir:?set by make check}"/t/data/ckpt-v1/. .
 	mkdir -p runs/old__job=local__task=0/checkpoints
 	cp -r step_00000002 runs/old__job=local__task=0/checkpoints/
 	ln -s step_00000002 runs/old__job=local__task=0/checkpoints/latest

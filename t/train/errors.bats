@@ -106,3 +106,13 @@ no_gpu_here() {
 	[[ "$output" == *"device: cpu (run.device: auto, and "*" CUDA "*")"* ]]
 	grep -q "device: cpu (run.device: auto" runs/auto__job=local__task=0*/logs/rank-000.log
 }
+
+@test "a malformed number in the environment: exit 3 naming the variable and its value" {
+	run env SLURM_RESTART_COUNT=1x "$STORK" run tiny.yaml
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"SLURM_RESTART_COUNT=1x: not an integer from 0 to"* ]]
+	run env STORK_STOP_AT_STEP=seven "$STORK" run tiny.yaml
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"STORK_STOP_AT_STEP=seven: not an integer"* ]]
+	[ ! -e runs/tiny__job=local__task=0/checkpoints/latest ]
+}

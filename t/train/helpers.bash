@@ -1,8 +1,10 @@
+# shellcheck shell=bash
 # t/train/helpers.bash - local training runs (no Slurm) for the engine tests.
 
 load ../training
 
-STORK=$abs_top_builddir/launcher/stork
+# shellcheck disable=SC2034 # used by the .bats files that load this file
+STORK=${abs_top_builddir:?set by make check}/launcher/stork
 
 setup_run() {
 	WORK=$abs_top_builddir/t/train/work/${BATS_TEST_FILENAME##*/}.$BATS_TEST_NUMBER

@@ -9,10 +9,6 @@ setup() {
 	setup_run
 }
 
-fault_injection() {
-	grep -q '^#define STORK_FAULT_INJECTION 1' "$abs_top_builddir/config.h"
-}
-
 @test "a corrupted newest checkpoint: resume falls back to the previous one and the log says so" {
 	"$STORK" run tiny.yaml --set train.steps=10 --set checkpoint.every=5 >/dev/null
 	dir=runs/tiny__job=local__task=0
@@ -43,6 +39,23 @@ fault_injection() {
 	grep -q '"exit_code": 12' $info
 	grep -q '"step": 4' $info
 	grep -q 'not a Slurm job' $info
+}
+
+@test "whether a stop checkpoint fits is rank 0's decision, the same on every rank" {
+	fault_injection || skip "built without --enable-fault-injection"
+	# Rank 1 alone believes there is no room: rank 0 decides, every rank
+	# checkpoints and stops alike.
+	run env STORK_STOP_AT_STEP=4 STORK_FAULT_NO_ROOM_RANK=1 "$STORK" run tiny.yaml --local-ranks 2
+	[ "$status" -eq 12 ]
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000004 ]
+	grep -q 'stopping after step 4' runs/tiny__job=local__task=0/logs/rank-001.log
+	# Rank 0 believes it: no rank writes the checkpoint, every rank says why.
+	run env STORK_STOP_AT_STEP=8 STORK_FAULT_NO_ROOM_RANK=0 "$STORK" run tiny.yaml --local-ranks 2
+	[ "$status" -eq 13 ]
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000004 ]
+	grep -q 'stopped after step 8 with .* too little for a checkpoint' runs/tiny__job=local__task=0/logs/rank-000.log
+	grep -q 'stopped after step 8: rank 0 found too little time' runs/tiny__job=local__task=0/logs/rank-001.log
+	grep -q '"reason": "checkpoint_failed"' runs/tiny__job=local__task=0/exit_info.json
 }
 
 @test "a stalled rank: reason hang, naming the rank and its step" {
@@ -104,10 +117,14 @@ fault_injection() {
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"checkpoint step_00000010 failed (1 of 3 in a row)"*"No space left on device"* ]]
 	dir=runs/tiny__job=local__task=0
-	[ -d $dir/checkpoints/step_00000005 ] && [ -d $dir/checkpoints/step_00000015 ]
-	[ ! -e $dir/checkpoints/step_00000010 ] && [ ! -e $dir/checkpoints/step_00000010.tmp ]
+	# one test per line: a failed test before && would not fail the bats test
+	[ -d $dir/checkpoints/step_00000005 ]
+	[ -d $dir/checkpoints/step_00000015 ]
+	[ ! -e $dir/checkpoints/step_00000010 ]
+	[ ! -e $dir/checkpoints/step_00000010.tmp ]
 	grep -q "warning: checkpoint step_00000010 failed" $dir/logs/rank-000.log
 	grep -q '"reason": "completed"' $dir/exit_info.json
+	[ "$(losses ref | wc -l)" -eq 20 ]
 	[ "$(losses tiny)" == "$(losses ref)" ]
 }
 
@@ -144,7 +161,8 @@ fault_injection() {
 	[[ "$output" == *"deadline guard: "*" s left before the job's end: checkpointing and requeueing now"* ]]
 	dir=runs/tiny__job=local__task=0
 	step=$(readlink $dir/checkpoints/latest | sed 's/step_0*//')
-	[ "$step" -gt 3 ] && [ "$step" -lt 1000 ]
+	[ "$step" -gt 3 ]
+	[ "$step" -lt 1000 ]
 	# committed before the pretend end
 	((end - start <= 9))
 	grep -q "deadline guard: .* stopping now" $dir/logs/rank-000.log
@@ -177,4 +195,32 @@ fault_injection() {
 	[[ "$output" == *"step 5: the gradient norm is not finite"*"the update is dropped"* ]]
 	# every later step trains on finite numbers
 	[ "$(losses tiny | awk '$1 > 5 && $2 ~ /^[0-9.]+$/' | wc -l)" -eq 5 ]
+}
+
+@test "train.on_nonfinite rollback: back to the latest checkpoint, the diverged step's batch skipped, the run completes" {
+	fault_injection || skip "needs --enable-fault-injection"
+	"$STORK" run tiny.yaml --local-ranks 2 --set run.name=full --set checkpoint.every=5 >/dev/null
+	run env STORK_FAULT_NAN_STEP=7 STORK_FAULT_NAN_RANK=1 "$STORK" run tiny.yaml --local-ranks 2 \
+		--set run.name=rb --set checkpoint.every=5 --set train.on_nonfinite=rollback
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"step 7: the gradient norm is not finite"*"rolled back to step 5 after step 7 diverged (rollback 1 of 3)"* ]]
+	grep -q "step 7: skipping the batch that diverged" runs/rb__job=local__task=0/logs/rank-001.log
+	[ "$(losses rb | wc -l)" -eq 20 ]
+	# steps 1-6 as uninterrupted; step 7 trains on the next batch instead
+	diff <(losses full | head -6) <(losses rb | head -6)
+	[ "$(losses full | sed -n 7p)" != "$(losses rb | sed -n 7p)" ]
+	[ "$(losses rb | awk '$2 ~ /^[0-9.]+$/' | wc -l)" -eq 20 ]
+	grep -q '"reason": "completed"' runs/rb__job=local__task=0/exit_info.json
+}
+
+@test "train.max_rollbacks: the divergence after the last allowed rollback ends the run as diverged" {
+	fault_injection || skip "needs --enable-fault-injection"
+	run env STORK_FAULT_NAN_STEP=7,12 "$STORK" run tiny.yaml --set checkpoint.every=5 \
+		--set train.on_nonfinite=rollback --set train.max_rollbacks=1
+	[ "$status" -eq 14 ]
+	[[ "$output" == *"rolled back to step 5 after step 7 diverged (rollback 1 of 1)"* ]]
+	grep -q "step 12: the gradient norm is not finite (nan), seen in rank 0's loss first (after train.max_rollbacks 1 rollbacks)" \
+		runs/tiny__job=local__task=0/exit_info.json
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" == step_00000010 ]
 }

@@ -23,6 +23,7 @@ setup() {
 	run "$STORK" run tiny.yaml --set run.name=cut
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"resumed from"*"step_00000007 at step 7"* ]]
+	[ "$(losses full | wc -l)" -eq 20 ]
 	diff <(losses full) <(losses cut)
 }
 
@@ -68,4 +69,20 @@ setup() {
 	"$STORK" run tiny.yaml --set checkpoint.every=5 --set checkpoint.keep=2 >/dev/null
 	run ls runs/tiny__job=local__task=0/checkpoints
 	[ "$output" = $'latest\nstep_00000015\nstep_00000020' ]
+}
+
+@test "a log or metrics file on a full disk: said once on stderr naming the file, the run goes on" {
+	mkdir -p runs/tiny__job=local__task=0/logs
+	ln -s /dev/full runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl
+	run "$STORK" run tiny.yaml
+	[ "$status" -eq 0 ]
+	[ "$(grep -c 'rank-000.metrics.jsonl: No space left on device; its lines are being lost' <<<"$output")" -eq 1 ]
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000020 ]
+}
+
+@test "data.prefetch: the run trains the same bits with and without the read-ahead thread" {
+	"$STORK" run tiny.yaml --set run.name=on --local-ranks 2 >/dev/null
+	"$STORK" run tiny.yaml --set run.name=off --set data.prefetch=false --local-ranks 2 >/dev/null
+	[ "$(losses on | wc -l)" -eq 20 ]
+	diff <(losses on) <(losses off)
 }

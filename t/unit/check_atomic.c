@@ -10,6 +10,7 @@
  */
 #include "config.h"
 #include "lib/atomic_file.h"
+#include "lib/bounded.h"
 #include "lib/io.h"
 
 #include <check.h>
@@ -309,6 +310,31 @@ START_TEST(fsync_dir_reports_errors)
 }
 END_TEST
 
+START_TEST(path_join_refuses_what_does_not_fit)
+{
+	char dst[16];
+
+	ck_assert_int_eq(path_join(dst, sizeof dst, "/run/x", "latest"), 0);
+	ck_assert_str_eq(dst, "/run/x/latest");
+	/* 15 characters fit, 16 do not: never a shorter path. */
+	ck_assert_int_eq(path_join(dst, sizeof dst, "/run/xy", "latest1"), 0);
+	errno = 0;
+	ck_assert_int_eq(path_join(dst, sizeof dst, "/run/xyz", "latest1"), -1);
+	ck_assert_int_eq(errno, ENAMETOOLONG);
+}
+END_TEST
+
+START_TEST(msg_format_says_it_was_cut)
+{
+	char dst[12];
+
+	msg_format(dst, sizeof dst, "%s", "short");
+	ck_assert_str_eq(dst, "short");
+	msg_format(dst, sizeof dst, "cannot write %s", "/a/long/path");
+	ck_assert_str_eq(dst, "cannot w...");
+}
+END_TEST
+
 START_TEST(whole_writes_and_reads)
 {
 	char buf[16] = "";
@@ -339,6 +365,8 @@ static Suite *atomic_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, write_creates_then_replaces_content);
+	tcase_add_test(tc, path_join_refuses_what_does_not_fit);
+	tcase_add_test(tc, msg_format_says_it_was_cut);
 	tcase_add_test(tc, failed_write_keeps_old_file_when_size_limit_hit);
 	tcase_add_test(tc, failed_write_keeps_old_file_in_unwritable_dir);
 	tcase_add_test(tc, failed_rename_removes_the_temporary_file);

@@ -279,7 +279,7 @@ START_TEST(enums_list_the_accepted_values)
 	ASSERT_ERROR("err_precision.yaml", "err_precision.yaml:2:14:", "train.precision",
 		     "one of fp32, tf32", "'bf16'");
 	ASSERT_ERROR("err_nonfinite.yaml", "err_nonfinite.yaml:2:17:", "train.on_nonfinite",
-		     "one of stop, skip", "'rollback'");
+		     "one of stop, skip, rollback", "'retry'");
 	ASSERT_ERROR("err_tensor_cuda.yaml", "err_tensor_cuda.yaml:4:11:", "parallel.tensor: 2",
 		     "run.device: cuda", "err_tensor_cuda.yaml:2:11");
 }
@@ -600,6 +600,8 @@ END_TEST
 
 START_TEST(names_of_enum_values)
 {
+	ck_assert_str_eq(config_signal_name(SIGUSR1), "USR1");
+	ck_assert_str_eq(config_signal_name(SIGTERM), "TERM");
 	ck_assert_str_eq(config_precision_name(STORK_PRECISION_FP32), "fp32");
 	ck_assert_str_eq(config_precision_name(STORK_PRECISION_TF32), "tf32");
 }

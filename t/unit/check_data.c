@@ -302,6 +302,52 @@ START_TEST(restored_position_gives_the_same_next_batches)
 }
 END_TEST
 
+/*
+ * Prefetch: the helper thread's batches are the synchronous reader's, bit
+ * for bit, across shards and epochs, and so are the positions it reports
+ * (a batch read ahead is not consumed) and what follows a move of the
+ * position or a rewind while a batch is being read ahead.
+ */
+START_TEST(prefetch_gives_the_same_batches_and_positions)
+{
+	char glob[600];
+	const char *globs[] = { glob };
+	struct data_config c = config(globs, 1, 2, 3);
+	int want[2 * 40], got[2 * 40], wmid[2 * 10], gmid[2 * 10];
+	struct data_position wp, gp;
+	struct data_loader *a, *b;
+
+	make_three(glob, sizeof glob);
+	c.shuffle = 1;
+	a = open_ok(&c);
+	c.prefetch = 1;
+	b = open_ok(&c);
+	for (int round = 0; round < 3; round++) {
+		record(a, 2, 3, 40, want);  /* several epochs of 19 samples */
+		record(b, 2, 3, 40, got);
+		ck_assert(!memcmp(want, got, sizeof want));
+		data_get_position(a, &wp);
+		data_get_position(b, &gp);
+		ck_assert(!memcmp(&wp, &gp, sizeof wp));
+		/* move both back to a position taken mid-stream */
+		record(a, 2, 3, 10, wmid);
+		record(b, 2, 3, 10, gmid);
+		ck_assert(!memcmp(wmid, gmid, sizeof wmid));
+		ck_assert_msg(data_set_position(a, &wp, err, sizeof err) == 0, "%s", err);
+		ck_assert_msg(data_set_position(b, &gp, err, sizeof err) == 0, "%s", err);
+		record(a, 2, 3, 10, wmid);
+		record(b, 2, 3, 10, gmid);
+		ck_assert(!memcmp(wmid, gmid, sizeof wmid));
+		if (round == 1) {
+			data_rewind(a);
+			data_rewind(b);
+		}
+	}
+	data_close(a);
+	data_close(b);
+}
+END_TEST
+
 START_TEST(rewind_restarts_validation_from_the_first_batch)
 {
 	char glob[600];
@@ -552,6 +598,7 @@ static Suite *data_suite(void)
 	tcase_add_test(tc, rank_slices_partition_the_global_batch);
 	tcase_add_test(tc, restored_position_gives_the_same_next_batches);
 	tcase_add_test(tc, rewind_restarts_validation_from_the_first_batch);
+	tcase_add_test(tc, prefetch_gives_the_same_batches_and_positions);
 	tcase_add_test(tc, a_position_that_does_not_fit_is_refused);
 	tcase_add_test(te, wrong_magic_is_reported_with_the_file);
 	tcase_add_test(te, wrong_version_is_reported_with_the_file);

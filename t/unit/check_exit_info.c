@@ -83,6 +83,31 @@ START_TEST(two_nodes_summarise_to_the_worse_reason)
 }
 END_TEST
 
+START_TEST(a_node_that_failed_in_consequence_does_not_set_the_reason)
+{
+	struct exit_info a, b, sum;
+
+	make_dir();
+	/* Node 0: the cause, a failed stop checkpoint. */
+	exit_info_init(&a, STORK_EXIT_CHECKPOINT_FAILED, 0);
+	a.first_failure = (struct exit_failure){ .valid = 1, .rank = 0, .exit_code = 13,
+						 .time = 100, .last_step = 8 };
+	snprintf(a.message, sizeof a.message, "checkpoint step_00000008 failed");
+	ck_assert_int_eq(exit_info_write_node(dir, &a, err, sizeof err), 0);
+	/* Node 1: its ranks' collective broken by node 0's abort. */
+	exit_info_init(&b, STORK_EXIT_RANK_FAILED, 1);
+	b.first_failure = (struct exit_failure){ .valid = 1, .rank = 2, .exit_code = 20,
+						 .time = 99, .last_step = 8, .secondary = 1 };
+	snprintf(b.message, sizeof b.message, "a peer aborted");
+	ck_assert_int_eq(exit_info_write_node(dir, &b, err, sizeof err), 0);
+	ck_assert_int_eq(exit_info_summarise(dir, 2, 0, 0, &sum, err, sizeof err),
+			 STORK_EXIT_CHECKPOINT_FAILED);
+	ck_assert_int_eq(sum.first_failure.rank, 0);
+	ck_assert_str_eq(sum.message, "checkpoint step_00000008 failed");
+	remove_dir();
+}
+END_TEST
+
 START_TEST(a_truncated_node_file_is_named)
 {
 	struct exit_info sum;
@@ -151,6 +176,7 @@ static Suite *exit_info_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, two_nodes_summarise_to_the_worse_reason);
+	tcase_add_test(tc, a_node_that_failed_in_consequence_does_not_set_the_reason);
 	tcase_add_test(tc, a_truncated_node_file_is_named);
 	tcase_add_test(tc, a_node_file_of_wrong_types_is_named);
 	tcase_add_test(tc, a_message_that_is_not_utf8_still_makes_a_valid_file);

@@ -475,16 +475,52 @@ START_TEST(test_softmax_xent_excludes_padding)
 }
 END_TEST
 
-START_TEST(test_adamw_kernel_uses_shared_formula)
+/*
+ * ops_cpu.adamw against AdamW written here in double precision (the
+ * conventions of kernels/ops.h and daemon/optimizer.h): m and v move
+ * towards g and g^2, the bias corrections 1 - beta^t divide them, eps is
+ * added to the square root, and the decoupled decay takes lr * wd of the
+ * parameter as it was before the update. Step t = 3 from moments already
+ * under way, gradients from 1 down to 1e-8 (where sqrt(vhat) is as small as
+ * eps, so eps's place shows), over enough elements for several threads.
+ *
+ * Tolerance: the kernel rounds about eight times in float (2^-24 each)
+ * along p - lr (mhat / (sqrt(vhat) + eps) + wd p); 8 * 2^-24 relative to
+ * the sizes of its terms. Moments: two roundings of their two terms.
+ */
+START_TEST(test_adamw_matches_a_double_reference)
 {
-	float p[2] = { 1.0f, -2.0f }, g[2] = { 0.5f, 0.25f }, m[2] = { 0 }, v[2] = { 0 };
-	float p2 = -2.0f, m2 = 0, v2 = 0;
+	enum { N = 10007, STEP = 3 };
+	const float lr = 0.05f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+	const double bc1 = 1.0 - pow(b1, STEP), bc2 = 1.0 - pow(b2, STEP), u = 0x1p-24;
+	float *p = fzero(N), *g = fzero(N), *m = fzero(N), *v = fzero(N);
+	double *p0 = track(malloc(N * sizeof(double) * 4)), *g0 = p0 + N, *m0 = g0 + N,
+	       *v0 = m0 + N;
 
-	ops_cpu.adamw(p, g, m, v, 2, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.1f, 0.001f);
-	/* step 1 bias-corrected: mhat = g, vhat = g^2, update = lr * g/|g| = 0.1 */
-	ck_assert_msg(fabsf(p[0] - 0.9f) < 1e-6f, "p[0] = %g, want 0.9", p[0]);
-	p2 = math_adamw(p2, 0.25f, &m2, &v2, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.1f, 0.001f);
-	ck_assert_msg(p[1] == p2 && m[1] == m2 && v[1] == v2, "kernel and math_adamw differ");
+	for (int i = 0; i < N; i++) {
+		float scale = powf(10.0f, -(float)rng_below(&rng, 9));
+
+		p[i] = rng_normal(&rng, 0.0f, 1.0f);
+		g[i] = rng_normal(&rng, 0.0f, scale);
+		m[i] = rng_normal(&rng, 0.0f, 0.5f * scale);
+		v[i] = scale * scale * (0.5f + rng_f32(&rng));
+		p0[i] = p[i], g0[i] = g[i], m0[i] = m[i], v0[i] = v[i];
+	}
+	ops_cpu.adamw(p, g, m, v, N, lr, b1, b2, eps, wd, (float)bc1, (float)bc2);
+	for (int i = 0; i < N; i++) {
+		double mt = (double)b1 * m0[i] + (1.0 - b1) * g0[i];
+		double vt = (double)b2 * v0[i] + (1.0 - b2) * g0[i] * g0[i];
+		double dir = (mt / bc1) / (sqrt(vt / bc2) + (double)eps);
+		double want = p0[i] - (double)lr * (dir + (double)wd * p0[i]);
+		double tol = 8 * u * (fabs(p0[i]) + lr * (fabs(dir) + wd * fabs(p0[i])));
+
+		ck_assert_msg(fabs(m[i] - mt) <= 2 * u * (b1 * fabs(m0[i]) + (1 - b1) * fabs(g0[i])),
+			      "m[%d] = %.9g, want %.9g", i, (double)m[i], mt);
+		ck_assert_msg(fabs(v[i] - vt) <= 3 * u * (b2 * v0[i] + (1 - b2) * g0[i] * g0[i]),
+			      "v[%d] = %.9g, want %.9g", i, (double)v[i], vt);
+		ck_assert_msg(fabs(p[i] - want) <= tol, "p[%d] = %.9g, want %.9g (g %.3g): off by %.3g, "
+			      "tolerance %.3g", i, (double)p[i], want, g0[i], fabs(p[i] - want), tol);
+	}
 }
 END_TEST
 
@@ -686,7 +722,7 @@ static Suite *kernels_suite(void)
 	tcase_add_test(tc, test_gelu_matches_reference);
 	tcase_add_test(tc, test_residual_adds_and_passes_gradients);
 	tcase_add_test(tc, test_softmax_xent_excludes_padding);
-	tcase_add_test(tc, test_adamw_kernel_uses_shared_formula);
+	tcase_add_test(tc, test_adamw_matches_a_double_reference);
 	tcase_add_test(tc, test_math_exp_is_within_two_ulps);
 	tcase_add_test(tc, test_math_tanh_is_within_3e7_absolute);
 	tcase_add_test(tc, test_zero_scale_sumsq_match_reference);

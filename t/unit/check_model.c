@@ -709,13 +709,138 @@ START_TEST(test_adamw_matches_hand_computed_steps)
 }
 END_TEST
 
-START_TEST(test_weight_decay_applies_to_2d_weights_only)
+/*
+ * AdamW in double precision, written here from the formula of optimizer.h
+ * (decoupled decay of the parameter before the update, eps added to the
+ * square root of the bias-corrected second moment): one update of one
+ * parameter at step t (1-based), with the hyper-parameters' float values.
+ */
+static double ref_adamw(double p, double g, double *m, double *v, int t, double lr,
+			const struct adamw_params *h, int decay)
 {
-	int decays[GPT2_NUM_TENSORS] = { [GPT2_WTE] = 1, [GPT2_WPE] = 1, [GPT2_QKVW] = 1,
-					  [GPT2_ATTPROJW] = 1, [GPT2_FCW] = 1, [GPT2_FCPROJW] = 1 };
+	double b1 = h->beta1, b2 = h->beta2, mhat, vhat;
 
-	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
-		ck_assert_msg(gpt2_tensor_decays(t) == decays[t], "%s", gpt2_tensor_name(t));
+	*m = b1 * *m + (1.0 - b1) * g;
+	*v = b2 * *v + (1.0 - b2) * g * g;
+	mhat = *m / (1.0 - pow(b1, t));
+	vhat = *v / (1.0 - pow(b2, t));
+	return p - lr * (mhat / (sqrt(vhat) + (double)h->eps) + (decay ? h->weight_decay * p : 0.0));
+}
+
+/* The tensors AdamW decays: the 2-D weight matrices, not biases or LayerNorms. */
+static int decayed(int t)
+{
+	return t == GPT2_WTE || t == GPT2_WPE || t == GPT2_QKVW || t == GPT2_ATTPROJW ||
+	       t == GPT2_FCW || t == GPT2_FCPROJW;
+}
+
+/*
+ * Every parameter of the tiny model set to +-[0.05, 0.55): GPT-2 starts
+ * its biases at 0 and its LayerNorm weights at 1, where a decay that wrongly
+ * reached them would be invisible or look like a plain update.
+ */
+static void spread_params(struct gpt2 *m)
+{
+	uint64_t r = rng_seed(7, 0);
+
+	for (size_t i = 0; i < m->num_params; i++)
+		m->params[i] = (rng_below(&r, 2) ? 1.0f : -1.0f) * (0.05f + 0.5f * rng_f32(&r));
+}
+
+/*
+ * Two adamw_step_model steps on the model with its real gradients: every
+ * parameter follows the double-precision formula, with decay exactly on
+ * the 2-D weights. Float error: p' rounds to 6e-8 |p| (|p| < 0.6), the
+ * update lr * (mhat / sqrt(vhat) + wd p), |.| < 3, to a few 1e-7 of itself,
+ * so below 1e-7 over two steps; decaying a tensor it should not, or
+ * not decaying one it should, moves a parameter by lr * wd * |p| >= 5e-5.
+ */
+START_TEST(test_adamw_on_the_model_follows_the_formula_decaying_2d_weights_only)
+{
+	const struct adamw_params h = { 0.9f, 0.95f, 1e-8f, 0.1f };
+	const float lr = 1e-2f;
+	struct gpt2 m;
+	struct adamw_state s;
+	double *p, *mom, *vel, worst = 0;
+	size_t off, worst_at = 0;
+
+	build(&m, 4);
+	spread_params(&m);
+	ck_assert_int_eq(adamw_init(&s, m.num_params), 0);
+	ck_assert_ptr_nonnull(p = malloc(3 * m.num_params * sizeof *p));
+	mom = p + m.num_params;
+	vel = mom + m.num_params;
+	for (size_t i = 0; i < m.num_params; i++)
+		p[i] = m.params[i], mom[i] = vel[i] = 0.0;
+	for (int t = 1; t <= 2; t++) {
+		ck_assert_int_eq(gpt2_zero_grad(&m), 0);
+		gpt2_forward(&m, inputs, targets, B, T);
+		ck_assert_int_eq(gpt2_backward(&m, 1.0f), 0);
+		off = 0;
+		for (int k = 0; k < GPT2_NUM_TENSORS; k++) {
+			for (size_t i = off; i < off + m.sizes[k]; i++)
+				p[i] = ref_adamw(p[i], m.grads[i], &mom[i], &vel[i], t, lr, &h,
+						 decayed(k));
+			off += m.sizes[k];
+		}
+		adamw_step_model(&s, &h, lr, &m);
+		for (size_t i = 0; i < m.num_params; i++) {
+			double err = fabs(m.params[i] - p[i]);
+
+			if (err > worst)
+				worst = err, worst_at = i;
+		}
+		ck_assert_msg(worst <= 1e-7, "step %d: parameter %zu is %.9g, the formula gives %.9g",
+			      t, worst_at, (double)m.params[worst_at], p[worst_at]);
+	}
+	ck_assert_int_eq(s.step, 2);
+	free(p);
+	adamw_free(&s);
+	gpt2_free(&m);
+}
+END_TEST
+
+/*
+ * With no gradient the Adam direction is 0 and only the decay moves a
+ * parameter: every 2-D weight shrinks to p (1 - lr wd) (within one float
+ * rounding of p), every bias and LayerNorm parameter keeps its exact bits.
+ */
+START_TEST(test_weight_decay_shrinks_2d_weights_and_leaves_the_rest)
+{
+	const struct adamw_params h = { 0.9f, 0.95f, 1e-8f, 0.1f };
+	const float lr = 0.5f; /* lr wd = 0.05: a visible shrink */
+	struct gpt2 m;
+	struct adamw_state s;
+	float *before;
+	size_t off = 0;
+
+	build(&m, 5);
+	spread_params(&m);
+	ck_assert_ptr_nonnull(before = malloc(m.num_params * sizeof *before));
+	memcpy(before, m.params, m.num_params * sizeof *before);
+	ck_assert_int_eq(gpt2_zero_grad(&m), 0);
+	ck_assert_int_eq(adamw_init(&s, m.num_params), 0);
+	adamw_step_model(&s, &h, lr, &m);
+	for (int k = 0; k < GPT2_NUM_TENSORS; k++) {
+		for (size_t i = off; i < off + m.sizes[k]; i++) {
+			double p0 = before[i], p1 = m.params[i];
+
+			if (!decayed(k)) {
+				ck_assert_msg(p1 == p0, "%s[%zu] moved from %.9g to %.9g",
+					      gpt2_tensor_name(k), i - off, p0, p1);
+				continue;
+			}
+			ck_assert_msg(fabs(p1) < fabs(p0) &&
+				      fabs(p1 - p0 * (1.0 - (double)lr * h.weight_decay)) <=
+					      6e-8 * fabs(p0),
+				      "%s[%zu]: %.9g decayed to %.9g, want %.9g", gpt2_tensor_name(k),
+				      i - off, p0, p1, p0 * (1.0 - (double)lr * h.weight_decay));
+		}
+		off += m.sizes[k];
+	}
+	free(before);
+	adamw_free(&s);
+	gpt2_free(&m);
 }
 END_TEST
 
@@ -801,7 +926,8 @@ static Suite *model_suite(void)
 	tcase_add_test(tc, test_load_rejects_truncated_file);
 	tcase_add_test(tc, test_load_names_missing_file);
 	tcase_add_test(to, test_adamw_matches_hand_computed_steps);
-	tcase_add_test(to, test_weight_decay_applies_to_2d_weights_only);
+	tcase_add_test(to, test_adamw_on_the_model_follows_the_formula_decaying_2d_weights_only);
+	tcase_add_test(to, test_weight_decay_shrinks_2d_weights_and_leaves_the_rest);
 	tcase_add_test(to, test_lr_schedule_warmup_peak_end);
 	tcase_add_test(to, test_clipping_scales_to_the_global_norm);
 	tcase_add_test(to, test_training_steps_lower_the_loss);

@@ -1,0 +1,35 @@
+/*
+ * lib/bounded.c - see bounded.h.
+ */
+#include "config.h"
+#include "lib/bounded.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int path_join(char *dst, size_t len, const char *dir, const char *name)
+{
+	int n = snprintf(dst, len, "%s/%s", dir, name);
+
+	if (n < 0 || (size_t)n >= len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+void msg_format(char *dst, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (len == 0)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(dst, len, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n >= len && len > 4)
+		memcpy(dst + len - 4, "...", 4);
+}
