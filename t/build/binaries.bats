@@ -7,7 +7,7 @@
 # stork-engine, which stork executes with the same arguments (stork(1)).
 
 setup() {
-	plugin=$abs_top_builddir/plugins/.libs/spank_stork.so
+	plugin=${abs_top_builddir:?}/plugins/.libs/spank_stork.so
 	stork=$abs_top_builddir/launcher/stork
 }
 
@@ -23,7 +23,7 @@ none_of() {
 	libs=$(needed "$1") || return 1
 	[ -n "$libs" ] || { echo "ldd $1 lists nothing"; return 1; }
 	bad=$(grep -E "$2" <<<"$libs" || true)
-	[ -z "$bad" ] || { echo "${1##*/} loads:" $bad; return 1; }
+	[ -z "$bad" ] || { echo "${1##*/} loads: ${bad//$'\n'/ }"; return 1; }
 }
 
 @test "spank_stork.so loads no libyaml, jansson, UCX, PMIx, BLAS, CUDA or libslurm" {
@@ -33,6 +33,16 @@ none_of() {
 
 @test "spank_stork.so loads hwloc, for the topology" {
 	needed "$plugin" | grep -q '^libhwloc\.'
+}
+
+@test "spank_stork.so leaves only Slurm's functions to the process that loads it" {
+	local undef
+
+	# A plugin links with symbols left undefined: one of lib/ that it does
+	# not link would fail only when Slurm loads it.
+	undef=$(nm -D --undefined-only "$plugin" | awk '$1 == "U" && $2 !~ /@/ { print $2 }' |
+		grep -vE '^(slurm_|spank_|hwloc_)' || true)
+	[ -z "$undef" ] || { echo "undefined: ${undef//$'\n'/ }"; false; }
 }
 
 @test "stork loads no UCX, PMIx, BLAS or CUDA" {
@@ -46,7 +56,7 @@ none_of() {
 	syms=$(nm -D --defined-only "$plugin" | awk 'NF == 3 && $2 != "A" { sub(/@.*/, "", $3); print $3 }')
 	extra=$(grep -vE '^(slurm_spank_[a-z_]+|plugin_name|plugin_type|plugin_version|spank_plugin)$' \
 		<<<"$syms" || true)
-	[ -z "$extra" ] || { echo "also exported:" $extra; false; }
+	[ -z "$extra" ] || { echo "also exported: ${extra//$'\n'/ }"; false; }
 	for s in plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_task_init; do
 		grep -qx "$s" <<<"$syms" || { echo "$s is not exported"; false; }
 	done
