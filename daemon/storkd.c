@@ -55,13 +55,14 @@ struct options {
 	int local_ranks;
 	int result_fd;          /* where the launcher reads how the node ended; -1 none */
 	long long job_end;      /* --job-end: the end time launcher 0 learnt; -1 not given */
+	int attempt;            /* --attempt: restarts inside the job so far (restart.max_restarts) */
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: storkd --config FILE --run-dir DIR [--local-ranks N|auto] [--result-fd FD]\n"
-		"              [--job-end SECONDS]\n"
+		"              [--job-end SECONDS] [--attempt N]\n"
 		"       storkd --version\n"
 		"storkd is started by 'stork run'; see storkd(8).\n");
 }
@@ -121,6 +122,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "local-ranks", required_argument, NULL, 'l' },
 		{ "result-fd", required_argument, NULL, 'f' },
 		{ "job-end", required_argument, NULL, 'e' },
+		{ "attempt", required_argument, NULL, 'a' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -133,6 +135,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'c': o->config = optarg; break;
 		case 'd': o->run_dir = optarg; break;
 		case 'l': if (parse_local_ranks(optarg, &o->local_ranks)) return -1; break;
+		case 'a': if (parse_int("--attempt", optarg, 0, &o->attempt)) return -1; break;
 		case 'f': if (parse_int("--result-fd", optarg, 0, &o->result_fd)) return -1; break;
 		case 'e': if (parse_seconds("--job-end", optarg, &o->job_end)) return -1; break;
 		case 'V': print_version(); exit(STORK_EXIT_OK);
@@ -502,6 +505,7 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 		free(bindings);
 		return STORK_EXIT_CONFIG;
 	}
+	rdv_params_for_attempt(&p, (unsigned)o->attempt);
 	if (p.count > 1 && comm_ucx_open(ucx, &addr, &addr_len) < 0) {
 		snprintf(err, errlen, "cannot open UCX on %s", node->host);
 		free(bindings);

@@ -61,11 +61,15 @@ struct layout {
 /* storkd's pid, read by the signal handler: a lock-free atomic is safe there. */
 static _Atomic pid_t child_pid;
 
+/* A stop signal reached this launcher (and was passed to storkd). */
+static atomic_int stop_forwarded;
+
 static void forward_signal(int sig)
 {
 	int saved = errno; /* the interrupted code may be about to read it */
 	pid_t pid = atomic_load(&child_pid);
 
+	atomic_store(&stop_forwarded, 1);
 	if (pid > 0)
 		kill(pid, sig);
 	errno = saved;
@@ -411,32 +415,46 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 	}
 }
 
-/* Write this node's exit_info; node 0 also writes the summary. */
+/*
+ * Write this node's exit_info for attempt a->attempt; node 0 also writes
+ * the summary (into *sum), the attempts restarted before it listed. A
+ * summary of an attempt about to be restarted is written too, and
+ * overwritten by the next one's.
+ */
 static int finish(const char *run_dir, const struct layout *l, int code,
-		  const struct daemon_result *res, pid_t pid, int sig)
+		  const struct daemon_result *res, pid_t pid, int sig, struct exit_attempt *a,
+		  int restarting, struct exit_info *sum)
 {
-	struct exit_info node, sum;
+	struct exit_info node;
 	char err[512];
 	int final = code;
 
 	node_exit_info(&node, code, l, run_dir, res, pid, sig);
+	node.attempt = a->attempt;
+	a->restart_count = node.restart_count;
 	if (exit_info_write_node(run_dir, &node, err, sizeof err) < 0)
 		stork_error("%s", err);
-	if (l->index != 0)
-		return code;
-	/* Wait for the other nodes' records, unless they never joined. */
-	final = exit_info_summarise(run_dir, l->launchers, node.restart_count,
-				    code == STORK_EXIT_RENDEZVOUS ? 2.0 : 30.0, &sum, err, sizeof err);
-	if (final < 0) {
-		stork_error("%s", err);
+	if (l->index != 0) {
+		*sum = node;
 		return code;
 	}
-	printf("stork: %s (exit %d)%s%s\n", sum.reason, final, sum.message[0] ? ": " : "",
-	       sum.message);
-	if (slurm_job_id_from_env()) {
+	/* Wait for the other nodes' records, unless they never joined. */
+	final = exit_info_summarise(run_dir, l->launchers, a, code == STORK_EXIT_RENDEZVOUS ? 2.0 : 30.0,
+				    sum, err, sizeof err);
+	if (final < 0) {
+		stork_error("%s", err);
+		*sum = node;
+		return code;
+	}
+	sum->attempt = a->attempt;
+	printf("stork: %s (exit %d)%s%s%s\n", sum->reason, final, sum->message[0] ? ": " : "",
+	       sum->message, restarting ? "; restarting" : "");
+	fflush(stdout);
+	if (!restarting && slurm_job_id_from_env()) {
 		char comment[256];
 
-		snprintf(comment, sizeof comment, "stork: %s", sum.reason);
+		snprintf(comment, sizeof comment, "stork: %s%s", sum->reason,
+			 a->nrestarts ? " after restarts" : "");
 		slurm_job_set_comment(slurm_job_id_from_env(), comment);
 	}
 	return final;
@@ -473,6 +491,63 @@ static time_t check_job(void)
 			   "but the job will not come back by itself; submit with sbatch --requeue",
 			   id, !job.batch ? "not a batch job" : "--no-requeue or JobRequeue=0");
 	return job.end_time;
+}
+
+/*
+ * Whether restart.max_restarts may mend how storkd ended: a rank that
+ * crashed, was killed or hung (and so every rank of the node, whose
+ * collectives broke). A configuration, data or checkpoint error, a
+ * divergence, a stop or success would only happen again or must not.
+ */
+static int restartable(int code)
+{
+	return code == STORK_EXIT_RANK_FAILED || code == STORK_EXIT_HANG ||
+	       code == STORK_EXIT_INTERNAL;
+}
+
+/*
+ * Run storkd, and again after a failure while restart.max_restarts allows
+ * (every node's launcher decides the same, as every node's daemon fails
+ * with the first). Each attempt resumes from the latest checkpoint; a
+ * stop signal (preemption) ends the restarts.
+ */
+static int attempts(const struct stork_config *cfg, const struct layout *l, const char *storkd, const char *run_dir,
+		    const char *config_path, const char *nranks, const char *job_end)
+{
+	struct exit_info *failed = calloc((size_t)cfg->restart.max_restarts + 1, sizeof *failed);
+	struct exit_attempt a = { .restarts = failed };
+	int code = STORK_EXIT_INTERNAL;
+
+	if (!failed) {
+		stork_error("out of memory");
+		return STORK_EXIT_INTERNAL;
+	}
+	for (;; a.attempt++) {
+		char attempt_s[16];
+		/* Only launcher 0 knows the end time; the others' lists end before it. */
+		char *args[] = { (char *)storkd, "--config", (char *)config_path,
+				 "--run-dir", (char *)run_dir, "--local-ranks", (char *)nranks,
+				 "--attempt", attempt_s, "--result-fd", "@RESULT_FD@",
+				 l->index == 0 ? "--job-end" : NULL, (char *)job_end, NULL };
+		struct daemon_result res = { 0 };
+		pid_t pid = 0;
+		int sig, restarting;
+
+		snprintf(attempt_s, sizeof attempt_s, "%d", a.attempt);
+		code = supervise(storkd, args, &res, &pid, &sig);
+		restarting = restartable(code) && a.attempt < cfg->restart.max_restarts &&
+			     !atomic_load(&stop_forwarded);
+		code = finish(run_dir, l, code, &res, pid, sig, &a, restarting, &failed[a.nrestarts]);
+		if (res.v)
+			json_decref(res.v);
+		if (!restarting)
+			break;
+		a.nrestarts++;
+		stork_warn("restarting storkd from the latest checkpoint (restart %d of "
+			   "restart.max_restarts %d)", a.attempt + 1, cfg->restart.max_restarts);
+	}
+	free(failed);
+	return code;
 }
 
 int cmd_run(int argc, char **argv)
@@ -516,20 +591,7 @@ int cmd_run(int argc, char **argv)
 		snprintf(nranks, sizeof nranks, "%d", l.local_ranks);
 	else
 		snprintf(nranks, sizeof nranks, "auto");
-	{
-		/* Only launcher 0 knows the end time; the others' lists end before it. */
-		char *args[] = { storkd, "--config", config_path, "--run-dir", run_dir,
-				 "--local-ranks", nranks, "--result-fd", "@RESULT_FD@",
-				 l.index == 0 ? "--job-end" : NULL, job_end, NULL };
-		struct daemon_result res = { 0 };
-		pid_t pid = 0;
-		int sig;
-
-		code = supervise(storkd, args, &res, &pid, &sig);
-		code = finish(run_dir, &l, code, &res, pid, sig);
-		if (res.v)
-			json_decref(res.v);
-	}
+	code = attempts(&cfg, &l, storkd, run_dir, config_path, nranks, job_end);
 out:
 	config_free(&cfg);
 	free(o.overrides);

@@ -125,8 +125,38 @@ static json_t *failure_json(const struct exit_failure *f)
 			 "secondary", f->secondary != 0);
 }
 
-static int write_json(const char *path, const struct exit_info *e, int nnodes, char *err,
-		      size_t errlen)
+/* The record of node n for an attempt (see exit_info_write_node). */
+static void node_path(char *path, size_t len, const char *run_dir, int n, int restart_count,
+		      int attempt)
+{
+	if (attempt > 0)
+		snprintf(path, len, "%s/exit_info.node-%03d.restart-%d.attempt-%d.json", run_dir, n,
+			 restart_count, attempt);
+	else
+		snprintf(path, len, "%s/exit_info.node-%03d.restart-%d.json", run_dir, n,
+			 restart_count);
+}
+
+/* "restarts": each attempt that failed and was restarted, with its cause. */
+static json_t *restarts_json(const struct exit_attempt *a)
+{
+	json_t *list = json_array();
+
+	for (int i = 0; list && a && i < a->nrestarts; i++) {
+		const struct exit_info *r = &a->restarts[i];
+
+		json_array_append_new(list, json_pack("{s:i, s:o, s:i, s:o, s:o}",
+						       "attempt", r->attempt,
+						       "reason", sj_text(r->reason),
+						       "exit_code", r->exit_code,
+						       "first_failure", failure_json(&r->first_failure),
+						       "message", sj_text(r->message)));
+	}
+	return list;
+}
+
+static int write_json(const char *path, const struct exit_info *e, int nnodes,
+		      const struct exit_attempt *a, char *err, size_t errlen)
 {
 	json_t *v = json_pack("{s:o, s:i, s:o, s:o, s:i, s:o, s:o}",
 			      "reason", sj_text(e->reason),
@@ -143,7 +173,9 @@ static int write_json(const char *path, const struct exit_info *e, int nnodes, c
 
 	if (v && nnodes > 0) {
 		json_object_set_new(v, "nodes", json_integer(nnodes));
+		json_object_set_new(v, "restarts", restarts_json(a));
 	} else if (v) {
+		json_object_set_new(v, "attempt", json_integer(e->attempt));
 		json_object_set_new(v, "node_rank", json_integer(e->node_rank));
 		json_object_set_new(v, "host", sj_text(e->host));
 	}
@@ -161,12 +193,11 @@ int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *e
 
 	/* Each attempt of a requeued job keeps its own record; the plain name
 	 * is the latest attempt's, which the summary reads. */
-	snprintf(path, sizeof path, "%s/exit_info.node-%03d.restart-%d.json", run_dir, e->node_rank,
-		 e->restart_count);
-	if (write_json(path, e, 0, err, errlen) < 0)
+	node_path(path, sizeof path, run_dir, e->node_rank, e->restart_count, e->attempt);
+	if (write_json(path, e, 0, NULL, err, errlen) < 0)
 		return -1;
 	snprintf(path, sizeof path, "%s/exit_info.node-%03d.json", run_dir, e->node_rank);
-	return write_json(path, e, 0, err, errlen);
+	return write_json(path, e, 0, NULL, err, errlen);
 }
 
 static void str_field(const json_t *o, const char *key, char *dst, size_t len)
@@ -201,6 +232,7 @@ static int read_node(const char *path, struct exit_info *e, char *why, size_t le
 	e->reason = exit_reason_name(e->exit_code);
 	e->node_rank = (int)sj_int(v, "node_rank", -1);
 	e->restart_count = (int)sj_int(v, "restart_count", 0);
+	e->attempt = (int)sj_int(v, "attempt", 0);
 	str_field(v, "job_id", e->job_id, sizeof e->job_id);
 	str_field(v, "step_id", e->step_id, sizeof e->step_id);
 	str_field(v, "host", e->host, sizeof e->host);
@@ -261,8 +293,8 @@ static void merge(struct exit_info *sum, const struct exit_info *node)
 	}
 }
 
-int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, double wait_s,
-			struct exit_info *sum, char *err, size_t errlen)
+int exit_info_summarise(const char *run_dir, int nnodes, const struct exit_attempt *a,
+			double wait_s, struct exit_info *sum, char *err, size_t errlen)
 {
 	char path[4096], missing[512] = "", damaged[1024] = "", why[1024];
 	struct timespec nap = { 0, 100 * 1000 * 1000 };
@@ -274,8 +306,7 @@ int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, doub
 
 		/* This attempt's record: an earlier attempt's must not be read
 		 * while the node is still writing the current one. */
-		snprintf(path, sizeof path, "%s/exit_info.node-%03d.restart-%d.json", run_dir, n,
-			 restart_count);
+		node_path(path, sizeof path, run_dir, n, a->restart_count, a->attempt);
 		while (read_node(path, &node, why, sizeof why) < 0 && waited < wait_s) {
 			nanosleep(&nap, NULL);
 			waited += 0.1;
@@ -313,7 +344,7 @@ int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, doub
 		}
 	}
 	snprintf(path, sizeof path, "%s/exit_info.json", run_dir);
-	if (write_json(path, sum, nnodes, err, errlen) < 0)
+	if (write_json(path, sum, nnodes, a, err, errlen) < 0)
 		return -1;
 	return sum->exit_code;
 }

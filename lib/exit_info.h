@@ -37,6 +37,20 @@ struct exit_info {
 	int node_rank;
 	char host[64];
 	char message[1024];
+	int attempt;              /* storkd restarts inside this allocation before it */
+};
+
+/*
+ * Which attempt a summary is of: the job's requeues (SLURM_RESTART_COUNT),
+ * the restarts inside this allocation (restart.max_restarts), and the
+ * summaries of the attempts that failed and were restarted, oldest first,
+ * for the summary's "restarts" list.
+ */
+struct exit_attempt {
+	int restart_count;
+	int attempt;
+	const struct exit_info *restarts;
+	int nrestarts;
 };
 
 /* The exit_info.json reason of an exit code ("completed", "rank_failed"...). */
@@ -45,7 +59,9 @@ const char *exit_reason_name(int exit_code);
 /* Fill job/step/restart/host fields from the environment; reason from code. */
 void exit_info_init(struct exit_info *e, int exit_code, int node_rank);
 
-/* Write run_dir/exit_info.node-NNN.json. Returns 0 or -1 with a message. */
+/* Write run_dir/exit_info.node-NNN.json and the attempt's own record
+ * (exit_info.node-NNN.restart-R.json, or ...restart-R.attempt-A.json for a
+ * restart inside the allocation). Returns 0 or -1 with a message. */
 int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *err, size_t errlen);
 
 /*
@@ -56,8 +72,8 @@ int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *e
  * success); first_failure is the earliest. Returns the summary's exit code,
  * or -1 with a message.
  */
-int exit_info_summarise(const char *run_dir, int nnodes, int restart_count, double wait_s,
-			struct exit_info *sum, char *err, size_t errlen);
+int exit_info_summarise(const char *run_dir, int nnodes, const struct exit_attempt *a,
+			double wait_s, struct exit_info *sum, char *err, size_t errlen);
 
 /* Which of two exit codes says more about the run (for summaries). */
 int exit_code_worst(int a, int b);

@@ -254,6 +254,14 @@ int rdv_params_from_env(struct rdv_params *p, enum rdv_method method, double tim
 	return tcp_address(p, err, errlen);
 }
 
+void rdv_params_for_attempt(struct rdv_params *p, unsigned attempt)
+{
+	if (attempt == 0 || p->count <= 1)
+		return;
+	p->method = RDV_TCP;
+	p->port = 1024 + (p->port - 1024 + attempt) % (65536 - 1024);
+}
+
 int rdv_method_parse(const char *s, enum rdv_method *m)
 {
 	static const char *names[] = { "auto", "pmix", "tcp" };

@@ -105,6 +105,15 @@ void rdv_finalize(void);
 int rdv_method_parse(const char *s, enum rdv_method *m);
 
 /*
+ * The rendezvous of restart `attempt` (restart.max_restarts) inside the same
+ * step: PMIx's fence belongs to the step's first processes, so a restarted
+ * daemon meets over tcp, on the port after the last attempt's (so that no
+ * stranger of an earlier attempt is taken for a launcher of this one).
+ * Attempt 0 leaves p as it is.
+ */
+void rdv_params_for_attempt(struct rdv_params *p, unsigned attempt);
+
+/*
  * The host of launcher `index` from the step's node list, its tasks per node
  * ("2(x3),1") and distribution ("block", "cyclic", optionally ":..."; "" means
  * block). Returns 0, or -1 when the layout does not tell (plane, arbitrary,

@@ -217,6 +217,9 @@ static const struct key keys[] = {
 	{ .path = "preempt.deadline_lead", .off = OFF(preempt.deadline_lead),
 	  .type = K_DOUBLE, .lo = 0, .hi = DBL_MAX,
 	  .dflt = "10", .help = "seconds the deadline guard keeps free before the end" },
+	{ .path = "restart.max_restarts", .off = OFF(restart.max_restarts),
+	  .type = K_INT, .lo = 0, .hi = BIG,
+	  .dflt = "0", .help = "restarts from the latest checkpoint inside the job after a failure" },
 	{ .path = "parallel.local_ranks", .off = OFF(parallel.local_ranks),
 	  .type = K_AUTO_INT, .lo = 1, .hi = BIG,
 	  .dflt = "auto", .help = "ranks per launcher; auto: GPUs, or 1 on CPU nodes" },
@@ -234,7 +237,7 @@ static const struct key keys[] = {
 #define NKEYS (sizeof keys / sizeof keys[0])
 
 static const char *const sections[] = {
-	"run", "model", "data", "train", "checkpoint", "preempt", "parallel", NULL,
+	"run", "model", "data", "train", "checkpoint", "preempt", "restart", "parallel", NULL,
 };
 
 /* ---------------------------------------------------------------- helpers */

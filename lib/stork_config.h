@@ -122,6 +122,9 @@ struct stork_config {
 		double deadline_lead;       /* seconds kept free before the end by the guard */
 	} preempt;
 	struct {
+		int max_restarts;           /* storkd restarts inside the job after a failure */
+	} restart;
+	struct {
 		int local_ranks;            /* 0 = auto */
 		int tensor;
 		int pipeline;

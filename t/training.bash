@@ -111,8 +111,8 @@ check_run_json() {
 	local dir=$1 f prog n=0 bad=0
 	while IFS= read -r f; do
 		case ${f#"$dir"/} in
-		exit_info.json) prog='exit_info and num("nodes")' ;;
-		exit_info.node-*.json) prog='exit_info and num("node_rank") and str("host")' ;;
+		exit_info.json) prog='exit_info and num("nodes") and (.restarts | type == "array" and all(.[]; num("attempt") and str("reason") and num("exit_code") and (.first_failure | failure) and str("message")))' ;;
+		exit_info.node-*.json) prog='exit_info and num("node_rank") and str("host") and num("attempt")' ;;
 		config/slurm_env.json) prog=slurm_env ;;
 		provenance/build.json) prog='str("stork_version") and str("git_describe") and str("compiler") and str("built") and (.libraries | str("slurm") and num("hwloc_api") and str("yaml"))' ;;
 		provenance/host.json) prog='str("host") and str("kernel") and str("machine") and num("online_cpus")' ;;

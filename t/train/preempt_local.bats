@@ -224,3 +224,36 @@ setup() {
 		runs/tiny__job=local__task=0/exit_info.json
 	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" == step_00000010 ]
 }
+
+@test "restart.max_restarts: storkd killed mid-run is started again from the latest checkpoint; the losses are the uninterrupted run's" {
+	fault_injection || skip "needs --enable-fault-injection"
+	sed -i 's/every: 0/every: 5/' tiny.yaml
+	"$STORK" run tiny.yaml --local-ranks 2 --set run.name=full >/dev/null
+	STORK_FAULT_STEP_DELAY=0.2 "$STORK" run tiny.yaml --local-ranks 2 --set run.name=rs \
+		--set restart.max_restarts=2 >out.txt 2>&1 &
+	launcher=$!
+	wait_step runs/rs__job=local__task=0 12 60
+	pkill -9 -f "storkd --config $PWD/runs/rs__job"
+	wait "$launcher"
+	cat out.txt
+	grep -q 'storkd (pid [0-9]*) on .* died of SIGKILL; restarting' out.txt
+	grep -q 'resumed from .*step_00000010 at step 10' out.txt
+	grep -q 'stork: completed (exit 0)' out.txt
+	info=runs/rs__job=local__task=0/exit_info.json
+	[ "$(jq -r '.reason' $info)" = completed ]
+	[ "$(jq -r '.restarts | length' $info)" -eq 1 ]
+	[ "$(jq -r '.restarts[0].reason' $info)" = rank_failed ]
+	[ "$(jq -r '.restarts[0].first_failure.signal' $info)" = SIGKILL ]
+	[ -s runs/rs__job=local__task=0/exit_info.node-000.restart-0.attempt-1.json ]
+	[ "$(losses rs | wc -l)" -eq 20 ]
+	diff <(losses full) <(losses rs)
+	# without restarts the same kill ends the run
+	STORK_FAULT_STEP_DELAY=0.2 "$STORK" run tiny.yaml --local-ranks 2 --set run.name=nr >out.txt 2>&1 &
+	launcher=$!
+	wait_step runs/nr__job=local__task=0 3 60
+	pkill -9 -f "storkd --config $PWD/runs/nr__job"
+	rc=0
+	wait "$launcher" || rc=$?
+	[ "$rc" -eq 20 ]
+	[ "$(jq -r '.restarts | length' runs/nr__job=local__task=0/exit_info.json)" -eq 0 ]
+}

@@ -229,7 +229,7 @@ END_TEST
 START_TEST(unknown_section_is_an_error_at_the_key)
 {
 	ASSERT_ERROR("err_unknown_section.yaml", "err_unknown_section.yaml:3:1:", "trian",
-		     "run, model, data, train, checkpoint, preempt, parallel");
+		     "run, model, data, train, checkpoint, preempt, restart, parallel");
 }
 END_TEST
 

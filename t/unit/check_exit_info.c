@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 static char dir[64], err[1024];
+static const struct exit_attempt first_attempt; /* requeue 0, attempt 0, no restarts */
 
 static void make_dir(void)
 {
@@ -68,7 +69,7 @@ START_TEST(two_nodes_summarise_to_the_worse_reason)
 	make_dir();
 	write_node(0, STORK_EXIT_OK, "completed 20 steps");
 	write_node(1, STORK_EXIT_CHECKPOINT_FAILED, "cannot write shard-00003.bin");
-	ck_assert_int_eq(exit_info_summarise(dir, 2, 0, 0, &sum, err, sizeof err),
+	ck_assert_int_eq(exit_info_summarise(dir, 2, &first_attempt, 0, &sum, err, sizeof err),
 			 STORK_EXIT_CHECKPOINT_FAILED);
 	snprintf(path, sizeof path, "%s/exit_info.json", dir);
 	v = sj_load_file(path, err, sizeof err);
@@ -100,7 +101,7 @@ START_TEST(a_node_that_failed_in_consequence_does_not_set_the_reason)
 						 .time = 99, .last_step = 8, .secondary = 1 };
 	snprintf(b.message, sizeof b.message, "a peer aborted");
 	ck_assert_int_eq(exit_info_write_node(dir, &b, err, sizeof err), 0);
-	ck_assert_int_eq(exit_info_summarise(dir, 2, 0, 0, &sum, err, sizeof err),
+	ck_assert_int_eq(exit_info_summarise(dir, 2, &first_attempt, 0, &sum, err, sizeof err),
 			 STORK_EXIT_CHECKPOINT_FAILED);
 	ck_assert_int_eq(sum.first_failure.rank, 0);
 	ck_assert_str_eq(sum.message, "checkpoint step_00000008 failed");
@@ -117,7 +118,7 @@ START_TEST(a_truncated_node_file_is_named)
 	write_node(0, STORK_EXIT_OK, "completed 20 steps");
 	overwrite(1, "{\n  \"reason\": \"compl");
 	node_path(1, path, sizeof path);
-	ck_assert_int_eq(exit_info_summarise(dir, 2, 0, 0, &sum, err, sizeof err),
+	ck_assert_int_eq(exit_info_summarise(dir, 2, &first_attempt, 0, &sum, err, sizeof err),
 			 STORK_EXIT_RANK_FAILED);
 	ck_assert_msg(strstr(sum.message, "node(s) 1 wrote no readable exit_info file"), "%s",
 		      sum.message);
@@ -137,13 +138,13 @@ START_TEST(a_node_file_of_wrong_types_is_named)
 	write_node(0, STORK_EXIT_OK, "completed 20 steps");
 	overwrite(1, "{\"reason\": \"completed\", \"exit_code\": \"0\"}");
 	node_path(1, path, sizeof path);
-	ck_assert_int_eq(exit_info_summarise(dir, 2, 0, 0, &sum, err, sizeof err),
+	ck_assert_int_eq(exit_info_summarise(dir, 2, &first_attempt, 0, &sum, err, sizeof err),
 			 STORK_EXIT_RANK_FAILED);
 	ck_assert_msg(strstr(sum.message, path) && strstr(sum.message, "not an exit_info record"),
 		      "%s", sum.message);
 	/* An array where an object belongs. */
 	overwrite(1, "[1, 2, 3]");
-	ck_assert_int_eq(exit_info_summarise(dir, 2, 0, 0, &sum, err, sizeof err),
+	ck_assert_int_eq(exit_info_summarise(dir, 2, &first_attempt, 0, &sum, err, sizeof err),
 			 STORK_EXIT_RANK_FAILED);
 	ck_assert_msg(strstr(sum.message, "not an exit_info record"), "%s", sum.message);
 	remove_dir();
@@ -158,7 +159,7 @@ START_TEST(a_message_that_is_not_utf8_still_makes_a_valid_file)
 
 	make_dir();
 	write_node(0, STORK_EXIT_RANK_FAILED, "cannot open /data/m\xe9t\xe9o.bin");
-	ck_assert_int_eq(exit_info_summarise(dir, 1, 0, 0, &sum, err, sizeof err),
+	ck_assert_int_eq(exit_info_summarise(dir, 1, &first_attempt, 0, &sum, err, sizeof err),
 			 STORK_EXIT_RANK_FAILED);
 	snprintf(path, sizeof path, "%s/exit_info.json", dir);
 	v = sj_load_file(path, err, sizeof err);
