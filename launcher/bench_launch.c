@@ -14,6 +14,7 @@
 #include "lib/clock.h"
 #include "launcher/commands.h"
 
+#include "lib/bounded.h"
 #include "lib/stork_json.h"
 #include "lib/log.h"
 #include "lib/rundir.h"
@@ -51,6 +52,21 @@ static double first_step_start(const char *run_dir)
 	return ts > 0 && ms >= 0 ? ts - ms / 1e3 : -1;
 }
 
+/* The rendezvous' seconds, as slurm_env.json recorded them; -1 unknown. */
+static double rendezvous_seconds(const char *run_dir)
+{
+	char path[4200], err[512];
+	json_t *v;
+	double s;
+
+	if (path_join(path, sizeof path, run_dir, "config/slurm_env.json") < 0)
+		return -1;
+	v = sj_load_file(path, err, sizeof err);
+	s = sj_real(v, "rendezvous_seconds", -1);
+	json_decref(v);
+	return s;
+}
+
 int cmd_bench_launch(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -60,7 +76,7 @@ int cmd_bench_launch(int argc, char **argv)
 	};
 	int nodes = 2, repeat = 5, c;
 	char cmd[8192], self[4096], run_dir[4096], name[64];
-	double bare[64], stork[64];
+	double bare[64], stork[64], rdv[64];
 	struct stork_config cfg;
 	char err[1024];
 	ssize_t n;
@@ -106,15 +122,17 @@ int cmd_bench_launch(int argc, char **argv)
 		if (system(cmd) != 0)
 			goto failed;
 		stork[i] = first_step_start(run_dir) - t0;
+		rdv[i] = rendezvous_seconds(run_dir);
 		snprintf(cmd, sizeof cmd, "rm -rf '%s'", run_dir);
 		if (system(cmd) != 0)
 			stork_warn("cannot remove %s", run_dir);
-		printf("run %d: srun true %.3f s, srun stork run to the first step %.3f s\n", i + 1,
-		       bare[i], stork[i]);
+		printf("run %d: srun true %.3f s, srun stork run to the first step %.3f s "
+		       "(rendezvous %.3f s)\n", i + 1, bare[i], stork[i], rdv[i]);
 	}
 	printf("median over %d runs on %d node(s): srun true %.3f s; stork run to step 1 %.3f s; "
-	       "launch overhead %.3f s\n", repeat, nodes, bench_median(bare, repeat), bench_median(stork, repeat),
-	       bench_median(stork, repeat) - bench_median(bare, repeat));
+	       "launch overhead %.3f s; rendezvous %.3f s\n", repeat, nodes, bench_median(bare, repeat),
+	       bench_median(stork, repeat), bench_median(stork, repeat) - bench_median(bare, repeat),
+	       bench_median(rdv, repeat));
 	config_free(&cfg);
 	return STORK_EXIT_OK;
 failed:

@@ -151,6 +151,41 @@ kill_node1_daemon() {
 	nodes_idle
 }
 
+@test "restart.max_restarts: kill -9 of node 2's storkd mid-run restarts the daemons in the same job from the latest checkpoint; the run completes with the uninterrupted run's losses" {
+	fault_injection || skip "needs --enable-fault-injection"
+	sed -i 's/every: 25/every: 10/' run.yaml
+	two_node_job full pmix
+	full=$DIR
+	export STORK_FAULT_STEP_DELAY=0.1
+	RUN_ARGS=restart.max_restarts=2 two_node_script rs pmix
+	job=$(submit rs.sh)
+	dir=$(run_dir rs "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 15 60
+	pid=$(jq -r '.nodes[1].pid' "$dir/config/slurm_env.json")
+	[ -n "$pid" ]
+	kill -9 "$pid"
+	wait_job_state "$job" 'COMPLETED|FAILED' 120
+	cat rs.out
+	[ "$(job_field "$job" JobState)" = COMPLETED ]
+	[ "$(job_field "$job" Restarts)" = 0 ] # the same allocation, no requeue
+	grep -q 'resumed from .*step_000000[1-9]0 at step [1-9]0' rs.out
+	grep -q '(rendezvous: tcp' rs.out
+	info=$dir/exit_info.json
+	cat "$info"
+	[ "$(jq -r .reason "$info")" = completed ]
+	[ "$(jq -r '.restarts | length' "$info")" -eq 1 ]
+	[ "$(jq -r '.restarts[0].reason' "$info")" = rank_failed ]
+	[ "$(jq -r '.restarts[0].first_failure.host' "$info")" = n2 ]
+	[ "$(jq -r '.restarts[0].first_failure.signal' "$info")" = SIGKILL ]
+	[ "$(losses "$dir" | wc -l)" -eq 50 ]
+	diff <(losses "$full") <(losses "$dir")
+	run check_run_json "$dir"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	nodes_idle
+}
+
 @test "one launcher per task (srun --ntasks-per-node=2): one rank each, node-major, same run" {
 	cat >pt.sh <<-SCRIPT
 	#!/bin/bash
