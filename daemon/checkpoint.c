@@ -233,6 +233,8 @@ static int write_state(const char *path, const struct ckpt_state *st,
 	char *text = NULL;
 	int rc = -1;
 
+	if (v && st->global_batch > 0)
+		json_object_set_new(v, "global_batch", json_integer(st->global_batch));
 	if (v && l)
 		json_object_set_new(v, "layout", json_pack("{s:i, s:i, s:i, s:i, s:i}",
 							   "world", l->world, "dp", l->dp,
@@ -628,6 +630,7 @@ int ckpt_read_state(const char *dir, struct ckpt_state *st, char *err, size_t er
 	st->train.shard = (uint64_t)sh;
 	st->train.sample = (uint64_t)sa;
 	st->restart_count = (int)rc;
+	st->global_batch = sj_int(v, "global_batch", 0);
 	json_decref(v);
 	return 0;
 }

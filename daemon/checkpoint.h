@@ -32,6 +32,8 @@ struct ckpt_state {
 	uint64_t config_hash;         /* config_hash() of the run that wrote it */
 	uint64_t model_hash;          /* config_model_hash() */
 	int restart_count;            /* SLURM_RESTART_COUNT when written */
+	int64_t global_batch;         /* sequences per optimizer step (B x grad_accum x D);
+				       * 0: not recorded (checkpoints of earlier versions) */
 };
 
 /* Report a fallback or other notice (e.g. into the rank's log). */

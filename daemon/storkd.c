@@ -8,6 +8,7 @@
  * on it at the next step boundary.
  */
 #include "config.h"
+#include "daemon/checkpoint.h"
 #include "daemon/join.h"
 #include "daemon/layout.h"
 #include "daemon/train.h"
@@ -18,6 +19,7 @@
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/fault.h"
+#include "lib/bounded.h"
 #include "lib/env_number.h"
 #include "lib/stork_json.h"
 #include "lib/slurm_job.h"
@@ -568,7 +570,43 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 	return 0;
 }
 
-static int run(const struct options *o, const struct stork_config *cfg)
+/*
+ * Elastic resume: a run that comes back on another number of data-parallel
+ * replicas (a requeue onto fewer or more nodes) keeps its global batch,
+ * the sequences of one optimizer step, by changing train.grad_accum, when
+ * the latest checkpoint recorded it and the new width divides it. Every
+ * daemon reads the same file and finds the same answer. The resolved
+ * config/stork.yaml keeps the configured value; the log says which one
+ * trains.
+ */
+static void keep_global_batch(const struct options *o, struct stork_config *cfg, int world)
+{
+	struct ckpt_state st;
+	char dir[4200], err[512];
+	int64_t per_step, B = cfg->train.batch_size;
+	int dp = world / (cfg->parallel.tensor * cfg->parallel.pipeline), accum;
+
+	if (dp < 1 || path_join(dir, sizeof dir, o->run_dir, "checkpoints/latest") < 0 ||
+	    access(dir, F_OK) < 0 || ckpt_read_state(dir, &st, err, sizeof err) < 0 ||
+	    st.global_batch <= 0)
+		return;
+	per_step = B * cfg->train.grad_accum * dp;
+	if (st.global_batch == per_step)
+		return;
+	accum = (int)(st.global_batch / (B * dp));
+	if (st.global_batch % (B * dp) || accum < cfg->parallel.pipeline) {
+		stork_warn("elastic: %d data-parallel replicas of train.batch_size %lld cannot make "
+			   "the checkpoint's global batch of %lld sequences; it becomes %lld",
+			   dp, (long long)B, (long long)st.global_batch, (long long)per_step);
+		return;
+	}
+	stork_warn("elastic: %d data-parallel replica(s) now: train.grad_accum %d -> %d keeps the "
+		   "checkpoint's global batch of %lld sequences", dp, cfg->train.grad_accum, accum,
+		   (long long)st.global_batch);
+	cfg->train.grad_accum = accum;
+}
+
+static int run(const struct options *o, struct stork_config *cfg)
 {
 	struct train_node node = {
 		.cfg = cfg, .run_dir = o->run_dir, .local_ranks = o->local_ranks,
@@ -604,6 +642,7 @@ static int run(const struct options *o, const struct stork_config *cfg)
 		report_result(o->result_fd, code, w, 0, err);
 		goto out;
 	}
+	keep_global_batch(o, cfg, node.world_size);
 	for (int i = 0; i < o->local_ranks; i++) {
 		w[i] = (struct worker){ .node = &node, .local = i };
 		node.progress[i].beat = clock_monotonic();

@@ -1122,6 +1122,7 @@ static int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 		.config_hash = config_hash(r->cfg),
 		.model_hash = config_model_hash(r->cfg),
 		.restart_count = r->node->restart_count,
+		.global_batch = (int64_t)r->cfg->train.batch_size * r->cfg->train.grad_accum * r->lay.dp,
 	};
 	char root[4096];
 	double t0 = (clock_monotonic() * 1e3);

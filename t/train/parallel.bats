@@ -208,3 +208,24 @@ one_rank() {
 	awk -v w="$whole" -v a="${first#* }" -v b="${last#* }" 'BEGIN {
 		exit !(a < w * 0.35 && b < w * 0.35 && a / b < 1.03 && b / a < 1.03) }'
 }
+
+@test "elastic: a DP2 run resumed on one rank doubles train.grad_accum, keeps the global batch and follows the DP2 run" {
+	"$STORK" run tiny.yaml --local-ranks 2 --set run.name=two >/dev/null
+	run env STORK_STOP_AT_STEP=10 "$STORK" run tiny.yaml --local-ranks 2 --set run.name=el
+	[ "$status" -eq 12 ]
+	grep -q '"global_batch": 4' runs/el__job=local__task=0/checkpoints/step_00000010/state.json
+	run "$STORK" run tiny.yaml --local-ranks 1 --set run.name=el
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"elastic: 1 data-parallel replica(s) now: train.grad_accum 1 -> 2 keeps the checkpoint's global batch of 4 sequences"* ]]
+	within two el 1e-5 train_loss
+	grep -q '"global_batch": 4' runs/el__job=local__task=0/checkpoints/step_00000020/state.json
+	# back on two ranks the configured grad_accum makes the batch again
+	run "$STORK" run tiny.yaml --local-ranks 2 --set run.name=el --set train.steps=22
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"elastic:"* ]]
+	# three replicas of 2 cannot make 4 sequences: said, and the batch changes
+	run "$STORK" run tiny.yaml --local-ranks 3 --set run.name=el --set train.steps=24
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"elastic: 3 data-parallel replicas of train.batch_size 2 cannot make the checkpoint's global batch of 4 sequences; it becomes 6"* ]]
+}
