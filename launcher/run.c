@@ -522,6 +522,15 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 		stork_error("out of memory");
 		return STORK_EXIT_INTERNAL;
 	}
+	/* A PMIx client that dies makes Slurm's PMIx plugin cancel the whole
+	 * step, restarts and all: daemons that may be restarted never become
+	 * one, and meet over tcp from the first attempt. */
+	if (cfg->restart.max_restarts > 0 && getenv("PMIX_RANK")) {
+		unsetenv("PMIX_RANK");
+		unsetenv("PMIX_NAMESPACE");
+		if (l->index == 0)
+			stork_info("restart.max_restarts: the daemons meet over tcp, not PMIx");
+	}
 	for (;; a.attempt++) {
 		char attempt_s[16];
 		/* Only launcher 0 knows the end time; the others' lists end before it. */
