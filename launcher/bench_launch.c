@@ -107,7 +107,7 @@ int cmd_bench_launch(int argc, char **argv)
 	for (int i = 0; i < repeat; i++) {
 		double t0 = clock_wall();
 
-		snprintf(cmd, sizeof cmd, "srun -N %d --ntasks-per-node=1 true", nodes);
+		snprintf(cmd, sizeof cmd, "srun -N %d -n %d --ntasks-per-node=1 true", nodes, nodes);
 		if (system(cmd) != 0)
 			goto failed;
 		bare[i] = clock_wall() - t0;
@@ -115,9 +115,9 @@ int cmd_bench_launch(int argc, char **argv)
 		snprintf(name, sizeof name, "bench-launch-%d-%d", (int)getpid(), i);
 		rundir_path(run_dir, sizeof run_dir, cfg.run.dir, name);
 		snprintf(cmd, sizeof cmd,
-			 "srun -N %d --ntasks-per-node=1 --mpi=pmix '%s' run '%s' train.steps=1 "
+			 "srun -N %d -n %d --ntasks-per-node=1 --mpi=pmix '%s' run '%s' train.steps=1 "
 			 "train.val_every=0 run.name=%s >/dev/null",
-			 nodes, self, argv[optind], name);
+			 nodes, nodes, self, argv[optind], name);
 		t0 = clock_wall();
 		if (system(cmd) != 0)
 			goto failed;

@@ -82,3 +82,26 @@ setup() {
 	[[ "$output" == *"more than the 107 a UNIX socket allows"*"STORK_TESTCLUSTER_RUNDIR"* ]]
 	[ ! -e "$long" ]
 }
+
+@test "stork-testcluster start --nodes 3: three nodes that run a 3-node job step; stop leaves nothing behind" {
+	local tc=$abs_top_builddir/contrib/testcluster/stork-testcluster
+	run env STORK_TESTCLUSTER_PORT=17850 "$tc" start --nodes 9 "$WORK/tc3"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"--nodes 9: a number of nodes from 1 to 8"* ]]
+	STORK_TESTCLUSTER_PORT=17850 "$tc" start --nodes 3 "$WORK/tc3" >/dev/null
+	conf=$WORK/tc3/etc/slurm.conf
+	[ "$(SLURM_CONF=$conf sinfo -h -N -o '%N %t' | sort -u | tr '\n' ' ')" = "n1 idle n2 idle n3 idle " ]
+	run env SLURM_CONF="$conf" timeout 60 srun -N3 --ntasks-per-node=1 hostname
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(sort <<<"$output" | tr '\n' ' ')" = "n1 n2 n3 " ]
+	# a second start with another count is refused while it runs
+	run env STORK_TESTCLUSTER_PORT=17850 "$tc" start --nodes 2 "$WORK/tc3"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"already running"*"with 3 nodes, not 2"* ]]
+	pids=$(cat "$WORK"/tc3/run/*.pid)
+	STORK_TESTCLUSTER_PORT=17850 "$tc" stop "$WORK/tc3" >/dev/null
+	for pid in $pids; do
+		if kill -0 "$pid" 2>/dev/null; then false; fi
+	done
+}
