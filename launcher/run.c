@@ -22,6 +22,7 @@
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/fault.h"
+#include "lib/bounded.h"
 #include "lib/env_number.h"
 #include "lib/stork_json.h"
 #include "lib/slurm_job.h"
@@ -416,6 +417,55 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 }
 
 /*
+ * Launcher 0, after the rendezvous of a restart timed out: the nodes whose
+ * launchers never came back (no record of this attempt) are lost. Requeue
+ * the job without them, so that it comes back on the nodes that remain
+ * (a job submitted with a node range, --nodes=1-2) instead of waiting for
+ * them. Returns node_lost_requeued with the message in e, or code.
+ */
+static int requeue_without_lost(const char *run_dir, const struct layout *l,
+				const struct exit_attempt *a, int code, struct exit_info *e)
+{
+	uint32_t job = slurm_job_id_from_env();
+	char path[4200], hosts[1024] = "", err[1024];
+	int *missing = calloc((size_t)l->launchers, sizeof *missing), n;
+	json_t *env = NULL;
+	size_t used = 0;
+
+	if (!missing || !job)
+		goto out;
+	n = exit_info_missing(run_dir, l->launchers, a, 5.0, missing);
+	if (path_join(path, sizeof path, run_dir, "config/slurm_env.json") < 0 ||
+	    !(env = sj_load_file(path, err, sizeof err)))
+		n = 0;
+	for (int i = 0; i < n && used < sizeof hosts; i++) {
+		const char *h = json_string_value(json_object_get(
+			json_array_get(json_object_get(env, "nodes"), (size_t)missing[i]), "host"));
+
+		if (h)
+			used += (size_t)snprintf(hosts + used, sizeof hosts - used, "%s%s",
+						 used ? "," : "", h);
+	}
+	if (!hosts[0] || used >= sizeof hosts)
+		goto out;
+	if (slurm_job_requeue(job, err, sizeof err) < 0 ||
+	    slurm_job_exclude_nodes(job, hosts, err, sizeof err) < 0) {
+		stork_error("node(s) %s did not come back to the rendezvous of restart %d, and the "
+			    "requeue without them failed: %s", hosts, a->attempt, err);
+		goto out;
+	}
+	msg_format(e->message, sizeof e->message,
+		   "node(s) %s did not come back to the rendezvous of restart %d: job %u requeued "
+		   "without them (ExcNodeList=%s)", hosts, a->attempt, job, hosts);
+	e->exit_code = code = STORK_EXIT_NODE_LOST;
+	e->reason = exit_reason_name(code);
+out:
+	json_decref(env);
+	free(missing);
+	return code;
+}
+
+/*
  * Write this node's exit_info for attempt a->attempt; node 0 also writes
  * the summary (into *sum), the attempts restarted before it listed. A
  * summary of an attempt about to be restarted is written too, and
@@ -432,6 +482,8 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 	node_exit_info(&node, code, l, run_dir, res, pid, sig);
 	node.attempt = a->attempt;
 	a->restart_count = node.restart_count;
+	if (l->index == 0 && a->attempt > 0 && code == STORK_EXIT_RENDEZVOUS)
+		code = requeue_without_lost(run_dir, l, a, code, &node);
 	if (exit_info_write_node(run_dir, &node, err, sizeof err) < 0)
 		stork_error("%s", err);
 	if (l->index != 0) {
@@ -439,8 +491,9 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 		return code;
 	}
 	/* Wait for the other nodes' records, unless they never joined. */
-	final = exit_info_summarise(run_dir, l->launchers, a, code == STORK_EXIT_RENDEZVOUS ? 2.0 : 30.0,
-				    sum, err, sizeof err);
+	final = exit_info_summarise(run_dir, l->launchers, a,
+				    code == STORK_EXIT_RENDEZVOUS || code == STORK_EXIT_NODE_LOST ?
+					    2.0 : 30.0, sum, err, sizeof err);
 	if (final < 0) {
 		stork_error("%s", err);
 		*sum = node;

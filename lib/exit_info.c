@@ -31,6 +31,7 @@ static const struct {
 	{ STORK_EXIT_REQUEUE_FAILED, "requeue_failed" },
 	{ STORK_EXIT_CHECKPOINT_FAILED, "checkpoint_failed" },
 	{ STORK_EXIT_DIVERGED, "diverged" },
+	{ STORK_EXIT_NODE_LOST, "node_lost_requeued" },
 	{ STORK_EXIT_CONFIG, "config_error" },
 	/* Bad input of other kinds keeps its own exit code but reports one of
 	 * the reasons of DESIGN's fixed list; the message says which input. */
@@ -54,7 +55,8 @@ static int severity(int code)
 	switch (code) {
 	case STORK_EXIT_OK: return 0;
 	case STORK_EXIT_PREEMPTED:
-	case STORK_EXIT_TIMEOUT: return 1;
+	case STORK_EXIT_TIMEOUT:
+	case STORK_EXIT_NODE_LOST: return 1;
 	case STORK_EXIT_REQUEUE_FAILED: return 2;
 	case STORK_EXIT_RANK_FAILED:
 	case STORK_EXIT_HANG: return 4;
@@ -293,6 +295,26 @@ static void merge(struct exit_info *sum, const struct exit_info *node)
 	}
 }
 
+int exit_info_missing(const char *run_dir, int nnodes, const struct exit_attempt *a,
+		      double wait_s, int *missing)
+{
+	struct timespec nap = { 0, 100 * 1000 * 1000 };
+	char path[4096];
+	int n = 0;
+
+	for (double waited = 0;; waited += 0.1) {
+		n = 0;
+		for (int i = 1; i < nnodes; i++) {
+			node_path(path, sizeof path, run_dir, i, a->restart_count, a->attempt);
+			if (access(path, F_OK) < 0)
+				missing[n++] = i;
+		}
+		if (n == 0 || waited >= wait_s)
+			return n;
+		nanosleep(&nap, NULL);
+	}
+}
+
 int exit_info_summarise(const char *run_dir, int nnodes, const struct exit_attempt *a,
 			double wait_s, struct exit_info *sum, char *err, size_t errlen)
 {
@@ -337,8 +359,9 @@ int exit_info_summarise(const char *run_dir, int nnodes, const struct exit_attem
 		snprintf(sum->message + l, sizeof sum->message - l,
 			 "%s(node(s) %s wrote no readable exit_info file%s)", l ? " " : "", missing,
 			 damaged);
-		/* A node that never joined is what rendezvous_timeout says already. */
-		if (sum->exit_code != STORK_EXIT_RENDEZVOUS) {
+		/* A node that never joined is what rendezvous_timeout (or the
+		 * requeue without it) says already. */
+		if (sum->exit_code != STORK_EXIT_RENDEZVOUS && sum->exit_code != STORK_EXIT_NODE_LOST) {
 			sum->exit_code = exit_code_worst(sum->exit_code, STORK_EXIT_RANK_FAILED);
 			sum->reason = exit_reason_name(sum->exit_code);
 		}

@@ -75,6 +75,13 @@ int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *e
 int exit_info_summarise(const char *run_dir, int nnodes, const struct exit_attempt *a,
 			double wait_s, struct exit_info *sum, char *err, size_t errlen);
 
+/*
+ * The other nodes (1..nnodes-1) that wrote no record of attempt a within
+ * wait_s seconds, into missing[] (room for nnodes); returns their number.
+ */
+int exit_info_missing(const char *run_dir, int nnodes, const struct exit_attempt *a,
+		      double wait_s, int *missing);
+
 /* Which of two exit codes says more about the run (for summaries). */
 int exit_code_worst(int a, int b);
 

@@ -126,6 +126,22 @@ int slurm_job_requeue(uint32_t id, char *err, size_t errlen)
 	return scontrol_requeue(id, err, errlen);
 }
 
+int slurm_job_exclude_nodes(uint32_t id, const char *hosts, char *err, size_t errlen)
+{
+	job_desc_msg_t desc;
+	char list[1024];
+
+	slurm_init_job_desc_msg(&desc);
+	desc.job_id = id;
+	snprintf(list, sizeof list, "%s", hosts);
+	desc.exc_nodes = list;
+	if (slurm_update_job(&desc) == SLURM_SUCCESS)
+		return 0;
+	snprintf(err, errlen, "cannot exclude %s from job %u: %s", hosts, id,
+		 slurm_strerror(slurm_get_errno()));
+	return -1;
+}
+
 int slurm_job_set_comment(uint32_t id, const char *comment)
 {
 	job_desc_msg_t desc;

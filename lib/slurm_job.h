@@ -38,6 +38,13 @@ int slurm_job_requeue(uint32_t id, char *err, size_t errlen);
  */
 int slurm_kill_wait(void);
 
+/*
+ * Keep job id off the nodes in hosts ("n2,n5") when it runs again: its
+ * ExcNodeList. Slurm takes it only while the job is pending, that is right
+ * after a requeue. 0, or -1 with Slurm's reason in err.
+ */
+int slurm_job_exclude_nodes(uint32_t id, const char *hosts, char *err, size_t errlen);
+
 /* Set the job's Comment (best effort). Returns 0 or -1. */
 int slurm_job_set_comment(uint32_t id, const char *comment);
 

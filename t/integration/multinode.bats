@@ -186,6 +186,39 @@ kill_node1_daemon() {
 	nodes_idle
 }
 
+@test "a node lost for good: the restart's rendezvous misses it, the job is requeued without it and completes on the other node (--nodes=1-2), keeping the global batch" {
+	fault_injection || skip "needs --enable-fault-injection"
+	sed -i 's/every: 25/every: 10/' run.yaml
+	export STORK_FAULT_STEP_DELAY=0.1
+	cat >lost.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N1-2 -c2 --exclusive --requeue -o lost.out --open-mode=append
+	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=lost restart.max_restarts=1 run.rendezvous_timeout=10
+	SCRIPT
+	job=$(submit lost.sh)
+	dir=$(run_dir lost "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 15 60
+	[ "$(jq '.nodes | length' "$dir/config/slurm_env.json")" -eq 2 ]
+	# node 2's launcher and daemon die; the node stays up, its launcher never comes back
+	pid=$(jq -r '.nodes[1].pid' "$dir/config/slurm_env.json")
+	launcher=$(ps -o ppid= -p "$pid" | tr -d ' ')
+	[ -n "$launcher" ]
+	kill -9 "$launcher" "$pid"
+	wait_job_state "$job" COMPLETED 300
+	cat lost.out
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	[ "$(job_field "$job" NodeList)" = n1 ]
+	[ "$(job_field "$job" ExcNodeList)" = n2 ]
+	rec=$dir/exit_info.node-000.restart-0.attempt-1.json
+	[ "$(jq -r .reason "$rec")" = node_lost_requeued ]
+	[[ "$(jq -r .message "$rec")" == *"node(s) n2 did not come back to the rendezvous of restart 1"* ]]
+	grep -q "elastic: 2 data-parallel replica(s) now: train.grad_accum 1 -> 2 keeps the checkpoint's global batch of 16 sequences" lost.out
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	[ "$(jq -r .restart_count "$dir/exit_info.json")" -eq 1 ]
+	[ "$(losses "$dir" | wc -l)" -eq 50 ]
+}
+
 @test "one launcher per task (srun --ntasks-per-node=2): one rank each, node-major, same run" {
 	cat >pt.sh <<-SCRIPT
 	#!/bin/bash
