@@ -43,6 +43,7 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 	job->start_time = msg->job_array[0].start_time;
 	job->requeue = msg->job_array[0].requeue != 0;
 	job->batch = msg->job_array[0].batch_flag != 0;
+	job->pending = (msg->job_array[0].job_state & JOB_STATE_BASE) == JOB_PENDING;
 	slurm_free_job_info_msg(msg);
 	return 0;
 }

@@ -17,6 +17,7 @@ struct slurm_job {
 	time_t start_time;
 	int requeue;              /* the job may be requeued (--requeue / JobRequeue) */
 	int batch;                /* a batch job (only those can be requeued) */
+	int pending;              /* waiting to run (e.g. requeued by Slurm itself) */
 };
 
 /* The job id of this process's allocation (SLURM_JOB_ID), 0 outside Slurm. */

@@ -62,6 +62,16 @@ submit() {
 	sbatch --parsable "$@" | cut -d';' -f1
 }
 
+# wait_nodes_idle SECONDS: until nodes_idle, or fail naming the nodes' states.
+wait_nodes_idle() {
+	local deadline=$((SECONDS + $1))
+	while ((SECONDS < deadline)); do
+		nodes_idle 2>/dev/null && return 0
+		sleep 1
+	done
+	nodes_idle
+}
+
 # nodes_idle: both nodes idle (no job left anything behind, none drained).
 nodes_idle() {
 	local out

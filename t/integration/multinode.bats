@@ -200,13 +200,12 @@ kill_node1_daemon() {
 	wait_job_state "$job" RUNNING 60
 	wait_step "$dir" 15 60
 	[ "$(jq '.nodes | length' "$dir/config/slurm_env.json")" -eq 2 ]
-	# node 2's launcher and daemon die; the node stays up, its launcher never comes back
-	pid=$(jq -r '.nodes[1].pid' "$dir/config/slurm_env.json")
-	launcher=$(ps -o ppid= -p "$pid" | tr -d ' ')
-	[ -n "$launcher" ]
-	kill -9 "$launcher" "$pid"
+	# node 2 dies with everything on it: slurmd, slurmstepd, launcher, daemon
+	"$abs_top_builddir/contrib/testcluster/stork-testcluster" kill-node n2
 	wait_job_state "$job" COMPLETED 300
 	cat lost.out
+	"$abs_top_builddir/contrib/testcluster/stork-testcluster" start-node n2
+	wait_nodes_idle 120
 	[ "$(job_field "$job" Restarts)" = 1 ]
 	[ "$(job_field "$job" NodeList)" = n1 ]
 	[ "$(job_field "$job" ExcNodeList)" = n2 ]
@@ -217,6 +216,7 @@ kill_node1_daemon() {
 	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
 	[ "$(jq -r .restart_count "$dir/exit_info.json")" -eq 1 ]
 	[ "$(losses "$dir" | wc -l)" -eq 50 ]
+	nodes_idle
 }
 
 @test "one launcher per task (srun --ntasks-per-node=2): one rank each, node-major, same run" {
