@@ -6,6 +6,7 @@
 #include "lib/rundir.h"
 
 #include "lib/atomic_file.h"
+#include "lib/bounded.h"
 #include "lib/stork_json.h"
 #include "lib/version.h"
 
@@ -75,6 +76,85 @@ static int write_json(const char *run_dir, const char *file, json_t *v, char *er
 	return rc;
 }
 
+/* The first line `cmd` prints (no newline), or "" when it fails. */
+static void first_line(const char *cmd, char *buf, size_t len)
+{
+	FILE *p = popen(cmd, "r");
+
+	buf[0] = '\0';
+	if (!p)
+		return;
+	if (!fgets(buf, (int)len, p))
+		buf[0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	pclose(p);
+}
+
+/*
+ * provenance/git.txt: the commit of the code being run, when the submit
+ * directory is in a git repository (and whether it had changes), and the
+ * build of Stork that ran it.
+ */
+static int write_git(const char *run_dir, char *err, size_t errlen)
+{
+	char cwd[4096] = "", commit[128], branch[256], dirty[32], text[6000], path[4200];
+	int n;
+
+	if (!getcwd(cwd, sizeof cwd))
+		snprintf(cwd, sizeof cwd, "(unknown: %s)", strerror(errno));
+	first_line("git rev-parse HEAD 2>/dev/null", commit, sizeof commit);
+	if (commit[0]) {
+		first_line("git rev-parse --abbrev-ref HEAD 2>/dev/null", branch, sizeof branch);
+		first_line("git status --porcelain --untracked-files=no 2>/dev/null | wc -l", dirty,
+			   sizeof dirty);
+		n = snprintf(text, sizeof text,
+			     "workdir: %s\ncommit: %s\nbranch: %s\ndirty: %s\nstork: %s\n", cwd, commit,
+			     branch, atoi(dirty) > 0 ? "yes (tracked files changed since the commit)" :
+							"no",
+			     stork_git_describe());
+	} else {
+		n = snprintf(text, sizeof text, "workdir: %s\ncommit: none (not a git repository)\n"
+			     "stork: %s\n", cwd, stork_git_describe());
+	}
+	if (n < 0 || (size_t)n >= sizeof text ||
+	    path_join(path, sizeof path, run_dir, "provenance/git.txt") < 0) {
+		snprintf(err, errlen, "cannot format %s/provenance/git.txt", run_dir);
+		return -1;
+	}
+	return atomic_write_file(path, text, (size_t)n, err, errlen);
+}
+
+/*
+ * provenance/image.txt: the container the job step runs in, from what
+ * pyxis (its --container-image, which Slurm passes on as a SPANK option
+ * variable) or Apptainer/Singularity leave in the environment; "none".
+ */
+static int write_image(const char *run_dir, char *err, size_t errlen)
+{
+	static const struct {
+		const char *runtime, *var;
+	} vars[] = {
+		{ "pyxis", "SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_image" },
+		{ "apptainer", "APPTAINER_CONTAINER" },
+		{ "singularity", "SINGULARITY_CONTAINER" },
+	};
+	char text[4200], path[4200];
+	int n = snprintf(text, sizeof text, "none\n");
+
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+		if (getenv(vars[i].var) && *getenv(vars[i].var)) {
+			n = snprintf(text, sizeof text, "%s: %s\n", vars[i].runtime,
+				     getenv(vars[i].var));
+			break;
+		}
+	if (n < 0 || (size_t)n >= sizeof text ||
+	    path_join(path, sizeof path, run_dir, "provenance/image.txt") < 0) {
+		snprintf(err, errlen, "cannot format %s/provenance/image.txt", run_dir);
+		return -1;
+	}
+	return atomic_write_file(path, text, (size_t)n, err, errlen);
+}
+
 int rundir_write_provenance(const char *run_dir, char *err, size_t errlen)
 {
 	struct utsname u;
@@ -96,6 +176,8 @@ int rundir_write_provenance(const char *run_dir, char *err, size_t errlen)
 		       err, errlen) < 0)
 		return -1;
 
+	if (write_git(run_dir, err, errlen) < 0 || write_image(run_dir, err, errlen) < 0)
+		return -1;
 	gethostname(host, sizeof host - 1);
 	uname(&u);
 	return write_json(run_dir, "host.json",

@@ -21,7 +21,9 @@ int rundir_path(char *buf, size_t len, const char *runs_root, const char *name);
  * Returns 0, or -1 with a message naming the path. */
 int rundir_create(const char *run_dir, char *err, size_t errlen);
 
-/* Write provenance/build.json and provenance/host.json: Stork's version, git
+/* Write provenance/git.txt (the run's code: commit and dirty state of the
+ * submit directory's repository), provenance/image.txt (the container), and
+ * provenance/build.json and provenance/host.json: Stork's version, git
  * describe, compiler, library versions, host, kernel. Returns 0 or -1. */
 int rundir_write_provenance(const char *run_dir, char *err, size_t errlen);
 

@@ -86,3 +86,22 @@ setup() {
 	[ "$(losses on | wc -l)" -eq 20 ]
 	diff <(losses on) <(losses off)
 }
+
+@test "provenance: git.txt names the commit of the submit directory's repository and whether it changed; image.txt the container" {
+	git init -q . && git -c user.name=t -c user.email=t@t add tiny.yaml &&
+		git -c user.name=t -c user.email=t@t commit -qm config
+	commit=$(git rev-parse HEAD)
+	"$STORK" run tiny.yaml --set run.name=clean --set train.steps=2 >/dev/null
+	grep -qx "commit: $commit" runs/clean__job=local__task=0/provenance/git.txt
+	grep -qx 'dirty: no' runs/clean__job=local__task=0/provenance/git.txt
+	grep -q '^stork: ' runs/clean__job=local__task=0/provenance/git.txt
+	grep -qx none runs/clean__job=local__task=0/provenance/image.txt
+	echo "# changed" >>tiny.yaml
+	APPTAINER_CONTAINER=/images/train.sif "$STORK" run tiny.yaml --set run.name=dirty --set train.steps=2 >/dev/null
+	grep -qx 'dirty: yes (tracked files changed since the commit)' runs/dirty__job=local__task=0/provenance/git.txt
+	grep -qx 'apptainer: /images/train.sif' runs/dirty__job=local__task=0/provenance/image.txt
+	rm -rf .git
+	# (the work directory lies inside Stork's own checkout: git must not look above it)
+	GIT_CEILING_DIRECTORIES=$(dirname "$PWD") "$STORK" run tiny.yaml --set run.name=bare --set train.steps=2 >/dev/null
+	grep -qx 'commit: none (not a git repository)' runs/bare__job=local__task=0/provenance/git.txt
+}
