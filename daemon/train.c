@@ -71,6 +71,8 @@ struct rank {
 	int rollback_pending;          /* this step diverged: roll back before the next */
 	int64_t skip_batch_step;       /* step whose batch a rollback skips; -1: none */
 	int64_t nan_injected_step;     /* test builds: the last step given a NaN; -1: none */
+	int64_t first_step;            /* the step this attempt (or rollback) started at */
+	double step_ms_avg;            /* moving average of the step time, for the ETA */
 	char err[1024];
 };
 
@@ -1233,6 +1235,46 @@ static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *st
 	return 0;
 }
 
+/* Seconds as "1h12m", "5m03s" or "42s", for the progress line. */
+static void duration(double s, char *buf, size_t len)
+{
+	long t = s > 0 ? (long)(s + 0.5) : 0;
+
+	if (t >= 3600)
+		snprintf(buf, len, "%ldh%02ldm", t / 3600, t % 3600 / 60);
+	else if (t >= 60)
+		snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(buf, len, "%lds", t);
+}
+
+/*
+ * Rank 0's progress line ends with the time to the last step (from a
+ * moving average of the step time, the first step left out: it pays for
+ * warming up) and, when the job has a limit, the time to the job's end;
+ * both go to the metrics as eta_s and job_left_s.
+ */
+static void progress_tail(struct rank *r, int64_t step, double ms, char *buf, size_t len)
+{
+	const struct stork_config *c = r->cfg;
+	char eta[32], left[32];
+	double eta_s, left_s = -1;
+
+	r->step_ms_avg = r->step_ms_avg > 0 ? 0.9 * r->step_ms_avg + 0.1 * ms : ms;
+	eta_s = (double)(c->train.steps - (step + 1)) * r->step_ms_avg / 1e3;
+	duration(eta_s, eta, sizeof eta);
+	rank_metric(&r->log, step + 1, "eta_s", eta_s, "s");
+	if (r->node->job_end_time) {
+		left_s = (double)(r->node->job_end_time - time(NULL));
+		duration(left_s, left, sizeof left);
+		rank_metric(&r->log, step + 1, "job_left_s", left_s, "s");
+	}
+	if (left_s >= 0)
+		snprintf(buf, len, " | eta %s, job ends in %s", eta, left);
+	else
+		snprintf(buf, len, " | eta %s", eta);
+}
+
 static void report_step(struct rank *r, int64_t step, float loss, float lr, float norm, double ms,
 			uint64_t sent)
 {
@@ -1254,8 +1296,12 @@ static void report_step(struct rank *r, int64_t step, float loss, float lr, floa
 		rank_logf(&r->log, "step %" PRId64 " loss %.6f lr %.3e norm %.4f %.1f ms", step + 1,
 			  loss, lr, norm, ms);
 	if (r->rank == 0) {
-		printf("step %" PRId64 "/%d | loss %.4f | lr %.2e | norm %.2f | %.1f ms | %.0f tok/s\n",
-		       step + 1, c->train.steps, loss, lr, norm, ms, tps);
+		char tail[96] = "";
+
+		if (step > r->first_step) /* the first step of an attempt pays for warming up */
+			progress_tail(r, step, ms, tail, sizeof tail);
+		printf("step %" PRId64 "/%d | loss %.4f | lr %.2e | norm %.2f | %.1f ms | %.0f tok/s%s\n",
+		       step + 1, c->train.steps, loss, lr, norm, ms, tps, tail);
 		fflush(stdout);
 	}
 }
@@ -1465,6 +1511,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	rank_logf(&r.log, "model: %zu parameters; training steps %" PRId64 "..%d", r.model.num_params,
 		  start + 1, n->cfg->train.steps);
 	res->last_step = start;
+	r.first_step = start;
 	run_steps(&r, start);
 out:
 	rank_logf(&r.log, "exit %d: %s", res->exit_code, res->message);

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "launcher/commands.h"
 #include "launcher/programs.h"
+#include "launcher/run_metrics.h"
 
 #include "lib/atomic_file.h"
 #include "lib/clock.h"
@@ -491,6 +492,7 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 
 	node_exit_info(&node, code, l, run_dir, res, pid, sig);
 	node.attempt = a->attempt;
+	run_metrics_write(run_dir, l->index);
 	a->restart_count = node.restart_count;
 	if (l->index == 0 && a->attempt > 0 && code == STORK_EXIT_RENDEZVOUS)
 		code = requeue_without_lost(run_dir, l, a, code, &node);

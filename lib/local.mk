@@ -19,7 +19,8 @@ lib_libstork_la_SOURCES = \
 	lib/rundir.c lib/rundir.h \
 	lib/exit_info.c lib/exit_info.h \
 	lib/env_number.c lib/env_number.h \
-	lib/bounded.c lib/bounded.h
+	lib/bounded.c lib/bounded.h \
+	lib/metrics_rollup.c lib/metrics_rollup.h
 lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS) $(JANSSON_CFLAGS)
 lib_libstork_la_LIBADD = $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 

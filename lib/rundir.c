@@ -45,7 +45,8 @@ int rundir_path(char *buf, size_t len, const char *runs_root, const char *name)
 
 int rundir_create(const char *run_dir, char *err, size_t errlen)
 {
-	static const char *const subdirs[] = { "config", "logs", "checkpoints", "provenance" };
+	static const char *const subdirs[] = { "config", "logs", "checkpoints", "provenance",
+					       "metrics" };
 	char path[4096];
 
 	for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {

@@ -63,6 +63,9 @@ two_node_job() {
 	grep -q '"reason": "completed"' "$DIR/exit_info.json"
 	[ -s "$DIR/exit_info.node-001.json" ]
 	[ "$(readlink "$DIR/checkpoints/latest")" = step_00000050 ]
+	[ "$(head -1 "$DIR/metrics/summary.csv")" = "metric,minute,count,p50,p95,mean" ]
+	# the test cluster keeps no accounting: sacct.csv says so in one line
+	grep -q '^# no accounting for job [0-9]*: ' "$DIR/metrics/sacct.csv"
 	# Every JSON file both nodes left, with the fields stork(1) documents:
 	# exit_info.json and each node's two, slurm_env.json, three provenance
 	# files, manifest and state of steps 25 and 50.

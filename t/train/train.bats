@@ -105,3 +105,39 @@ setup() {
 	GIT_CEILING_DIRECTORIES=$(dirname "$PWD") "$STORK" run tiny.yaml --set run.name=bare --set train.steps=2 >/dev/null
 	grep -qx 'commit: none (not a git repository)' runs/bare__job=local__task=0/provenance/git.txt
 }
+
+@test "metrics/summary.csv: per metric and minute, count, p50, p95 and mean equal a rollup of the ranks' JSONL computed here" {
+	"$STORK" run tiny.yaml --local-ranks 2 >/dev/null
+	dir=runs/tiny__job=local__task=0
+	[ -s "$dir/metrics/summary.csv" ]
+	[ "$(head -1 "$dir/metrics/summary.csv")" = "metric,minute,count,p50,p95,mean" ]
+	# nearest-rank percentiles over every rank's numeric values of each minute
+	jq -r 'select(.value | type == "number") | [.metric, ((.ts / 60 | floor) * 60 | todate | .[0:16] + "Z"), .value] | @tsv' \
+		"$dir"/logs/rank-*.metrics.jsonl | sort -t"$(printf '\t')" -k1,1 -k2,2 -k3,3g |
+		awk -F'\t' '
+		function flush() { if (n) { p50 = v[int(n * 0.50 + 0.999999999)]; p95 = v[int(n * 0.95 + 0.999999999)]
+			printf "%s,%s,%d,%.17g,%.17g,%.17g\n", key1, key2, n, p50, p95, sum / n } }
+		$1 != key1 || $2 != key2 { flush(); key1 = $1; key2 = $2; n = 0; sum = 0 }
+		{ v[++n] = $3; sum += $3 }
+		END { flush() }' >expected.csv
+	[ "$(wc -l <expected.csv)" -ge 6 ] # train and val loss, lr, grad norm, step time, tokens/s
+	# the same rows, values equal within 1e-12 relative
+	paste -d, <(tail -n +2 "$dir/metrics/summary.csv") expected.csv | awk -F, '
+		{ n++; if ($1 != $7 || $2 != $8 || $3 != $9) { print "row " n ": " $0; bad = 1 }
+		  for (i = 4; i <= 6; i++) { d = $i - $(i + 6); if (d < 0) d = -d; m = $i < 0 ? -$i : $i
+		    if (d > 1e-12 * m) { print "row " n " column " i ": " $0; bad = 1 } } }
+		END { exit bad || n == 0 }'
+	[ "$(($(wc -l <"$dir/metrics/summary.csv") - 1))" -eq "$(wc -l <expected.csv)" ]
+}
+
+@test "rank 0's progress line and metrics give the time to the last step and to the job's end" {
+	fault_injection || skip "needs --enable-fault-injection"
+	run env STORK_FAULT_JOB_END=3600 "$STORK" run tiny.yaml --set train.steps=6
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"step 2/6 | loss "*" tok/s | eta "*"s, job ends in "*"m"* ]]
+	[ "$(grep -c '"metric":"eta_s"' runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl)" -eq 5 ]
+	left=$(jq -r 'select(.metric == "job_left_s") | .value' runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl | tail -1)
+	awk -v l="$left" 'BEGIN { exit !(l > 3500 && l <= 3600) }'
+	# the last step: nothing left
+	[ "$(jq -r 'select(.metric == "eta_s") | .value' runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl | tail -1)" = 0 ]
+}

@@ -1,0 +1,103 @@
+/*
+ * launcher/run_metrics.c - see run_metrics.h.
+ */
+#include "config.h"
+#include "launcher/run_metrics.h"
+
+#include "lib/atomic_file.h"
+#include "lib/bounded.h"
+#include "lib/log.h"
+#include "lib/metrics_rollup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Everything cmd prints on stdout (malloc'd, NUL-terminated) and its exit
+ * status in *status; NULL when it cannot run. */
+static char *capture(const char *cmd, int *status)
+{
+	FILE *p = popen(cmd, "r");
+	size_t len = 0, cap = 4096;
+	char *out = malloc(cap);
+	size_t got;
+
+	if (!p || !out) {
+		if (p)
+			pclose(p);
+		free(out);
+		return NULL;
+	}
+	while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) {
+		len += got;
+		if (cap - len < 2) {
+			char *o = realloc(out, cap *= 2);
+
+			if (!o)
+				break;
+			out = o;
+		}
+	}
+	out[len] = '\0';
+	*status = pclose(p);
+	return out;
+}
+
+/* sacct.csv: the job's row(s), or a comment saying why there are none. */
+static void write_sacct(const char *run_dir, const char *job)
+{
+	char cmd[256], path[4200], err[512];
+	char *out;
+	int status = -1;
+
+	snprintf(cmd, sizeof cmd, "sacct -j %s --format=JobID,State,Elapsed,MaxRSS,ReqMem,"
+		 "AllocTRES%%30,ExitCode -P 2>&1", job);
+	if (path_join(path, sizeof path, run_dir, "metrics/sacct.csv") < 0)
+		return;
+	out = capture(cmd, &status);
+	if (!out || status != 0) {
+		char line[1024];
+
+		msg_format(line, sizeof line, "# no accounting for job %s: %s\n", job,
+			   out && out[0] ? strtok(out, "\n") : "sacct cannot run");
+		free(out);
+		out = strdup(line);
+		stork_warn("metrics/sacct.csv: %s", line + 2);
+	}
+	if (out && atomic_write_file(path, out, strlen(out), err, sizeof err) < 0)
+		stork_warn("%s", err);
+	free(out);
+}
+
+/* nvidia-smi.node-NNN.xml, once per node: the GPUs as the run found them. */
+static void write_gpus(const char *run_dir, int node_index)
+{
+	char path[4200], name[64], err[512];
+	char *out;
+	int status = -1;
+
+	snprintf(name, sizeof name, "metrics/nvidia-smi.node-%03d.xml", node_index);
+	if (path_join(path, sizeof path, run_dir, name) < 0 || access(path, F_OK) == 0)
+		return;
+	out = capture("nvidia-smi -q -x 2>/dev/null", &status);
+	if (out && status == 0 && out[0] &&
+	    atomic_write_file(path, out, strlen(out), err, sizeof err) < 0)
+		stork_warn("%s", err);
+	free(out);
+}
+
+void run_metrics_write(const char *run_dir, int node_index)
+{
+	const char *job = getenv("SLURM_JOB_ID");
+	char err[1024];
+	long skipped = 0;
+
+	write_gpus(run_dir, node_index);
+	if (node_index != 0)
+		return;
+	if (metrics_rollup(run_dir, &skipped, err, sizeof err) < 0)
+		stork_warn("metrics/summary.csv: %s", err);
+	if (job && *job)
+		write_sacct(run_dir, job);
+}
