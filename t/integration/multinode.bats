@@ -189,37 +189,62 @@ kill_node1_daemon() {
 	nodes_idle
 }
 
-@test "a node lost for good: the restart's rendezvous misses it, the job is requeued without it and completes on the other node (--nodes=1-2), keeping the global batch" {
-	fault_injection || skip "needs --enable-fault-injection"
+# lost_job NAME: a --nodes=1-2 --requeue job of restart.max_restarts=1 on
+# both nodes, at step 15 (0.1 s steps); sets job and dir.
+lost_job() {
 	sed -i 's/every: 25/every: 10/' run.yaml
 	export STORK_FAULT_STEP_DELAY=0.1
-	cat >lost.sh <<-SCRIPT
+	cat >"$1.sh" <<-SCRIPT
 	#!/bin/bash
-	#SBATCH -N1-2 -c2 --exclusive --requeue -o lost.out --open-mode=append
-	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=lost restart.max_restarts=1 run.rendezvous_timeout=10
+	#SBATCH -N1-2 -c2 --exclusive --requeue -o $1.out --open-mode=append
+	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=$1 restart.max_restarts=1 run.rendezvous_timeout=10
 	SCRIPT
-	job=$(submit lost.sh)
-	dir=$(run_dir lost "$job")
+	job=$(submit "$1.sh")
+	dir=$(run_dir "$1" "$job")
 	wait_job_state "$job" RUNNING 60
 	wait_step "$dir" 15 60
 	[ "$(jq '.nodes | length' "$dir/config/slurm_env.json")" -eq 2 ]
-	# node 2 dies with everything on it: slurmd, slurmstepd, launcher, daemon
-	"$abs_top_builddir/contrib/testcluster/stork-testcluster" kill-node n2
-	wait_job_state "$job" COMPLETED 300
-	cat lost.out
-	"$abs_top_builddir/contrib/testcluster/stork-testcluster" start-node n2
-	wait_nodes_idle 120
+}
+
+# back_on_n1 NAME: the job came back once, on n1 alone, kept its global
+# batch and completed every step.
+back_on_n1() {
+	cat "$1.out"
 	[ "$(job_field "$job" Restarts)" = 1 ]
 	[ "$(job_field "$job" NodeList)" = n1 ]
+	grep -q "elastic: 2 data-parallel replica(s) now: train.grad_accum 1 -> 2 keeps the checkpoint's global batch of 16 sequences" "$1.out"
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	[ "$(jq -r .restart_count "$dir/exit_info.json")" -eq 1 ]
+	[ "$(losses "$dir" | wc -l)" -eq 50 ]
+}
+
+@test "a launcher lost for good: the restart's rendezvous misses it, the job is requeued without its node and completes on the other node (--nodes=1-2), keeping the global batch" {
+	fault_injection || skip "needs --enable-fault-injection"
+	lost_job lost
+	# node 2's launcher and daemon die; the node stays up, the launcher never comes back
+	pid=$(jq -r '.nodes[1].pid' "$dir/config/slurm_env.json")
+	launcher=$(ps -o ppid= -p "$pid" | tr -d ' ')
+	[ -n "$launcher" ]
+	kill -9 "$launcher" "$pid"
+	wait_job_state "$job" COMPLETED 300
+	back_on_n1 lost
 	[ "$(job_field "$job" ExcNodeList)" = n2 ]
 	rec=$dir/exit_info.node-000.restart-0.attempt-1.json
 	[ "$(jq -r .reason "$rec")" = node_lost_requeued ]
 	[[ "$(jq -r .message "$rec")" == *"node(s) n2 did not come back to the rendezvous of restart 1"* ]]
-	grep -q "elastic: 2 data-parallel replica(s) now: train.grad_accum 1 -> 2 keeps the checkpoint's global batch of 16 sequences" lost.out
-	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
-	[ "$(jq -r .restart_count "$dir/exit_info.json")" -eq 1 ]
-	[ "$(losses "$dir" | wc -l)" -eq 50 ]
 	nodes_idle
+}
+
+@test "a node killed with everything on it: the --nodes=1-2 job comes back on the other node and completes, keeping the global batch" {
+	fault_injection || skip "needs --enable-fault-injection"
+	lost_job dead
+	# slurmd, slurmstepd, launcher, daemon: Slurm's NODE_FAIL requeue or
+	# Stork's (whichever sees it first) brings the job back without n2
+	"$abs_top_builddir/contrib/testcluster/stork-testcluster" kill-node n2
+	wait_job_state "$job" COMPLETED 300
+	"$abs_top_builddir/contrib/testcluster/stork-testcluster" start-node n2
+	back_on_n1 dead
+	wait_nodes_idle 120
 }
 
 @test "one launcher per task (srun --ntasks-per-node=2): one rank each, node-major, same run" {
