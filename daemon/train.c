@@ -73,6 +73,7 @@ struct rank {
 	int64_t nan_injected_step;     /* test builds: the last step given a NaN; -1: none */
 	int64_t first_step;            /* the step this attempt (or rollback) started at */
 	double step_ms_avg;            /* moving average of the step time, for the ETA */
+	double compute_ms;             /* this step's forward and backward on this rank */
 	char err[1024];
 };
 
@@ -1287,6 +1288,9 @@ static void report_step(struct rank *r, int64_t step, float loss, float lr, floa
 	rank_metric(&r->log, step + 1, "lr", lr, "");
 	rank_metric(&r->log, step + 1, "grad_norm", norm, "");
 	rank_metric(&r->log, step + 1, "step_time_ms", ms, "ms");
+	/* this rank's own forward and backward, before the gradients are
+	 * reduced: where a slow rank shows (everyone's step time waits for it) */
+	rank_metric(&r->log, step + 1, "compute_ms", r->compute_ms, "ms");
 	rank_metric(&r->log, step + 1, "tokens_per_sec", tps, "tokens/s");
 	if (r->node->world_size > r->node->local_ranks) /* another node: traffic between nodes */
 		rank_metric(&r->log, step + 1, "net_bytes_sent", (double)sent, "bytes");
@@ -1434,6 +1438,22 @@ static int stop_without_checkpoint(struct rank *r, int64_t steps_done)
 	return fail_agreed(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
 }
 
+/* Test builds: STORK_FAULT_SLOW_RANK=R:SECONDS makes rank R's compute slower
+ * by that much every step, a straggler for the run report to find. */
+static void slow_rank(const struct rank *r)
+{
+#ifdef STORK_FAULT_INJECTION
+	const char *s = getenv("STORK_FAULT_SLOW_RANK");
+	double seconds;
+	int rank;
+
+	if (s && sscanf(s, "%d:%lf", &rank, &seconds) == 2 && rank == r->rank)
+		fault_sleep(seconds);
+#else
+	(void)r;
+#endif
+}
+
 static int run_steps(struct rank *r, int64_t start)
 {
 	const struct stork_config *c = r->cfg;
@@ -1441,6 +1461,7 @@ static int run_steps(struct rank *r, int64_t start)
 	int stop = 0, no_room = 0;
 
 	for (step = start; step < c->train.steps; step++) {
+		double c0;
 		float loss = 0, norm = 0, lr = 0;
 		double t0 = (clock_monotonic() * 1e3), step_ms;
 		uint64_t sent0 = comm_ucx_thread_bytes_sent();
@@ -1449,7 +1470,12 @@ static int run_steps(struct rank *r, int64_t start)
 		inject_faults(r, step);
 		if (r->val && step % c->train.val_every == 0 && validate(r, step))
 			return r->res->exit_code;
-		if (compute_gradients(r, step, &loss) || update(r, step, loss, &norm, &lr))
+		c0 = clock_monotonic();
+		if (compute_gradients(r, step, &loss))
+			return r->res->exit_code;
+		slow_rank(r);
+		r->compute_ms = (clock_monotonic() - c0) * 1e3;
+		if (update(r, step, loss, &norm, &lr))
 			return r->res->exit_code;
 		if (r->rollback_pending) { /* the same on every rank: the norm is global */
 			int64_t from;

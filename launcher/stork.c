@@ -24,6 +24,7 @@ static const struct stork_command commands[] = {
 	{ "run", cmd_run, "train: stork run CONFIG [--local-ranks N] [--set KEY=VALUE]..." },
 	{ "prep", cmd_prep, "turn text files into byte-level token shards" },
 	{ "bench", cmd_bench, "print figures: stork bench train CONFIG" },
+	{ "report", cmd_report, "a run read back: stork report --text RUN_DIR, or RUNS_DIR" },
 	{ "check", engine_exec, "list the GPUs, driver, CUDA and NCCL, and test an all-reduce" },
 	{ "export", engine_exec, "write a checkpoint's model as one llm.c file: stork export CKPT MODEL.bin" },
 	{ "help", cmd_help, "show this list" },

@@ -141,3 +141,39 @@ setup() {
 	# the last step: nothing left
 	[ "$(jq -r 'select(.metric == "eta_s") | .value' runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl | tail -1)" = 0 ]
 }
+
+@test "stork report --text: reason, first failure, layout, losses, and a slow rank named as a straggler; RUNS_DIR: one line per run" {
+	fault_injection || skip "needs --enable-fault-injection"
+	STORK_FAULT_SLOW_RANK=1:0.02 "$STORK" run tiny.yaml --local-ranks 3 --set run.name=slow >/dev/null
+	run "$STORK" report --text runs/slow__job=local__task=0
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"reason: completed (exit 0): completed 20 steps"* ]]
+	[[ "$output" == *"first failure: none"* ]]
+	[[ "$output" == *"layout: dp 3 x tp 1 x pp 1, 3 rank(s) on 1 node(s)"* ]]
+	[[ "$output" == *"steps: 20; final train loss "* ]]
+	[[ "$output" == *"straggler: rank 1, median compute"* ]]
+	[ "$(grep -c '^straggler:' <<<"$output")" -eq 1 ]
+	[[ "$output" == *"latest checkpoint: step_00000020"* ]]
+	# a run without a slow rank names none
+	"$STORK" run tiny.yaml --local-ranks 2 --set run.name=even --set train.steps=4 >/dev/null
+	run "$STORK" report --text runs/even__job=local__task=0
+	[[ "$output" != *"straggler: rank"* ]]
+	# a failed run: the reason and the first failure in words
+	run env STORK_FAULT_NAN_STEP=3 STORK_FAULT_NAN_RANK=1 "$STORK" run tiny.yaml --local-ranks 2 --set run.name=nan
+	[ "$status" -eq 14 ]
+	run "$STORK" report --text runs/nan__job=local__task=0
+	[[ "$output" == *"reason: diverged (exit 14): step 3: the gradient norm is not finite"* ]]
+	[[ "$output" == *"first failure: rank "?" on "*"exit 14 after step 2 at "* ]]
+	# several runs, one line each
+	run "$STORK" report runs
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 4 ]
+	[[ "${lines[1]}" == even*local*4*completed ]]
+	[[ "${lines[2]}" == nan*local*diverged ]]
+	[[ "${lines[3]}" == slow*local*20*completed ]]
+	# the HTML report is not there yet, and says so
+	run "$STORK" report runs/slow__job=local__task=0
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"the HTML report of a run is not built yet: use stork report --text"* ]]
+}
