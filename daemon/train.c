@@ -74,6 +74,7 @@ struct rank {
 	int64_t first_step;            /* the step this attempt (or rollback) started at */
 	double step_ms_avg;            /* moving average of the step time, for the ETA */
 	double compute_ms;             /* this step's forward and backward on this rank */
+	int threads;                   /* CPU threads of this rank (CPU ranks) */
 	char err[1024];
 };
 
@@ -342,6 +343,7 @@ static int bind_rank(struct rank *r)
 		rank_logf(&r->log, "warning: %s", err);
 	bind_plan_describe(plan, desc, sizeof desc);
 	rank_logf(&r->log, "bound: %s, %d thread(s)", desc, plan->omp_threads);
+	r->threads = plan->omp_threads;
 	ops_cpu_set_threads(plan->omp_threads);
 	return choose_device(r);
 }
@@ -1250,6 +1252,23 @@ static void duration(double s, char *buf, size_t len)
 }
 
 /*
+ * Rank 0, after a few steps: what the whole run costs at this pace, in
+ * GPU-hours (one GPU per rank) or core-hours (every rank's threads,
+ * counted as this rank's), said once and kept in the metrics.
+ */
+static void project_cost(struct rank *r, int64_t step)
+{
+	int gpu = r->ops != &ops_cpu;
+	double units = (double)r->node->world_size * (gpu ? 1 : (r->threads > 0 ? r->threads : 1));
+	double hours = (double)r->cfg->train.steps * r->step_ms_avg / 3.6e6 * units;
+
+	rank_metric(&r->log, step + 1, "projected_device_hours", hours, gpu ? "GPU-h" : "core-h");
+	printf("projected: %d steps x %.1f ms x %.0f %s = %.3g %s-hours for the whole run\n",
+	       r->cfg->train.steps, r->step_ms_avg, units, gpu ? "GPUs" : "cores", hours,
+	       gpu ? "GPU" : "core");
+}
+
+/*
  * Rank 0's progress line ends with the time to the last step (from a
  * moving average of the step time, the first step left out: it pays for
  * warming up) and, when the job has a limit, the time to the job's end;
@@ -1265,6 +1284,8 @@ static void progress_tail(struct rank *r, int64_t step, double ms, char *buf, si
 	eta_s = (double)(c->train.steps - (step + 1)) * r->step_ms_avg / 1e3;
 	duration(eta_s, eta, sizeof eta);
 	rank_metric(&r->log, step + 1, "eta_s", eta_s, "s");
+	if (step == r->first_step + 5) /* once the pace is known */
+		project_cost(r, step);
 	if (r->node->job_end_time) {
 		left_s = (double)(r->node->job_end_time - time(NULL));
 		duration(left_s, left, sizeof left);

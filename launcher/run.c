@@ -551,6 +551,15 @@ static time_t check_job(void)
 	} else {
 		stork_info("job %u has no time limit", id);
 	}
+	if (job.limit_hours > 0 && job.nodes > 0) {
+		/* what the allocation costs if it runs to its limit */
+		int per_node = (job.gpus ? job.gpus : job.cpus) / job.nodes;
+
+		stork_info("allocation: %d node(s) x %d %s x %.2f h = %.2f %s-hours if the job runs to "
+			   "its limit", job.nodes, per_node, job.gpus ? "GPUs" : "cores",
+			   job.limit_hours, (double)job.nodes * per_node * job.limit_hours,
+			   job.gpus ? "GPU" : "core");
+	}
 	if (!job.requeue || !job.batch)
 		stork_warn("job %u cannot be requeued (%s): a preemption signal will checkpoint and stop, "
 			   "but the job will not come back by itself; submit with sbatch --requeue",

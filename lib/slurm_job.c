@@ -44,6 +44,18 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 	job->requeue = msg->job_array[0].requeue != 0;
 	job->batch = msg->job_array[0].batch_flag != 0;
 	job->pending = (msg->job_array[0].job_state & JOB_STATE_BASE) == JOB_PENDING;
+	job->limit_hours = msg->job_array[0].time_limit == INFINITE ||
+					   msg->job_array[0].time_limit == NO_VAL ?
+				   0 : msg->job_array[0].time_limit / 60.0;
+	job->nodes = (int)msg->job_array[0].num_nodes;
+	job->cpus = (int)msg->job_array[0].num_cpus;
+	{
+		/* "cpu=4,mem=8G,node=2,billing=4,gres/gpu=8" */
+		const char *tres = msg->job_array[0].tres_alloc_str;
+		const char *g = tres ? strstr(tres, "gres/gpu=") : NULL;
+
+		job->gpus = g ? (int)strtol(g + 9, NULL, 10) : 0;
+	}
 	slurm_free_job_info_msg(msg);
 	return 0;
 }

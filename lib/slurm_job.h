@@ -18,6 +18,8 @@ struct slurm_job {
 	int requeue;              /* the job may be requeued (--requeue / JobRequeue) */
 	int batch;                /* a batch job (only those can be requeued) */
 	int pending;              /* waiting to run (e.g. requeued by Slurm itself) */
+	double limit_hours;       /* the time limit, 0 when none */
+	int nodes, cpus, gpus;    /* allocated: nodes, CPUs and GPUs (gres/gpu) in all */
 };
 
 /* The job id of this process's allocation (SLURM_JOB_ID), 0 outside Slurm. */

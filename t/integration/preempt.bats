@@ -126,6 +126,8 @@ reference() {
 	dir=$(run_dir dl "$job")
 	wait_job_state "$job" COMPLETED 400
 	grep 'deadline guard' "$dir/logs/rank-000.log" >&3
+	# what the allocation costs to its limit: 1 node x 2 cores x 2 minutes
+	grep -q 'allocation: 1 node(s) x 2 cores x 0.03 h = 0.07 core-hours if the job runs to its limit' dl.out
 	first=$dir/exit_info.node-000.restart-0.json
 	[ "$(jq -r .reason "$first")" = timeout_requeued ]
 	# at most one step lost: the stop's checkpoint is the last step trained

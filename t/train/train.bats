@@ -140,6 +140,9 @@ setup() {
 	awk -v l="$left" 'BEGIN { exit !(l > 3500 && l <= 3600) }'
 	# the last step: nothing left
 	[ "$(jq -r 'select(.metric == "eta_s") | .value' runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl | tail -1)" = 0 ]
+	# the whole run's cost at the pace of its first steps
+	[[ "$output" == *"projected: 6 steps x "*" ms x "*" cores = "*" core-hours for the whole run"* ]]
+	[ "$(grep -c '"metric":"projected_device_hours"' runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl)" -eq 1 ]
 }
 
 @test "stork report --text: reason, first failure, layout, losses, and a slow rank named as a straggler; RUNS_DIR: one line per run" {
