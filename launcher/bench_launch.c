@@ -15,6 +15,7 @@
 #include "launcher/commands.h"
 
 #include "lib/bounded.h"
+#include "lib/io.h"
 #include "lib/stork_json.h"
 #include "lib/log.h"
 #include "lib/rundir.h"
@@ -35,7 +36,7 @@ static double first_step_start(const char *run_dir)
 	FILE *f;
 
 	snprintf(path, sizeof path, "%s/logs/rank-000.metrics.jsonl", run_dir);
-	f = fopen(path, "r");
+	f = fopen_regular(path);
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof line, f) && (ts < 0 || ms < 0)) {

@@ -18,6 +18,7 @@
 
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
+#include "lib/io.h"
 #include "lib/log.h"
 #include "lib/stork_json.h"
 
@@ -99,7 +100,7 @@ struct rank_metrics {
 static void read_rank(const char *path, struct rank_metrics *m)
 {
 	char line[4096], err[256];
-	FILE *f = fopen(path, "r");
+	FILE *f = fopen_regular(path);
 
 	while (f && fgets(line, sizeof line, f)) {
 		json_t *v = sj_parse(line, strlen(line), path, err, sizeof err);

@@ -23,6 +23,7 @@
 #include "lib/exit_codes.h"
 #include "lib/exit_info.h"
 #include "lib/fault.h"
+#include "lib/io.h"
 #include "lib/bounded.h"
 #include "lib/env_number.h"
 #include "lib/stork_json.h"
@@ -322,7 +323,7 @@ static int64_t rank_last_step(const char *run_dir, int rank)
 	FILE *f;
 
 	snprintf(path, sizeof path, "%s/logs/rank-%03d.metrics.jsonl", run_dir, rank);
-	f = fopen(path, "r");
+	f = fopen_regular(path);
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof line, f))

@@ -3,6 +3,8 @@
 #include "lib/io.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* One call moves at most this much: well under what Linux does per call. */
@@ -65,4 +67,17 @@ ssize_t pread_all(int fd, void *buf, size_t len, off_t off)
 		got += (size_t)n;
 	}
 	return (ssize_t)got;
+}
+
+FILE *fopen_regular(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	struct stat st;
+
+	if (f && (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode))) {
+		fclose(f);
+		errno = EINVAL;
+		return NULL;
+	}
+	return f;
 }

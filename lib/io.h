@@ -11,6 +11,7 @@
 #define STORK_IO_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* Write len bytes of buf at the file offset. 0, or -1 with errno set. */
@@ -24,5 +25,12 @@ int pwrite_all(int fd, const void *buf, size_t len, off_t off);
  * than len only when the file ends first, or -1 with errno set.
  */
 ssize_t pread_all(int fd, void *buf, size_t len, off_t off);
+
+/*
+ * fopen(path, "r") of a regular file only: a log or metrics file that is a
+ * device (/dev/full, /dev/zero stand in for a full disk in tests, and would
+ * be read forever) or a directory gives NULL with errno EINVAL.
+ */
+FILE *fopen_regular(const char *path);
 
 #endif

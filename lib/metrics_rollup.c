@@ -10,6 +10,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/bounded.h"
+#include "lib/io.h"
 #include "lib/stork_json.h"
 
 #include <errno.h>
@@ -164,7 +165,7 @@ long metrics_rollup(const char *run_dir, long *skipped, char *err, size_t errlen
 	}
 	glob(pattern, 0, NULL, &g);
 	for (size_t i = 0; i < g.gl_pathc; i++) {
-		FILE *f = fopen(g.gl_pathv[i], "r");
+		FILE *f = fopen_regular(g.gl_pathv[i]);
 
 		while (f && fgets(line, sizeof line, f))
 			if (add_line(&r, line) < 0) {

@@ -30,9 +30,13 @@ SH_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-dri
 # test machines (test topologies come as XML, read by hwloc's core) and leak
 # a little memory when hwloc unloads them, which fails tests built with
 # LeakSanitizer; the tests run without them.
+# Every bats test gets 15 minutes (the longest, a job run to its time limit,
+# takes about three): a test that hangs fails with a timeout instead of
+# holding the suite.
 AM_TESTS_ENVIRONMENT = abs_top_srcdir='$(abs_top_srcdir)' abs_top_builddir='$(abs_top_builddir)'; \
 	HWLOC_PLUGINS_PATH='$(abs_top_builddir)/t/no-hwloc-plugins'; \
-	export abs_top_srcdir abs_top_builddir HWLOC_PLUGINS_PATH;
+	BATS_TEST_TIMEOUT=$${BATS_TEST_TIMEOUT:-900}; \
+	export abs_top_srcdir abs_top_builddir HWLOC_PLUGINS_PATH BATS_TEST_TIMEOUT;
 EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/cluster.bats \
 	t/integration/preempt.bats t/integration/rendezvous.bats t/integration/plugin.bats \
 	t/integration/multinode.bats \
