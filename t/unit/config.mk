@@ -40,3 +40,11 @@ EXTRA_DIST += \
 	t/data/ckpt-v1/tiny.yaml t/data/ckpt-v1/data/docs_train.bin t/data/ckpt-v1/data/docs_val.bin \
 	t/data/ckpt-v1/step_00000002/manifest.json t/data/ckpt-v1/step_00000002/model.bin \
 	t/data/ckpt-v1/step_00000002/optimizer.bin t/data/ckpt-v1/step_00000002/state.json
+
+# The requeue's scontrol fallback, with a fake scontrol built beside it.
+check_PROGRAMS += t/unit/check_slurm_job t/unit/fake/scontrol
+TESTS += t/unit/check_slurm_job
+t_unit_check_slurm_job_SOURCES = t/unit/check_slurm_job.c
+t_unit_check_slurm_job_CFLAGS = $(UNIT_CFLAGS) -DFAKE_SCONTROL_DIR='"$(abs_top_builddir)/t/unit/fake"'
+t_unit_check_slurm_job_LDADD = lib/libstork_slurm.a $(UNIT_LIBS) $(SLURM_LIBS)
+t_unit_fake_scontrol_SOURCES = t/unit/fake/scontrol.c

@@ -1,0 +1,85 @@
+/*
+ * t/unit/check_slurm_job.c - the requeue's fallback to scontrol, with a
+ * fake scontrol (t/unit/fake/scontrol) first on PATH and a slurm.conf whose
+ * controller does not answer, so that libslurm's own requeue fails at once:
+ * the child is started with the stop signals blocked (Slurm signals every
+ * process of the step; a child that died of USR1 would lose the requeue),
+ * inherits no descriptor of storkd's besides the pipe it writes to, and
+ * what it prints comes back in the message.
+ */
+#include "config.h"
+#include "lib/slurm_job.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef FAKE_SCONTROL_DIR
+#error "FAKE_SCONTROL_DIR: where t/unit/fake/scontrol is built"
+#endif
+
+START_TEST(requeue_falls_back_to_a_clean_scontrol)
+{
+	char dir[] = "/tmp/check_slurm_job.XXXXXX", conf[256], report[256], path[8192];
+	char err[1024] = "", line[256];
+	unsigned long long blocked = 0;
+	int pipe_fds = -1, saw_id = 0;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(conf, sizeof conf, "%s/slurm.conf", dir);
+	f = fopen(conf, "w");
+	ck_assert_ptr_nonnull(f);
+	/* a controller on a port nobody listens on: libslurm fails at once */
+	fputs("ClusterName=none\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=17999\n"
+	      "AuthType=auth/none\nCredType=cred/none\nMessageTimeout=2\n", f);
+	fclose(f);
+	snprintf(report, sizeof report, "%s/report", dir);
+	snprintf(path, sizeof path, "%s:%s", FAKE_SCONTROL_DIR, getenv("PATH"));
+	setenv("SLURM_CONF", conf, 1);
+	setenv("PATH", path, 1);
+	setenv("FAKE_SCONTROL_REPORT", report, 1);
+
+	ck_assert_msg(slurm_job_requeue(4242, err, sizeof err) == 0, "%s", err);
+	ck_assert_msg(strstr(err, "scontrol: Job 4242 requeued (fake)"), "%s", err);
+	f = fopen(report, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof line, f)) {
+		sscanf(line, "sigblk %llx", &blocked);
+		sscanf(line, "pipe_fds %d", &pipe_fds);
+		saw_id |= !strcmp(line, "arg 4242\n");
+	}
+	fclose(f);
+	ck_assert(saw_id);
+	for (int sig = 1; sig < 32; sig++)
+		if (sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGTERM || sig == SIGINT ||
+		    sig == SIGHUP)
+			ck_assert_msg(blocked & (1ULL << (sig - 1)), "signal %d not blocked (%llx)", sig,
+				      blocked);
+	/* stdout and stderr: nothing else of ours reached the child */
+	ck_assert_int_eq(pipe_fds, 2);
+	unlink(report);
+	unlink(conf);
+	rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("slurm_job");
+	TCase *tc = tcase_create("requeue");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, requeue_falls_back_to_a_clean_scontrol);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
