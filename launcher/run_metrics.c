@@ -6,6 +6,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/bounded.h"
+#include "lib/io.h"
 #include "lib/log.h"
 #include "lib/metrics_rollup.h"
 
@@ -13,36 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* Everything cmd prints on stdout (malloc'd, NUL-terminated) and its exit
- * status in *status; NULL when it cannot run. */
-static char *capture(const char *cmd, int *status)
-{
-	FILE *p = popen(cmd, "r");
-	size_t len = 0, cap = 4096;
-	char *out = malloc(cap);
-	size_t got;
-
-	if (!p || !out) {
-		if (p)
-			pclose(p);
-		free(out);
-		return NULL;
-	}
-	while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) {
-		len += got;
-		if (cap - len < 2) {
-			char *o = realloc(out, cap *= 2);
-
-			if (!o)
-				break;
-			out = o;
-		}
-	}
-	out[len] = '\0';
-	*status = pclose(p);
-	return out;
-}
 
 /* sacct.csv: the job's row(s), or a comment saying why there are none. */
 static void write_sacct(const char *run_dir, const char *job)
@@ -55,7 +26,7 @@ static void write_sacct(const char *run_dir, const char *job)
 		 "AllocTRES%%30,ExitCode -P 2>&1", job);
 	if (path_join(path, sizeof path, run_dir, "metrics/sacct.csv") < 0)
 		return;
-	out = capture(cmd, &status);
+	out = command_output(cmd, &status);
 	if (!out || status != 0) {
 		char line[1024];
 
@@ -80,7 +51,7 @@ static void write_gpus(const char *run_dir, int node_index)
 	snprintf(name, sizeof name, "metrics/nvidia-smi.node-%03d.xml", node_index);
 	if (path_join(path, sizeof path, run_dir, name) < 0 || access(path, F_OK) == 0)
 		return;
-	out = capture("nvidia-smi -q -x 2>/dev/null", &status);
+	out = command_output("nvidia-smi -q -x 2>/dev/null", &status);
 	if (out && status == 0 && out[0] &&
 	    atomic_write_file(path, out, strlen(out), err, sizeof err) < 0)
 		stork_warn("%s", err);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,4 +81,31 @@ FILE *fopen_regular(const char *path)
 		return NULL;
 	}
 	return f;
+}
+
+char *command_output(const char *cmd, int *status)
+{
+	FILE *p = popen(cmd, "r");
+	size_t len = 0, cap = 4096, got;
+	char *out = malloc(cap);
+
+	if (!p || !out) {
+		if (p)
+			pclose(p);
+		free(out);
+		return NULL;
+	}
+	while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) {
+		len += got;
+		if (cap - len < 2) {
+			char *o = realloc(out, cap *= 2);
+
+			if (!o)
+				break;
+			out = o;
+		}
+	}
+	out[len] = '\0';
+	*status = pclose(p);
+	return out;
 }

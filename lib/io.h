@@ -33,4 +33,11 @@ ssize_t pread_all(int fd, void *buf, size_t len, off_t off);
  */
 FILE *fopen_regular(const char *path);
 
+/*
+ * Everything the shell command cmd prints on stdout (malloc'd,
+ * NUL-terminated), with its pclose() status in *status; NULL when it cannot
+ * be started or memory runs out.
+ */
+char *command_output(const char *cmd, int *status);
+
 #endif

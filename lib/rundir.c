@@ -7,6 +7,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/bounded.h"
+#include "lib/io.h"
 #include "lib/stork_json.h"
 #include "lib/version.h"
 
@@ -80,15 +81,11 @@ static int write_json(const char *run_dir, const char *file, json_t *v, char *er
 /* The first line `cmd` prints (no newline), or "" when it fails. */
 static void first_line(const char *cmd, char *buf, size_t len)
 {
-	FILE *p = popen(cmd, "r");
+	int status;
+	char *out = command_output(cmd, &status);
 
-	buf[0] = '\0';
-	if (!p)
-		return;
-	if (!fgets(buf, (int)len, p))
-		buf[0] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	pclose(p);
+	snprintf(buf, len, "%.*s", out ? (int)strcspn(out, "\n") : 0, out ? out : "");
+	free(out);
 }
 
 /*
