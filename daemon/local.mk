@@ -13,7 +13,8 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/zero.c daemon/zero.h \
 	daemon/checkpoint.c daemon/checkpoint.h \
 	daemon/rank_log.c daemon/rank_log.h \
-	daemon/join.c daemon/join.h
+	daemon/join.c daemon/join.h \
+	daemon/node_result.c daemon/node_result.h
 daemon_libstorkd_a_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS)
 STORKD_LIBS = daemon/libstorkd.a daemon/libdata.a $(ENGINE_LIBS) $(COMM_LIBS) $(RDV_LIBS) \
 	lib/libstork_slurm.a lib/libstork_bind.la lib/libstork.la $(SLURM_LIBS) $(XXHASH_LIBS)

@@ -11,6 +11,7 @@
 #include "daemon/checkpoint.h"
 #include "daemon/join.h"
 #include "daemon/layout.h"
+#include "daemon/node_result.h"
 #include "daemon/train.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
@@ -182,77 +183,37 @@ static void *worker_main(void *arg)
 
 /*
  * How the node ended, for the launcher's exit_info: one JSON object on the
- * result pipe. The first failure is the failing rank whose failure came
- * first; message (a watchdog verdict, a failed join) overrides the ranks' own.
+ * result pipe (daemon/node_result.c says what it holds and which ranks'
+ * results it may read); message (a watchdog verdict, a failed join)
+ * overrides the ranks' own.
  */
 static void report_result(int fd, int code, const struct worker *w, int n, const char *message)
 {
-	const struct train_rank_result *first = NULL, *ckpt = NULL;
-	int first_rank = -1;
-	int64_t last_step = -1;
-	char *text;
-	json_t *v;
+	struct node_rank_view *ranks = NULL;
+	char *text = NULL;
+	json_t *v = NULL;
 
 	if (fd < 0)
 		return;
-	for (int i = 0; i < n; i++) {
-		const struct train_rank_result *r = &w[i].result;
-		const struct rank_progress *p = &w[i].node->progress[w[i].local];
-
-		/* A rank's result is its thread's until it says done (an atomic
-		 * store after its last write). On the watchdog's path some rank
-		 * is still running, perhaps writing its result as it is woken:
-		 * it counts with the step its heartbeat shows, nothing else. */
-		if (!atomic_load(&p->done)) {
-			int64_t s = atomic_load(&p->step);
-
-			if (last_step < 0 || s < last_step)
-				last_step = s;
-			continue;
-		}
-		/* A primary failure comes before any secondary one, then time. */
-		if (r->fail_time > 0 && r->exit_code != STORK_EXIT_PREEMPTED &&
-		    r->exit_code != STORK_EXIT_TIMEOUT &&
-		    (!first || r->secondary < first->secondary ||
-		     (r->secondary == first->secondary && r->fail_time < first->fail_time))) {
-			first = r;
-			first_rank = w[i].node->rank_base + i;
-		}
-		if (r->checkpoint[0] && (!ckpt || r->checkpoint_step > ckpt->checkpoint_step))
-			ckpt = r;
-		if (last_step < 0 || r->last_step < last_step)
-			last_step = r->last_step;
-	}
-	v = json_pack("{s:i, s:I}", "exit_code", code, "last_step", (json_int_t)last_step);
-	if (!v)
-		return;
-	if (message) {
-		json_object_set_new(v, "message", sj_text(message));
-	} else if (first) {
-		json_object_update_new(v, json_pack("{s:i, s:o, s:I, s:i, s:b}", "failed_rank", first_rank,
-					       "fail_time", sj_number(first->fail_time),
-					       "failed_rank_step", (json_int_t)first->last_step,
-					       "failed_rank_code", first->exit_code,
-					       "secondary", first->secondary));
-		json_object_set_new(v, "message", sj_text(first->message));
-	} else {
-		for (int i = 0; i < n; i++)
-			if (w[i].result.exit_code == code) {
-				json_object_set_new(v, "message", sj_text(w[i].result.message));
-				break;
-			}
-	}
-	if (ckpt) {
-		json_object_set_new(v, "checkpoint", sj_text(ckpt->checkpoint));
-		json_object_set_new(v, "checkpoint_step", json_integer(ckpt->checkpoint_step));
-	}
+	if (n > 0 && !(ranks = calloc((size_t)n, sizeof *ranks)))
+		goto fail;
+	for (int i = 0; i < n; i++)
+		ranks[i] = (struct node_rank_view){ .result = &w[i].result,
+						    .progress = &w[i].node->progress[w[i].local],
+						    .rank = w[i].node->rank_base + w[i].local };
+	if (!(v = node_result_json(code, ranks, n, message)) || !(text = sj_compact(v)))
+		goto fail;
 	/* dprintf writes the whole text, or fails: then stork says storkd
 	 * ended without a report, and the reason is here in the job's output. */
-	if (!(text = sj_compact(v)) || dprintf(fd, "%s", text) < 0)
-		stork_error("cannot report the node's result to stork: %s",
-			    text ? strerror(errno) : "out of memory");
+	if (dprintf(fd, "%s", text) < 0)
+		stork_error("cannot report the node's result to stork: %s", strerror(errno));
+	goto out;
+fail:
+	stork_error("cannot report the node's result to stork: out of memory");
+out:
 	free(text);
 	json_decref(v);
+	free(ranks);
 }
 
 /*
