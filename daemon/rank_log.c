@@ -100,11 +100,11 @@ void rank_metric(struct rank_log *rl, int64_t step, const char *metric, double v
 	if (!rl->metrics)
 		return;
 	gettimeofday(&tv, NULL);
-	v = json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o}",
+	v = json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o, s:i, s:i}",
 		      "ts", sj_number((double)tv.tv_sec + tv.tv_usec / 1e6),
 		      "job_id", sj_text(rl->job_id), "rank", rl->rank, "host", sj_text(rl->host),
 		      "step", (json_int_t)step, "metric", sj_text(metric), "value", sj_number(value),
-		      "unit", sj_text(unit));
+		      "unit", sj_text(unit), "requeue", rl->requeue, "attempt", rl->attempt);
 	text = v ? sj_compact(v) : NULL;
 	json_decref(v);
 	if (!text)

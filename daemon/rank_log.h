@@ -21,6 +21,7 @@ struct rank_log {
 	int rank, local;
 	char host[64];
 	char job_id[32];
+	int requeue, attempt; /* which run of the job each metric line comes from */
 	int echo;          /* also write log lines to stderr */
 	char log_path[4096], metrics_path[4096];
 	int lost;          /* a write failed (full disk...): said once on stderr */

@@ -571,7 +571,7 @@ static int run(const struct options *o, struct stork_config *cfg)
 {
 	struct train_node node = {
 		.cfg = cfg, .run_dir = o->run_dir, .local_ranks = o->local_ranks,
-		.world_size = o->local_ranks, .stop_requested = &stop_requested, .stall_rank = -1, .stall_step = -1,
+		.world_size = o->local_ranks, .attempt = o->attempt, .stop_requested = &stop_requested, .stall_rank = -1, .stall_step = -1,
 	};
 	struct worker *w = calloc((size_t)o->local_ranks, sizeof *w);
 	struct run_layout layout = { 0 };

@@ -1165,7 +1165,9 @@ static int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 		return 0;
 	r->ckpt_seconds = ((clock_monotonic() * 1e3) - t0) / 1e3;
 	rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
-		  (clock_monotonic() * 1e3) - t0);
+		  1e3 * r->ckpt_seconds);
+	if (r->rank == 0)
+		rank_metric(&r->log, steps_done, "checkpoint_s", r->ckpt_seconds, "s");
 	msg_format(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
 		   steps_done);
 	r->res->checkpoint_step = steps_done;
@@ -1266,6 +1268,12 @@ static void project_cost(struct rank *r, int64_t step)
 	printf("projected: %d steps x %.1f ms x %.0f %s = %.3g %s-hours for the whole run\n",
 	       r->cfg->train.steps, r->step_ms_avg, units, gpu ? "GPUs" : "cores", hours,
 	       gpu ? "GPU" : "core");
+	/* The budget was checked at start against the allocation; a run that
+	 * needs more than it (requeues) is said, loudly, once. */
+	if (r->cfg->run.max_gpu_hours > 0 && hours > r->cfg->run.max_gpu_hours)
+		fprintf(stderr, "storkd: warning: the whole run's projected %.3g %s-hours exceed "
+			"run.max_gpu_hours %g: it will need requeues beyond this budget\n", hours,
+			gpu ? "GPU" : "core", r->cfg->run.max_gpu_hours);
 }
 
 /*
@@ -1547,6 +1555,8 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 		fail(&r, STORK_EXIT_INTERNAL, err);
 		return;
 	}
+	r.log.requeue = n->restart_count;
+	r.log.attempt = n->attempt;
 	if (n->restart_count > 0)
 		rank_logf(&r.log, "=== restart %d (job %s) ===", n->restart_count, n->job_id);
 	rank_logf(&r.log, "rank %d of %d (local %d of %d) on %s", r.rank, n->world_size, local,

@@ -53,7 +53,8 @@ struct train_node {
 	int node_rank;
 	char host[64];
 	char job_id[32];
-	int restart_count;
+	int restart_count;             /* SLURM_RESTART_COUNT: the job's requeues */
+	int attempt;                   /* restarts inside this allocation (storkd --attempt) */
 	atomic_int *stop_requested;    /* set by the signal handler */
 	int64_t stop_at_step;          /* STORK_STOP_AT_STEP: act as if stopped there (0 = off) */
 	uint32_t slurm_job;            /* 0 outside Slurm: nothing to requeue */

@@ -5,7 +5,8 @@
 bin_PROGRAMS += launcher/stork
 launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
 	launcher/programs.c launcher/programs.h \
-	launcher/run.c launcher/run_metrics.c launcher/run_metrics.h launcher/report.c \
+	launcher/run.c launcher/run_metrics.c launcher/run_metrics.h \
+	launcher/report.c launcher/report.h launcher/report_data.c launcher/report_html.c \
 	launcher/prep.c launcher/prep.h \
 	launcher/bench.c launcher/bench_launch.c \
 	launcher/bench_util.c launcher/bench_util.h

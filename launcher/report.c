@@ -15,6 +15,7 @@
  */
 #include "config.h"
 #include "launcher/commands.h"
+#include "launcher/report.h"
 
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
@@ -23,6 +24,7 @@
 #include "lib/stork_json.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <glob.h>
 #include <math.h>
 #include <stdio.h>
@@ -30,127 +32,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define STRAGGLER_MARGIN 0.10
-
-/* The values of one metric of one rank, in step order (the last value
- * logged for a step wins: a resumed run may log a step twice). */
-struct series {
-	double *v;
-	long *step;
-	size_t n, cap;
-};
-
-static void series_add(struct series *s, long step, double v)
-{
-	if (s->n && s->step[s->n - 1] >= step) {
-		/* a step logged again after a resume: keep the latest value */
-		while (s->n && s->step[s->n - 1] >= step)
-			s->n--;
-	}
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 256;
-		double *nv = realloc(s->v, cap * sizeof *nv);
-		long *st;
-
-		if (!nv)
-			return;
-		s->v = nv;
-		if (!(st = realloc(s->step, cap * sizeof *st)))
-			return;
-		s->step = st;
-		s->cap = cap;
-	}
-	s->step[s->n] = step;
-	s->v[s->n++] = v;
-}
-
-static void series_free(struct series *s)
-{
-	free(s->v);
-	free(s->step);
-	memset(s, 0, sizeof *s);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const struct series *s)
-{
-	double *c, m;
-
-	if (!s->n || !(c = malloc(s->n * sizeof *c)))
-		return NAN;
-	memcpy(c, s->v, s->n * sizeof *c);
-	qsort(c, s->n, sizeof *c, cmp_double);
-	m = s->n % 2 ? c[s->n / 2] : (c[s->n / 2 - 1] + c[s->n / 2]) / 2;
-	free(c);
-	return m;
-}
-
-/* One rank's metrics file: the series of the metrics the report shows. */
-struct rank_metrics {
-	struct series train_loss, val_loss, tps, step_ms, compute_ms;
-};
-
-static void read_rank(const char *path, struct rank_metrics *m)
-{
-	char line[4096], err[256];
-	FILE *f = fopen_regular(path);
-
-	while (f && fgets(line, sizeof line, f)) {
-		json_t *v = sj_parse(line, strlen(line), path, err, sizeof err);
-		const char *name = json_string_value(json_object_get(v, "metric"));
-		const json_t *value = json_object_get(v, "value");
-		long step = (long)sj_int(v, "step", -1);
-		struct series *s = NULL;
-
-		if (name && json_is_number(value)) {
-			if (!strcmp(name, "train_loss"))
-				s = &m->train_loss;
-			else if (!strcmp(name, "val_loss"))
-				s = &m->val_loss;
-			else if (!strcmp(name, "tokens_per_sec"))
-				s = &m->tps;
-			else if (!strcmp(name, "step_time_ms"))
-				s = &m->step_ms;
-			else if (!strcmp(name, "compute_ms"))
-				s = &m->compute_ms;
-		}
-		if (s)
-			series_add(s, step, json_number_value(value));
-		json_decref(v);
-	}
-	if (f)
-		fclose(f);
-}
-
-static void free_rank(struct rank_metrics *m)
-{
-	series_free(&m->train_loss);
-	series_free(&m->val_loss);
-	series_free(&m->tps);
-	series_free(&m->step_ms);
-	series_free(&m->compute_ms);
-}
-
-/* A JSON file of the run directory, or NULL with the reason printed. */
-static json_t *load(const char *dir, const char *name, int quiet)
-{
-	char path[4200], err[1024];
-	json_t *v;
-
-	if (path_join(path, sizeof path, dir, name) < 0)
-		return NULL;
-	v = sj_load_file(path, err, sizeof err);
-	if (!v && !quiet)
-		printf("(%s)\n", err);
-	return v;
-}
 
 static void print_failure(const char *label, const json_t *f)
 {
@@ -224,102 +105,79 @@ static void print_layout(const json_t *env)
 	}
 }
 
-/*
- * Each rank's median compute time, and the stragglers: more than 10% above
- * the median of those medians. Returns the number of stragglers.
- */
-static int print_ranks(struct rank_metrics *m, int n)
+/* Each rank's median compute time, and the stragglers (report_data.c). */
+static void print_ranks(const struct run_report *rep)
 {
-	struct series meds = { 0 };
-	double all;
-	int slow = 0;
-
 	printf("compute time per rank (median ms):");
-	for (int r = 0; r < n; r++) {
-		double med = median(&m[r].compute_ms);
-
-		printf(" %d: %.2f", r, med);
-		if (!isnan(med))
-			series_add(&meds, r, med);
-	}
+	for (int r = 0; r < rep->nranks; r++)
+		printf(" %d: %.2f", rep->ranks[r].rank, rep->ranks[r].median_compute_ms);
 	printf("\n");
-	all = median(&meds);
-	for (int r = 0; r < n && !isnan(all); r++) {
-		double med = median(&m[r].compute_ms);
+	for (int r = 0; r < rep->nranks; r++) {
+		const struct report_rank *rk = &rep->ranks[r];
 
-		if (med > all * (1 + STRAGGLER_MARGIN)) {
+		if (rk->straggler)
 			printf("straggler: rank %d, median compute %.2f ms, %.0f%% above the median of all "
-			       "ranks (%.2f ms)\n", r, med, 100 * (med / all - 1), all);
-			slow++;
-		}
+			       "ranks (%.2f ms)\n", rk->rank, rk->median_compute_ms,
+			       100 * (rk->median_compute_ms / rep->median_compute_ms - 1),
+			       rep->median_compute_ms);
 	}
-	if (!slow)
+	if (!rep->stragglers)
 		printf("stragglers: none (no rank more than %.0f%% above the median of all ranks, "
-		       "%.2f ms)\n", 100 * STRAGGLER_MARGIN, all);
-	series_free(&meds);
-	return slow;
+		       "%.2f ms)\n", 100 * REPORT_STRAGGLER_MARGIN, rep->median_compute_ms);
 }
 
-/* rank-NNN.metrics.jsonl files of dir, in rank order; *n their number. */
-static struct rank_metrics *read_ranks(const char *dir, int *n)
+static void print_problems(const struct run_report *rep)
 {
-	char pattern[4200];
-	glob_t g = { 0 };
-	struct rank_metrics *m;
+	const char *p = rep->problems;
 
-	*n = 0;
-	if (path_join(pattern, sizeof pattern, dir, "logs/rank-*.metrics.jsonl") < 0)
-		return NULL;
-	glob(pattern, 0, NULL, &g);
-	m = calloc(g.gl_pathc ? g.gl_pathc : 1, sizeof *m);
-	for (size_t i = 0; m && i < g.gl_pathc; i++)
-		read_rank(g.gl_pathv[i], &m[i]);
-	*n = m ? (int)g.gl_pathc : 0;
-	globfree(&g);
-	return m;
-}
+	while (*p) {
+		size_t len = strcspn(p, "\n");
 
-static double last(const struct series *s)
-{
-	return s->n ? s->v[s->n - 1] : NAN;
+		printf("(%.*s)\n", (int)len, p);
+		p += len + (p[len] == '\n');
+	}
 }
 
 static int report_text(const char *dir)
 {
-	json_t *e = load(dir, "exit_info.json", 0), *env = load(dir, "config/slurm_env.json", 0);
-	struct rank_metrics *m;
-	char link[4200], target[256];
-	ssize_t len;
-	int n;
+	struct run_report rep;
 
+	if (report_load(dir, &rep) < 0) {
+		report_free(&rep);
+		stork_error("out of memory reading %s", dir);
+		return STORK_EXIT_INTERNAL;
+	}
 	printf("run: %s\n", dir);
-	if (e)
-		print_exit(e);
-	if (env)
-		print_layout(env);
-	m = read_ranks(dir, &n);
-	if (m && n > 0) {
+	print_problems(&rep);
+	if (rep.exit_info)
+		print_exit(rep.exit_info);
+	if (rep.env)
+		print_layout(rep.env);
+	if (rep.nranks > 0) {
+		const struct report_rank *r0 = &rep.ranks[0];
+
 		printf("steps: %zu; final train loss %.4f, last validation loss %.4f\n",
-		       m[0].train_loss.n, last(&m[0].train_loss), last(&m[0].val_loss));
-		printf("throughput: median %.0f tokens/s, median step %.1f ms\n", median(&m[0].tps),
-		       median(&m[0].step_ms));
-		print_ranks(m, n);
-	} else {
-		printf("(no metrics under %s/logs)\n", dir);
+		       rep.train_loss.n, series_last(&rep.train_loss), series_last(&rep.val_loss));
+		printf("throughput: median %.0f tokens/s, median step %.1f ms\n", r0->median_tps,
+		       r0->median_step_ms);
+		print_ranks(&rep);
 	}
-	if (path_join(link, sizeof link, dir, "checkpoints/latest") == 0 &&
-	    (len = readlink(link, target, sizeof target - 1)) > 0) {
-		target[len] = '\0';
-		printf("latest checkpoint: %s\n", target);
-	} else {
-		printf("latest checkpoint: none\n");
-	}
-	for (int r = 0; m && r < n; r++)
-		free_rank(&m[r]);
-	free(m);
-	json_decref(e);
-	json_decref(env);
+	printf("latest checkpoint: %s\n", rep.latest_checkpoint[0] ? rep.latest_checkpoint : "none");
+	report_free(&rep);
 	return STORK_EXIT_OK;
+}
+
+/* Device-hours spent in training steps: rank 0's step times (the latest of
+ * each step) times the ranks, each of which holds one GPU or its cores. */
+static double device_hours(const struct run_report *rep)
+{
+	double ms = 0;
+
+	if (!rep->nranks)
+		return NAN;
+	for (size_t i = 0; i < rep->ranks[0].step_ms.n; i++)
+		ms += rep->ranks[0].step_ms.v[i];
+	return ms * rep->nranks / 3.6e6;
 }
 
 /* One line per run directory under root (name__job=...). */
@@ -328,28 +186,24 @@ static int report_runs(const char *root)
 	struct dirent **list = NULL;
 	int n = scandir(root, &list, NULL, alphasort), shown = 0;
 
-	printf("%-40s %8s %7s %10s %10s %10s  %s\n", "run", "job", "steps", "train", "val",
-	       "tok/s", "reason");
+	printf("%-40s %8s %7s %10s %10s %10s %9s  %s\n", "run", "job", "steps", "train", "val",
+	       "tok/s", "dev-hours", "reason");
 	for (int i = 0; i < n; i++) {
+		struct run_report rep;
 		char dir[4200], *job;
-		struct rank_metrics *m;
-		json_t *e;
-		int nr;
 
 		if (!(job = strstr(list[i]->d_name, "__job=")) ||
 		    path_join(dir, sizeof dir, root, list[i]->d_name) < 0)
 			goto next;
-		e = load(dir, "exit_info.json", 1);
-		m = read_ranks(dir, &nr);
-		printf("%-40.*s %8.*s %7zu %10.4f %10.4f %10.0f  %s\n", (int)(job - list[i]->d_name),
-		       list[i]->d_name, (int)strcspn(job + 6, "_"), job + 6,
-		       nr ? m[0].train_loss.n : 0, nr ? last(&m[0].train_loss) : NAN,
-		       nr ? last(&m[0].val_loss) : NAN, nr ? median(&m[0].tps) : NAN,
-		       e ? json_string_value(json_object_get(e, "reason")) ?: "?" : "(running, or no exit_info.json)");
-		for (int r = 0; m && r < nr; r++)
-			free_rank(&m[r]);
-		free(m);
-		json_decref(e);
+		if (report_load(dir, &rep) == 0)
+			printf("%-40.*s %8.*s %7zu %10.4f %10.4f %10.0f %9.4f  %s\n",
+			       (int)(job - list[i]->d_name), list[i]->d_name,
+			       (int)strcspn(job + 6, "_"), job + 6, rep.train_loss.n,
+			       series_last(&rep.train_loss), series_last(&rep.val_loss),
+			       rep.nranks ? rep.ranks[0].median_tps : NAN, device_hours(&rep),
+			       rep.exit_info ? json_string_value(json_object_get(rep.exit_info, "reason")) ?: "?" :
+					       "(running, or no exit_info.json)");
+		report_free(&rep);
 		shown++;
 next:
 		free(list[i]);
@@ -364,35 +218,85 @@ next:
 	return STORK_EXIT_OK;
 }
 
+/* The HTML page, written atomically to out (default RUN_DIR/report.html). */
+static int report_html(const char *dir, const char *out)
+{
+	char path[4200], tmp[4300];
+	struct run_report rep;
+	FILE *f;
+	int rc = STORK_EXIT_OK;
+
+	if (!out) {
+		if (path_join(path, sizeof path, dir, "report.html") < 0) {
+			stork_error("%s: path too long", dir);
+			return STORK_EXIT_USAGE;
+		}
+		out = path;
+	}
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid()) >= (int)sizeof tmp) {
+		stork_error("%s: path too long", out);
+		return STORK_EXIT_USAGE;
+	}
+	if (!(f = fopen(tmp, "w"))) {
+		stork_error("cannot write %s: %s (choose another file with -o)", out, strerror(errno));
+		return STORK_EXIT_USAGE;
+	}
+	if (report_load(dir, &rep) < 0) {
+		stork_error("out of memory reading %s", dir);
+		rc = STORK_EXIT_INTERNAL;
+	} else if (report_write_html(&rep, f) < 0 || fflush(f) == EOF || fsync(fileno(f)) < 0) {
+		stork_error("cannot write %s: %s", out, strerror(errno));
+		rc = STORK_EXIT_INTERNAL;
+	}
+	report_free(&rep);
+	if (fclose(f) == EOF && rc == STORK_EXIT_OK) {
+		stork_error("cannot write %s: %s", out, strerror(errno));
+		rc = STORK_EXIT_INTERNAL;
+	}
+	if (rc == STORK_EXIT_OK && rename(tmp, out) < 0) {
+		stork_error("cannot write %s: %s", out, strerror(errno));
+		rc = STORK_EXIT_INTERNAL;
+	}
+	if (rc != STORK_EXIT_OK)
+		unlink(tmp);
+	else
+		printf("report: %s\n", out);
+	return rc;
+}
+
 int cmd_report(int argc, char **argv)
 {
+	const char *dir = NULL, *out = NULL;
 	char path[4200];
 	struct stat st;
-	const char *dir;
-	int text = 0, i = 1;
+	int text = 0;
 
-	if (i < argc && !strcmp(argv[i], "--text")) {
-		text = 1;
-		i++;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--text"))
+			text = 1;
+		else if (!strcmp(argv[i], "-o") && i + 1 < argc)
+			out = argv[++i];
+		else if (argv[i][0] == '-' || dir)
+			goto usage;
+		else
+			dir = argv[i];
 	}
-	if (i != argc - 1)
+	if (!dir || (text && out))
 		goto usage;
-	dir = argv[i];
 	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		stork_error("%s: not a directory", dir);
 		return STORK_EXIT_USAGE;
 	}
-	if (path_join(path, sizeof path, dir, "config") == 0 && stat(path, &st) == 0) {
-		if (!text) {
-			stork_error("the HTML report of a run is not built yet: use stork report --text %s",
-				    dir);
-			return STORK_EXIT_USAGE;
-		}
-		return report_text(dir);
+	if (path_join(path, sizeof path, dir, "config") == 0 && stat(path, &st) == 0)
+		return text ? report_text(dir) : report_html(dir, out);
+	if (out) {
+		stork_error("%s is not a run directory (no config/): -o writes the report of one run", dir);
+		return STORK_EXIT_USAGE;
 	}
 	return report_runs(dir);
 usage:
-	fprintf(stderr, "usage: stork report --text RUN_DIR\n"
-			"       stork report RUNS_DIR      (one line per run)\n");
+	fprintf(stderr, "usage: stork report RUN_DIR [-o FILE.html]   (default RUN_DIR/report.html)\n"
+			"       stork report --text RUN_DIR\n"
+			"       stork report RUNS_DIR                 (one line per run)\n");
 	return STORK_EXIT_USAGE;
 }

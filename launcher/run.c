@@ -526,6 +526,54 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 	return final;
 }
 
+/* The allocation's device-hours if it runs to its limit: GPUs when the job
+ * has gres/gpu, else cores. */
+static double allocation_hours(const struct slurm_job *job, int *per_node, const char **unit)
+{
+	*per_node = (job->gpus ? job->gpus : job->cpus) / (job->nodes > 0 ? job->nodes : 1);
+	*unit = job->gpus ? "GPU" : "core";
+	return (double)job->nodes * *per_node * job->limit_hours;
+}
+
+/*
+ * run.max_gpu_hours: before anything is written, refuse a job whose
+ * allocation would cost more than the budget if it ran to its limit (the
+ * cost stork prints at start). Every launcher asks slurmctld, so that none
+ * creates the run directory of a refused run. Outside Slurm there is no
+ * allocation to pay for. 0, or -1 with the reason.
+ */
+static int check_budget(const struct stork_config *cfg, char *err, size_t len)
+{
+	uint32_t id = slurm_job_id_from_env();
+	const char *where = config_origin(cfg, "run.max_gpu_hours"), *unit;
+	struct slurm_job job;
+	char why[512];
+	double hours;
+	int per_node;
+
+	if (cfg->run.max_gpu_hours <= 0 || !id)
+		return 0;
+	if (slurm_job_query(id, &job, why, sizeof why) < 0) {
+		msg_format(err, len, "%s: run.max_gpu_hours %g cannot be checked: %s", where,
+			   cfg->run.max_gpu_hours, why);
+		return -1;
+	}
+	if (job.limit_hours <= 0) {
+		msg_format(err, len, "%s: run.max_gpu_hours %g: job %u has no time limit, so its cost "
+			   "has no bound; submit it with --time", where, cfg->run.max_gpu_hours, id);
+		return -1;
+	}
+	hours = allocation_hours(&job, &per_node, &unit);
+	if (hours <= cfg->run.max_gpu_hours)
+		return 0;
+	msg_format(err, len, "%s: run.max_gpu_hours is %g but job %u's allocation costs %.2f "
+		   "%s-hours if it runs to its limit (%d node(s) x %d %s%s x %.2f h): ask for less "
+		   "time or fewer nodes, or raise run.max_gpu_hours", where, cfg->run.max_gpu_hours,
+		   id, hours, unit, job.nodes, per_node, unit, per_node == 1 ? "" : "s",
+		   job.limit_hours);
+	return -1;
+}
+
 /*
  * Before training (launcher 0 only): say when the job ends and whether it
  * can come back. Returns the end time (0: no limit, unknown, or not a
@@ -554,12 +602,13 @@ static time_t check_job(void)
 	}
 	if (job.limit_hours > 0 && job.nodes > 0) {
 		/* what the allocation costs if it runs to its limit */
-		int per_node = (job.gpus ? job.gpus : job.cpus) / job.nodes;
+		const char *unit;
+		int per_node;
+		double hours = allocation_hours(&job, &per_node, &unit);
 
 		stork_info("allocation: %d node(s) x %d %s x %.2f h = %.2f %s-hours if the job runs to "
 			   "its limit", job.nodes, per_node, job.gpus ? "GPUs" : "cores",
-			   job.limit_hours, (double)job.nodes * per_node * job.limit_hours,
-			   job.gpus ? "GPU" : "core");
+			   job.limit_hours, hours, unit);
 	}
 	if (!job.requeue || !job.batch)
 		stork_warn("job %u cannot be requeued (%s): a preemption signal will checkpoint and stop, "
@@ -651,6 +700,11 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (compute_layout(&o, &cfg, &l) < 0) {
+		code = STORK_EXIT_CONFIG;
+		goto out;
+	}
+	if (check_budget(&cfg, err, sizeof err) < 0) {
+		stork_error("%s", err);
 		code = STORK_EXIT_CONFIG;
 		goto out;
 	}

@@ -97,6 +97,9 @@ static const struct key keys[] = {
 	  .type = K_STR, .flags = EMPTY_OK,
 	  .dflt = "\"\"",
 	  .help = "checkpoint (or run directory) a new run starts from, on any layout" },
+	{ .path = "run.max_gpu_hours", .off = OFF(run.max_gpu_hours),
+	  .type = K_DOUBLE, .lo = 0, .hi = DBL_MAX,
+	  .dflt = "0", .help = "refuse a job whose allocation to its time limit costs more device-hours (GPU, or core on CPU jobs); 0 = no limit" },
 	{ .path = "run.device", .off = OFF(run.device),
 	  .type = K_ENUM, .names = devices,
 	  .dflt = "auto", .help = "auto (the rank's GPU if it has one) | cpu | cuda" },
@@ -622,7 +625,7 @@ static void set_origin(struct stork_config *c, size_t idx, const char *where)
 	c->origin[idx] = where ? strdup(where) : NULL;
 }
 
-static const char *origin(const struct stork_config *c, const char *path)
+const char *config_origin(const struct stork_config *c, const char *path)
 {
 	int i = key_index(path, strlen(path));
 
@@ -965,44 +968,44 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 {
 	if (c->model.channels % c->model.heads)
 		return fail(err, errlen, "%s: model.heads: %d does not divide model.channels = %d (%s); "
-			    "choose heads that divide channels", origin(c, "model.heads"),
-			    c->model.heads, c->model.channels, origin(c, "model.channels"));
+			    "choose heads that divide channels", config_origin(c, "model.heads"),
+			    c->model.heads, c->model.channels, config_origin(c, "model.channels"));
 	if (c->model.padded_vocab_size == 0)
 		c->model.padded_vocab_size = (int)(((long long)c->model.vocab_size + 127) / 128 * 128);
 	if (c->model.padded_vocab_size < c->model.vocab_size)
 		return fail(err, errlen, "%s: model.padded_vocab_size: %d is less than model.vocab_size = %d (%s); "
-			    "use auto or a value >= vocab_size", origin(c, "model.padded_vocab_size"),
-			    c->model.padded_vocab_size, c->model.vocab_size, origin(c, "model.vocab_size"));
+			    "use auto or a value >= vocab_size", config_origin(c, "model.padded_vocab_size"),
+			    c->model.padded_vocab_size, c->model.vocab_size, config_origin(c, "model.vocab_size"));
 	if (c->train.seq_len > c->model.max_seq_len)
 		return fail(err, errlen, "%s: train.seq_len: %d exceeds model.max_seq_len = %d (%s)",
-			    origin(c, "train.seq_len"), c->train.seq_len, c->model.max_seq_len,
-			    origin(c, "model.max_seq_len"));
+			    config_origin(c, "train.seq_len"), c->train.seq_len, c->model.max_seq_len,
+			    config_origin(c, "model.max_seq_len"));
 	if (c->train.min_lr > c->train.lr)
 		return fail(err, errlen, "%s: train.min_lr: %g exceeds train.lr = %g (%s)",
-			    origin(c, "train.min_lr"), c->train.min_lr, c->train.lr, origin(c, "train.lr"));
+			    config_origin(c, "train.min_lr"), c->train.min_lr, c->train.lr, config_origin(c, "train.lr"));
 	if (c->model.heads % c->parallel.tensor)
 		return fail(err, errlen, "%s: parallel.tensor: %d does not divide model.heads = %d (%s); "
-			    "each tensor-parallel rank takes whole heads", origin(c, "parallel.tensor"),
-			    c->parallel.tensor, c->model.heads, origin(c, "model.heads"));
+			    "each tensor-parallel rank takes whole heads", config_origin(c, "parallel.tensor"),
+			    c->parallel.tensor, c->model.heads, config_origin(c, "model.heads"));
 	if (c->model.padded_vocab_size % c->parallel.tensor)
 		return fail(err, errlen, "%s: parallel.tensor: %d does not divide model.padded_vocab_size = %d; "
 			    "each tensor-parallel rank takes an equal slice of the vocabulary",
-			    origin(c, "parallel.tensor"), c->parallel.tensor, c->model.padded_vocab_size);
+			    config_origin(c, "parallel.tensor"), c->parallel.tensor, c->model.padded_vocab_size);
 	if (c->parallel.pipeline > c->model.layers)
 		return fail(err, errlen, "%s: parallel.pipeline: %d stages for model.layers = %d (%s); "
-			    "every stage needs at least one layer", origin(c, "parallel.pipeline"),
-			    c->parallel.pipeline, c->model.layers, origin(c, "model.layers"));
+			    "every stage needs at least one layer", config_origin(c, "parallel.pipeline"),
+			    c->parallel.pipeline, c->model.layers, config_origin(c, "model.layers"));
 	if (c->train.grad_accum < c->parallel.pipeline)
 		return fail(err, errlen, "%s: train.grad_accum: %d micro-batches for parallel.pipeline = %d stages (%s); "
 			    "every stage needs a micro-batch in flight: use train.grad_accum >= %d "
 			    "(the idle share of a step is (P-1)/(m+P-1), so 4 x %d keeps it under 20%%)",
-			    origin(c, "train.grad_accum"), c->train.grad_accum, c->parallel.pipeline,
-			    origin(c, "parallel.pipeline"), c->parallel.pipeline, c->parallel.pipeline);
+			    config_origin(c, "train.grad_accum"), c->train.grad_accum, c->parallel.pipeline,
+			    config_origin(c, "parallel.pipeline"), c->parallel.pipeline, c->parallel.pipeline);
 	if (c->run.device == STORK_DEVICE_CUDA && c->parallel.tensor > 1)
 		return fail(err, errlen, "%s: parallel.tensor: %d is not supported with run.device: cuda (%s) "
 			    "yet: the vocabulary-parallel embedding and softmax run on the CPU only; "
 			    "use data or pipeline parallelism or ZeRO-1 on GPUs, or run.device: cpu",
-			    origin(c, "parallel.tensor"), c->parallel.tensor, origin(c, "run.device"));
+			    config_origin(c, "parallel.tensor"), c->parallel.tensor, config_origin(c, "run.device"));
 	return 0;
 }
 

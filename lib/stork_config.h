@@ -72,6 +72,7 @@ struct stork_config {
 		double rendezvous_timeout;  /* seconds */
 		char *resume_from;          /* checkpoint or run directory to start from; "" = none */
 		enum stork_device device;   /* auto | cpu | cuda */
+		double max_gpu_hours;       /* budget of the allocation to its limit; 0 = none */
 	} run;
 	struct {
 		char *init_from;            /* llm.c model file; "" = build from the sizes */
@@ -184,5 +185,8 @@ const char *config_precision_name(enum stork_precision p);
 
 /* Release what c owns; c may then be loaded again. Safe on a zeroed struct. */
 void config_free(struct stork_config *c);
+
+/* Where key path got its value: "FILE:LINE:COLUMN", "--set", or "default". */
+const char *config_origin(const struct stork_config *c, const char *path);
 
 #endif

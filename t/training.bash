@@ -101,7 +101,8 @@ def state: num("step") and (.train_data | num("epoch") and num("shard") and num(
 	hex("config_hash") and hex("model_hash") and num("restart_count") and
 	((has("layout") | not) or (.layout | num("world") and num("dp") and num("tp") and num("pp") and num("zero")));
 def metric: num("ts") and str("job_id") and num("rank") and str("host") and num("step") and
-	str("metric") and (.value == null or (.value | type) == "number") and str("unit");
+	str("metric") and (.value == null or (.value | type) == "number") and str("unit") and
+	num("requeue") and num("attempt");
 '
 
 # check_run_json DIR: every JSON file of the run directory DIR parses and
@@ -139,4 +140,23 @@ check_run_json() {
 	done
 	echo "$n"
 	return $bad
+}
+
+# check_report_html FILE: stork report's page is well-formed (xmllint as
+# XML; as HTML its only complaints are the HTML5 and SVG element names
+# libxml2's HTML 4 parser does not know), and headless Chromium renders it
+# to a PNG that is not blank (hundreds of colours: text and charts).
+check_report_html() {
+	local html=$1 png=${1%.html}.png profile colours
+	xmllint --noout "$html" || return 1
+	xmllint --html --noout "$html" 2>&1 |
+		grep 'error' | grep -v 'Tag \(section\|svg\|rect\|line\|text\|polyline\|g\|title\) invalid' &&
+		return 1
+	profile=$(mktemp -d)
+	timeout 120 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$profile" \
+		--window-size=1000,3000 --screenshot="$png" "file://$(realpath "$html")" >/dev/null 2>&1
+	rm -rf "$profile"
+	colours=$(python3 "$abs_top_srcdir/t/tools/png_colours.py" "$png") || return 1
+	echo "$png: $colours"
+	[ "${colours%% *}" -gt 100 ]
 }

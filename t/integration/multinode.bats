@@ -265,7 +265,7 @@ back_on_n1() {
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 }
 
-@test "a 2-node run preempted with USR1: both nodes checkpoint and stop, the requeued job completes" {
+@test "a 2-node run preempted with USR1: both nodes checkpoint and stop, the requeued job completes; its report shows both attempts" {
 	sed -i 's/steps: 50/steps: 300/' run.yaml
 	two_node_script pre2 pmix --requeue --open-mode=append
 	job=$(submit pre2.sh)
@@ -284,6 +284,31 @@ back_on_n1() {
 	grep -q '"restart_count": 1' "$dir/exit_info.json"
 	grep -q '=== restart 1' "$dir/logs/rank-003.log"
 	[ "$(losses "$dir" | wc -l)" -eq 300 ]
+	# the report: one loss point per step of each attempt (counted from the
+	# metrics, the train_loss lines of each requeue), a marker at the step
+	# where the first one stopped (its checkpoint), every rank's step times
+	run "$STORK" report "$dir" -o pre2.html
+	[ "$status" -eq 0 ]
+	total=0
+	for q in 0 1; do
+		want=$(jq -s "[.[] | select(.metric == \"train_loss\" and .requeue == $q)] | length" "$dir/logs/rank-000.metrics.jsonl")
+		got=$(grep -o "<polyline class=\"train-loss\" data-requeue=\"$q\"[^>]*points=\"[^\"]*\"" pre2.html | sed 's/.*points="//' | wc -w)
+		echo "requeue $q: $got points, $want steps"
+		[ "$want" -gt 0 ]
+		[ "$got" -eq "$want" ]
+		total=$((total + got))
+	done
+	[ "$total" -eq 300 ]
+	stopped=$(jq -s '[.[] | select(.metric == "train_loss" and .requeue == 0) | .step] | max' "$dir/logs/rank-000.metrics.jsonl")
+	[ "$(jq .last_checkpoint.step "$dir/exit_info.node-000.restart-0.json")" -eq "$stopped" ]
+	[ "$(grep -c '<g class="restart-marker"' pre2.html)" -eq 1 ]
+	grep -q "<g class=\"restart-marker\" data-step=\"$stopped\">.*>preempted_requeued at step $stopped<" pre2.html
+	[ "$(grep -o '<polyline class="step-time[^"]*" data-rank="[0-9]*"' pre2.html | sort -u | wc -l)" -eq 4 ]
+	check_report_html pre2.html
+	run "$STORK" report --text "$dir"
+	[[ "$output" == *"reason: completed (exit 0)"* ]]
+	[[ "$output" == *"first failure: none"* ]]
+	[[ "$output" == *"requeues: 1;"* ]]
 }
 
 @test "one query for the job's end time: launcher 0's answer reaches every node through the rendezvous" {

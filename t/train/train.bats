@@ -145,7 +145,7 @@ setup() {
 	[ "$(grep -c '"metric":"projected_device_hours"' runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl)" -eq 1 ]
 }
 
-@test "stork report --text: reason, first failure, layout, losses, and a slow rank named as a straggler; RUNS_DIR: one line per run" {
+@test "stork report (HTML and --text): reason, first failure, layout, losses, every rank, and a slow rank named as a straggler; RUNS_DIR: one line per run" {
 	fault_injection || skip "needs --enable-fault-injection"
 	STORK_FAULT_SLOW_RANK=1:0.02 "$STORK" run tiny.yaml --local-ranks 3 --set run.name=slow >/dev/null
 	run "$STORK" report --text runs/slow__job=local__task=0
@@ -175,8 +175,27 @@ setup() {
 	[[ "${lines[1]}" == even*local*4*completed ]]
 	[[ "${lines[2]}" == nan*local*diverged ]]
 	[[ "${lines[3]}" == slow*local*20*completed ]]
-	# the HTML report is not there yet, and says so
+	# the HTML page: the straggler named and drawn, every rank in the
+	# step-time chart, one loss point per step, a page Chromium renders
 	run "$STORK" report runs/slow__job=local__task=0
+	[ "$status" -eq 0 ]
+	html=runs/slow__job=local__task=0/report.html
+	[ "$output" = "report: $html" ]
+	grep -q '<span class="straggler">Straggler: rank 1, median compute' $html
+	[ "$(grep -c 'class="straggler"' $html)" -eq 1 ]
+	[ "$(grep -o '<polyline class="step-time[^"]*" data-rank="[0-9]*"' $html | sort -u | wc -l)" -eq 3 ]
+	grep -q '<polyline class="step-time straggler" data-rank="1"' $html
+	[ "$(grep -o '<polyline class="train-loss"[^>]*points="[^"]*"' $html | sed 's/.*points="//' | wc -w)" -eq 20 ]
+	grep -q '<b>completed</b> (exit 0): completed 20 steps' $html
+	check_report_html $html
+	# a failed run's reason and first failure, to a file of one's choice
+	run "$STORK" report runs/nan__job=local__task=0 -o nan.html
+	[ "$status" -eq 0 ]
+	grep -q '<b>diverged</b> (exit 14): step 3: the gradient norm is not finite' nan.html
+	grep -q 'First failure: rank [01] on .*, exit 14 after step 2 at ' nan.html
+	[ ! -e runs/nan__job=local__task=0/report.html ]
+	# a place that cannot be written: the error names it, nothing is left
+	run "$STORK" report runs/nan__job=local__task=0 -o /nonexistent/r.html
 	[ "$status" -eq 2 ]
-	[[ "$output" == *"the HTML report of a run is not built yet: use stork report --text"* ]]
+	[[ "$output" == *"cannot write /nonexistent/r.html: No such file or directory (choose another file with -o)"* ]]
 }

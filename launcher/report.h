@@ -1,0 +1,69 @@
+/*
+ * launcher/report.h - a run read back from its directory, for `stork
+ * report`: what the text summary (launcher/report.c) and the HTML page
+ * (launcher/report_html.c) show, loaded once (launcher/report_data.c).
+ *
+ * Everything comes from the files stork(1) documents: exit_info.json and
+ * node 0's per-attempt records, config/slurm_env.json,
+ * logs/rank-NNN.metrics.jsonl, metrics/sacct.csv, checkpoints/latest. A
+ * file that is missing or damaged is recorded in `problems`, never fatal.
+ */
+#ifndef STORK_REPORT_H
+#define STORK_REPORT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define REPORT_STRAGGLER_MARGIN 0.10
+
+/* Values of one metric against step, in the order they were logged. */
+struct series {
+	double *v;
+	long *step;
+	size_t n, cap;
+};
+
+/* One run of the training: a requeue of the job, or a restart inside it. */
+struct report_attempt {
+	int requeue, attempt;          /* -1 when the metrics predate these fields */
+	struct series train_loss, val_loss;
+	char ended[64];                /* node 0's reason for this attempt, "" if unknown */
+	char message[512];
+};
+
+struct report_rank {
+	int rank;                      /* from the file name rank-NNN */
+	struct series tps, step_ms, compute_ms; /* the latest value logged for each step */
+	double median_step_ms, median_compute_ms, median_tps;
+	int straggler;
+};
+
+struct run_report {
+	char dir[4096];
+	json_t *exit_info;             /* NULL when missing or damaged */
+	json_t *env;                   /* config/slurm_env.json */
+	struct report_attempt *attempts;
+	int nattempts;
+	struct series train_loss, val_loss; /* rank 0, the latest value for each step */
+	struct series checkpoint_s;    /* rank 0: commit seconds by step */
+	struct report_rank *ranks;
+	int nranks;
+	double median_compute_ms;      /* the median of the ranks' medians */
+	int stragglers;
+	char *sacct;                   /* metrics/sacct.csv's text, or NULL */
+	char latest_checkpoint[256];   /* checkpoints/latest's target, or "" */
+	char problems[2048];           /* files missing or damaged, one per line */
+};
+
+/* Load dir; 0, or -1 (out of memory). A missing file is a problem, not an error. */
+int report_load(const char *dir, struct run_report *rep);
+void report_free(struct run_report *rep);
+
+double series_median(const struct series *s);
+double series_last(const struct series *s);
+
+/* The HTML page of rep on f. 0, or -1 when writing fails. */
+int report_write_html(const struct run_report *rep, FILE *f);
+
+#endif

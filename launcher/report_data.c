@@ -1,0 +1,352 @@
+/*
+ * launcher/report_data.c - load a run directory for `stork report`.
+ *
+ * Rank 0's metrics give the loss curves, split into attempts by the
+ * requeue and attempt fields of each line (a requeued or restarted run
+ * logs its first steps again from its checkpoint); every rank's give the
+ * step times and the stragglers: ranks whose median compute time is more
+ * than 10% above the median of all ranks' medians (compute time, because
+ * every rank's step time waits for the slowest one).
+ */
+#include "config.h"
+#include "launcher/report.h"
+
+#include "lib/bounded.h"
+#include "lib/io.h"
+#include "lib/stork_json.h"
+
+#include <glob.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int series_push(struct series *s, long step, double v)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 256;
+		double *nv = realloc(s->v, cap * sizeof *nv);
+		long *st;
+
+		if (!nv)
+			return -1;
+		s->v = nv;
+		if (!(st = realloc(s->step, cap * sizeof *st)))
+			return -1;
+		s->step = st;
+		s->cap = cap;
+	}
+	s->step[s->n] = step;
+	s->v[s->n++] = v;
+	return 0;
+}
+
+/* Add a value, dropping those of this step and later ones logged before:
+ * after a resume the latest value of a step is the one that counts. */
+static int series_set(struct series *s, long step, double v)
+{
+	while (s->n && s->step[s->n - 1] >= step)
+		s->n--;
+	return series_push(s, step, v);
+}
+
+static void series_free(struct series *s)
+{
+	free(s->v);
+	free(s->step);
+	memset(s, 0, sizeof *s);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double series_median(const struct series *s)
+{
+	double *c, m;
+
+	if (!s->n || !(c = malloc(s->n * sizeof *c)))
+		return NAN;
+	memcpy(c, s->v, s->n * sizeof *c);
+	qsort(c, s->n, sizeof *c, cmp_double);
+	m = s->n % 2 ? c[s->n / 2] : (c[s->n / 2 - 1] + c[s->n / 2]) / 2;
+	free(c);
+	return m;
+}
+
+double series_last(const struct series *s)
+{
+	return s->n ? s->v[s->n - 1] : NAN;
+}
+
+static void problem(struct run_report *rep, const char *what)
+{
+	size_t used = strlen(rep->problems);
+
+	snprintf(rep->problems + used, sizeof rep->problems - used, "%s\n", what);
+}
+
+/* The metric name of a metrics line, without parsing it all: most lines are
+ * metrics the report does not show, and a long run has millions. */
+static int metric_is(const char *line, const char *name)
+{
+	const char *p = strstr(line, "\"metric\":\"");
+	size_t len = strlen(name);
+
+	return p && !strncmp(p + 10, name, len) && p[10 + len] == '"';
+}
+
+/* The attempt rank 0's line belongs to: the last one, or a new one when the
+ * line's (requeue, attempt) differs, or when its train steps go back (a
+ * run started again by hand outside Slurm, or older metrics without the
+ * fields). */
+static struct report_attempt *attempt_of(struct run_report *rep, const json_t *v, long step,
+					 int is_train)
+{
+	int requeue = (int)sj_int(v, "requeue", -1), attempt = (int)sj_int(v, "attempt", -1);
+	struct report_attempt *a = rep->nattempts ? &rep->attempts[rep->nattempts - 1] : NULL, *na;
+
+	if (a && a->requeue == requeue && a->attempt == attempt &&
+	    !(is_train && a->train_loss.n && step <= a->train_loss.step[a->train_loss.n - 1]))
+		return a;
+	na = realloc(rep->attempts, (size_t)(rep->nattempts + 1) * sizeof *na);
+	if (!na)
+		return NULL;
+	rep->attempts = na;
+	a = &na[rep->nattempts++];
+	memset(a, 0, sizeof *a);
+	a->requeue = requeue;
+	a->attempt = attempt;
+	return a;
+}
+
+/* One metrics line of rank r: into the series the report shows. */
+static int take_line(struct run_report *rep, int r, const char *line, const char *path)
+{
+	static const char *const wanted[] = { "train_loss", "val_loss", "checkpoint_s",
+					      "step_time_ms", "compute_ms", "tokens_per_sec" };
+	struct report_rank *rk = &rep->ranks[r];
+	struct report_attempt *a;
+	const char *name = NULL;
+	char err[256];
+	json_t *v, *value;
+	long step;
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof wanted / sizeof *wanted && !name; i++)
+		if ((r == 0 || i >= 3) && metric_is(line, wanted[i]))
+			name = wanted[i];
+	if (!name || !(v = sj_parse(line, strlen(line), path, err, sizeof err)))
+		return 0; /* another metric, or a line cut short by a full disk */
+	value = json_object_get(v, "value");
+	step = (long)sj_int(v, "step", -1);
+	if (!json_is_number(value) || step < 0)
+		goto out;
+	if (!strcmp(name, "step_time_ms")) {
+		rc = series_set(&rk->step_ms, step, json_number_value(value));
+	} else if (!strcmp(name, "compute_ms")) {
+		rc = series_set(&rk->compute_ms, step, json_number_value(value));
+	} else if (!strcmp(name, "tokens_per_sec")) {
+		rc = series_set(&rk->tps, step, json_number_value(value));
+	} else if (!strcmp(name, "checkpoint_s")) {
+		rc = series_set(&rep->checkpoint_s, step, json_number_value(value));
+	} else {
+		int train = !strcmp(name, "train_loss");
+
+		if (!(a = attempt_of(rep, v, step, train)))
+			rc = -1;
+		else if (train)
+			rc = series_push(&a->train_loss, step, json_number_value(value)) |
+			     series_set(&rep->train_loss, step, json_number_value(value));
+		else
+			rc = series_push(&a->val_loss, step, json_number_value(value)) |
+			     series_set(&rep->val_loss, step, json_number_value(value));
+	}
+out:
+	json_decref(v);
+	return rc;
+}
+
+static int read_rank(struct run_report *rep, int r, const char *path)
+{
+	char line[4096];
+	FILE *f = fopen_regular(path);
+	int rc = 0;
+
+	if (!f) {
+		char what[4200];
+
+		msg_format(what, sizeof what, "%s: cannot be read", path);
+		problem(rep, what);
+		return 0;
+	}
+	while (rc == 0 && fgets(line, sizeof line, f))
+		rc = take_line(rep, r, line, path);
+	fclose(f);
+	return rc;
+}
+
+/* rank-NNN.metrics.jsonl in rank order (the names sort as the ranks do). */
+static int read_ranks(struct run_report *rep)
+{
+	char pattern[4200];
+	glob_t g = { 0 };
+	int rc = 0;
+
+	if (path_join(pattern, sizeof pattern, rep->dir, "logs/rank-*.metrics.jsonl") < 0)
+		return 0;
+	if (glob(pattern, 0, NULL, &g) != 0) {
+		problem(rep, "no metrics under logs/");
+		globfree(&g);
+		return 0;
+	}
+	rep->ranks = calloc(g.gl_pathc, sizeof *rep->ranks);
+	if (!rep->ranks)
+		rc = -1;
+	rep->nranks = rep->ranks ? (int)g.gl_pathc : 0;
+	for (int r = 0; rc == 0 && r < rep->nranks; r++) {
+		const char *base = strrchr(g.gl_pathv[r], '/');
+
+		if (sscanf(base ? base + 1 : g.gl_pathv[r], "rank-%d.", &rep->ranks[r].rank) != 1)
+			rep->ranks[r].rank = r;
+		rc = read_rank(rep, r, g.gl_pathv[r]);
+	}
+	globfree(&g);
+	return rc;
+}
+
+/* Each rank's medians, and the stragglers. */
+static int find_stragglers(struct run_report *rep)
+{
+	struct series meds = { 0 };
+
+	for (int r = 0; r < rep->nranks; r++) {
+		struct report_rank *rk = &rep->ranks[r];
+
+		rk->median_step_ms = series_median(&rk->step_ms);
+		rk->median_compute_ms = series_median(&rk->compute_ms);
+		rk->median_tps = series_median(&rk->tps);
+		if (!isnan(rk->median_compute_ms) && series_push(&meds, r, rk->median_compute_ms) < 0)
+			return -1;
+	}
+	rep->median_compute_ms = series_median(&meds);
+	for (int r = 0; r < rep->nranks && !isnan(rep->median_compute_ms); r++) {
+		struct report_rank *rk = &rep->ranks[r];
+
+		rk->straggler = rk->median_compute_ms >
+				rep->median_compute_ms * (1 + REPORT_STRAGGLER_MARGIN);
+		rep->stragglers += rk->straggler;
+	}
+	series_free(&meds);
+	return 0;
+}
+
+static json_t *load_json(struct run_report *rep, const char *name)
+{
+	char path[4200], err[1024];
+	json_t *v;
+
+	if (path_join(path, sizeof path, rep->dir, name) < 0)
+		return NULL;
+	v = sj_load_file(path, err, sizeof err);
+	if (!v)
+		problem(rep, err);
+	return v;
+}
+
+/* How each attempt ended, from node 0's record of it. */
+static void attempts_ended(struct run_report *rep)
+{
+	for (int i = 0; i < rep->nattempts; i++) {
+		struct report_attempt *a = &rep->attempts[i];
+		char name[128], path[4200], err[512];
+		json_t *v;
+
+		if (a->requeue < 0)
+			continue;
+		if (a->attempt > 0)
+			snprintf(name, sizeof name, "exit_info.node-000.restart-%d.attempt-%d.json",
+				 a->requeue, a->attempt);
+		else
+			snprintf(name, sizeof name, "exit_info.node-000.restart-%d.json", a->requeue);
+		if (path_join(path, sizeof path, rep->dir, name) < 0 || access(path, F_OK) < 0)
+			continue;
+		if (!(v = sj_load_file(path, err, sizeof err))) {
+			problem(rep, err);
+			continue;
+		}
+		snprintf(a->ended, sizeof a->ended, "%s",
+			 json_string_value(json_object_get(v, "reason")) ?: "");
+		snprintf(a->message, sizeof a->message, "%s",
+			 json_string_value(json_object_get(v, "message")) ?: "");
+		json_decref(v);
+	}
+}
+
+static char *read_text(const char *path)
+{
+	FILE *f = fopen_regular(path);
+	char *text = NULL;
+	size_t len = 0, got;
+	char buf[4096];
+
+	if (!f)
+		return NULL;
+	while ((got = fread(buf, 1, sizeof buf, f)) > 0 && len < (1 << 20)) {
+		char *t = realloc(text, len + got + 1);
+
+		if (!t)
+			break;
+		text = t;
+		memcpy(text + len, buf, got);
+		len += got;
+		text[len] = '\0';
+	}
+	fclose(f);
+	return text;
+}
+
+int report_load(const char *dir, struct run_report *rep)
+{
+	char path[4200];
+	ssize_t len;
+
+	memset(rep, 0, sizeof *rep);
+	snprintf(rep->dir, sizeof rep->dir, "%s", dir);
+	rep->exit_info = load_json(rep, "exit_info.json");
+	rep->env = load_json(rep, "config/slurm_env.json");
+	if (read_ranks(rep) < 0 || find_stragglers(rep) < 0)
+		return -1;
+	attempts_ended(rep);
+	if (path_join(path, sizeof path, dir, "metrics/sacct.csv") == 0)
+		rep->sacct = read_text(path);
+	if (path_join(path, sizeof path, dir, "checkpoints/latest") == 0 &&
+	    (len = readlink(path, rep->latest_checkpoint, sizeof rep->latest_checkpoint - 1)) > 0)
+		rep->latest_checkpoint[len] = '\0';
+	return 0;
+}
+
+void report_free(struct run_report *rep)
+{
+	json_decref(rep->exit_info);
+	json_decref(rep->env);
+	for (int i = 0; i < rep->nattempts; i++) {
+		series_free(&rep->attempts[i].train_loss);
+		series_free(&rep->attempts[i].val_loss);
+	}
+	free(rep->attempts);
+	for (int r = 0; r < rep->nranks; r++) {
+		series_free(&rep->ranks[r].tps);
+		series_free(&rep->ranks[r].step_ms);
+		series_free(&rep->ranks[r].compute_ms);
+	}
+	free(rep->ranks);
+	series_free(&rep->train_loss);
+	series_free(&rep->val_loss);
+	series_free(&rep->checkpoint_s);
+	free(rep->sacct);
+	memset(rep, 0, sizeof *rep);
+}

@@ -1,0 +1,502 @@
+/*
+ * launcher/report_html.c - the run's report as one self-contained HTML
+ * page: inline SVG charts and CSS, no script and nothing fetched, so it
+ * opens the same from a login node, a laptop or a mail attachment.
+ *
+ * Charts are drawn in data coordinates mapped onto a fixed plot box. Each
+ * curve is one <polyline> with a point per value (the loss: one per step
+ * per attempt, so a redone step shows twice, in the colour of each
+ * attempt), and carries class and data- attributes naming what it is, so
+ * the page can be checked by a program as well as read.
+ */
+#include "config.h"
+#include "launcher/report.h"
+
+#include "lib/stork_json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#define PLOT_W 760
+#define PLOT_H 260
+#define MARGIN_L 70
+#define MARGIN_R 20
+#define MARGIN_T 30
+#define MARGIN_B 45
+
+/* Colours of attempts and ranks, in turn. */
+static const char *const palette[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
+				       "#8c564b", "#e377c2", "#17becf", "#7f7f7f" };
+#define COLOUR(i) palette[(size_t)(i) % (sizeof palette / sizeof *palette)]
+
+static void put_escaped(FILE *f, const char *s)
+{
+	for (; s && *s; s++) {
+		switch (*s) {
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '&': fputs("&amp;", f); break;
+		case '"': fputs("&quot;", f); break;
+		default: fputc(*s, f);
+		}
+	}
+}
+
+static const char *json_text(const json_t *o, const char *key, const char *dflt)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : dflt;
+}
+
+/* A chart's data ranges and their mapping onto the plot box. */
+struct chart {
+	double x0, x1, y0, y1;
+};
+
+static double px(const struct chart *c, double x)
+{
+	return MARGIN_L + (x - c->x0) / (c->x1 - c->x0) * PLOT_W;
+}
+
+static double py(const struct chart *c, double y)
+{
+	return MARGIN_T + PLOT_H - (y - c->y0) / (c->y1 - c->y0) * PLOT_H;
+}
+
+static void widen(struct chart *c, const struct series *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		if (!isfinite(s->v[i]))
+			continue;
+		c->x0 = fmin(c->x0, (double)s->step[i]);
+		c->x1 = fmax(c->x1, (double)s->step[i]);
+		c->y0 = fmin(c->y0, s->v[i]);
+		c->y1 = fmax(c->y1, s->v[i]);
+	}
+}
+
+static void chart_empty(struct chart *c)
+{
+	*c = (struct chart){ INFINITY, -INFINITY, INFINITY, -INFINITY };
+}
+
+/* Pad the ranges so that curves do not touch the frame; a flat or empty
+ * series still gets a range. */
+static void chart_finish(struct chart *c, int from_zero)
+{
+	double pad;
+
+	if (!isfinite(c->x0)) {
+		c->x0 = 0;
+		c->x1 = 1;
+		c->y0 = 0;
+		c->y1 = 1;
+	}
+	if (c->x1 <= c->x0)
+		c->x1 = c->x0 + 1;
+	if (from_zero && c->y0 > 0)
+		c->y0 = 0;
+	if (c->y1 <= c->y0)
+		c->y1 = c->y0 + (fabs(c->y0) > 0 ? fabs(c->y0) * 0.1 : 1);
+	pad = (c->y1 - c->y0) * 0.05;
+	c->y1 += pad;
+	if (!from_zero)
+		c->y0 -= pad;
+}
+
+static void chart_begin(FILE *f, const struct chart *c, const char *id, const char *xlabel,
+			const char *ylabel)
+{
+	int w = MARGIN_L + PLOT_W + MARGIN_R, h = MARGIN_T + PLOT_H + MARGIN_B;
+
+	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"%s\" width=\"%d\" height=\"%d\" "
+		   "viewBox=\"0 0 %d %d\" role=\"img\">\n", id, w, h, w, h);
+	fprintf(f, "<rect class=\"frame\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>\n", MARGIN_L,
+		MARGIN_T, PLOT_W, PLOT_H);
+	for (int i = 0; i <= 4; i++) {
+		double y = c->y0 + (c->y1 - c->y0) * i / 4, x = c->x0 + (c->x1 - c->x0) * i / 4;
+
+		fprintf(f, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
+			   "<text class=\"tick\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">",
+			MARGIN_L, MARGIN_L + PLOT_W, py(c, y), py(c, y), MARGIN_L - 6, py(c, y) + 4);
+		/* whole numbers for tokens/s and the like, four digits for losses */
+		fprintf(f, c->y1 >= 1000 ? "%.0f</text>\n" : "%.4g</text>\n", y);
+		fprintf(f, "<text class=\"tick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n",
+			px(c, x), MARGIN_T + PLOT_H + 16, x);
+	}
+	fprintf(f, "<text class=\"label\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+		MARGIN_L + PLOT_W / 2, MARGIN_T + PLOT_H + 36, xlabel);
+	fprintf(f, "<text class=\"label\" x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" "
+		   "text-anchor=\"middle\">%s</text>\n", MARGIN_T + PLOT_H / 2, MARGIN_T + PLOT_H / 2,
+		ylabel);
+}
+
+/* One curve; attrs are its class and data- attributes, already escaped. */
+static void chart_curve(FILE *f, const struct chart *c, const struct series *s, const char *attrs,
+			const char *colour, const char *title)
+{
+	if (!s->n)
+		return;
+	fprintf(f, "<polyline %s fill=\"none\" stroke=\"%s\" points=\"", attrs, colour);
+	for (size_t i = 0; i < s->n; i++)
+		fprintf(f, "%s%.1f,%.1f", i ? " " : "", px(c, (double)s->step[i]),
+			isfinite(s->v[i]) ? py(c, s->v[i]) : py(c, c->y1));
+	fprintf(f, "\"><title>");
+	put_escaped(f, title);
+	fprintf(f, "</title></polyline>\n");
+}
+
+static void chart_end(FILE *f)
+{
+	fprintf(f, "</svg>\n");
+}
+
+/* ---- the sections ---- */
+
+static void section_outcome(FILE *f, const struct run_report *rep)
+{
+	const json_t *e = rep->exit_info, *ff = json_object_get(e, "first_failure");
+	const json_t *restarts = json_object_get(e, "restarts"), *r;
+	size_t i;
+
+	fprintf(f, "<section id=\"outcome\"><h2>Outcome</h2>\n");
+	if (!e) {
+		fprintf(f, "<p class=\"reason\">No exit_info.json: the run is still going, or its "
+			   "launcher was killed before writing it.</p></section>\n");
+		return;
+	}
+	fprintf(f, "<p class=\"reason\"><b>");
+	put_escaped(f, json_text(e, "reason", "?"));
+	fprintf(f, "</b> (exit %lld): ", (long long)sj_int(e, "exit_code", -1));
+	put_escaped(f, json_text(e, "message", ""));
+	fprintf(f, "</p>\n<p class=\"first-failure\">First failure: ");
+	if (json_is_object(ff)) {
+		const json_t *rank = json_object_get(ff, "rank");
+
+		if (json_is_integer(rank))
+			fprintf(f, "rank %lld", (long long)json_integer_value(rank));
+		else
+			fprintf(f, "the daemon");
+		fprintf(f, " on ");
+		put_escaped(f, json_text(ff, "host", "?"));
+		if (json_string_value(json_object_get(ff, "signal"))) {
+			fprintf(f, ", killed by ");
+			put_escaped(f, json_text(ff, "signal", ""));
+		} else {
+			fprintf(f, ", exit %lld", (long long)sj_int(ff, "exit_code", -1));
+		}
+		fprintf(f, " after step %lld at ", (long long)sj_int(ff, "last_step", -1));
+		put_escaped(f, json_text(ff, "time", "?"));
+		fprintf(f, "%s: ", json_is_true(json_object_get(ff, "secondary")) ?
+					   " (in consequence of another)" : "");
+		put_escaped(f, json_text(ff, "what", ""));
+	} else {
+		fprintf(f, "none");
+	}
+	fprintf(f, "</p>\n<p>Requeues: %lld. Restarts inside the allocation: %zu.</p>\n",
+		(long long)sj_int(e, "restart_count", 0), json_array_size(restarts));
+	if (json_array_size(restarts)) {
+		fprintf(f, "<ul class=\"restarts\">\n");
+		json_array_foreach(restarts, i, r) {
+			fprintf(f, "<li>after attempt %lld: ", (long long)sj_int(r, "attempt", -1));
+			put_escaped(f, json_text(r, "reason", "?"));
+			fprintf(f, ": ");
+			put_escaped(f, json_text(r, "message", ""));
+			fprintf(f, "</li>\n");
+		}
+		fprintf(f, "</ul>\n");
+	}
+	fprintf(f, "</section>\n");
+}
+
+static void attempt_name(char *buf, size_t len, const struct report_attempt *a, int i)
+{
+	if (a->requeue < 0)
+		snprintf(buf, len, "attempt %d", i + 1);
+	else
+		snprintf(buf, len, "requeue %d, attempt %d", a->requeue, a->attempt);
+}
+
+/*
+ * Loss against step, one curve per attempt (train solid, validation
+ * dashed), and a marker where each attempt but the last stopped: its last
+ * trained step, labelled with the reason node 0 recorded for it.
+ */
+static void section_loss(FILE *f, const struct run_report *rep)
+{
+	struct chart c;
+
+	fprintf(f, "<section id=\"loss\"><h2>Loss</h2>\n");
+	chart_empty(&c);
+	for (int i = 0; i < rep->nattempts; i++) {
+		widen(&c, &rep->attempts[i].train_loss);
+		widen(&c, &rep->attempts[i].val_loss);
+	}
+	chart_finish(&c, 0);
+	chart_begin(f, &c, "loss-chart", "step", "loss (nats)");
+	for (int i = 0; i < rep->nattempts; i++) {
+		const struct report_attempt *a = &rep->attempts[i];
+		char attrs[160], name[64], title[128];
+
+		attempt_name(name, sizeof name, a, i);
+		snprintf(attrs, sizeof attrs, "class=\"train-loss\" data-requeue=\"%d\" data-attempt=\"%d\"",
+			 a->requeue, a->attempt);
+		snprintf(title, sizeof title, "train loss, %s", name);
+		chart_curve(f, &c, &a->train_loss, attrs, COLOUR(i), title);
+		snprintf(attrs, sizeof attrs, "class=\"val-loss\" data-requeue=\"%d\" data-attempt=\"%d\" "
+			 "stroke-dasharray=\"6 3\"", a->requeue, a->attempt);
+		snprintf(title, sizeof title, "validation loss, %s", name);
+		chart_curve(f, &c, &a->val_loss, attrs, COLOUR(i), title);
+	}
+	for (int i = 0; i + 1 < rep->nattempts; i++) {
+		const struct report_attempt *a = &rep->attempts[i];
+		const char *why = a->ended[0] ? a->ended : "restart";
+		long step;
+		double x;
+
+		if (!a->train_loss.n)
+			continue;
+		step = a->train_loss.step[a->train_loss.n - 1];
+		x = px(&c, (double)step);
+		fprintf(f, "<g class=\"restart-marker\" data-step=\"%ld\"><line x1=\"%.1f\" x2=\"%.1f\" "
+			   "y1=\"%d\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\">", step, x, x, MARGIN_T,
+			MARGIN_T + PLOT_H, x + 3, MARGIN_T - 6);
+		put_escaped(f, why);
+		fprintf(f, " at step %ld</text><title>", step);
+		put_escaped(f, a->message[0] ? a->message : why);
+		fprintf(f, "</title></g>\n");
+	}
+	chart_end(f);
+	fprintf(f, "<p class=\"legend\">");
+	for (int i = 0; i < rep->nattempts; i++) {
+		char name[64];
+
+		attempt_name(name, sizeof name, &rep->attempts[i], i);
+		fprintf(f, "<span style=\"color:%s\">&#9632; %s: %zu steps", COLOUR(i), name,
+			rep->attempts[i].train_loss.n);
+		if (rep->attempts[i].ended[0]) {
+			fprintf(f, ", ended ");
+			put_escaped(f, rep->attempts[i].ended);
+		}
+		fprintf(f, "</span> ");
+	}
+	fprintf(f, "(solid: train, dashed: validation). Final train loss %.4f, last validation loss "
+		   "%.4f.</p>\n</section>\n", series_last(&rep->train_loss),
+		series_last(&rep->val_loss));
+}
+
+/* One chart with a curve per rank of the series member picks. */
+static void rank_chart(FILE *f, const struct run_report *rep, const char *id, const char *cls,
+		       const char *ylabel, const struct series *(*pick)(const struct report_rank *))
+{
+	struct chart c;
+
+	chart_empty(&c);
+	for (int r = 0; r < rep->nranks; r++)
+		widen(&c, pick(&rep->ranks[r]));
+	chart_finish(&c, 1);
+	chart_begin(f, &c, id, "step", ylabel);
+	for (int r = 0; r < rep->nranks; r++) {
+		const struct report_rank *rk = &rep->ranks[r];
+		char attrs[128], title[64];
+
+		snprintf(attrs, sizeof attrs, "class=\"%s%s\" data-rank=\"%d\"", cls,
+			 rk->straggler ? " straggler" : "", rk->rank);
+		snprintf(title, sizeof title, "rank %d%s", rk->rank, rk->straggler ? " (straggler)" : "");
+		chart_curve(f, &c, pick(rk), attrs, rk->straggler ? "#d62728" : COLOUR(r), title);
+	}
+	chart_end(f);
+}
+
+static const struct series *pick_step_ms(const struct report_rank *r)
+{
+	return &r->step_ms;
+}
+
+static const struct series *pick_compute_ms(const struct report_rank *r)
+{
+	return &r->compute_ms;
+}
+
+static const struct series *pick_tps(const struct report_rank *r)
+{
+	return &r->tps;
+}
+
+static void section_ranks(FILE *f, const struct run_report *rep)
+{
+	fprintf(f, "<section id=\"ranks\"><h2>Ranks</h2>\n<p class=\"stragglers\">");
+	if (!rep->stragglers)
+		fprintf(f, "Stragglers: none (no rank's median compute time more than %.0f%% above "
+			   "the median of all ranks, %.2f ms).", 100 * REPORT_STRAGGLER_MARGIN,
+			rep->median_compute_ms);
+	for (int r = 0; r < rep->nranks; r++) {
+		const struct report_rank *rk = &rep->ranks[r];
+
+		if (rk->straggler)
+			fprintf(f, "<span class=\"straggler\">Straggler: rank %d, median compute %.2f ms, "
+				   "%.0f%% above the median of all ranks (%.2f ms).</span> ", rk->rank,
+				rk->median_compute_ms,
+				100 * (rk->median_compute_ms / rep->median_compute_ms - 1),
+				rep->median_compute_ms);
+	}
+	fprintf(f, "</p>\n<h3>Step time per rank</h3>\n");
+	rank_chart(f, rep, "step-time-chart", "step-time", "step time (ms)", pick_step_ms);
+	fprintf(f, "<h3>Compute time per rank (forward and backward, before the reduction)</h3>\n");
+	rank_chart(f, rep, "compute-chart", "compute-time", "compute (ms)", pick_compute_ms);
+	fprintf(f, "<h3>Tokens/s per rank</h3>\n");
+	rank_chart(f, rep, "tps-chart", "tokens-per-sec", "tokens/s", pick_tps);
+	fprintf(f, "<table class=\"ranks\"><tr><th>rank</th><th>median step ms</th><th>median "
+		   "compute ms</th><th>median tokens/s</th><th>straggler</th></tr>\n");
+	for (int r = 0; r < rep->nranks; r++) {
+		const struct report_rank *rk = &rep->ranks[r];
+
+		fprintf(f, "<tr><td>%d</td><td>%.2f</td><td>%.2f</td><td>%.0f</td><td>%s</td></tr>\n",
+			rk->rank, rk->median_step_ms, rk->median_compute_ms, rk->median_tps,
+			rk->straggler ? "yes" : "no");
+	}
+	fprintf(f, "</table>\n</section>\n");
+}
+
+static void section_checkpoints(FILE *f, const struct run_report *rep)
+{
+	const struct series *s = &rep->checkpoint_s;
+	struct chart c;
+
+	fprintf(f, "<section id=\"checkpoints\"><h2>Checkpoints</h2>\n");
+	fprintf(f, "<p>Latest: ");
+	put_escaped(f, rep->latest_checkpoint[0] ? rep->latest_checkpoint : "none");
+	fprintf(f, ". Commits: %zu, median %.3f s.</p>\n", s->n, series_median(s));
+	if (s->n) {
+		chart_empty(&c);
+		widen(&c, s);
+		c.x0 = 0;
+		chart_finish(&c, 1);
+		chart_begin(f, &c, "checkpoint-chart", "step", "commit (s)");
+		for (size_t i = 0; i < s->n; i++)
+			fprintf(f, "<rect class=\"checkpoint\" data-step=\"%ld\" x=\"%.1f\" y=\"%.1f\" "
+				   "width=\"4\" height=\"%.1f\"><title>step %ld: %.3f s</title></rect>\n",
+				s->step[i], px(&c, (double)s->step[i]) - 2, py(&c, s->v[i]),
+				py(&c, c.y0) - py(&c, s->v[i]), s->step[i], s->v[i]);
+		chart_end(f);
+	}
+	fprintf(f, "</section>\n");
+}
+
+static void section_layout(FILE *f, const struct run_report *rep)
+{
+	const json_t *env = rep->env, *par = json_object_get(env, "parallel"), *n;
+	size_t i;
+
+	fprintf(f, "<section id=\"layout\"><h2>Layout and binding</h2>\n");
+	if (!env) {
+		fprintf(f, "<p>No config/slurm_env.json.</p></section>\n");
+		return;
+	}
+	fprintf(f, "<p>dp %lld &#215; tp %lld &#215; pp %lld%s, %lld rank(s) on %zu node(s); "
+		   "rendezvous ", (long long)sj_int(par, "dp", 1), (long long)sj_int(par, "tp", 1),
+		(long long)sj_int(par, "pp", 1), sj_int(par, "zero", 0) ? " with ZeRO-1" : "",
+		(long long)sj_int(env, "world_size", 0), json_array_size(json_object_get(env, "nodes")));
+	put_escaped(f, json_text(env, "rendezvous", "?"));
+	fprintf(f, " (%.3f s).</p>\n<table class=\"layout\"><tr><th>node</th><th>host</th>"
+		   "<th>rank</th><th>cpus</th><th>gpu</th><th>numa</th><th>threads</th></tr>\n",
+		sj_real(env, "rendezvous_seconds", 0));
+	json_array_foreach(json_object_get(env, "nodes"), i, n) {
+		long long base = sj_int(n, "rank_base", 0);
+		size_t k;
+		json_t *b;
+
+		json_array_foreach(json_object_get(n, "ranks"), k, b) {
+			fprintf(f, "<tr><td>%zu</td><td>", i);
+			put_escaped(f, json_text(n, "host", "?"));
+			fprintf(f, "</td><td>%lld</td><td>", base + (long long)k);
+			put_escaped(f, json_text(b, "cpus", "?"));
+			fprintf(f, "</td><td>%lld</td><td>%lld</td><td>%lld</td></tr>\n",
+				(long long)sj_int(b, "gpu", -1), (long long)sj_int(b, "numa", -1),
+				(long long)sj_int(b, "threads", 1));
+		}
+	}
+	fprintf(f, "</table>\n</section>\n");
+}
+
+/* sacct -P's table, or its comment line when accounting is off. */
+static void section_resources(FILE *f, const struct run_report *rep)
+{
+	const char *p = rep->sacct;
+
+	fprintf(f, "<section id=\"resources\"><h2>Resources requested and used</h2>\n");
+	if (!p) {
+		fprintf(f, "<p>No metrics/sacct.csv.</p></section>\n");
+		return;
+	}
+	if (*p == '#') {
+		fprintf(f, "<p>");
+		put_escaped(f, p + 2);
+		fprintf(f, "</p></section>\n");
+		return;
+	}
+	fprintf(f, "<table class=\"sacct\">\n");
+	for (int row = 0; *p; row++) {
+		size_t len = strcspn(p, "\n");
+		const char *cell = p, *end = p + len;
+
+		fprintf(f, "<tr>");
+		while (cell <= end) {
+			size_t cl = strcspn(cell, "|\n");
+			char buf[256];
+
+			if (cell + cl > end)
+				cl = (size_t)(end - cell);
+			snprintf(buf, sizeof buf, "%.*s", (int)cl, cell);
+			fprintf(f, row ? "<td>" : "<th>");
+			put_escaped(f, buf);
+			fprintf(f, row ? "</td>" : "</th>");
+			cell += cl + 1;
+		}
+		fprintf(f, "</tr>\n");
+		p = *end ? end + 1 : end;
+	}
+	fprintf(f, "</table>\n</section>\n");
+}
+
+static const char style[] =
+	"body{font-family:sans-serif;margin:2em;max-width:60em;color:#222}"
+	"h1{font-size:1.4em}h2{font-size:1.2em;border-bottom:1px solid #ccc}h3{font-size:1em}"
+	"table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:2px 6px}"
+	"th{background:#f0f0f0}.frame{fill:#fff;stroke:#888}.grid{stroke:#eee}"
+	".tick{font-size:11px;fill:#555}.label{font-size:12px;fill:#222}"
+	"polyline{stroke-width:1.5}.restart-marker line{stroke:#d62728;stroke-dasharray:4 3}"
+	".restart-marker text{font-size:11px;fill:#d62728}.checkpoint{fill:#2ca02c}"
+	".straggler{color:#d62728;font-weight:bold}.problems{color:#a00}";
+
+int report_write_html(const struct run_report *rep, FILE *f)
+{
+	const char *name = strrchr(rep->dir, '/');
+
+	name = name && name[1] ? name + 1 : rep->dir;
+	errno = 0;
+	fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>");
+	put_escaped(f, name);
+	fprintf(f, " - stork report</title>\n<style>%s</style>\n</head>\n<body>\n<h1>", style);
+	put_escaped(f, name);
+	fprintf(f, "</h1>\n<p class=\"meta\">Run directory ");
+	put_escaped(f, rep->dir);
+	fprintf(f, "; job ");
+	put_escaped(f, json_text(rep->exit_info, "job_id", "?"));
+	fprintf(f, "; %zu step(s), %d rank(s).</p>\n", rep->train_loss.n, rep->nranks);
+	if (rep->problems[0]) {
+		fprintf(f, "<pre class=\"problems\">");
+		put_escaped(f, rep->problems);
+		fprintf(f, "</pre>\n");
+	}
+	section_outcome(f, rep);
+	section_loss(f, rep);
+	section_ranks(f, rep);
+	section_checkpoints(f, rep);
+	section_layout(f, rep);
+	section_resources(f, rep);
+	fprintf(f, "</body>\n</html>\n");
+	return ferror(f) ? -1 : 0;
+}
