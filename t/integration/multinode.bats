@@ -311,6 +311,23 @@ back_on_n1() {
 	[[ "$output" == *"requeues: 1;"* ]]
 }
 
+@test "run.max_gpu_hours below the allocation's cost: exit 3 naming both numbers, no run directory; at or above it the run trains" {
+	# 2 nodes x 2 cores x 10 minutes = 0.67 core-hours
+	RUN_ARGS="run.max_gpu_hours=0.5" two_node_script budget pmix --time=10
+	run sbatch_wait budget.sh
+	cat budget.out
+	[ "$status" -ne 0 ]
+	grep -q 'run.max_gpu_hours is 0.5 but job [0-9]*.s allocation costs 0.67 core-hours if it runs to its limit (2 node(s) x 2 cores x 0.17 h)' budget.out
+	[ "$(grep -c 'run.max_gpu_hours is 0.5' budget.out)" -eq 2 ] # each node's launcher refuses
+	grep -q 'Exited with exit code 3' budget.out
+	[ ! -e runs ] || [ -z "$(ls -A runs)" ]
+	RUN_ARGS="run.max_gpu_hours=0.7 train.steps=2" two_node_script budget2 pmix --time=10
+	run sbatch_wait budget2.sh
+	cat budget2.out
+	[ "$status" -eq 0 ]
+	grep -q '"reason": "completed"' runs/budget2__job=*__task=0/exit_info.json
+}
+
 @test "one query for the job's end time: launcher 0's answer reaches every node through the rendezvous" {
 	sed -i 's/steps: 50/steps: 1000/' run.yaml
 	two_node_script end pmix --time=4 --requeue --open-mode=append
