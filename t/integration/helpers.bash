@@ -78,3 +78,18 @@ nodes_idle() {
 	out=$(sinfo -h -N -o '%N %t' | sort -u)
 	[[ "$out" == $'n1 idle\nn2 idle' ]] || { echo "nodes: $out" >&2; return 1; }
 }
+
+# wait_sacct_states JOB "STATE..." SECONDS: until slurmdbd's records of the
+# job (each run of it: sacct -D) have these states in order; it receives
+# them from slurmctld a moment after the job ends.
+wait_sacct_states() {
+	local job=$1 want=$2 got=""
+	local deadline=$((SECONDS + $3))
+	while ((SECONDS < deadline)); do
+		got=$(sacct -j "$job" -D -X -n -P --format=State | tr '\n' ' ')
+		[[ "${got% }" == "$want" ]] && return 0
+		sleep 1
+	done
+	echo "job $job: sacct states '${got% }', expected '$want'" >&2
+	return 1
+}

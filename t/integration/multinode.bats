@@ -64,8 +64,12 @@ two_node_job() {
 	[ -s "$DIR/exit_info.node-001.json" ]
 	[ "$(readlink "$DIR/checkpoints/latest")" = step_00000050 ]
 	[ "$(head -1 "$DIR/metrics/summary.csv")" = "metric,minute,count,p50,p95,mean" ]
-	# the test cluster keeps no accounting: sacct.csv says so in one line
-	grep -q '^# no accounting for job [0-9]*: ' "$DIR/metrics/sacct.csv"
+	# the job's row from slurmdbd, with what it was given (2 nodes x 2 cores)
+	job=${DIR##*__job=}
+	job=${job%%__*}
+	cat "$DIR/metrics/sacct.csv"
+	[ "$(head -1 "$DIR/metrics/sacct.csv")" = "JobID|State|Elapsed|MaxRSS|ReqMem|AllocTRES|ExitCode" ]
+	grep -Eq "^$job\|RUNNING\|[^|]*\|[^|]*\|[^|]*\|[^|]*cpu=4,[^|]*node=2\|" "$DIR/metrics/sacct.csv"
 	# Every JSON file both nodes left, with the fields stork(1) documents:
 	# exit_info.json and each node's two, slurm_env.json, three provenance
 	# files, manifest and state of steps 25 and 50.

@@ -56,6 +56,10 @@ reference() {
 	grep -q '=== restart 1 (job '"$job"') ===' "$dir/logs/rank-000.log"
 	grep -q '=== restart 1' "$dir/logs/rank-001.log"
 	diff <(losses "$REF") <(losses "$dir")
+	# accounting (slurmdbd): the job ran twice, REQUEUED then COMPLETED,
+	# and the run's sacct.csv holds its row with what it was given
+	wait_sacct_states "$job" "REQUEUED COMPLETED" 30
+	grep -Eq "^$job\|RUNNING\|[^|]*\|[^|]*\|[^|]*\|[^|]*cpu=2,[^|]*node=1\|" "$dir/metrics/sacct.csv"
 	nodes_idle
 }
 
