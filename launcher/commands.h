@@ -20,5 +20,6 @@ int cmd_prep(int argc, char **argv);  /* launcher/prep.c */
 int cmd_bench(int argc, char **argv); /* launcher/bench.c */
 int cmd_bench_launch(int argc, char **argv); /* launcher/bench_launch.c */
 int cmd_report(int argc, char **argv); /* launcher/report.c */
+int cmd_bench_report(int argc, char **argv); /* launcher/bench_report.c */
 
 #endif
