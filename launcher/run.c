@@ -16,6 +16,7 @@
 #include "config.h"
 #include "launcher/commands.h"
 #include "launcher/programs.h"
+#include "launcher/notify.h"
 #include "launcher/run_metrics.h"
 
 #include "lib/atomic_file.h"
@@ -635,8 +636,21 @@ static int restartable(int code)
  * with the first). Each attempt resumes from the latest checkpoint; a
  * stop signal (preemption) ends the restarts.
  */
+/* The notification of how an attempt ended (launcher 0's summary). */
+static void notify_end(struct notify *nt, int code, int restarting, const struct daemon_result *res,
+		       const struct exit_info *sum)
+{
+	const char *event = restarting ? "restarted" :
+			    code == STORK_EXIT_OK ? "completed" :
+			    code == STORK_EXIT_PREEMPTED || code == STORK_EXIT_TIMEOUT ||
+					    code == STORK_EXIT_NODE_LOST ? "preempted" : "failed";
+
+	notify_event(nt, event, res->v ? sj_int(res->v, "last_step", -1) : -1,
+		     sum->reason ? sum->reason : exit_reason_name(code), sum->message);
+}
+
 static int attempts(const struct stork_config *cfg, const struct layout *l, const char *storkd, const char *run_dir,
-		    const char *config_path, const char *nranks, const char *job_end)
+		    const char *config_path, const char *nranks, const char *job_end, struct notify *nt)
 {
 	struct exit_info *failed = calloc((size_t)cfg->restart.max_restarts + 1, sizeof *failed);
 	struct exit_attempt a = { .restarts = failed };
@@ -671,6 +685,8 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 		restarting = restartable(code) && a.attempt < cfg->restart.max_restarts &&
 			     !atomic_load(&stop_forwarded);
 		code = finish(run_dir, l, code, &res, pid, sig, &a, restarting, &failed[a.nrestarts]);
+		if (l->index == 0)
+			notify_end(nt, code, restarting, &res, &failed[a.nrestarts]);
 		if (res.v)
 			json_decref(res.v);
 		if (!restarting)
@@ -683,6 +699,24 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 	return code;
 }
 
+/* "started", at the step of the checkpoint the run resumes from (0: none). */
+static void notify_started(struct notify *nt, const char *run_dir)
+{
+	char path[4200], target[256], message[300] = "a new run";
+	long long step = 0;
+	ssize_t len;
+
+	if (!nt)
+		return;
+	if (path_join(path, sizeof path, run_dir, "checkpoints/latest") == 0 &&
+	    (len = readlink(path, target, sizeof target - 1)) > 0) {
+		target[len] = '\0';
+		sscanf(target, "step_%lld", &step);
+		snprintf(message, sizeof message, "resuming from checkpoint %s", target);
+	}
+	notify_event(nt, "started", step, "", message);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_options o;
@@ -690,6 +724,7 @@ int cmd_run(int argc, char **argv)
 	struct layout l;
 	char run_dir[4096], storkd[4096], err[1024], config_path[4200];
 	char nranks[16], job_end[24] = "";
+	struct notify *nt = NULL;
 	int code;
 
 	if (parse_run_options(argc, argv, &o) < 0)
@@ -729,7 +764,12 @@ int cmd_run(int argc, char **argv)
 		snprintf(nranks, sizeof nranks, "%d", l.local_ranks);
 	else
 		snprintf(nranks, sizeof nranks, "auto");
-	code = attempts(&cfg, &l, storkd, run_dir, config_path, nranks, job_end);
+	if (l.index == 0) {
+		nt = notify_open(&cfg, run_dir);
+		notify_started(nt, run_dir);
+	}
+	code = attempts(&cfg, &l, storkd, run_dir, config_path, nranks, job_end, nt);
+	notify_close(nt);
 out:
 	config_free(&cfg);
 	free(o.overrides);

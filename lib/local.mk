@@ -20,7 +20,8 @@ lib_libstork_la_SOURCES = \
 	lib/exit_info.c lib/exit_info.h \
 	lib/env_number.c lib/env_number.h \
 	lib/bounded.c lib/bounded.h \
-	lib/metrics_rollup.c lib/metrics_rollup.h
+	lib/metrics_rollup.c lib/metrics_rollup.h \
+	lib/url.c lib/url.h
 lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS) $(JANSSON_CFLAGS)
 lib_libstork_la_LIBADD = $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 

@@ -14,6 +14,7 @@
  */
 #include "config.h"
 #include "lib/stork_config.h"
+#include "lib/url.h"
 
 #include <errno.h>
 #include <float.h>
@@ -44,6 +45,7 @@ enum key_type {
 #define LO_OPEN 2u
 #define HI_OPEN 4u
 #define MIN1 8u
+#define REDACT 16u      /* K_STR holding a URL: written without its path and query */
 
 struct enum_name {
 	const char *name;
@@ -75,6 +77,10 @@ static const struct enum_name precisions[] = {
 static const struct enum_name nonfinite_actions[] = {
 	{ "stop", STORK_NONFINITE_STOP }, { "skip", STORK_NONFINITE_SKIP },
 	{ "rollback", STORK_NONFINITE_ROLLBACK }, { NULL, 0 },
+};
+static const struct enum_name notify_events[] = {
+	{ "started", 0 }, { "preempted", 1 }, { "restarted", 2 }, { "failed", 3 }, { "completed", 4 },
+	{ NULL, 0 },
 };
 static const struct enum_name signals[] = {
 	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { NULL, 0 },
@@ -235,12 +241,21 @@ static const struct key keys[] = {
 	{ .path = "parallel.zero", .off = OFF(parallel.zero),
 	  .type = K_INT, .lo = 0, .hi = 1,
 	  .dflt = "0", .help = "0 = all-reduce, 1 = ZeRO-1" },
+	{ .path = "notify.url", .off = OFF(notify.url),
+	  .type = K_STR, .flags = EMPTY_OK | REDACT,
+	  .dflt = "\"\"", .help = "http(s) URL run events are POSTed to (or STORK_NOTIFY_URL); empty: none" },
+	{ .path = "notify.events", .off = OFF(notify.events),
+	  .type = K_GLOBS, .names = notify_events,
+	  .dflt = "[started, preempted, restarted, failed, completed]", .help = "the events that are sent" },
+	{ .path = "notify.timeout", .off = OFF(notify.timeout),
+	  .type = K_DOUBLE, .lo = 0, .hi = 300, .flags = LO_OPEN,
+	  .dflt = "5", .help = "seconds per delivery attempt (three attempts)" },
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 
 static const char *const sections[] = {
-	"run", "model", "data", "train", "checkpoint", "preempt", "restart", "parallel", NULL,
+	"run", "model", "data", "train", "checkpoint", "preempt", "restart", "parallel", "notify", NULL,
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -346,6 +361,13 @@ static void expected(const struct key *k, char *buf, size_t len)
 					 i ? ", " : "", k->names[i].name);
 		break;
 	case K_GLOBS:
+		if (k->names) {
+			used = snprintf(buf, len, "a list of ");
+			for (int i = 0; k->names[i].name; i++)
+				used += snprintf(buf + used, used < len ? len - used : 0, "%s%s",
+						 i ? ", " : "", k->names[i].name);
+			break;
+		}
 		snprintf(buf, len, "a glob or a list of globs%s", k->flags & MIN1 ? " (at least one)" : "");
 		break;
 	}
@@ -542,6 +564,21 @@ static int apply_globs(const struct key *k, struct stork_globs *dst, const struc
 		return fail(err, errlen, "%s: %s: expected at least one glob, got an empty list",
 			    val->where, k->path);
 done:
+	/* a list of names (notify.events): each one known */
+	for (size_t i = 0; k->names && i < g.n; i++) {
+		int known = 0;
+		char what[256];
+
+		for (int j = 0; k->names[j].name; j++)
+			known |= !strcmp(g.v[i], k->names[j].name);
+		if (!known) {
+			expected(k, what, sizeof what);
+			fail(err, errlen, "%s: %s: unknown name '%s': expected %s", val->where, k->path,
+			     g.v[i], what);
+			globs_free(&g);
+			return -1;
+		}
+	}
 	globs_free(dst);
 	*dst = g;
 	return 0;
@@ -1062,6 +1099,13 @@ static void put_value(FILE *f, const struct stork_config *c, const struct key *k
 	switch (k->type) {
 	case K_STR:
 	case K_NAME:
+		if (k->flags & REDACT) {
+			char shown[512];
+
+			url_redact(*(char *const *)p ? *(char *const *)p : "", shown, sizeof shown);
+			put_quoted(f, shown);
+			break;
+		}
 		put_quoted(f, *(char *const *)p ? *(char *const *)p : "");
 		break;
 	case K_AUTO_INT:

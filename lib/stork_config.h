@@ -126,6 +126,11 @@ struct stork_config {
 		int max_restarts;           /* storkd restarts inside the job after a failure */
 	} restart;
 	struct {
+		char *url;                  /* where run events are POSTed; "" = nowhere */
+		struct stork_globs events;  /* started, preempted, restarted, failed, completed */
+		double timeout;             /* seconds per delivery attempt */
+	} notify;
+	struct {
 		int local_ranks;            /* 0 = auto */
 		int tensor;
 		int pipeline;

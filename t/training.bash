@@ -160,3 +160,33 @@ check_report_html() {
 	echo "$png: $colours"
 	[ "${colours%% *}" -gt 100 ]
 }
+
+# start_webhook LOG [--sleep S] [--status N]: a web hook receiver on a free
+# port of 127.0.0.1 that appends each POST body to LOG as one line; sets
+# HOOK_URL. It ends by itself after 15 minutes at the latest.
+start_webhook() {
+	local log=$1 portfile i
+	shift
+	portfile=$(mktemp -u)
+	timeout 900 python3 "$abs_top_srcdir/t/tools/webhook.py" "$portfile" "$log" "$@" &
+	HOOK_PID=$!
+	for ((i = 0; i < 100; i++)); do
+		[[ -s "$portfile" ]] && break
+		sleep 0.1
+	done
+	[[ -s "$portfile" ]] || { echo "the web hook receiver did not start" >&2; return 1; }
+	HOOK_URL="http://127.0.0.1:$(cat "$portfile")/hooks/T000/B000/secret-token?x=1"
+	rm -f "$portfile"
+}
+
+# check_events LOG EVENT...: LOG holds exactly these events, in this order,
+# each a JSON document with every field of a notification.
+check_events() {
+	local log=$1
+	shift
+	cat "$log"
+	[ "$(jq -r .event "$log" | tr '\n' ' ')" = "$* " ] || return 1
+	jq -e 'has("event") and has("run") and has("job") and has("requeue") and has("step") and
+		has("reason") and has("message") and has("host") and has("run_dir") and has("time") and
+		(.text | type == "string" and startswith("stork: run "))' "$log" >/dev/null
+}

@@ -37,10 +37,11 @@ reference() {
 	[ "$(losses "$REF" | wc -l)" -eq "${1:-150}" ]
 }
 
-@test "scancel --signal=USR1 mid-run: requeued, resumed, completed, losses bit-identical" {
+@test "scancel --signal=USR1 mid-run: requeued, resumed, completed, losses bit-identical; the web hook hears started, preempted, started, completed" {
 	reference
 	job_script pre --requeue
-	job=$(submit pre.sh)
+	start_webhook hook.log
+	job=$(STORK_NOTIFY_URL=$HOOK_URL submit pre.sh)
 	dir=$(run_dir pre "$job")
 	wait_job_state "$job" RUNNING 60
 	wait_step "$dir" 20 120
@@ -60,6 +61,17 @@ reference() {
 	# and the run's sacct.csv holds its row with what it was given
 	wait_sacct_states "$job" "REQUEUED COMPLETED" 30
 	grep -Eq "^$job\|RUNNING\|[^|]*\|[^|]*\|[^|]*\|[^|]*cpu=2,[^|]*node=1\|" "$dir/metrics/sacct.csv"
+	# notifications (STORK_NOTIFY_URL through sbatch's environment)
+	kill "$HOOK_PID"
+	check_events hook.log started preempted started completed
+	[ "$(jq -r 'select(.event == "preempted") | .reason' hook.log)" = preempted_requeued ]
+	[ "$(jq -r 'select(.event == "preempted") | .step' hook.log)" = "$(jq -r 'select(.event == "started") | .step' hook.log | tail -1)" ]
+	[ "$(jq -r .job hook.log | sort -u)" = "$job" ]
+	[ "$(jq -r .requeue hook.log | tr '\n' ' ')" = "0 0 1 1 " ]
+	[ "$(jq -r 'select(.event == "completed") | .step' hook.log)" = 150 ]
+	# the hook's secret (path and query) is nowhere in the run's files
+	run grep -rl 'secret-token' "$dir" pre.out
+	[ "$status" -eq 1 ]
 	nodes_idle
 }
 

@@ -199,3 +199,43 @@ setup() {
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"cannot write /nonexistent/r.html: No such file or directory (choose another file with -o)"* ]]
 }
+
+@test "notifications: a receiver that is down, asleep or answers 404 costs the run a log line, never the run; the URL's secret is never shown" {
+	# down: nothing listens on port 1
+	run "$STORK" run tiny.yaml --set run.name=down --set train.steps=4 \
+		--set notify.url=http://127.0.0.1:1/hooks/secret-token
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"notify: the 'started' event was not delivered to http://127.0.0.1:1/<redacted>: Could"*"connect to server"* ]]
+	[[ "$output" == *"completed 4 steps"* ]]
+	# asleep 30 s before each answer: each try gives up after notify.timeout
+	# (1 s), and the launcher waits at most that long for the last event
+	start_webhook asleep.log --sleep 30
+	t0=$SECONDS
+	run "$STORK" run tiny.yaml --set run.name=asleep --set train.steps=4 --set notify.url="$HOOK_URL" \
+		--set notify.timeout=1
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"completed 4 steps"* ]]
+	[[ "$output" == *"notify: "*"not delivered to http://127.0.0.1:"*"/<redacted>"* ]]
+	echo "run with a sleeping receiver: $((SECONDS - t0)) s"
+	((SECONDS - t0 < 25))
+	kill "$HOOK_PID"
+	# 404: the hook is wrong; one try per event, no retries
+	start_webhook gone.log --status 404
+	run "$STORK" run tiny.yaml --set run.name=gone --set train.steps=4 --set notify.url="$HOOK_URL" \
+		--set 'notify.events=[started, completed, failed]'
+	kill "$HOOK_PID"
+	[ "$status" -eq 0 ]
+	check_events gone.log started completed
+	[[ "$output" == *"notify: the 'started' event was not delivered to http://127.0.0.1:"*"/<redacted>: HTTP status 404"* ]]
+	# the secret part of the URLs is nowhere: output, logs, resolved config
+	[[ "$output" != *secret-token* ]]
+	run grep -rl 'secret-token' runs
+	[ "$status" -eq 1 ]
+	grep -q 'url: "http://127.0.0.1:[0-9]*/<redacted>"' runs/gone__job=local__task=0/config/stork.yaml
+	# an unknown event is a configuration error naming the key
+	run "$STORK" run tiny.yaml --set 'notify.events=[started, finished]'
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"notify.events: unknown name 'finished': expected a list of started, preempted, restarted, failed, completed"* ]]
+}

@@ -1,0 +1,26 @@
+/*
+ * lib/url.h - the little Stork needs to know about URLs without a URL
+ * library: whether a configured string is one, and how to show it without
+ * its secret.
+ *
+ * Web hooks (Slack, Mattermost, most CI and chat services) carry their
+ * credential in the path or query ("https://hooks.slack.com/services/T0/B0/
+ * XXXX"); data URLs may carry a user and password. Logs, the resolved
+ * configuration and provenance show only the scheme and host.
+ */
+#ifndef STORK_URL_H
+#define STORK_URL_H
+
+#include <stddef.h>
+
+/* Whether s starts with http:// or https:// (case-insensitive). */
+int url_is_http(const char *s);
+
+/*
+ * url with its user information, path and query replaced:
+ * "https://hooks.example.org/<redacted>". A string that is not a URL is
+ * copied as it is; an empty one stays empty.
+ */
+void url_redact(const char *url, char *out, size_t len);
+
+#endif
