@@ -169,12 +169,14 @@ start_webhook() {
 	shift
 	portfile=$(mktemp -u)
 	timeout 900 python3 "$abs_top_srcdir/t/tools/webhook.py" "$portfile" "$log" "$@" &
+	# shellcheck disable=SC2034 # HOOK_PID and HOOK_URL are for the tests
 	HOOK_PID=$!
 	for ((i = 0; i < 100; i++)); do
 		[[ -s "$portfile" ]] && break
 		sleep 0.1
 	done
 	[[ -s "$portfile" ]] || { echo "the web hook receiver did not start" >&2; return 1; }
+	# shellcheck disable=SC2034
 	HOOK_URL="http://127.0.0.1:$(cat "$portfile")/hooks/T000/B000/secret-token?x=1"
 	rm -f "$portfile"
 }
