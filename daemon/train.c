@@ -25,6 +25,8 @@
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
 #include "lib/slurm_job.h"
+#include "lib/stage_path.h"
+#include "lib/url.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -348,12 +350,47 @@ static int bind_rank(struct rank *r)
 	return choose_device(r);
 }
 
+/*
+ * The shard patterns to open: the configured globs, each URL replaced by
+ * the file its launcher staged it as (launcher/stage.c). NULL when out of
+ * memory or a path does not fit.
+ */
+static char **local_globs(const struct stork_config *c, const struct stork_globs *g)
+{
+	char dir[4096], path[4096], **v = calloc(g->n + 1, sizeof *v);
+
+	if (!v || stage_dir_resolve(c->data.stage_dir, dir, sizeof dir) < 0)
+		goto fail;
+	for (size_t i = 0; i < g->n; i++) {
+		if (!url_is_http(g->v[i]))
+			v[i] = strdup(g->v[i]);
+		else if (stage_local_path(dir, g->v[i], path, sizeof path) == 0)
+			v[i] = strdup(path);
+		if (!v[i])
+			goto fail;
+	}
+	return v;
+fail:
+	for (size_t i = 0; v && i < g->n; i++)
+		free(v[i]);
+	free(v);
+	return NULL;
+}
+
+static void free_globs(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
 static int open_data(struct rank *r)
 {
 	const struct stork_config *c = r->cfg;
+	char **train = local_globs(c, &c->data.train), **val = local_globs(c, &c->data.val);
 	struct data_config dc = {
 		.key = "data.train",
-		.globs = (const char *const *)c->data.train.v,
+		.globs = (const char *const *)train,
 		.nglobs = (int)c->data.train.n,
 		.batch_size = c->train.batch_size,
 		.seq_len = c->train.seq_len,
@@ -364,22 +401,28 @@ static int open_data(struct rank *r)
 		.vocab_size = c->model.vocab_size,
 		.prefetch = c->data.prefetch,
 	};
-	int rc;
+	int rc = 0;
 
+	if (!train || !val) {
+		free_globs(train, c->data.train.n);
+		free_globs(val, c->data.val.n);
+		return fail(r, STORK_EXIT_INTERNAL, "out of memory (or a path too long) for the data shards");
+	}
 	rc = data_open(&r->train, &dc, r->err, sizeof r->err);
-	if (rc)
-		return fail(r, rc, r->err);
-	data_get_position(r->train, &r->data_start);
-	if (c->data.val.n > 0 && c->train.val_every > 0) {
+	if (rc == 0)
+		data_get_position(r->train, &r->data_start);
+	if (rc == 0 && c->data.val.n > 0 && c->train.val_every > 0) {
 		dc.key = "data.val";
-		dc.globs = (const char *const *)c->data.val.v;
+		dc.globs = (const char *const *)val;
 		dc.nglobs = (int)c->data.val.n;
 		dc.shuffle = 0;
 		dc.prefetch = 0; /* rewound before every evaluation */
 		rc = data_open(&r->val, &dc, r->err, sizeof r->err);
-		if (rc)
-			return fail(r, rc, r->err);
 	}
+	free_globs(train, c->data.train.n);
+	free_globs(val, c->data.val.n);
+	if (rc)
+		return fail(r, rc, r->err);
 	r->inputs = malloc(sizeof(int) * (size_t)c->train.batch_size * (size_t)c->train.seq_len);
 	r->targets = malloc(sizeof(int) * (size_t)c->train.batch_size * (size_t)c->train.seq_len);
 	if (!r->inputs || !r->targets)

@@ -7,12 +7,12 @@ launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
 	launcher/programs.c launcher/programs.h \
 	launcher/run.c launcher/run_metrics.c launcher/run_metrics.h \
 	launcher/report.c launcher/report.h launcher/report_data.c launcher/report_html.c \
-	launcher/notify.c launcher/notify.h \
+	launcher/notify.c launcher/notify.h launcher/stage.c launcher/stage.h \
 	launcher/prep.c launcher/prep.h \
 	launcher/bench.c launcher/bench_launch.c launcher/bench_report.c \
 	launcher/bench_util.c launcher/bench_util.h
-launcher_stork_CPPFLAGS = $(AM_CPPFLAGS) -DSTORK_PKGLIBEXECDIR='"$(pkglibexecdir)"' $(CURL_CFLAGS)
-launcher_stork_LDADD = lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS) $(CURL_LIBS)
+launcher_stork_CPPFLAGS = $(AM_CPPFLAGS) -DSTORK_PKGLIBEXECDIR='"$(pkglibexecdir)"' $(CURL_CFLAGS) $(CRYPTO_CFLAGS)
+launcher_stork_LDADD = lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)
 
 # stork-engine: stork bench train|checkpoint|comm, stork check and stork
 # export, with the training engine (launcher/engine/). Started by stork

@@ -17,6 +17,7 @@
 #include "launcher/commands.h"
 #include "launcher/programs.h"
 #include "launcher/notify.h"
+#include "launcher/stage.h"
 #include "launcher/run_metrics.h"
 
 #include "lib/atomic_file.h"
@@ -699,6 +700,26 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 	return code;
 }
 
+/*
+ * Data staging failed before storkd started (a 404, a wrong sha256, a
+ * certificate): the run ends with exit_info saying so, as if storkd had
+ * reported it, and the notification.
+ */
+static int staging_failed(const char *run_dir, const struct layout *l, int code, const char *why,
+			  struct notify *nt)
+{
+	struct daemon_result res = { .have = 1 };
+	struct exit_attempt a = { 0 };
+	struct exit_info sum;
+
+	res.v = json_pack("{s:i, s:i, s:o}", "exit_code", code, "last_step", -1, "message", sj_text(why));
+	code = finish(run_dir, l, code, &res, 0, 0, &a, 0, &sum);
+	if (l->index == 0)
+		notify_end(nt, code, 0, &res, &sum);
+	json_decref(res.v);
+	return code;
+}
+
 /* "started", at the step of the checkpoint the run resumes from (0: none). */
 static void notify_started(struct notify *nt, const char *run_dir)
 {
@@ -768,7 +789,13 @@ int cmd_run(int argc, char **argv)
 		nt = notify_open(&cfg, run_dir);
 		notify_started(nt, run_dir);
 	}
-	code = attempts(&cfg, &l, storkd, run_dir, config_path, nranks, job_end, nt);
+	code = stage_data(&cfg, err, sizeof err);
+	if (code) {
+		stork_error("%s", err);
+		code = staging_failed(run_dir, &l, code, err, nt);
+	} else {
+		code = attempts(&cfg, &l, storkd, run_dir, config_path, nranks, job_end, nt);
+	}
 	notify_close(nt);
 out:
 	config_free(&cfg);

@@ -21,7 +21,8 @@ lib_libstork_la_SOURCES = \
 	lib/env_number.c lib/env_number.h \
 	lib/bounded.c lib/bounded.h \
 	lib/metrics_rollup.c lib/metrics_rollup.h \
-	lib/url.c lib/url.h
+	lib/url.c lib/url.h \
+	lib/stage_path.c lib/stage_path.h
 lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS) $(JANSSON_CFLAGS)
 lib_libstork_la_LIBADD = $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 

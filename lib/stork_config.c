@@ -45,7 +45,8 @@ enum key_type {
 #define LO_OPEN 2u
 #define HI_OPEN 4u
 #define MIN1 8u
-#define REDACT 16u      /* K_STR holding a URL: written without its path and query */
+#define REDACT 16u      /* URLs written without their secret: K_STR without path and
+                         * query (a web hook), K_GLOBS without user and query (data) */
 
 struct enum_name {
 	const char *name;
@@ -134,10 +135,10 @@ static const struct key keys[] = {
 	  .type = K_U64,
 	  .dflt = "1337", .help = "initialisation and data order" },
 	{ .path = "data.train", .off = OFF(data.train),
-	  .type = K_GLOBS, .flags = MIN1,
+	  .type = K_GLOBS, .flags = MIN1 | REDACT,
 	  .dflt = "[\"data/*_train.bin\"]", .help = "llm.c token shards (globs)" },
 	{ .path = "data.val", .off = OFF(data.val),
-	  .type = K_GLOBS,
+	  .type = K_GLOBS, .flags = REDACT,
 	  .dflt = "[\"data/*_val.bin\"]", .help = "validation shards; [] = no validation" },
 	{ .path = "data.shuffle", .off = OFF(data.shuffle),
 	  .type = K_BOOL,
@@ -145,6 +146,24 @@ static const struct key keys[] = {
 	{ .path = "data.prefetch", .off = OFF(data.prefetch),
 	  .type = K_BOOL,
 	  .dflt = "true", .help = "read the next batch while the step computes" },
+	{ .path = "data.stage_dir", .off = OFF(data.stage_dir),
+	  .type = K_STR, .flags = EMPTY_OK,
+	  .dflt = "\"\"", .help = "where each node stages URL shards; empty: $SLURM_TMPDIR, else /tmp/stork-USER/JOB" },
+	{ .path = "data.sha256", .off = OFF(data.sha256),
+	  .type = K_STR, .flags = EMPTY_OK,
+	  .dflt = "\"\"", .help = "sha256sum-style manifest the staged shards must match; empty: none" },
+	{ .path = "data.ca_file", .off = OFF(data.ca_file),
+	  .type = K_STR, .flags = EMPTY_OK,
+	  .dflt = "\"\"", .help = "CA certificates (PEM) for https URLs; empty: the system's" },
+	{ .path = "data.netrc", .off = OFF(data.netrc),
+	  .type = K_STR, .flags = EMPTY_OK,
+	  .dflt = "\"\"", .help = "netrc file with the URLs' credentials; empty: ~/.netrc when it exists" },
+	{ .path = "data.token_env", .off = OFF(data.token_env),
+	  .type = K_STR, .flags = EMPTY_OK,
+	  .dflt = "\"\"", .help = "environment variable holding a bearer token for the URLs; empty: none" },
+	{ .path = "data.downloads", .off = OFF(data.downloads),
+	  .type = K_INT, .lo = 1, .hi = 64,
+	  .dflt = "4", .help = "parallel downloads per node when staging" },
 	{ .path = "train.batch_size", .off = OFF(train.batch_size),
 	  .type = K_INT, .lo = 1, .hi = BIG,
 	  .dflt = "4", .help = "sequences per rank per micro-step" },
@@ -1001,8 +1020,31 @@ void config_free(struct stork_config *c)
 
 /* ------------------------------------------------------------ validation */
 
+/* Credentials never come from the YAML: a URL with user:password@ is refused. */
+static int check_data_urls(const struct stork_config *c, const char *key,
+			   const struct stork_globs *g, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		char shown[512];
+
+		if (!url_has_userinfo(g->v[i]))
+			continue;
+		url_public(g->v[i], shown, sizeof shown);
+		/* an override's origin quotes its value, the password with it */
+		return fail(err, errlen, "%s: %s: %s carries a user and password; credentials do not "
+			    "belong in the configuration: use data.netrc or data.token_env",
+			    strncmp(config_origin(c, key), "override", 8) ? config_origin(c, key) :
+									    "an override (--set)",
+			    key, shown);
+	}
+	return 0;
+}
+
 int config_validate(struct stork_config *c, char *err, size_t errlen)
 {
+	if (check_data_urls(c, "data.train", &c->data.train, err, errlen) < 0 ||
+	    check_data_urls(c, "data.val", &c->data.val, err, errlen) < 0)
+		return -1;
 	if (c->model.channels % c->model.heads)
 		return fail(err, errlen, "%s: model.heads: %d does not divide model.channels = %d (%s); "
 			    "choose heads that divide channels", config_origin(c, "model.heads"),
@@ -1137,9 +1179,13 @@ static void put_value(FILE *f, const struct stork_config *c, const struct key *k
 
 		fputc('[', f);
 		for (size_t i = 0; i < g->n; i++) {
+			char shown[4096];
+
 			if (i)
 				fputs(", ", f);
-			put_quoted(f, g->v[i]);
+			if (k->flags & REDACT)
+				url_public(g->v[i], shown, sizeof shown);
+			put_quoted(f, k->flags & REDACT ? shown : g->v[i]);
 		}
 		fputc(']', f);
 		break;

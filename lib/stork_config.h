@@ -89,6 +89,12 @@ struct stork_config {
 		struct stork_globs val;
 		bool shuffle;
 		bool prefetch;
+		char *stage_dir;            /* "" = $SLURM_TMPDIR or /tmp/stork-USER/JOB */
+		char *sha256;               /* manifest of the staged shards; "" = none */
+		char *ca_file;              /* "" = the system's CA store */
+		char *netrc;                /* "" = ~/.netrc if any */
+		char *token_env;            /* variable holding a bearer token; "" = none */
+		int downloads;              /* parallel transfers per node */
 	} data;
 	struct {
 		int batch_size;             /* sequences per rank per micro-step */

@@ -32,3 +32,34 @@ void url_redact(const char *url, char *out, size_t len)
 	snprintf(out, len, "%.*s%.*s%s", (int)(strstr(url, "://") + 3 - url), url, (int)(end - host),
 		 host, *end && strcmp(end, "/") ? "/<redacted>" : "");
 }
+
+int url_has_userinfo(const char *url)
+{
+	const char *host, *end;
+
+	if (!url_is_http(url))
+		return 0;
+	host = strstr(url, "://") + 3;
+	end = host + strcspn(host, "/?#");
+	return memchr(host, '@', (size_t)(end - host)) != NULL;
+}
+
+void url_public(const char *url, char *out, size_t len)
+{
+	const char *host, *hend, *at, *q;
+
+	if (!len)
+		return;
+	if (!url_is_http(url)) {
+		snprintf(out, len, "%s", url ? url : "");
+		return;
+	}
+	host = strstr(url, "://") + 3;
+	hend = host + strcspn(host, "/?#");
+	at = memchr(host, '@', (size_t)(hend - host));
+	if (at)
+		host = at + 1;
+	q = hend + strcspn(hend, "?#");
+	snprintf(out, len, "%.*s%.*s%s", (int)(strstr(url, "://") + 3 - url), url, (int)(q - host), host,
+		 *q ? "?<redacted>" : "");
+}

@@ -23,4 +23,14 @@ int url_is_http(const char *s);
  */
 void url_redact(const char *url, char *out, size_t len);
 
+/*
+ * url as logs may show a data URL: without user information and query
+ * (a presigned object-store URL keeps its signature there), the path kept
+ * since it names the shard: "https://data.example.org/shards/x.bin?<redacted>".
+ */
+void url_public(const char *url, char *out, size_t len);
+
+/* Whether url carries user information (user:password@host). */
+int url_has_userinfo(const char *url);
+
 #endif

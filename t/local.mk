@@ -60,12 +60,12 @@ TESTS += t/lint/shellcheck.sh
 EXTRA_DIST += t/lint/shellcheck.sh .shellcheckrc
 
 # The training engine's behaviour, run locally with `stork run` (no Slurm).
-TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats \
+TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats t/train/staging.bats \
 	t/train/checkpoint.bats
 TEST_EXTENSIONS += .bats
 BATS_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
 BATS_LOG_COMPILER = bats --tap
-EXTRA_DIST += t/tools/png_colours.py t/tools/webhook.py
+EXTRA_DIST += t/tools/png_colours.py t/tools/webhook.py t/tools/http_server.py t/train/staging.bats
 EXTRA_DIST += t/training.bash t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats \
 	t/train/checkpoint.bats
 clean-local: clean-train

@@ -1,0 +1,30 @@
+/*
+ * launcher/stage.h - data shards given as http(s) URLs, staged once per
+ * node before the first step.
+ *
+ * Every launcher stages the URLs of data.train and data.val into the
+ * node's stage directory (lib/stage_path.h) before it starts storkd; the
+ * launchers of one node take turns (a lock file), so each shard is
+ * downloaded once per node, and what an earlier attempt staged and
+ * verified is used again. A shard arrives as NAME.part, is checked (the
+ * llm.c header and size always, data.sha256 when configured) and renamed
+ * into place; an interrupted download goes on from where it stopped (HTTP
+ * Range). Transfers run data.downloads at a time (curl multi), connection
+ * errors and 5xx answers are tried again with backoff, a 4xx answer stops
+ * the run naming the URL and the status. TLS is verified (the system's CA
+ * store, or data.ca_file); credentials come from data.netrc (or ~/.netrc)
+ * or the variable named by data.token_env, and no URL is logged with its
+ * query or user.
+ */
+#ifndef STORK_LAUNCHER_STAGE_H
+#define STORK_LAUNCHER_STAGE_H
+
+#include "lib/stork_config.h"
+
+#include <stddef.h>
+
+/* Stage every URL shard. 0 (nothing to do included), or an exit code
+ * (lib/exit_codes.h) with the reason in err. */
+int stage_data(const struct stork_config *cfg, char *err, size_t errlen);
+
+#endif

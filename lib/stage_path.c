@@ -1,0 +1,61 @@
+/*
+ * lib/stage_path.c - see stage_path.h.
+ */
+#include "config.h"
+#include "lib/stage_path.h"
+#include "lib/url.h"
+
+#include <ctype.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int stage_dir_resolve(const char *configured, char *out, size_t len)
+{
+	const char *tmp = getenv("SLURM_TMPDIR"), *job = getenv("SLURM_JOB_ID"), *user;
+	struct passwd *pw;
+	int n;
+
+	if (configured && *configured)
+		n = snprintf(out, len, "%s", configured);
+	else if (tmp && *tmp)
+		n = snprintf(out, len, "%s", tmp);
+	else {
+		pw = getpwuid(getuid());
+		user = pw ? pw->pw_name : getenv("USER");
+		n = snprintf(out, len, "/tmp/stork-%s/%s", user && *user ? user : "user",
+			     job && *job ? job : "local");
+	}
+	return n >= 0 && (size_t)n < len ? 0 : -1;
+}
+
+int stage_local_path(const char *dir, const char *url, char *out, size_t len)
+{
+	const char *p = url_is_http(url) ? strstr(url, "://") + 3 : url, *at;
+	size_t end = strcspn(p, "?#"), used;
+	int n;
+
+	at = memchr(p, '@', strcspn(p, "/?#"));
+	if (at) {
+		end -= (size_t)(at + 1 - p);
+		p = at + 1;
+	}
+	n = snprintf(out, len, "%s/", dir);
+	if (n < 0 || (size_t)n >= len)
+		return -1;
+	used = (size_t)n;
+	if (used + end >= len)
+		return -1;
+	for (size_t i = 0; i < end; i++) {
+		unsigned char c = (unsigned char)p[i];
+
+		out[used++] = isalnum(c) || c == '.' || c == '-' || c == '_' ? (char)c : '_';
+	}
+	out[used] = '\0';
+	/* a name of dots only would be the directory or its parent */
+	if (strspn(out + n, ".") == end)
+		out[n] = '_';
+	return 0;
+}

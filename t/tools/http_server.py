@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""http_server.py ROOT PORT_FILE ACCESS_LOG [--tls CERT KEY] [--drop NAME:N]
+
+A file server for the data staging tests: serves ROOT on a free port of
+127.0.0.1 (written to PORT_FILE once it listens), over TLS with --tls,
+answers Range requests (bytes=START-) with 206, missing files with 404,
+and appends one line per request to ACCESS_LOG: "GET /PATH RANGE STATUS
+BYTES". --drop NAME:N cuts the first answer for file NAME after N bytes of
+its body (the connection closes, as a failing network would)."""
+import argparse
+import http.server
+import os
+import socketserver
+import ssl
+import threading
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("root")
+    p.add_argument("port_file")
+    p.add_argument("access_log")
+    p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    p.add_argument("--drop", default="")
+    a = p.parse_args()
+    drop_name, _, drop_after = a.drop.partition(":")
+    dropped = set()
+    lock = threading.Lock()
+
+    def log(line):
+        with lock, open(a.access_log, "a") as f:
+            f.write(line + "\n")
+
+    class Files(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            rel = self.path.split("?", 1)[0].lstrip("/")
+            path = os.path.realpath(os.path.join(a.root, rel))
+            rng = self.headers.get("Range", "-")
+            if not path.startswith(os.path.realpath(a.root) + "/") or not os.path.isfile(path):
+                log(f"GET /{rel} {rng} 404 0")
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            size = os.path.getsize(path)
+            start = 0
+            if rng.startswith("bytes=") and rng.endswith("-"):
+                start = int(rng[6:-1])
+            if start >= size and size > 0:
+                log(f"GET /{rel} {rng} 416 0")
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{size}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            cut = None
+            with lock:
+                if os.path.basename(path) == drop_name and path not in dropped:
+                    dropped.add(path)
+                    cut = int(drop_after)
+            self.send_response(206 if start else 200)
+            if start:
+                self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+            self.send_header("Content-Length", str(size - start))
+            self.end_headers()
+            with open(path, "rb") as f:
+                f.seek(start)
+                body = f.read()
+            if cut is not None:
+                self.wfile.write(body[:cut])
+                self.wfile.flush()
+                log(f"GET /{rel} {rng} {206 if start else 200} {cut} dropped")
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            self.wfile.write(body)
+            log(f"GET /{rel} {rng} {206 if start else 200} {len(body)}")
+
+        def log_message(self, *args):
+            pass
+
+    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+        daemon_threads = True
+
+    srv = Server(("127.0.0.1", 0), Files)
+    if a.tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls[0], a.tls[1])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    with open(a.port_file + ".tmp", "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(a.port_file + ".tmp", a.port_file)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+#!/usr/bin/env bats
+# Data shards given as http(s) URLs (launcher/stage.c): staged once per
+# node, checked, resumed, refused with the URL and the reason. Served by a
+# local HTTP(S) server started here (t/tools/http_server.py), with a test
+# CA made here for https.
+
+load helpers
+
+setup() {
+	setup_run
+}
+
+# serve [ARGS...]: the server on WORK's data/ (access log: access.log);
+# sets BASE to its URL. It ends by itself after 15 minutes at the latest.
+serve() {
+	local portfile=$WORK/server.port scheme=http i
+	rm -f "$portfile"
+	[[ " $* " == *" --tls "* ]] && scheme=https
+	timeout 900 python3 "$abs_top_srcdir/t/tools/http_server.py" "$WORK/data" "$portfile" \
+		"$WORK/access.log" "$@" &
+	SERVER_PID=$!
+	for ((i = 0; i < 100; i++)); do
+		[[ -s "$portfile" ]] && break
+		sleep 0.1
+	done
+	[[ -s "$portfile" ]] || { echo "the file server did not start" >&2; return 1; }
+	BASE="$scheme://127.0.0.1:$(cat "$portfile")"
+}
+
+teardown() {
+	if [[ -n "${SERVER_PID:-}" ]]; then kill "$SERVER_PID" 2>/dev/null || true; fi
+}
+
+# url_run NAME [--set ...]: tiny.yaml with both shards from $BASE, staged
+# into WORK/stage.
+url_run() {
+	local name=$1
+	shift
+	"$STORK" run tiny.yaml --set run.name="$name" --set data.stage_dir="$WORK/stage" \
+		--set "data.train=[$BASE/docs_train.bin]" --set "data.val=[$BASE/docs_val.bin]" "$@"
+}
+
+# gets NAME: how many GET answers the server gave for data/NAME.
+gets() { grep -c "^GET /$1 " "$WORK/access.log" || true; }
+
+@test "URL shards: each downloaded once, the same losses as the local files; staged shards are used again" {
+	"$STORK" run tiny.yaml --set run.name=local >/dev/null
+	serve
+	run url_run url
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"staged $BASE/docs_train.bin ("*" bytes, 1 try)"* ]]
+	diff <(losses local) <(losses url)
+	[ "$(gets docs_train.bin)" -eq 1 ]
+	[ "$(gets docs_val.bin)" -eq 1 ]
+	[ -f "$WORK/stage/127.0.0.1_${BASE##*:}_docs_train.bin" ]
+	# a second run (a requeue, another launcher of the node) downloads nothing
+	run url_run again
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"$BASE/docs_train.bin: staged already as $WORK/stage/"* ]]
+	[ "$(gets docs_train.bin)" -eq 1 ]
+	diff <(losses local) <(losses again)
+	# a damaged staged file is not used: it is staged again
+	truncate -s 2000 "$WORK/stage/127.0.0.1_${BASE##*:}_docs_train.bin"
+	run url_run damaged
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"is not usable (it has 2000 bytes where its header says "*"): staging it again"* ]]
+	[ "$(gets docs_train.bin)" -eq 2 ]
+}
+
+@test "a download cut in the middle goes on from where it stopped (HTTP Range), the first bytes not fetched again" {
+	"$STORK" run tiny.yaml --set run.name=local >/dev/null
+	serve --drop docs_train.bin:5000
+	run url_run cut
+	echo "$output"
+	[ "$status" -eq 0 ]
+	cat "$WORK/access.log"
+	grep -qx 'GET /docs_train.bin - 200 5000 dropped' "$WORK/access.log"
+	size=$(stat -c %s data/docs_train.bin)
+	grep -qx "GET /docs_train.bin bytes=5000- 206 $((size - 5000))" "$WORK/access.log"
+	[ "$(gets docs_train.bin)" -eq 2 ]
+	[[ "$output" == *"staging $BASE/docs_train.bin: "*"trying again in 1 s (5000 bytes kept)"* ]]
+	diff <(losses local) <(losses cut)
+}
+
+@test "a 404 ends the run naming the URL and the status; credentials are never taken from the URL" {
+	serve
+	run "$STORK" run tiny.yaml --set run.name=nf --set data.stage_dir="$WORK/stage" \
+		--set "data.train=[$BASE/missing_train.bin?X-Signature=abc123]"
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data shard $BASE/missing_train.bin?<redacted>: HTTP status 404"* ]]
+	[[ "$output" != *abc123* ]]
+	grep -q "HTTP status 404" runs/nf__job=local__task=0/exit_info.json
+	# the resolved configuration keeps the shard, not its signature
+	grep -q "train: \[\"$BASE/missing_train.bin?<redacted>\"\]" runs/nf__job=local__task=0/config/stork.yaml
+	run grep -rl abc123 runs
+	[ "$status" -eq 1 ]
+	[ "$(gets missing_train.bin)" -eq 1 ] # a 4xx is not tried again
+	run "$STORK" run tiny.yaml --set "data.train=[https://user:hunter2@127.0.0.1/x.bin]"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"data.train: https://127.0.0.1/x.bin carries a user and password; credentials do not belong in the configuration: use data.netrc or data.token_env"* ]]
+	[[ "$output" != *hunter2* ]]
+	run "$STORK" run tiny.yaml --set "data.train=[$BASE/docs_train.bin]" --set data.token_env=STORK_TEST_NO_SUCH_TOKEN
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"data.token_env: the environment variable STORK_TEST_NO_SUCH_TOKEN is not set"* ]]
+}
+
+@test "data.sha256: a shard that does not match is refused naming it; a matching manifest passes" {
+	serve
+	(cd data && sha256sum docs_train.bin docs_val.bin) >good.sha256
+	sed 's/^./0/' good.sha256 | sed -n 1p >bad.sha256
+	[ "$(head -c1 good.sha256)" != 0 ] || sed -i '1s/^./1/' bad.sha256
+	run url_run bad --set data.sha256="$WORK/bad.sha256"
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data shard $BASE/docs_train.bin: its sha256 is $(sha256sum <data/docs_train.bin | cut -c1-64), data.sha256 says "* ]]
+	[ ! -e "$WORK/stage/127.0.0.1_${BASE##*:}_docs_train.bin" ]
+	run url_run good --set data.sha256="$WORK/good.sha256"
+	[ "$status" -eq 0 ]
+	run url_run nomanifest --set data.sha256="$WORK/none.sha256"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"data.sha256: cannot read $WORK/none.sha256: No such file or directory"* ]]
+}
+
+@test "https: a certificate from an unknown CA is refused; with data.ca_file naming the CA it is trusted" {
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 \
+		-subj /CN=stork-test-ca 2>/dev/null
+	openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 2>/dev/null
+	printf 'subjectAltName=IP:127.0.0.1\n' >san.ext
+	openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 1 \
+		-extfile san.ext 2>/dev/null
+	serve --tls srv.pem srv.key
+	run url_run untrusted
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data shard $BASE/docs_train.bin: "*"SSL"*"certificate"* ]]
+	run url_run trusted --set data.ca_file="$WORK/ca.pem"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"staged $BASE/docs_train.bin"* ]]
+}
