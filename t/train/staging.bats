@@ -16,7 +16,7 @@ serve() {
 	local portfile=$WORK/server.port scheme=http i
 	rm -f "$portfile"
 	[[ " $* " == *" --tls "* ]] && scheme=https
-	timeout 900 python3 "$abs_top_srcdir/t/tools/http_server.py" "$WORK/data" "$portfile" \
+	timeout 900 python3 "${abs_top_srcdir:?}/t/tools/http_server.py" "$WORK/data" "$portfile" \
 		"$WORK/access.log" "$@" &
 	SERVER_PID=$!
 	for ((i = 0; i < 100; i++)); do
