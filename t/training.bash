@@ -192,3 +192,28 @@ check_events() {
 		has("reason") and has("message") and has("host") and has("run_dir") and has("time") and
 		(.text | type == "string" and startswith("stork: run "))' "$log" >/dev/null
 }
+
+# serve_files ROOT ACCESS_LOG [--tls CERT KEY] [--drop NAME:N]: an HTTP(S)
+# file server on ROOT (t/tools/http_server.py) on a free port of
+# 127.0.0.1; sets BASE to its URL and SERVER_PID. It ends by itself after
+# 15 minutes at the latest.
+serve_files() {
+	local root=$1 log=$2 portfile scheme=http i
+	shift 2
+	portfile=$(mktemp -u)
+	[[ " $* " == *" --tls "* ]] && scheme=https
+	timeout 900 python3 "${abs_top_srcdir:?}/t/tools/http_server.py" "$root" "$portfile" "$log" "$@" &
+	# shellcheck disable=SC2034 # for the tests
+	SERVER_PID=$!
+	for ((i = 0; i < 100; i++)); do
+		[[ -s "$portfile" ]] && break
+		sleep 0.1
+	done
+	[[ -s "$portfile" ]] || { echo "the file server did not start" >&2; return 1; }
+	# shellcheck disable=SC2034
+	BASE="$scheme://127.0.0.1:$(cat "$portfile")"
+	rm -f "$portfile"
+}
+
+# served ACCESS_LOG NAME: how many GET answers the server gave for NAME.
+served() { grep -c "^GET /$2 " "$1" || true; }

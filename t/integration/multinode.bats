@@ -315,6 +315,21 @@ back_on_n1() {
 	[[ "$output" == *"requeues: 1;"* ]]
 }
 
+@test "URL shards on 2 nodes: each node downloads each shard once, and the run trains the losses of the local files" {
+	two_node_job files pmix
+	ref=$DIR
+	serve_files "$WORK/data" "$WORK/access.log"
+	RUN_ARGS="data.train=$BASE/docs_train.bin data.val=$BASE/docs_val.bin" two_node_job urls pmix
+	kill "$SERVER_PID"
+	cat "$WORK/access.log"
+	# one download per node: the nodes' /tmp (the stage directory) are their own
+	[ "$(served "$WORK/access.log" docs_train.bin)" -eq 2 ]
+	[ "$(served "$WORK/access.log" docs_val.bin)" -eq 2 ]
+	grep -q "staged $BASE/docs_train.bin" urls.out
+	[ "$(losses "$ref" | wc -l)" -eq 50 ]
+	diff <(losses "$ref") <(losses "$DIR")
+}
+
 @test "run.max_gpu_hours below the allocation's cost: exit 3 naming both numbers, no run directory; at or above it the run trains" {
 	# 2 nodes x 2 cores x 10 minutes = 0.67 core-hours
 	RUN_ARGS="run.max_gpu_hours=0.5" two_node_script budget pmix --time=10

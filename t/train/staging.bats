@@ -10,22 +10,8 @@ setup() {
 	setup_run
 }
 
-# serve [ARGS...]: the server on WORK's data/ (access log: access.log);
-# sets BASE to its URL. It ends by itself after 15 minutes at the latest.
-serve() {
-	local portfile=$WORK/server.port scheme=http i
-	rm -f "$portfile"
-	[[ " $* " == *" --tls "* ]] && scheme=https
-	timeout 900 python3 "${abs_top_srcdir:?}/t/tools/http_server.py" "$WORK/data" "$portfile" \
-		"$WORK/access.log" "$@" &
-	SERVER_PID=$!
-	for ((i = 0; i < 100; i++)); do
-		[[ -s "$portfile" ]] && break
-		sleep 0.1
-	done
-	[[ -s "$portfile" ]] || { echo "the file server did not start" >&2; return 1; }
-	BASE="$scheme://127.0.0.1:$(cat "$portfile")"
-}
+# serve [ARGS...]: the file server on WORK's data/ (t/training.bash).
+serve() { serve_files "$WORK/data" "$WORK/access.log" "$@"; }
 
 teardown() {
 	if [[ -n "${SERVER_PID:-}" ]]; then kill "$SERVER_PID" 2>/dev/null || true; fi
@@ -40,8 +26,7 @@ url_run() {
 		--set "data.train=[$BASE/docs_train.bin]" --set "data.val=[$BASE/docs_val.bin]" "$@"
 }
 
-# gets NAME: how many GET answers the server gave for data/NAME.
-gets() { grep -c "^GET /$1 " "$WORK/access.log" || true; }
+gets() { served "$WORK/access.log" "$1"; }
 
 @test "URL shards: each downloaded once, the same losses as the local files; staged shards are used again" {
 	"$STORK" run tiny.yaml --set run.name=local >/dev/null
