@@ -12,6 +12,11 @@ launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
 	launcher/bench.c launcher/bench_launch.c launcher/bench_report.c \
 	launcher/bench_util.c launcher/bench_util.h
 launcher_stork_CPPFLAGS = $(AM_CPPFLAGS) -DSTORK_PKGLIBEXECDIR='"$(pkglibexecdir)"' $(CURL_CFLAGS) $(CRYPTO_CFLAGS)
+# Those installed paths (and STORK_SBINDIR) come from the Makefile, not
+# config.h, which configure leaves alone when only --prefix changed: without
+# this, a tree configured again for another prefix would install a stork
+# that looks for storkd and stork-engine under the old one.
+launcher/stork-programs.$(OBJEXT): Makefile
 launcher_stork_LDADD = lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)
 
 # stork-engine: stork bench train|checkpoint|comm, stork check and stork

@@ -3,8 +3,9 @@
 # plugin_* are exported (spank_stork.lds). Of lib/ it links the binding
 # library only (topology, binding plan: hwloc); libslurm is not linked: its
 # symbols (slurm_hostlist_*, slurm_error) come from the Slurm process.
-# t/build/binaries.bats checks both.
-pkglib_LTLIBRARIES += plugins/spank_stork.la
+# t/build/binaries.bats checks both. Installed in spank_plugindir
+# (configure --with-spank-plugindir; default LIBDIR/stork).
+spank_plugin_LTLIBRARIES = plugins/spank_stork.la
 plugins_spank_stork_la_SOURCES = \
 	plugins/stork_dispatch.c \
 	plugins/stork_local.c plugins/stork_local.h \
