@@ -24,12 +24,11 @@ setup_file() {
 	done
 	[[ ! -e /etc/slurm/plugstack.conf.d/stork.conf ]] ||
 		skip "/etc/slurm/plugstack.conf.d/stork.conf exists; the package would take it over and remove it"
-	MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 	DEB_VERSION=$(dpkg-parsechangelog -l "${abs_top_srcdir:?set by make check}/contrib/debian/changelog" -S Version)
 	DEB_ARCH=$(dpkg --print-architecture)
-	PLUGIN=/usr/lib/$MULTIARCH/slurm-wlm/spank_stork.so
+	PLUGIN=/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/slurm-wlm/spank_stork.so
 	CLUSTER=${abs_top_builddir:?set by make check}/contrib/testcluster/stork-testcluster
-	export MULTIARCH DEB_VERSION DEB_ARCH PLUGIN CLUSTER
+	export DEB_VERSION DEB_ARCH PLUGIN CLUSTER
 }
 
 teardown_file() {
@@ -37,7 +36,7 @@ teardown_file() {
 	# packages stays on the machine; one failing does not stop the other.
 	local rc=0
 	if [[ -e "$BATS_FILE_TMPDIR/pointed" ]]; then
-		env -u STORK_TESTCLUSTER_PLUGIN timeout 60 "$CLUSTER" start >/dev/null || rc=1
+		point_cluster_at "" || rc=1
 	fi
 	if [[ -e "$BATS_FILE_TMPDIR/installed" ]]; then
 		timeout 120 dpkg --purge stork stork-spank-plugin >/dev/null || rc=1
