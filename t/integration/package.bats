@@ -86,7 +86,8 @@ point_cluster_at() {
 	depends=$(dpkg-deb -f "$(deb stork)" Depends)
 	echo "stork: $depends"
 	for lib in libc6 'libslurm[0-9]' 'libpmix[0-9]' 'libucx[0-9]' 'libhwloc[0-9]' \
-		'libyaml-0-[0-9]' 'libjansson[0-9]' 'libxxhash[0-9]' 'libopenblas[0-9]'; do
+		'libyaml-0-[0-9]' 'libjansson[0-9]' 'libxxhash[0-9]' 'libopenblas[0-9]' \
+		'libcurl[0-9]' 'libssl[0-9]'; do
 		grep -Eq "(^|, )$lib" <<<"$depends"
 	done
 	depends=$(dpkg-deb -f "$(deb stork-spank-plugin)" Depends)
