@@ -353,29 +353,39 @@ static void finished(struct stage *s, CURLMsg *m)
 	s->failed = STORK_EXIT_DATA;
 }
 
-static void progress(const struct stage *s, double t0)
+/*
+ * Every few seconds: shards done, bytes, the rate since staging began and
+ * the time left at that rate (of the sizes known so far: a shard not yet
+ * started counts once its answer gives its length).
+ */
+static void progress(const struct stage *s, double t0, long long had)
 {
 	long long have = 0, total = 0;
-	int done = 0;
-	double secs = clock_monotonic() - t0;
+	int done = 0, unknown = 0;
+	double secs = clock_monotonic() - t0, rate;
 
 	for (int i = 0; i < s->n; i++) {
-		have += s->shards[i].have;
-		done += s->shards[i].done;
-	}
-	for (int i = 0; i < s->n; i++) {
-		curl_off_t sz = s->shards[i].size;
+		const struct shard *sh = &s->shards[i];
 
-		total += sz > 0 ? sz : s->shards[i].have;
+		have += sh->have;
+		done += sh->done;
+		total += sh->size > 0 ? sh->size : sh->have;
+		unknown += !sh->done && sh->size <= 0;
 	}
-	stork_info("staging: %d of %d shards, %.1f MB of %.1f MB known, %.1f MB/s", done, s->n,
-		   have / 1e6, total / 1e6, secs > 0 ? have / 1e6 / secs : 0);
+	rate = secs > 0 ? (double)(have - had) / secs : 0;
+	stork_info("staging: %d of %d shards, %.1f of %.1f MB%s, %.1f MB/s, eta %.0f s%s", done, s->n,
+		   have / 1e6, total / 1e6, unknown ? " known" : "", rate / 1e6,
+		   rate > 0 ? (double)(total - have) / rate : 0, unknown ? " and more" : "");
 }
 
 static int run_transfers(struct stage *s)
 {
 	double t0 = clock_monotonic(), shown = t0;
+	long long had = 0; /* bytes there before this staging (reused, resumed) */
 	int active;
+
+	for (int i = 0; i < s->n; i++)
+		had += s->shards[i].done ? s->shards[i].have : 0;
 
 	for (;;) {
 		int running = 0, pending = 0, msgs;
@@ -407,7 +417,7 @@ static int run_transfers(struct stage *s)
 			if (m->msg == CURLMSG_DONE)
 				finished(s, m);
 		if (clock_monotonic() - shown >= STAGE_PROGRESS_SECONDS) {
-			progress(s, t0);
+			progress(s, t0, had);
 			shown = clock_monotonic();
 		}
 	}
