@@ -551,7 +551,13 @@ int stage_data(const struct stork_config *cfg, char *err, size_t errlen)
 	if (rc)
 		msg_format(err, errlen, "%s", s.err);
 out:
+	/* a failure leaves the other transfers where they were: their .part
+	 * files stay for the next attempt to go on from */
 	for (int i = 0; i < s.n; i++) {
+		if (s.shards[i].running) {
+			curl_multi_remove_handle(s.multi, s.shards[i].easy);
+			curl_easy_cleanup(s.shards[i].easy);
+		}
 		if (s.shards[i].f)
 			fclose(s.shards[i].f);
 	}

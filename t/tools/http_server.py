@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """http_server.py ROOT PORT_FILE ACCESS_LOG [--tls CERT KEY] [--drop NAME:N]
+                  [--auth USER:PASSWORD | --bearer TOKEN]
 
 A file server for the data staging tests: serves ROOT on a free port of
 127.0.0.1 (written to PORT_FILE once it listens), over TLS with --tls,
 answers Range requests (bytes=START-) with 206, missing files with 404,
 and appends one line per request to ACCESS_LOG: "GET /PATH RANGE STATUS
 BYTES". --drop NAME:N cuts the first answer for file NAME after N bytes of
-its body (the connection closes, as a failing network would)."""
+its body (the connection closes, as a failing network would). --auth and
+--bearer answer 401 to a request without those credentials."""
 import argparse
 import http.server
 import os
@@ -22,6 +24,8 @@ def main():
     p.add_argument("access_log")
     p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     p.add_argument("--drop", default="")
+    p.add_argument("--auth", default="")
+    p.add_argument("--bearer", default="")
     a = p.parse_args()
     drop_name, _, drop_after = a.drop.partition(":")
     dropped = set()
@@ -38,6 +42,18 @@ def main():
             rel = self.path.split("?", 1)[0].lstrip("/")
             path = os.path.realpath(os.path.join(a.root, rel))
             rng = self.headers.get("Range", "-")
+            want = None
+            if a.auth:
+                import base64
+                want = "Basic " + base64.b64encode(a.auth.encode()).decode()
+            elif a.bearer:
+                want = "Bearer " + a.bearer
+            if want and self.headers.get("Authorization") != want:
+                log(f"GET /{rel} {rng} 401 0")
+                self.send_response(401)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if not path.startswith(os.path.realpath(a.root) + "/") or not os.path.isfile(path):
                 log(f"GET /{rel} {rng} 404 0")
                 self.send_response(404)

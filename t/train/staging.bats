@@ -119,9 +119,32 @@ gets() { served "$WORK/access.log" "$1"; }
 	run url_run untrusted
 	echo "$output"
 	[ "$status" -eq 4 ]
-	[[ "$output" == *"data shard $BASE/docs_train.bin: "*"SSL"*"certificate"* ]]
+	[[ "$output" == *"data shard $BASE/docs_"*".bin: "*"SSL"*"certificate"* ]] # whichever failed first
 	run url_run trusted --set data.ca_file="$WORK/ca.pem"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"staged $BASE/docs_train.bin"* ]]
+}
+
+@test "credentials come from data.netrc or the variable data.token_env names; without them a 401 names the URL" {
+	serve --auth reader:s3cret-pass
+	run url_run anon
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data shard $BASE/docs_"*".bin: HTTP status 401"* ]] # whichever answer came first
+	printf 'machine 127.0.0.1 login reader password s3cret-pass\n' >netrc
+	run url_run netrc --set data.netrc="$WORK/netrc"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	kill "$SERVER_PID"
+	serve --bearer tok-123456
+	rm -rf "$WORK/stage"
+	run env STORK_TEST_DATA_TOKEN=tok-123456 "$STORK" run tiny.yaml --set run.name=token \
+		--set data.stage_dir="$WORK/stage" --set "data.train=[$BASE/docs_train.bin]" \
+		--set "data.val=[$BASE/docs_val.bin]" --set data.token_env=STORK_TEST_DATA_TOKEN
+	echo "$output"
+	[ "$status" -eq 0 ]
+	# the secrets are in no output or file of the runs
+	run grep -rlE 's3cret-pass|tok-123456' runs
+	[ "$status" -eq 1 ]
 }
