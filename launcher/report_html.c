@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PLOT_W 760
@@ -422,6 +423,96 @@ static void section_layout(FILE *f, const struct run_report *rep)
 }
 
 /* sacct -P's table, or its comment line when accounting is off. */
+/* Cell col of one sacct -P line (up to its newline), or "". */
+static void sacct_cell(const char *line, int col, char *buf, size_t len)
+{
+	size_t end = strcspn(line, "\n");
+
+	for (int c = 0; c < col; c++) {
+		size_t cl = strcspn(line, "|\n");
+
+		if (cl >= end) {
+			buf[0] = '\0';
+			return;
+		}
+		line += cl + 1;
+		end -= cl + 1;
+	}
+	snprintf(buf, len, "%.*s", (int)strcspn(line, "|\n"), line);
+}
+
+/* The column of name in sacct's header line, or -1. */
+static int sacct_column(const char *header, const char *name)
+{
+	char cell[64];
+
+	for (int c = 0; c < 32; c++) {
+		sacct_cell(header, c, cell, sizeof cell);
+		if (!strcmp(cell, name))
+			return c;
+	}
+	return -1;
+}
+
+/* sacct's memory figures ("10988K", "1.5G") in bytes; 0 when empty. */
+static double sacct_bytes(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	switch (*end) {
+	case 'K': return v * 1024;
+	case 'M': return v * 1024 * 1024;
+	case 'G': return v * 1024 * 1024 * 1024;
+	case 'T': return v * 1024 * 1024 * 1024 * 1024;
+	default: return v;
+	}
+}
+
+/*
+ * One sentence above the table: what the job asked for (its row's
+ * AllocTRES and ReqMem), what it used (the largest MaxRSS of its steps)
+ * and how long it ran.
+ */
+static void resources_summary(FILE *f, const char *text)
+{
+	int tres = sacct_column(text, "AllocTRES"), req = sacct_column(text, "ReqMem");
+	int rss = sacct_column(text, "MaxRSS"), elapsed = sacct_column(text, "Elapsed");
+	const char *job = strchr(text, '\n');
+	char a[256] = "", m[64] = "", e[64] = "", best[64] = "", step[64] = "", cell[64];
+	double peak = 0;
+
+	if (!job || !job[1])
+		return;
+	job++;
+	sacct_cell(job, tres, a, sizeof a);
+	sacct_cell(job, req, m, sizeof m);
+	sacct_cell(job, elapsed, e, sizeof e);
+	for (const char *l = job; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		sacct_cell(l, rss, cell, sizeof cell);
+		if (sacct_bytes(cell) > peak) {
+			peak = sacct_bytes(cell);
+			snprintf(best, sizeof best, "%s", cell);
+			sacct_cell(l, 0, step, sizeof step);
+		}
+	}
+	fprintf(f, "<p class=\"resources-summary\">Requested: ");
+	put_escaped(f, a[0] ? a : "?");
+	fprintf(f, ", memory ");
+	put_escaped(f, m[0] ? m : "?");
+	fprintf(f, ". Used: ");
+	if (peak > 0) {
+		fprintf(f, "a peak of %.1f MiB resident (", peak / (1024 * 1024));
+		put_escaped(f, step);
+		fprintf(f, ")");
+	} else {
+		fprintf(f, "no memory sample yet");
+	}
+	fprintf(f, ", for ");
+	put_escaped(f, e[0] ? e : "?");
+	fprintf(f, ".</p>\n");
+}
+
 static void section_resources(FILE *f, const struct run_report *rep)
 {
 	const char *p = rep->sacct;
@@ -437,6 +528,7 @@ static void section_resources(FILE *f, const struct run_report *rep)
 		fprintf(f, "</p></section>\n");
 		return;
 	}
+	resources_summary(f, p);
 	fprintf(f, "<table class=\"sacct\">\n");
 	for (int row = 0; *p; row++) {
 		size_t len = strcspn(p, "\n");

@@ -308,6 +308,8 @@ back_on_n1() {
 	[ "$(grep -c '<g class="restart-marker"' pre2.html)" -eq 1 ]
 	grep -q "<g class=\"restart-marker\" data-step=\"$stopped\">.*>preempted_requeued at step $stopped<" pre2.html
 	[ "$(grep -o '<polyline class="step-time[^"]*" data-rank="[0-9]*"' pre2.html | sort -u | wc -l)" -eq 4 ]
+	# what the job was given and used, from slurmdbd (metrics/sacct.csv)
+	grep -q '<p class="resources-summary">Requested: [^<]*cpu=4,[^<]*node=2, memory ' pre2.html
 	check_report_html pre2.html
 	run "$STORK" report --text "$dir"
 	[[ "$output" == *"reason: completed (exit 0)"* ]]
