@@ -15,18 +15,40 @@
 #include <string.h>
 #include <unistd.h>
 
+/*
+ * Whether sacct's answer lacks the job's own row, or still has it pending:
+ * slurmdbd learns of the job's start from slurmctld a moment after its
+ * steps may already be recorded, and a short run can end in between.
+ */
+static int job_row_missing(const char *out, const char *job)
+{
+	size_t len = strlen(job);
+
+	for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, job, len) && l[len] == '|')
+			return !strncmp(l + len + 1, "PENDING|", 8);
+	return 1;
+}
+
 /* sacct.csv: the job's row(s), or a comment saying why there are none. */
 static void write_sacct(const char *run_dir, const char *job)
 {
 	char cmd[256], path[4200], err[512];
-	char *out;
+	char *out = NULL;
 	int status = -1;
 
 	snprintf(cmd, sizeof cmd, "sacct -j %s --format=JobID,State,Elapsed,MaxRSS,ReqMem,"
 		 "AllocTRES%%30,ExitCode -P 2>&1", job);
 	if (path_join(path, sizeof path, run_dir, "metrics/sacct.csv") < 0)
 		return;
-	out = command_output(cmd, &status);
+	/* up to 5 s for slurmdbd to record the running job's allocation */
+	for (int tries = 0; tries < 10; tries++) {
+		free(out);
+		out = command_output(cmd, &status);
+		if (!out || status != 0 || !job_row_missing(out, job))
+			break;
+		usleep(500 * 1000);
+	}
 	if (!out || status != 0) {
 		char line[1024];
 
