@@ -13,7 +13,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include <slurm/slurm.h>
 
 #include "lib/bind.h"
+#include "lib/env_number.h"
 #include "lib/rendezvous_impl.h"
 
 #define MAX_NAMED 32
@@ -178,21 +178,17 @@ void rdv_describe_missing(const struct rdv_params *p, const bool *arrived, char 
 /* ------------------------------------------------------------ parameters */
 
 /* A whole-string unsigned decimal variable; dflt when unset, -1 (err) if malformed. */
+/* A count or id from the environment (lib/env_number.h); dflt when unset. */
 static long env_uint(const char *name, long dflt, long max, char *err, size_t errlen)
 {
-	const char *s = getenv(name);
-	char *end;
-	long v;
+	char why[256];
+	long long v;
 
-	if (!s || !*s)
-		return dflt;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || v < 0 || v > max) {
-		snprintf(err, errlen, "rendezvous: %s='%s' is not a number from 0 to %ld", name, s, max);
+	if (env_number(name, 0, max, dflt, &v, why, sizeof why) < 0) {
+		snprintf(err, errlen, "rendezvous: %s", why);
 		return -1;
 	}
-	return v;
+	return (long)v;
 }
 
 static void copy_env(char *dst, size_t len, const char *name)
