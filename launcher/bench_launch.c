@@ -16,6 +16,7 @@
 
 #include "lib/bounded.h"
 #include "lib/io.h"
+#include "lib/metrics_file.h"
 #include "lib/stork_json.h"
 #include "lib/log.h"
 #include "lib/rundir.h"
@@ -28,29 +29,33 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Step 1's start: its step_time_ms line's "ts" minus the value. Stops there. */
+static int first_step_line(const char *line, void *arg)
+{
+	double *start = arg, ts, ms;
+	char err[256];
+	json_t *v;
+
+	if (!metrics_line_is(line, "step_time_ms") ||
+	    !(v = sj_parse(line, strlen(line), "metrics line", err, sizeof err)))
+		return 0;
+	ts = sj_real(v, "ts", -1);
+	ms = sj_real(v, "value", -1);
+	if (sj_int(v, "step", 0) == 1 && ts > 0 && ms >= 0)
+		*start = ts - ms / 1e3;
+	json_decref(v);
+	return *start > 0;
+}
+
 /* Start of step 1 in a run directory: its metrics "ts" minus its duration. */
 static double first_step_start(const char *run_dir)
 {
-	char path[4200], line[1024], err[512];
-	double ts = -1, ms = -1;
-	FILE *f;
+	char path[4200];
+	double start = -1;
 
 	snprintf(path, sizeof path, "%s/logs/rank-000.metrics.jsonl", run_dir);
-	f = fopen_regular(path);
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f) && (ts < 0 || ms < 0)) {
-		json_t *v = sj_parse(line, strlen(line), path, err, sizeof err);
-		const char *m = json_string_value(json_object_get(v, "metric"));
-
-		if (m && sj_int(v, "step", 0) == 1 && !strcmp(m, "step_time_ms")) {
-			ts = sj_real(v, "ts", -1);
-			ms = sj_real(v, "value", -1);
-		}
-		json_decref(v);
-	}
-	fclose(f);
-	return ts > 0 && ms >= 0 ? ts - ms / 1e3 : -1;
+	metrics_file_lines(path, first_step_line, &start);
+	return start;
 }
 
 /* The rendezvous' seconds, as slurm_env.json recorded them; -1 unknown. */

@@ -13,6 +13,7 @@
 
 #include "lib/bounded.h"
 #include "lib/io.h"
+#include "lib/metrics_file.h"
 #include "lib/stork_json.h"
 
 #include <glob.h>
@@ -89,16 +90,6 @@ static void problem(struct run_report *rep, const char *what)
 	snprintf(rep->problems + used, sizeof rep->problems - used, "%s\n", what);
 }
 
-/* The metric name of a metrics line, without parsing it all: most lines are
- * metrics the report does not show, and a long run has millions. */
-static int metric_is(const char *line, const char *name)
-{
-	const char *p = strstr(line, "\"metric\":\"");
-	size_t len = strlen(name);
-
-	return p && !strncmp(p + 10, name, len) && p[10 + len] == '"';
-}
-
 /* The attempt rank 0's line belongs to: the last one, or a new one when the
  * line's (requeue, attempt) differs, or when its train steps go back (a
  * run started again by hand outside Slurm, or older metrics without the
@@ -137,7 +128,7 @@ static int take_line(struct run_report *rep, int r, const char *line, const char
 	int rc = 0;
 
 	for (size_t i = 0; i < sizeof wanted / sizeof *wanted && !name; i++)
-		if ((r == 0 || i >= 3) && metric_is(line, wanted[i]))
+		if ((r == 0 || i >= 3) && metrics_line_is(line, wanted[i]))
 			name = wanted[i];
 	if (!name || !(v = sj_parse(line, strlen(line), path, err, sizeof err)))
 		return 0; /* another metric, or a line cut short by a full disk */
@@ -170,23 +161,33 @@ out:
 	return rc;
 }
 
+struct rank_reader {
+	struct run_report *rep;
+	int r;
+	const char *path;
+};
+
+static int take_rank_line(const char *line, void *arg)
+{
+	const struct rank_reader *rd = arg;
+
+	return take_line(rd->rep, rd->r, line, rd->path) < 0;
+}
+
+/* Rank r's metrics; 0, or -1 when out of memory. */
 static int read_rank(struct run_report *rep, int r, const char *path)
 {
-	char line[4096];
-	FILE *f = fopen_regular(path);
-	int rc = 0;
+	struct rank_reader rd = { rep, r, path };
+	int rc = metrics_file_lines(path, take_rank_line, &rd);
 
-	if (!f) {
+	if (rc < 0) {
 		char what[4200];
 
 		msg_format(what, sizeof what, "%s: cannot be read", path);
 		problem(rep, what);
 		return 0;
 	}
-	while (rc == 0 && fgets(line, sizeof line, f))
-		rc = take_line(rep, r, line, path);
-	fclose(f);
-	return rc;
+	return rc ? -1 : 0;
 }
 
 /* rank-NNN.metrics.jsonl in rank order (the names sort as the ranks do). */

@@ -26,6 +26,7 @@
 #include "lib/exit_info.h"
 #include "lib/fault.h"
 #include "lib/io.h"
+#include "lib/metrics_file.h"
 #include "lib/bounded.h"
 #include "lib/env_number.h"
 #include "lib/stork_json.h"
@@ -317,22 +318,24 @@ static void latest_checkpoint(const char *run_dir, struct exit_info *e)
 	e->last_checkpoint_step = strtoll(target + 5, NULL, 10);
 }
 
+static int note_step(const char *line, void *arg)
+{
+	const char *p = strstr(line, "\"step\":");
+
+	if (p)
+		*(int64_t *)arg = strtoll(p + 7, NULL, 10);
+	return 0;
+}
+
 /* The last step a rank logged: the "step" of its metrics file's last line. */
 static int64_t rank_last_step(const char *run_dir, int rank)
 {
-	char path[4200], line[1024], last[1024] = "";
-	const char *p;
-	FILE *f;
+	char path[4200];
+	int64_t step = -1;
 
 	snprintf(path, sizeof path, "%s/logs/rank-%03d.metrics.jsonl", run_dir, rank);
-	f = fopen_regular(path);
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		memcpy(last, line, sizeof last);
-	fclose(f);
-	p = strstr(last, "\"step\":");
-	return p ? strtoll(p + 7, NULL, 10) : -1;
+	metrics_file_lines(path, note_step, &step);
+	return step;
 }
 
 /*

@@ -20,7 +20,7 @@ lib_libstork_la_SOURCES = \
 	lib/exit_info.c lib/exit_info.h \
 	lib/env_number.c lib/env_number.h \
 	lib/bounded.c lib/bounded.h \
-	lib/metrics_rollup.c lib/metrics_rollup.h \
+	lib/metrics_rollup.c lib/metrics_rollup.h lib/metrics_file.c lib/metrics_file.h \
 	lib/url.c lib/url.h \
 	lib/stage_path.c lib/stage_path.h
 lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS) $(JANSSON_CFLAGS)

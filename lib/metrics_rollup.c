@@ -7,6 +7,7 @@
  */
 #include "config.h"
 #include "lib/metrics_rollup.h"
+#include "lib/metrics_file.h"
 
 #include "lib/atomic_file.h"
 #include "lib/bounded.h"
@@ -54,8 +55,10 @@ static int name_index(struct rollup *r, const char *name)
 	return r->nnames++;
 }
 
-static int add_line(struct rollup *r, const char *line)
+/* One metrics line into the rollup; 1 when out of memory. */
+static int add_line(const char *line, void *arg)
 {
+	struct rollup *r = arg;
 	char err[256];
 	json_t *v = sj_parse(line, strlen(line), "metrics line", err, sizeof err);
 	const char *metric = json_string_value(json_object_get(v, "metric"));
@@ -85,7 +88,7 @@ static int add_line(struct rollup *r, const char *line)
 	return 0;
 oom:
 	json_decref(v);
-	return -1;
+	return 1;
 }
 
 static const struct rollup *sort_names; /* qsort has no context argument */
@@ -153,7 +156,7 @@ static char *format_rows(struct rollup *r, long *rows)
 long metrics_rollup(const char *run_dir, long *skipped, char *err, size_t errlen)
 {
 	struct rollup r = { 0 };
-	char pattern[4200], path[4200], line[4096];
+	char pattern[4200], path[4200];
 	glob_t g = { 0 };
 	char *text = NULL;
 	long rows = -1;
@@ -164,18 +167,11 @@ long metrics_rollup(const char *run_dir, long *skipped, char *err, size_t errlen
 		return -1;
 	}
 	glob(pattern, 0, NULL, &g);
-	for (size_t i = 0; i < g.gl_pathc; i++) {
-		FILE *f = fopen_regular(g.gl_pathv[i]);
-
-		while (f && fgets(line, sizeof line, f))
-			if (add_line(&r, line) < 0) {
-				fclose(f);
-				snprintf(err, errlen, "out of memory rolling up %s", g.gl_pathv[i]);
-				goto out;
-			}
-		if (f)
-			fclose(f);
-	}
+	for (size_t i = 0; i < g.gl_pathc; i++)
+		if (metrics_file_lines(g.gl_pathv[i], add_line, &r) > 0) {
+			snprintf(err, errlen, "out of memory rolling up %s", g.gl_pathv[i]);
+			goto out;
+		}
 	sort_names = &r;
 	qsort(r.s, r.n, sizeof *r.s, by_row_then_value);
 	if (!(text = format_rows(&r, &rows))) {

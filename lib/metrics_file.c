@@ -1,0 +1,35 @@
+/*
+ * lib/metrics_file.c - see metrics_file.h.
+ */
+#include "config.h"
+#include "lib/metrics_file.h"
+#include "lib/io.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int metrics_file_lines(const char *path, int (*each)(const char *line, void *arg), void *arg)
+{
+	FILE *f = fopen_regular(path);
+	char *line = NULL;
+	size_t cap = 0;
+	int rc = 0;
+
+	if (!f)
+		return -1;
+	/* getline: a line of any length is one line (fgets would cut it in two) */
+	while (rc == 0 && getline(&line, &cap, f) >= 0)
+		rc = each(line, arg);
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+int metrics_line_is(const char *line, const char *name)
+{
+	const char *p = strstr(line, "\"metric\":\"");
+	size_t len = strlen(name);
+
+	return p && !strncmp(p + 10, name, len) && p[10 + len] == '"';
+}

@@ -1,0 +1,24 @@
+/*
+ * lib/metrics_file.h - reading logs/rank-NNN.metrics.jsonl back: the
+ * launcher (a dead node's last step), the rollup into metrics/summary.csv,
+ * stork report and stork bench launch all go through here.
+ *
+ * Each line is one compact JSON object written by storkd (stork(1) FILES).
+ * A long run has millions, most of them metrics a reader does not want:
+ * metrics_line_is() picks lines by metric name without parsing them.
+ */
+#ifndef STORK_METRICS_FILE_H
+#define STORK_METRICS_FILE_H
+
+/*
+ * Call each(line, arg) for every line of the metrics file at path (a
+ * regular file only: lib/io.h's fopen_regular), newline included. Stops
+ * at the first non-zero return of each and returns it; 0 when every line
+ * was seen; -1 (errno set) when the file cannot be opened.
+ */
+int metrics_file_lines(const char *path, int (*each)(const char *line, void *arg), void *arg);
+
+/* Whether line is a metric named name ("metric":"NAME"), unparsed. */
+int metrics_line_is(const char *line, const char *name);
+
+#endif
