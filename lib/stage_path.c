@@ -33,15 +33,13 @@ int stage_dir_resolve(const char *configured, char *out, size_t len)
 
 int stage_local_path(const char *dir, const char *url, char *out, size_t len)
 {
-	const char *p = url_is_http(url) ? strstr(url, "://") + 3 : url, *at;
-	size_t end = strcspn(p, "?#"), used;
+	const char *host_end, *p = url_host(url, &host_end);
+	size_t end, used;
 	int n;
 
-	at = memchr(p, '@', strcspn(p, "/?#"));
-	if (at) {
-		end -= (size_t)(at + 1 - p);
-		p = at + 1;
-	}
+	if (!p)
+		p = url;
+	end = strcspn(p, "?#");
 	n = snprintf(out, len, "%s/", dir);
 	if (n < 0 || (size_t)n >= len)
 		return -1;

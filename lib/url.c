@@ -13,53 +13,54 @@ int url_is_http(const char *s)
 	return s && (!strncasecmp(s, "http://", 7) || !strncasecmp(s, "https://", 8));
 }
 
-void url_redact(const char *url, char *out, size_t len)
+const char *url_host(const char *url, const char **host_end)
 {
 	const char *host, *end, *at;
 
-	if (!len)
-		return;
-	if (!url_is_http(url)) {
-		snprintf(out, len, "%s", url ? url : "");
-		return;
-	}
+	if (!url_is_http(url))
+		return NULL;
 	host = strstr(url, "://") + 3;
 	end = host + strcspn(host, "/?#");
 	/* user:password@ belongs to the secret, not to the host */
 	at = memchr(host, '@', (size_t)(end - host));
-	if (at)
-		host = at + 1;
-	snprintf(out, len, "%.*s%.*s%s", (int)(strstr(url, "://") + 3 - url), url, (int)(end - host),
-		 host, *end && strcmp(end, "/") ? "/<redacted>" : "");
+	*host_end = end;
+	return at ? at + 1 : host;
 }
 
 int url_has_userinfo(const char *url)
 {
-	const char *host, *end;
+	const char *end, *host = url_host(url, &end);
 
-	if (!url_is_http(url))
-		return 0;
-	host = strstr(url, "://") + 3;
-	end = host + strcspn(host, "/?#");
-	return memchr(host, '@', (size_t)(end - host)) != NULL;
+	return host && host != strstr(url, "://") + 3;
+}
+
+/* The length of "http://" or "https://" in an http URL. */
+static int scheme_len(const char *url)
+{
+	return (int)(strstr(url, "://") + 3 - url);
+}
+
+void url_redact(const char *url, char *out, size_t len)
+{
+	const char *end, *host = url_host(url, &end);
+
+	if (!host) {
+		snprintf(out, len, "%s", url ? url : "");
+		return;
+	}
+	snprintf(out, len, "%.*s%.*s%s", scheme_len(url), url, (int)(end - host), host,
+		 *end && strcmp(end, "/") ? "/<redacted>" : "");
 }
 
 void url_public(const char *url, char *out, size_t len)
 {
-	const char *host, *hend, *at, *q;
+	const char *end, *host = url_host(url, &end), *q;
 
-	if (!len)
-		return;
-	if (!url_is_http(url)) {
+	if (!host) {
 		snprintf(out, len, "%s", url ? url : "");
 		return;
 	}
-	host = strstr(url, "://") + 3;
-	hend = host + strcspn(host, "/?#");
-	at = memchr(host, '@', (size_t)(hend - host));
-	if (at)
-		host = at + 1;
-	q = hend + strcspn(hend, "?#");
-	snprintf(out, len, "%.*s%.*s%s", (int)(strstr(url, "://") + 3 - url), url, (int)(q - host), host,
+	q = end + strcspn(end, "?#");
+	snprintf(out, len, "%.*s%.*s%s", scheme_len(url), url, (int)(q - host), host,
 		 *q ? "?<redacted>" : "");
 }

@@ -17,6 +17,13 @@
 int url_is_http(const char *s);
 
 /*
+ * The host (and port) of an http(s) URL, after any user:password@, with
+ * *host_end where the host ends (at the path, query, fragment or end).
+ * NULL when url is not an http(s) URL.
+ */
+const char *url_host(const char *url, const char **host_end);
+
+/*
  * url with its user information, path and query replaced:
  * "https://hooks.example.org/<redacted>". A string that is not a URL is
  * copied as it is; an empty one stays empty.
