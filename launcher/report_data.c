@@ -12,6 +12,7 @@
 #include "launcher/report.h"
 
 #include "lib/bounded.h"
+#include "lib/exit_info.h"
 #include "lib/io.h"
 #include "lib/metrics_file.h"
 #include "lib/stork_json.h"
@@ -263,17 +264,12 @@ static void attempts_ended(struct run_report *rep)
 {
 	for (int i = 0; i < rep->nattempts; i++) {
 		struct report_attempt *a = &rep->attempts[i];
-		char name[128], path[4200], err[512];
+		char path[4200], err[512];
 		json_t *v;
 
-		if (a->requeue < 0)
-			continue;
-		if (a->attempt > 0)
-			snprintf(name, sizeof name, "exit_info.node-000.restart-%d.attempt-%d.json",
-				 a->requeue, a->attempt);
-		else
-			snprintf(name, sizeof name, "exit_info.node-000.restart-%d.json", a->requeue);
-		if (path_join(path, sizeof path, rep->dir, name) < 0 || access(path, F_OK) < 0)
+		if (a->requeue < 0 ||
+		    exit_info_node_path(path, sizeof path, rep->dir, 0, a->requeue, a->attempt) < 0 ||
+		    access(path, F_OK) < 0)
 			continue;
 		if (!(v = sj_load_file(path, err, sizeof err))) {
 			problem(rep, err);

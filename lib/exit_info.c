@@ -127,16 +127,18 @@ static json_t *failure_json(const struct exit_failure *f)
 			 "secondary", f->secondary != 0);
 }
 
-/* The record of node n for an attempt (see exit_info_write_node). */
-static void node_path(char *path, size_t len, const char *run_dir, int n, int restart_count,
-		      int attempt)
+int exit_info_node_path(char *path, size_t len, const char *run_dir, int n, int restart_count,
+			int attempt)
 {
+	int used;
+
 	if (attempt > 0)
-		snprintf(path, len, "%s/exit_info.node-%03d.restart-%d.attempt-%d.json", run_dir, n,
-			 restart_count, attempt);
+		used = snprintf(path, len, "%s/exit_info.node-%03d.restart-%d.attempt-%d.json", run_dir,
+				n, restart_count, attempt);
 	else
-		snprintf(path, len, "%s/exit_info.node-%03d.restart-%d.json", run_dir, n,
-			 restart_count);
+		used = snprintf(path, len, "%s/exit_info.node-%03d.restart-%d.json", run_dir, n,
+				restart_count);
+	return used >= 0 && (size_t)used < len ? 0 : -1;
 }
 
 /* "restarts": each attempt that failed and was restarted, with its cause. */
@@ -195,7 +197,7 @@ int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *e
 
 	/* Each attempt of a requeued job keeps its own record; the plain name
 	 * is the latest attempt's, which the summary reads. */
-	node_path(path, sizeof path, run_dir, e->node_rank, e->restart_count, e->attempt);
+	exit_info_node_path(path, sizeof path, run_dir, e->node_rank, e->restart_count, e->attempt);
 	if (write_json(path, e, 0, NULL, err, errlen) < 0)
 		return -1;
 	snprintf(path, sizeof path, "%s/exit_info.node-%03d.json", run_dir, e->node_rank);
@@ -305,7 +307,7 @@ int exit_info_missing(const char *run_dir, int nnodes, const struct exit_attempt
 	for (double waited = 0;; waited += 0.1) {
 		n = 0;
 		for (int i = 1; i < nnodes; i++) {
-			node_path(path, sizeof path, run_dir, i, a->restart_count, a->attempt);
+			exit_info_node_path(path, sizeof path, run_dir, i, a->restart_count, a->attempt);
 			if (access(path, F_OK) < 0)
 				missing[n++] = i;
 		}
@@ -328,7 +330,7 @@ int exit_info_summarise(const char *run_dir, int nnodes, const struct exit_attem
 
 		/* This attempt's record: an earlier attempt's must not be read
 		 * while the node is still writing the current one. */
-		node_path(path, sizeof path, run_dir, n, a->restart_count, a->attempt);
+		exit_info_node_path(path, sizeof path, run_dir, n, a->restart_count, a->attempt);
 		while (read_node(path, &node, why, sizeof why) < 0 && waited < wait_s) {
 			nanosleep(&nap, NULL);
 			waited += 0.1;

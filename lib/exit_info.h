@@ -65,6 +65,14 @@ void exit_info_init(struct exit_info *e, int exit_code, int node_rank);
 int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *err, size_t errlen);
 
 /*
+ * The path of node n's record of an attempt: RUN_DIR/exit_info.node-NNN.
+ * restart-R.json, with .attempt-A before .json for A > 0. 0, or -1 when
+ * it does not fit in len.
+ */
+int exit_info_node_path(char *path, size_t len, const char *run_dir, int n, int restart_count,
+			int attempt);
+
+/*
  * Node 0: read the nnodes node records of attempt restart_count (waiting up
  * to wait_s seconds for the missing ones), summarise and write
  * run_dir/exit_info.json. The summary's
