@@ -10,12 +10,14 @@
 #include "launcher/notify.h"
 
 #include "lib/clock.h"
+#include "lib/env_number.h"
 #include "lib/log.h"
 #include "lib/stork_json.h"
 #include "lib/url.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +146,8 @@ struct notify *notify_open(const struct stork_config *cfg, const char *run_dir)
 	const char *url = cfg->notify.url && cfg->notify.url[0] ? cfg->notify.url : getenv("STORK_NOTIFY_URL");
 	const char *base = strrchr(run_dir, '/'), *s;
 	struct notify *n;
+	long long requeue;
+	char why[256];
 
 	if (!url || !*url)
 		return NULL;
@@ -162,7 +166,9 @@ struct notify *notify_open(const struct stork_config *cfg, const char *run_dir)
 	snprintf(n->run, sizeof n->run, "%s", base ? base + 1 : run_dir);
 	snprintf(n->run_dir, sizeof n->run_dir, "%s", run_dir);
 	snprintf(n->job, sizeof n->job, "%s", (s = getenv("SLURM_JOB_ID")) && *s ? s : "local");
-	n->requeue = (s = getenv("SLURM_RESTART_COUNT")) ? atoi(s) : 0;
+	/* stork run has refused a malformed SLURM_RESTART_COUNT before this */
+	if (env_number("SLURM_RESTART_COUNT", 0, INT_MAX, 0, &requeue, why, sizeof why) == 0)
+		n->requeue = (int)requeue;
 	gethostname(n->host, sizeof n->host - 1);
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_cond_init(&n->changed, NULL);
