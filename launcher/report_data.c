@@ -283,29 +283,6 @@ static void attempts_ended(struct run_report *rep)
 	}
 }
 
-static char *read_text(const char *path)
-{
-	FILE *f = fopen_regular(path);
-	char *text = NULL;
-	size_t len = 0, got;
-	char buf[4096];
-
-	if (!f)
-		return NULL;
-	while ((got = fread(buf, 1, sizeof buf, f)) > 0 && len < (1 << 20)) {
-		char *t = realloc(text, len + got + 1);
-
-		if (!t)
-			break;
-		text = t;
-		memcpy(text + len, buf, got);
-		len += got;
-		text[len] = '\0';
-	}
-	fclose(f);
-	return text;
-}
-
 int report_load(const char *dir, struct run_report *rep)
 {
 	char path[4200];
@@ -318,8 +295,11 @@ int report_load(const char *dir, struct run_report *rep)
 	if (read_ranks(rep) < 0 || find_stragglers(rep) < 0)
 		return -1;
 	attempts_ended(rep);
-	if (path_join(path, sizeof path, dir, "metrics/sacct.csv") == 0)
-		rep->sacct = read_text(path);
+	if (path_join(path, sizeof path, dir, "metrics/sacct.csv") == 0 &&
+	    (rep->sacct = file_text(path, 1 << 20)) && !rep->sacct[0]) {
+		free(rep->sacct); /* an empty file says nothing */
+		rep->sacct = NULL;
+	}
 	if (path_join(path, sizeof path, dir, "checkpoints/latest") == 0 &&
 	    (len = readlink(path, rep->latest_checkpoint, sizeof rep->latest_checkpoint - 1)) > 0)
 		rep->latest_checkpoint[len] = '\0';

@@ -3,6 +3,7 @@
 #include "lib/io.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -83,19 +84,19 @@ FILE *fopen_regular(const char *path)
 	return f;
 }
 
-char *command_output(const char *cmd, int *status)
+/* Up to max bytes of f, NUL-terminated (malloc'd); NULL when out of memory. */
+static char *read_stream(FILE *f, size_t max)
 {
-	FILE *p = popen(cmd, "r");
 	size_t len = 0, cap = 4096, got;
 	char *out = malloc(cap);
 
-	if (!p || !out) {
-		if (p)
-			pclose(p);
-		free(out);
+	if (!out)
 		return NULL;
-	}
-	while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) {
+	while (len < max) {
+		size_t room = cap - len - 1;
+
+		if ((got = fread(out + len, 1, room < max - len ? room : max - len, f)) == 0)
+			break;
 		len += got;
 		if (cap - len < 2) {
 			char *o = realloc(out, cap *= 2);
@@ -106,6 +107,29 @@ char *command_output(const char *cmd, int *status)
 		}
 	}
 	out[len] = '\0';
+	return out;
+}
+
+char *command_output(const char *cmd, int *status)
+{
+	FILE *p = popen(cmd, "r");
+	char *out;
+
+	if (!p)
+		return NULL;
+	out = read_stream(p, SIZE_MAX);
 	*status = pclose(p);
 	return out;
+}
+
+char *file_text(const char *path, size_t max)
+{
+	FILE *f = fopen_regular(path);
+	char *text;
+
+	if (!f)
+		return NULL;
+	text = read_stream(f, max);
+	fclose(f);
+	return text;
 }

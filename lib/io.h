@@ -40,4 +40,10 @@ FILE *fopen_regular(const char *path);
  */
 char *command_output(const char *cmd, int *status);
 
+/*
+ * The first max bytes (at most) of the regular file at path, NUL-terminated
+ * (malloc'd); NULL when it cannot be opened (errno set) or memory runs out.
+ */
+char *file_text(const char *path, size_t max);
+
 #endif
