@@ -12,9 +12,9 @@ its body (the connection closes, as a failing network would). --auth and
 import argparse
 import http.server
 import os
-import socketserver
-import ssl
 import threading
+
+from local_server import serve
 
 
 def main():
@@ -97,19 +97,7 @@ def main():
         def log_message(self, *args):
             pass
 
-    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-        daemon_threads = True
-
-    srv = Server(("127.0.0.1", 0), Files)
-    if a.tls:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(a.tls[0], a.tls[1])
-        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-    with open(a.port_file + ".tmp", "w") as f:
-        f.write(str(srv.server_address[1]))
-    os.rename(a.port_file + ".tmp", a.port_file)
-    srv.serve_forever()
-
+    serve(Files, a.port_file, a.tls)
 
 if __name__ == "__main__":
     main()

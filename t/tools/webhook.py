@@ -5,7 +5,9 @@ once it listens), appends every POST body as one line to LOG, and answers
 N (default 200), each answer after S seconds (default 0)."""
 import argparse
 import http.server
-import socketserver
+import time
+
+from local_server import serve
 
 
 def main():
@@ -22,7 +24,6 @@ def main():
             with open(a.log, "ab") as f:
                 f.write(body.replace(b"\n", b" ") + b"\n")
             if a.sleep:
-                import time
                 time.sleep(a.sleep)
             self.send_response(a.status)
             self.send_header("Content-Length", "0")
@@ -31,16 +32,7 @@ def main():
         def log_message(self, *args):
             pass
 
-    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-        daemon_threads = True
-
-    srv = Server(("127.0.0.1", 0), Hook)
-    with open(a.port_file + ".tmp", "w") as f:
-        f.write(str(srv.server_address[1]))
-    import os
-    os.rename(a.port_file + ".tmp", a.port_file)
-    srv.serve_forever()
-
+    serve(Hook, a.port_file)
 
 if __name__ == "__main__":
     main()
