@@ -168,7 +168,7 @@ start_webhook() {
 	local log=$1 portfile i
 	shift
 	portfile=$(mktemp -u)
-	timeout 900 python3 "$abs_top_srcdir/t/tools/webhook.py" "$portfile" "$log" "$@" &
+	timeout 900 python3 -B "$abs_top_srcdir/t/tools/webhook.py" "$portfile" "$log" "$@" &
 	# shellcheck disable=SC2034 # HOOK_PID and HOOK_URL are for the tests
 	HOOK_PID=$!
 	for ((i = 0; i < 100; i++)); do
@@ -202,7 +202,7 @@ serve_files() {
 	shift 2
 	portfile=$(mktemp -u)
 	[[ " $* " == *" --tls "* ]] && scheme=https
-	timeout 900 python3 "${abs_top_srcdir:?}/t/tools/http_server.py" "$root" "$portfile" "$log" "$@" &
+	timeout 900 python3 -B "${abs_top_srcdir:?}/t/tools/http_server.py" "$root" "$portfile" "$log" "$@" &
 	# shellcheck disable=SC2034 # for the tests
 	SERVER_PID=$!
 	for ((i = 0; i < 100; i++)); do
