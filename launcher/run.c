@@ -545,9 +545,11 @@ static double allocation_hours(const struct slurm_job *job, int *per_node, const
  * allocation would cost more than the budget if it ran to its limit (the
  * cost stork prints at start). Every launcher asks slurmctld, so that none
  * creates the run directory of a refused run. Outside Slurm there is no
- * allocation to pay for. 0, or -1 with the reason.
+ * allocation to pay for. slurmctld's answer is left in *asked (its id
+ * stays 0 when nothing was asked). 0, or -1 with the reason.
  */
-static int check_budget(const struct stork_config *cfg, char *err, size_t len)
+static int check_budget(const struct stork_config *cfg, struct slurm_job *asked, char *err,
+			size_t len)
 {
 	uint32_t id = slurm_job_id_from_env();
 	const char *where = config_origin(cfg, "run.max_gpu_hours"), *unit;
@@ -563,6 +565,7 @@ static int check_budget(const struct stork_config *cfg, char *err, size_t len)
 			   cfg->run.max_gpu_hours, why);
 		return -1;
 	}
+	*asked = job; /* launcher 0's check_job needs the same answer */
 	if (job.limit_hours <= 0) {
 		msg_format(err, len, "%s: run.max_gpu_hours %g: job %u has no time limit, so its cost "
 			   "has no bound; submit it with --time", where, cfg->run.max_gpu_hours, id);
@@ -584,7 +587,7 @@ static int check_budget(const struct stork_config *cfg, char *err, size_t len)
  * can come back. Returns the end time (0: no limit, unknown, or not a
  * Slurm job), which storkd receives instead of asking slurmctld again.
  */
-static time_t check_job(void)
+static time_t check_job(const struct slurm_job *asked)
 {
 	uint32_t id = slurm_job_id_from_env();
 	struct slurm_job job;
@@ -592,7 +595,9 @@ static time_t check_job(void)
 
 	if (!id)
 		return 0;
-	if (slurm_job_query(id, &job, err, sizeof err) < 0) {
+	if (asked->id == id)
+		job = *asked; /* the budget check asked already */
+	else if (slurm_job_query(id, &job, err, sizeof err) < 0) {
 		stork_warn("%s", err);
 		return 0;
 	}
@@ -749,6 +754,7 @@ int cmd_run(int argc, char **argv)
 	char run_dir[4096], storkd[4096], err[1024], config_path[4200];
 	char nranks[16], job_end[24] = "";
 	struct notify *nt = NULL;
+	struct slurm_job asked = { 0 }; /* slurmctld's answer, once asked */
 	int code;
 
 	if (parse_run_options(argc, argv, &o) < 0)
@@ -762,7 +768,7 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_CONFIG;
 		goto out;
 	}
-	if (check_budget(&cfg, err, sizeof err) < 0) {
+	if (check_budget(&cfg, &asked, err, sizeof err) < 0) {
 		stork_error("%s", err);
 		code = STORK_EXIT_CONFIG;
 		goto out;
@@ -780,7 +786,7 @@ int cmd_run(int argc, char **argv)
 	}
 	if (l.index == 0) {
 		printf("stork: run directory %s\n", run_dir);
-		snprintf(job_end, sizeof job_end, "%lld", (long long)check_job());
+		snprintf(job_end, sizeof job_end, "%lld", (long long)check_job(&asked));
 	}
 	find_storkd(o.storkd, storkd, sizeof storkd);
 	snprintf(config_path, sizeof config_path, "%s/config/stork.yaml", run_dir);
