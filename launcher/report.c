@@ -1,6 +1,7 @@
 /*
- * launcher/report.c - `stork report --text RUN_DIR` and `stork report
- * RUNS_DIR`: a run read back from its directory, for a terminal.
+ * launcher/report.c - `stork report`: RUN_DIR writes the run's HTML page
+ * (launcher/report_html.c), --text RUN_DIR prints its summary, RUNS_DIR one
+ * line per run. Each run is loaded by launcher/report_data.c.
  *
  * One run: why it ended and the first failure in words, the restarts
  * inside the allocation, the layout and the nodes, the steps and final
@@ -19,13 +20,11 @@
 
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
-#include "lib/io.h"
 #include "lib/log.h"
 #include "lib/stork_json.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -48,7 +48,6 @@ struct stage {
 	struct shard *shards;
 	int n;
 	CURLM *multi;
-	struct curl_slist *auth;       /* Authorization: Bearer, when data.token_env */
 	char token[4096];
 	char err[1024];
 	int failed;                    /* an exit code, once a shard cannot be staged */
