@@ -161,24 +161,36 @@ check_report_html() {
 	[ "${colours%% *}" -gt 100 ]
 }
 
-# start_webhook LOG [--sleep S] [--status N]: a web hook receiver on a free
-# port of 127.0.0.1 that appends each POST body to LOG as one line; sets
-# HOOK_URL. It ends by itself after 15 minutes at the latest.
-start_webhook() {
-	local log=$1 portfile i
-	shift
-	portfile=$(mktemp -u)
-	timeout 900 python3 -B "$abs_top_srcdir/t/tools/webhook.py" "$portfile" "$log" "$@" &
-	# shellcheck disable=SC2034 # HOOK_PID and HOOK_URL are for the tests
-	HOOK_PID=$!
+# start_local_server WHAT PORTFILE SCRIPT ARGS...: t/tools/SCRIPT in the
+# background (ended after 15 minutes at the latest), its pid in
+# LOCAL_SERVER_PID; waits up to 10 s for the port it writes to PORTFILE
+# and sets LOCAL_SERVER_PORT, or fails naming WHAT.
+start_local_server() {
+	local what=$1 portfile=$2 script=$3 i
+	shift 3
+	timeout 900 python3 -B "${abs_top_srcdir:?}/t/tools/$script" "$@" &
+	LOCAL_SERVER_PID=$!
 	for ((i = 0; i < 100; i++)); do
 		[[ -s "$portfile" ]] && break
 		sleep 0.1
 	done
-	[[ -s "$portfile" ]] || { echo "the web hook receiver did not start" >&2; return 1; }
-	# shellcheck disable=SC2034
-	HOOK_URL="http://127.0.0.1:$(cat "$portfile")/hooks/T000/B000/secret-token?x=1"
+	[[ -s "$portfile" ]] || { echo "the $what did not start" >&2; return 1; }
+	LOCAL_SERVER_PORT=$(cat "$portfile")
 	rm -f "$portfile"
+}
+
+# start_webhook LOG [--sleep S] [--status N]: a web hook receiver on a free
+# port of 127.0.0.1 that appends each POST body to LOG as one line; sets
+# HOOK_URL. It ends by itself after 15 minutes at the latest.
+start_webhook() {
+	local log=$1 portfile
+	shift
+	portfile=$(mktemp -u)
+	start_local_server "web hook receiver" "$portfile" webhook.py "$portfile" "$log" "$@" || return 1
+	# shellcheck disable=SC2034 # HOOK_PID and HOOK_URL are for the tests
+	HOOK_PID=$LOCAL_SERVER_PID
+	# shellcheck disable=SC2034
+	HOOK_URL="http://127.0.0.1:$LOCAL_SERVER_PORT/hooks/T000/B000/secret-token?x=1"
 }
 
 # check_events LOG EVENT...: LOG holds exactly these events, in this order,
@@ -198,21 +210,15 @@ check_events() {
 # 127.0.0.1; sets BASE to its URL and SERVER_PID. It ends by itself after
 # 15 minutes at the latest.
 serve_files() {
-	local root=$1 log=$2 portfile scheme=http i
+	local root=$1 log=$2 portfile scheme=http
 	shift 2
 	portfile=$(mktemp -u)
 	[[ " $* " == *" --tls "* ]] && scheme=https
-	timeout 900 python3 -B "${abs_top_srcdir:?}/t/tools/http_server.py" "$root" "$portfile" "$log" "$@" &
+	start_local_server "file server" "$portfile" http_server.py "$root" "$portfile" "$log" "$@" || return 1
 	# shellcheck disable=SC2034 # for the tests
-	SERVER_PID=$!
-	for ((i = 0; i < 100; i++)); do
-		[[ -s "$portfile" ]] && break
-		sleep 0.1
-	done
-	[[ -s "$portfile" ]] || { echo "the file server did not start" >&2; return 1; }
+	SERVER_PID=$LOCAL_SERVER_PID
 	# shellcheck disable=SC2034
-	BASE="$scheme://127.0.0.1:$(cat "$portfile")"
-	rm -f "$portfile"
+	BASE="$scheme://127.0.0.1:$LOCAL_SERVER_PORT"
 }
 
 # served ACCESS_LOG NAME: how many GET answers the server gave for NAME.
