@@ -263,6 +263,21 @@ static void print_model(FILE *out, const struct gpt2_config *c, const struct gpt
 		c->max_seq_len, m->num_params, B, T);
 }
 
+/*
+ * The activation memory of the run (what ensure_acts allocates for its
+ * recomputation mode) beside keeping every activation.
+ */
+static void print_activations(FILE *out, const struct gpt2_config *c, const struct gpt2 *m,
+			      int B, int T)
+{
+	double all = (double)gpt2_activation_floats(c, &m->shard, B, T, GPT2_RECOMPUTE_NONE);
+	double kept = (double)gpt2_activation_floats(c, &m->shard, B, T, m->recompute);
+
+	fprintf(out, "activations: %.2f MiB with recompute %s (none: %.2f MiB, %.2f MiB saved)\n",
+		kept * sizeof(float) / (1 << 20), gpt2_recompute_name(m->recompute),
+		all * sizeof(float) / (1 << 20), (all - kept) * sizeof(float) / (1 << 20));
+}
+
 static void print_step(FILE *out, const struct gpt2_config *c, const struct gpt2 *m,
 		       const struct phase *ph, int steps, double step_s, double tps, double fpt)
 {
@@ -315,8 +330,9 @@ static int train_steps(struct gpt2 *m, struct adamw_state *s, const int *tok, in
  * before the clock is read; there is no per-kernel breakdown (timing each
  * kernel would need a sync after each).
  */
-int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int tf32, FILE *out)
+int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts *o, FILE *out)
 {
+	int B = o->B, T = o->T, steps = o->steps, tf32 = o->tf32;
 	struct ops timed; /* the model points at it until gpt2_free */
 	struct gpt2 m;
 	struct adamw_state s = { 0 };
@@ -340,6 +356,7 @@ int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int t
 		free(tok);
 		return -1;
 	}
+	gpt2_set_recompute(&m, o->recompute);
 	if (!tok || adamw_init(&s, m.num_params) || gpt2_set_backend(&m, &ops_cuda) ||
 	    adamw_move(&s, &ops_cuda) || gpt2_zero_grad(&m)) {
 		fprintf(out, "bench train: %s\n", m.err[0] ? m.err : "out of memory");
@@ -361,6 +378,7 @@ int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int t
 	fprintf(out, "backend: cuda, %s (%s), %s matrix products\n", desc, kernels_cuda_versions(),
 		prec);
 	print_step(out, c, &m, &ph, steps, step_s, tps, fpt);
+	print_activations(out, c, &m, B, T);
 	if (peak > 0)
 		fprintf(out, "MFU: %.1f%% of the GPU's dense %s peak %.1f TFLOP/s (%.1f TFLOP/s of model FLOPs)\n",
 			100.0 * fpt * tps / peak, prec, peak / 1e12, fpt * tps / 1e12);
@@ -389,16 +407,17 @@ fail:
 	return rc;
 }
 #else
-int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int tf32, FILE *out)
+int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts *o, FILE *out)
 {
-	(void)c, (void)B, (void)T, (void)steps, (void)tf32;
+	(void)c, (void)o;
 	fprintf(out, "bench train: run.device cuda: this build has no CUDA backend\n");
 	return -1;
 }
 #endif
 
-int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
+int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, FILE *out)
 {
+	int B = o->B, T = o->T, steps = o->steps;
 	struct ops timed = timed_ops(&ops_cpu);
 	struct gpt2 m;
 	struct adamw_state s = { 0 };
@@ -413,6 +432,7 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 		free(tok);
 		return -1;
 	}
+	gpt2_set_recompute(&m, o->recompute);
 	if (gpt2_set_backend(&m, &timed)) {
 		fprintf(out, "bench train: %s\n", m.err);
 		goto fail;
@@ -444,6 +464,7 @@ int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out)
 			getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset",
 			ops_cpu_blas_coretype_hint());
 	print_step(out, c, &m, &ph, steps, step_s, tps, fpt);
+	print_activations(out, c, &m, B, T);
 	fprintf(out, "fp32 peak: %.1f GFLOP/s = %s\n", peak / 1e9, peak_how);
 	fprintf(out, "MFU: %.1f%% (%.1f GFLOP/s of model FLOPs)\n", 100.0 * fpt * tps / peak,
 		fpt * tps / 1e9);

@@ -8,25 +8,33 @@
 
 #include "daemon/model.h"
 
+/* What a training benchmark runs. */
+struct bench_train_opts {
+	int B, T, steps;
+	int tf32;                      /* GPU: TF32 matrix products */
+	enum gpt2_recompute recompute; /* what the forward pass keeps */
+};
+
 /*
- * Build a model of config c (seed 1337), then run 2 warm-up and `steps`
+ * Build a model of config c (seed 1337), then run 2 warm-up and o->steps
  * timed training steps (zero grad, forward, backward, AdamW) on random
- * tokens of batch (B, T), and print to out: ms/step (forward, backward,
+ * tokens of batch (o->B, o->T), and print to out: the activation memory
+ * under o->recompute and what it saves against keeping everything, ms/step (forward, backward,
  * update), tokens/s, model FLOPs per token, the matrix products' own
  * throughput, and MFU against the fp32 peak of the CPUs the calling thread
  * may run on (the peak's assumptions are printed). Returns 0, or -1 with a
  * message on out (bad config, out of memory).
  */
-int bench_train(const struct gpt2_config *c, int B, int T, int steps, FILE *out);
+int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, FILE *out);
 
 /*
  * bench_train on the first GPU (ops_cuda), with TF32 matrix products when
- * tf32: ms/step by phase, tokens/s, MFU against the GPU's dense fp32 or
+ * o->tf32: ms/step by phase, tokens/s, MFU against the GPU's dense fp32 or
  * TF32 peak, and the GPU memory the model, its state and the activations
  * take. Returns 0, or -1 with a message on out (no GPU, no CUDA in this
  * build, out of memory).
  */
-int bench_train_cuda(const struct gpt2_config *c, int B, int T, int steps, int tf32, FILE *out);
+int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts *o, FILE *out);
 
 /* Model FLOPs per trained token: 6 N (N = parameters minus wpe) + 12 L C T. */
 double bench_flops_per_token(const struct gpt2_config *c, size_t num_params, int T);

@@ -56,7 +56,9 @@ int main(int argc, char **argv)
 	c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
 	if (getenv("OPENBLAS_CORETYPE"))
 		printf("OPENBLAS_CORETYPE=%s\n", getenv("OPENBLAS_CORETYPE"));
+	struct bench_train_opts o = { .B = B, .T = T, .steps = steps, .tf32 = tf32 };
+
 	if (cuda)
-		return bench_train_cuda(&c, B, T, steps, tf32, stdout) ? 1 : 0;
-	return bench_train(&c, B, T, steps, stdout) ? 1 : 0;
+		return bench_train_cuda(&c, &o, stdout) ? 1 : 0;
+	return bench_train(&c, &o, stdout) ? 1 : 0;
 }

@@ -125,6 +125,19 @@ static int split(struct comm *world, int whole, int color, int key, struct comm 
 	return rc;
 }
 
+enum gpt2_recompute layout_recompute(const struct stork_config *cfg)
+{
+	switch (cfg->train.recompute) {
+	case STORK_RECOMPUTE_GELU:
+		return GPT2_RECOMPUTE_GELU;
+	case STORK_RECOMPUTE_BLOCK:
+		return GPT2_RECOMPUTE_BLOCK;
+	case STORK_RECOMPUTE_NONE:
+		break;
+	}
+	return GPT2_RECOMPUTE_NONE;
+}
+
 int layout_groups(const struct par_layout *l, struct comm *world, struct par_groups *g)
 {
 	int D = l->dp, T = l->tp, P = l->pp, end = l->stage == 0 || l->stage == P - 1;

@@ -66,6 +66,12 @@ void layout_stage_layers(const struct gpt2_config *c, int P, int s, int *first, 
 /* "dp 2 x tp 2 x pp 2; rank 5 = dp 1, tp 1, stage 1 (layers 6-11)" */
 void layout_describe(const struct par_layout *l, char *buf, size_t len);
 
+/*
+ * train.recompute in the model's terms: what each rank's forward pass
+ * keeps (storkd and stork bench train size the activations with it).
+ */
+enum gpt2_recompute layout_recompute(const struct stork_config *cfg);
+
 /* This rank's model shard (tp is set by layout_groups' caller). */
 void layout_shard(const struct par_layout *l, struct gpt2_shard *s);
 

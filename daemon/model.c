@@ -775,17 +775,32 @@ static struct block_dims block_dims(const struct gpt2_config *c, const struct gp
 /* ------------------------------------------------------------ activations */
 
 /*
+ * Layers of storage a per-layer activation array gets: one per layer when
+ * the forward pass keeps it, else one scratch layer that each layer's
+ * forward pass (and its recomputation in the backward pass) overwrites.
+ * The layer outputs (res3) are always kept: they are the next layer's
+ * input, from which block recomputation starts.
+ */
+static size_t kept_layers(size_t L, enum gpt2_recompute r, enum gpt2_recompute drop_from)
+{
+	return r >= drop_from && L > 0 ? 1 : L;
+}
+
+/*
  * Point the fields of a at mem (NULL: only count) for (B, T) and the
- * shard's layers [first, last): per-layer arrays for those layers only, the
- * head (final LayerNorm, logits, losses) only when the stage ends the
- * model, every width the shard's. Arrays of no size are NULL. Returns the
- * floats needed.
+ * shard's layers [first, last): per-layer arrays for those layers only (or
+ * one scratch layer where recomputation r makes them again), the head
+ * (final LayerNorm, logits, losses) only when the stage ends the model,
+ * every width the shard's. Arrays of no size are NULL. Returns the floats
+ * needed.
  */
 static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_config *c,
-			  const struct gpt2_shard *s, int B, int T)
+			  const struct gpt2_shard *s, int B, int T, enum gpt2_recompute r)
 {
 	struct block_dims d = block_dims(c, s);
-	size_t L = (size_t)(s->last_layer - s->first_layer), C = c->channels, BT = (size_t)B * T;
+	size_t Lr = (size_t)(s->last_layer - s->first_layer), C = c->channels, BT = (size_t)B * T;
+	size_t L = kept_layers(Lr, r, GPT2_RECOMPUTE_BLOCK);
+	size_t Lg = kept_layers(Lr, r, GPT2_RECOMPUTE_GELU);
 	size_t H = s->last_layer == c->num_layers; /* 1 if the stage has the head */
 	struct {
 		float **field;
@@ -797,8 +812,8 @@ static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_con
 		{ &a->atty, L * BT * d.att_c },	   { &a->att, L * B * d.NH * T * T },
 		{ &a->res2, L * BT * C },	   { &a->ln2, L * BT * C },
 		{ &a->ln2_mean, L * BT },	   { &a->ln2_rstd, L * BT },
-		{ &a->fch, L * BT * d.fc_oc },	   { &a->fch_gelu, L * BT * d.fc_oc },
-		{ &a->res3, L * BT * C },	   { &a->lnf, H * BT * C },
+		{ &a->fch, L * BT * d.fc_oc },	   { &a->fch_gelu, Lg * BT * d.fc_oc },
+		{ &a->res3, Lr * BT * C },	   { &a->lnf, H * BT * C },
 		{ &a->lnf_mean, H * BT },	   { &a->lnf_rstd, H * BT },
 		{ &a->logits, H * BT * d.Vp },	   { &a->losses, H * BT },
 		{ &a->dres, BT * C },		   { &a->dln, BT * C },
@@ -817,11 +832,11 @@ static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_con
 }
 
 size_t gpt2_activation_floats(const struct gpt2_config *c, const struct gpt2_shard *s, int B,
-			      int T)
+			      int T, enum gpt2_recompute r)
 {
 	struct gpt2_acts a;
 
-	return layout_acts(&a, NULL, c, s, B, T);
+	return layout_acts(&a, NULL, c, s, B, T, r);
 }
 
 /* Save the current slot's fields into its record. */
@@ -848,6 +863,23 @@ void gpt2_use_slot(struct gpt2 *m, int k)
 	m->loss = s->loss;
 }
 
+/* Free the activations and token copies: the next forward pass lays them out again. */
+static void forget_acts(struct gpt2 *m)
+{
+	if (m->act_mem)
+		m->ops->free(m->act_mem);
+	if (m->tok_mem)
+		m->ops->free(m->tok_mem);
+	m->act_mem = NULL;
+	m->act_cap = 0;
+	m->tok_mem = NULL;
+	m->tok_cap = 0;
+	m->inputs = m->targets = NULL;
+	m->have_targets = 0;
+	memset(&m->acts, 0, sizeof m->acts);
+	m->B = m->T = 0;
+}
+
 int gpt2_set_slots(struct gpt2 *m, int n)
 {
 	struct gpt2_slot *slots;
@@ -858,22 +890,25 @@ int gpt2_set_slots(struct gpt2 *m, int n)
 		return 0;
 	if (!(slots = calloc((size_t)n, sizeof *slots)))
 		return -2;
+	forget_acts(m);
 	free(m->slots);
-	if (m->act_mem)
-		m->ops->free(m->act_mem);
-	if (m->tok_mem)
-		m->ops->free(m->tok_mem);
 	m->slots = slots;
 	m->nslots = n;
 	m->slot = 0;
-	m->act_mem = NULL;
-	m->act_cap = 0;
-	m->tok_mem = NULL;
-	m->tok_cap = 0;
-	m->inputs = m->targets = NULL;
-	m->have_targets = 0;
-	memset(&m->acts, 0, sizeof m->acts);
-	m->B = m->T = 0;
+	return 0;
+}
+
+const char *gpt2_recompute_name(enum gpt2_recompute r)
+{
+	return r == GPT2_RECOMPUTE_BLOCK ? "block" : r == GPT2_RECOMPUTE_GELU ? "gelu" : "none";
+}
+
+int gpt2_set_recompute(struct gpt2 *m, enum gpt2_recompute r)
+{
+	if (r != m->recompute) {
+		forget_acts(m);
+		m->recompute = r;
+	}
 	return 0;
 }
 
@@ -887,7 +922,7 @@ static int ensure_acts(struct gpt2 *m, int B, int T)
 
 	if (m->act_mem && m->B == B && m->T == T)
 		return 0;
-	per = layout_acts(&m->acts, NULL, &m->config, &m->shard, B, T);
+	per = layout_acts(&m->acts, NULL, &m->config, &m->shard, B, T, m->recompute);
 	need = per * (size_t)m->nslots;
 	if (need > m->act_cap) {
 		float *mem = m->ops->alloc(need * sizeof(float));
@@ -915,7 +950,8 @@ static int ensure_acts(struct gpt2 *m, int B, int T)
 	for (int k = 0; k < m->nslots; k++) {
 		struct gpt2_slot *s = &m->slots[k];
 
-		layout_acts(&s->acts, m->act_mem + (size_t)k * per, &m->config, &m->shard, B, T);
+		layout_acts(&s->acts, m->act_mem + (size_t)k * per, &m->config, &m->shard, B, T,
+			    m->recompute);
 		s->inputs = m->tok_mem + (size_t)k * ntok;
 		s->targets = s->inputs + (size_t)B * T;
 		s->have_targets = 0;
@@ -976,24 +1012,27 @@ struct block_a {
 	float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *res3;
 };
 
+/* Activations of layer l; those the recomputation mode does not keep share one scratch layer. */
 static struct block_a block_acts(const struct gpt2 *m, const struct block_dims *d, int layer)
 {
 	const struct gpt2_acts *a = &m->acts;
 	size_t BT = (size_t)m->B * m->T, C = d->C, l = (size_t)(layer - m->act_first);
+	size_t k = m->recompute >= GPT2_RECOMPUTE_BLOCK ? 0 : l; /* layer slot of the block's insides */
+	size_t g = m->recompute >= GPT2_RECOMPUTE_GELU ? 0 : l;  /* layer slot of the GELU output */
 
 	return (struct block_a){
-		.ln1 = a->ln1 + l * BT * C,
-		.ln1_mean = a->ln1_mean + l * BT,
-		.ln1_rstd = a->ln1_rstd + l * BT,
-		.qkv = a->qkv + l * BT * d->qkv_oc,
-		.atty = a->atty + l * BT * d->att_c,
-		.att = a->att + l * (size_t)m->B * d->NH * m->T * m->T,
-		.res2 = a->res2 + l * BT * C,
-		.ln2 = a->ln2 + l * BT * C,
-		.ln2_mean = a->ln2_mean + l * BT,
-		.ln2_rstd = a->ln2_rstd + l * BT,
-		.fch = a->fch + l * BT * d->fc_oc,
-		.fch_gelu = a->fch_gelu + l * BT * d->fc_oc,
+		.ln1 = a->ln1 + k * BT * C,
+		.ln1_mean = a->ln1_mean + k * BT,
+		.ln1_rstd = a->ln1_rstd + k * BT,
+		.qkv = a->qkv + k * BT * d->qkv_oc,
+		.atty = a->atty + k * BT * d->att_c,
+		.att = a->att + k * (size_t)m->B * d->NH * m->T * m->T,
+		.res2 = a->res2 + k * BT * C,
+		.ln2 = a->ln2 + k * BT * C,
+		.ln2_mean = a->ln2_mean + k * BT,
+		.ln2_rstd = a->ln2_rstd + k * BT,
+		.fch = a->fch + k * BT * d->fc_oc,
+		.fch_gelu = a->fch_gelu + g * BT * d->fc_oc,
 		.res3 = a->res3 + l * BT * C,
 	};
 }
@@ -1052,6 +1091,25 @@ static int block_forward(struct gpt2 *m, int l)
 }
 
 /*
+ * Make again what the forward pass of layer l did not keep: under block
+ * recomputation the whole layer runs forward again from its kept input
+ * (its tensor-parallel all-reduces too, which every rank of the group
+ * makes in the same order); under GELU recomputation the GELU of fc's
+ * kept output. Same kernels, same inputs: the same bits as the first time.
+ */
+static int recompute_layer(struct gpt2 *m, int l)
+{
+	struct block_dims d = block_dims(&m->config, &m->shard);
+	struct block_a a = block_acts(m, &d, l);
+
+	if (m->recompute == GPT2_RECOMPUTE_BLOCK)
+		return block_forward(m, l);
+	if (m->recompute == GPT2_RECOMPUTE_GELU)
+		m->ops->gelu_forward(a.fch_gelu, a.fch, (size_t)m->B * m->T * d.fc_oc);
+	return 0;
+}
+
+/*
  * Backward of one block. On entry acts.dres is the gradient of the block's
  * output res3; on exit it is the gradient of its input x. Both LayerNorm
  * backwards add into dres: the residual connections pass gradients through.
@@ -1070,6 +1128,8 @@ static int block_backward(struct gpt2 *m, int l)
 	int B = m->B, T = m->T, N = B * T, C = d.C;
 	const float *x = layer_input(m, l);
 
+	if (recompute_layer(m, l))
+		return -1;
 	o->zero(g->dfch_gelu, (size_t)N * d.fc_oc);
 	o->zero(g->dfch, (size_t)N * d.fc_oc);
 	o->zero(g->dln, (size_t)N * C);

@@ -112,6 +112,18 @@ struct gpt2_acts {
 	float *dlnf;     /* (B, T, C) */
 };
 
+/*
+ * Activation recomputation: what the forward pass keeps for the backward
+ * pass, trading compute for memory. The losses and gradients are the same
+ * bit for bit in every mode: the backward pass recomputes with the same
+ * kernels on the same inputs.
+ */
+enum gpt2_recompute {
+	GPT2_RECOMPUTE_NONE = 0,  /* keep every layer's activations */
+	GPT2_RECOMPUTE_GELU = 1,  /* keep fc's output, redo its GELU (4C per token per layer) */
+	GPT2_RECOMPUTE_BLOCK = 2, /* keep each layer's input only, redo the layer's forward pass */
+};
+
 /* What one in-flight micro-batch keeps between its forward and backward passes. */
 struct gpt2_slot {
 	struct gpt2_acts acts;
@@ -145,6 +157,7 @@ struct gpt2 {
 	 * fields acts..loss above are those of slot `slot` */
 	int nslots, slot;
 	struct gpt2_slot *slots;
+	enum gpt2_recompute recompute;  /* GPT2_RECOMPUTE_NONE unless gpt2_set_recompute */
 	size_t grad_pad;                /* zeroed floats after the gradients (ZeRO-1 padding) */
 	float *host_losses;             /* (B, T) host copy of acts.losses for the mean */
 	char err[256];                  /* why the last call failed */
@@ -232,9 +245,21 @@ int gpt2_load_shard(struct gpt2 *m, const char *path, const struct gpt2_shard *s
  */
 int gpt2_set_slots(struct gpt2 *m, int n);
 
-/* Floats of one activation set (one slot) of shard s for batches (B, T). */
+/*
+ * Floats of one activation set (one slot) of shard s for batches (B, T)
+ * under recomputation mode r.
+ */
 size_t gpt2_activation_floats(const struct gpt2_config *c, const struct gpt2_shard *s, int B,
-			      int T);
+			      int T, enum gpt2_recompute r);
+
+/*
+ * What the forward pass keeps from now on (the activations are made again
+ * on the next forward pass). Returns 0.
+ */
+int gpt2_set_recompute(struct gpt2 *m, enum gpt2_recompute r);
+
+/* "none", "gelu" or "block" (train.recompute's names). */
+const char *gpt2_recompute_name(enum gpt2_recompute r);
 
 /* Make slot k (< nslots) current: the next forward fills it, the next backward reads it. */
 void gpt2_use_slot(struct gpt2 *m, int k);

@@ -183,11 +183,15 @@ static int make_layout(struct rank *r, const struct gpt2_config *mc)
 	return 0;
 }
 
-/* The pipeline schedule's buffers and activation slots (pipeline parallelism only). */
+/*
+ * What the forward pass keeps (train.recompute), and the pipeline
+ * schedule's buffers and activation slots (pipeline parallelism only).
+ */
 static int init_pipeline(struct rank *r)
 {
 	const struct stork_config *c = r->cfg;
 
+	gpt2_set_recompute(&r->model, layout_recompute(c));
 	if (r->lay.pp == 1)
 		return 0;
 	if (pipeline_init(&r->pipe, r->grp.pp, &r->model, r->lay.stage, r->lay.pp,

@@ -75,6 +75,10 @@ static const struct enum_name devices[] = {
 static const struct enum_name precisions[] = {
 	{ "fp32", STORK_PRECISION_FP32 }, { "tf32", STORK_PRECISION_TF32 }, { NULL, 0 },
 };
+static const struct enum_name recomputes[] = {
+	{ "none", STORK_RECOMPUTE_NONE }, { "gelu", STORK_RECOMPUTE_GELU },
+	{ "block", STORK_RECOMPUTE_BLOCK }, { NULL, 0 },
+};
 static const struct enum_name nonfinite_actions[] = {
 	{ "stop", STORK_NONFINITE_STOP }, { "skip", STORK_NONFINITE_SKIP },
 	{ "rollback", STORK_NONFINITE_ROLLBACK }, { NULL, 0 },
@@ -185,6 +189,10 @@ static const struct key keys[] = {
 	{ .path = "train.precision", .off = OFF(train.precision),
 	  .type = K_ENUM, .names = precisions,
 	  .dflt = "fp32", .help = "GPU matrix products: fp32 | tf32 (the CPU computes fp32)" },
+	{ .path = "train.recompute", .off = OFF(train.recompute),
+	  .type = K_ENUM, .names = recomputes,
+	  .dflt = "none",
+	  .help = "activations the backward pass recomputes to save memory: none | gelu | block" },
 	{ .path = "train.on_nonfinite", .off = OFF(train.on_nonfinite),
 	  .type = K_ENUM, .names = nonfinite_actions,
 	  .dflt = "stop",

@@ -45,6 +45,13 @@ enum stork_precision {
 	STORK_PRECISION_TF32 = 1, /* fp32 storage, TF32 tensor-core products (10-bit mantissa inputs) */
 };
 
+/* train.recompute: what the backward pass makes again instead of keeping from the forward pass. */
+enum stork_recompute {
+	STORK_RECOMPUTE_NONE = 0,  /* keep every activation */
+	STORK_RECOMPUTE_GELU = 1,  /* recompute the MLP's GELU */
+	STORK_RECOMPUTE_BLOCK = 2, /* keep each layer's input, recompute the layer */
+};
+
 /* train.on_nonfinite: what a non-finite loss or gradient norm does. */
 enum stork_nonfinite {
 	STORK_NONFINITE_STOP = 0, /* end the run, reason diverged (exit 14), nothing checkpointed */
@@ -104,6 +111,7 @@ struct stork_config {
 		double lr;
 		enum stork_lr_schedule lr_schedule;
 		enum stork_precision precision;
+		enum stork_recompute recompute;
 		enum stork_nonfinite on_nonfinite;
 		int max_rollbacks;
 		int warmup_steps;

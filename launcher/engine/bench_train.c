@@ -79,8 +79,9 @@ static int bench_memory(const struct stork_config *cfg, const struct gpt2_config
 		stork_error("%s", err);
 		return STORK_EXIT_CONFIG;
 	}
-	fprintf(out, "memory per rank: dp %d x tp %d x pp %d%s over %d ranks, B=%d T=%d, %d micro-batches\n",
-		l.dp, l.tp, l.pp, l.zero ? " (ZeRO-1)" : "", world, B, T, m);
+	fprintf(out, "memory per rank: dp %d x tp %d x pp %d%s over %d ranks, B=%d T=%d, %d micro-batches, recompute %s\n",
+		l.dp, l.tp, l.pp, l.zero ? " (ZeRO-1)" : "", world, B, T, m,
+		gpt2_recompute_name(layout_recompute(cfg)));
 	fprintf(out, "%5s %5s %3s %3s %7s %12s %12s %12s %12s %12s %10s\n", "rank", "stage", "tp",
 		"dp", "layers", "params", "grads", "optimizer", "activations", "total", "(MiB)");
 	for (int r = 0; r < world; r++) {
@@ -100,7 +101,7 @@ static int bench_memory(const struct stork_config *cfg, const struct gpt2_config
 			zero_plan_layout(&z, sizes, l.dp, l.dp_rank);
 			opt = 2 * z.state_n;
 		}
-		act = gpt2_activation_floats(g, &s, B, T) * (size_t)slots;
+		act = gpt2_activation_floats(g, &s, B, T, layout_recompute(cfg)) * (size_t)slots;
 		fprintf(out, "%5d %5d %3d %3d %3d-%-3d %12.2f %12.2f %12.2f %12.2f %12.2f\n", r,
 			l.stage, l.tp_rank, l.dp_rank, l.first_layer, l.last_layer - 1, mib(n),
 			mib(n + (l.zero ? (size_t)l.dp : 0)), mib(opt), mib(act),
@@ -119,6 +120,7 @@ int cmd_bench_train(int argc, char **argv)
 	};
 	struct stork_config cfg;
 	struct gpt2_config g;
+	struct bench_train_opts opts;
 	char err[1024];
 	int steps = 5, ranks = 0, c, code = STORK_EXIT_CONFIG;
 
@@ -161,12 +163,14 @@ int cmd_bench_train(int argc, char **argv)
 		return code;
 	}
 	code = STORK_EXIT_OK;
+	opts = (struct bench_train_opts){ .B = cfg.train.batch_size, .T = cfg.train.seq_len,
+					  .steps = steps,
+					  .tf32 = cfg.train.precision == STORK_PRECISION_TF32,
+					  .recompute = layout_recompute(&cfg) };
 	if (steps > 0 && on_gpu(&cfg, &code)) {
-		if (!code && bench_train_cuda(&g, cfg.train.batch_size, cfg.train.seq_len, steps,
-					      cfg.train.precision == STORK_PRECISION_TF32, stdout))
+		if (!code && bench_train_cuda(&g, &opts, stdout))
 			code = STORK_EXIT_INTERNAL;
-	} else if (steps > 0 && bench_train(&g, cfg.train.batch_size, cfg.train.seq_len, steps,
-					    stdout)) {
+	} else if (steps > 0 && bench_train(&g, &opts, stdout)) {
 		code = STORK_EXIT_INTERNAL;
 	}
 	config_free(&cfg);

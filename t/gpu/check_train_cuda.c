@@ -7,6 +7,9 @@
  *   - 20 optimizer steps of a small model: the losses agree within 1e-4
  *     relative (TF32 off: both compute in fp32, only the summation orders
  *     differ, a few ulps per layer);
+ *   - train.recompute gelu and block give the losses and parameters of
+ *     keeping every activation, bit for bit, on the GPU too (its kernels
+ *     have no atomics: the same inputs give the same bits);
  *   - a GPU run's state (parameters and moments) continued on the CPU, and
  *     a CPU run's continued on the GPU, track an uninterrupted run;
  *   - 2 and 4 data-parallel ranks sharing the one GPU, gradients averaged
@@ -113,6 +116,41 @@ START_TEST(test_twenty_steps_match_the_cpu)
 	gpt2_free(&c);
 	adamw_free(&gs);
 	adamw_free(&cs);
+}
+END_TEST
+
+START_TEST(test_recompute_is_bit_exact_on_the_gpu)
+{
+	float losses[3][STEPS];
+	double sums[3] = { 0 };
+
+	use_gpu();
+	for (int r = GPT2_RECOMPUTE_NONE; r <= GPT2_RECOMPUTE_BLOCK; r++) {
+		struct gpt2 g;
+		struct adamw_state gs;
+		float *params;
+
+		make(&g, &gs, &ops_cuda);
+		gpt2_set_recompute(&g, r);
+		for (int k = 0; k < STEPS; k++)
+			losses[r][k] = step(&g, &gs, NULL, k, 0);
+		params = malloc(g.num_params * sizeof(float));
+		ck_assert_ptr_nonnull(params);
+		gpt2_params_to_host(&g, params);
+		for (size_t i = 0; i < g.num_params; i++)
+			sums[r] += params[i];
+		free(params);
+		gpt2_free(&g);
+		adamw_free(&gs);
+	}
+	for (int r = GPT2_RECOMPUTE_GELU; r <= GPT2_RECOMPUTE_BLOCK; r++) {
+		for (int k = 0; k < STEPS; k++)
+			ck_assert_msg(losses[r][k] == losses[0][k],
+				      "recompute %s step %d: loss %.9g, %.9g without", gpt2_recompute_name(r),
+				      k, losses[r][k], losses[0][k]);
+		ck_assert_msg(sums[r] == sums[0], "recompute %s: parameters differ",
+			      gpt2_recompute_name(r));
+	}
 }
 END_TEST
 
@@ -339,6 +377,7 @@ int main(void)
 	}
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_twenty_steps_match_the_cpu);
+	tcase_add_test(tc, test_recompute_is_bit_exact_on_the_gpu);
 	tcase_add_test(tc, test_state_moves_between_gpu_and_cpu);
 	tcase_add_test(tc, test_two_ranks_on_one_gpu_match_the_cpu);
 	tcase_add_test(tc, test_four_ranks_on_one_gpu_match_the_cpu);

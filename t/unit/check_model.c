@@ -411,6 +411,7 @@ struct tp_rank {
 	struct comm *c;
 	struct gpt2 s;
 	struct gpt2_shard h;
+	enum gpt2_recompute recompute;
 	float loss;
 	int rc;
 };
@@ -421,6 +422,8 @@ static void *tp_main(void *p)
 
 	r->h.tp = r->c;
 	r->rc = gpt2_build_shard(&r->s, &tiny, &r->h, 17);
+	if (!r->rc)
+		r->rc = gpt2_set_recompute(&r->s, r->recompute);
 	if (!r->rc)
 		r->rc = gpt2_zero_grad(&r->s);
 	if (!r->rc)
@@ -487,9 +490,49 @@ START_TEST(test_tensor_parallel_equals_whole_model)
 END_TEST
 
 /*
+ * Block recomputation under tensor parallelism: the layer's forward pass
+ * runs again with its all-reduces (every rank of the group in the same
+ * order), and the losses and gradients are those of keeping everything,
+ * bit for bit.
+ */
+START_TEST(test_tensor_parallel_block_recompute_is_bit_exact)
+{
+	struct comm_world *w = comm_world_create(2);
+	struct tp_rank r[2][2];
+	pthread_t th[2];
+
+	for (int mode = 0; mode < 2; mode++) {
+		for (int k = 0; k < 2; k++) {
+			r[mode][k] = (struct tp_rank){
+				.c = comm_world_rank(w, k), .h = shard_of(&tiny, k, 2, 0, tiny.num_layers),
+				.recompute = mode ? GPT2_RECOMPUTE_BLOCK : GPT2_RECOMPUTE_NONE
+			};
+			ck_assert_int_eq(pthread_create(&th[k], NULL, tp_main, &r[mode][k]), 0);
+		}
+		for (int k = 0; k < 2; k++) {
+			pthread_join(th[k], NULL);
+			ck_assert_msg(r[mode][k].rc == 0, "rank %d: %s", k, r[mode][k].s.err);
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		ck_assert_msg(r[0][k].loss == r[1][k].loss, "rank %d: loss %.9g, %.9g recomputed", k,
+			      r[0][k].loss, r[1][k].loss);
+		ck_assert_msg(!memcmp(r[0][k].s.grads, r[1][k].s.grads,
+				      r[0][k].s.num_params * sizeof(float)),
+			      "rank %d: gradients differ with block recomputation", k);
+		ck_assert_uint_lt(r[1][k].s.act_cap, r[0][k].s.act_cap);
+		gpt2_free(&r[0][k].s);
+		gpt2_free(&r[1][k].s);
+	}
+	comm_world_destroy(w);
+}
+END_TEST
+
+/*
  * Micro-batches in flight (a pipeline stage's 1F1B): two forwards into two
  * slots, then the backwards in order, give the gradients of two sequential
- * forward+backward passes, bit for bit.
+ * forward+backward passes, bit for bit, whatever the slots recompute (a
+ * slot's scratch layer must not be another slot's).
  */
 START_TEST(test_slots_keep_micro_batches_apart)
 {
@@ -499,26 +542,96 @@ START_TEST(test_slots_keep_micro_batches_apart)
 	float la1, la2, lb1, lb2;
 
 	build(&a, 4);
-	build(&b, 4);
 	gpt2_zero_grad(&a);
-	gpt2_zero_grad(&b);
 	la1 = gpt2_forward(&a, inputs, targets, B, T);
 	gpt2_backward(&a, 0.5f);
 	la2 = gpt2_forward(&a, in2, tg2, B, T);
 	gpt2_backward(&a, 0.5f);
-	ck_assert_int_eq(gpt2_set_slots(&b, 2), 0);
-	gpt2_use_slot(&b, 0);
-	lb1 = gpt2_forward(&b, inputs, targets, B, T);
-	gpt2_use_slot(&b, 1);
-	lb2 = gpt2_forward(&b, in2, tg2, B, T);
-	gpt2_use_slot(&b, 0);
-	ck_assert_int_eq(gpt2_backward(&b, 0.5f), 0);
-	gpt2_use_slot(&b, 1);
-	ck_assert_int_eq(gpt2_backward(&b, 0.5f), 0);
-	ck_assert(la1 == lb1 && la2 == lb2);
-	ck_assert(!memcmp(a.grads, b.grads, a.num_params * sizeof(float)));
+	for (int r = GPT2_RECOMPUTE_NONE; r <= GPT2_RECOMPUTE_BLOCK; r++) {
+		build(&b, 4);
+		gpt2_zero_grad(&b);
+		ck_assert_int_eq(gpt2_set_slots(&b, 2), 0);
+		gpt2_set_recompute(&b, r);
+		gpt2_use_slot(&b, 0);
+		lb1 = gpt2_forward(&b, inputs, targets, B, T);
+		gpt2_use_slot(&b, 1);
+		lb2 = gpt2_forward(&b, in2, tg2, B, T);
+		gpt2_use_slot(&b, 0);
+		ck_assert_int_eq(gpt2_backward(&b, 0.5f), 0);
+		gpt2_use_slot(&b, 1);
+		ck_assert_int_eq(gpt2_backward(&b, 0.5f), 0);
+		ck_assert_msg(la1 == lb1 && la2 == lb2, "recompute %s: losses differ",
+			      gpt2_recompute_name(r));
+		ck_assert_msg(!memcmp(a.grads, b.grads, a.num_params * sizeof(float)),
+			      "recompute %s: gradients differ", gpt2_recompute_name(r));
+		gpt2_free(&b);
+	}
 	gpt2_free(&a);
-	gpt2_free(&b);
+}
+END_TEST
+
+/*
+ * Three training steps of a 4-layer model under each recomputation mode:
+ * the same losses and gradients, bit for bit, as keeping everything (the
+ * backward pass recomputes with the same kernels on the same inputs),
+ * while the activations take less memory: GELU recomputation drops the
+ * per-layer GELU outputs, block recomputation every per-layer array but
+ * the layers' outputs. The sizes the model allocates are the ones
+ * gpt2_activation_floats reports (stork bench train prints them).
+ */
+START_TEST(test_recompute_keeps_losses_and_gradients_bit_for_bit)
+{
+	static const int batches[3][B * T + 1] = { { 1, 5, 9, 2, 10, 0, 3, 3, 4 },
+						   { 7, 7, 2, 0, 1, 9, 9, 5, 6 },
+						   { 3, 1, 4, 1, 5, 9, 2, 6, 5 } };
+	struct gpt2_config c4 = tiny;
+	struct gpt2_shard whole;
+	struct gpt2 ref, m;
+	float want[3], *g[3];
+	size_t n, cap[3];
+
+	c4.num_layers = 4;
+	gpt2_shard_whole(&c4, &whole);
+	ck_assert_int_eq(gpt2_build(&ref, &c4, 21), 0);
+	n = ref.num_params;
+	for (int s = 0; s < 3; s++) {
+		gpt2_zero_grad(&ref);
+		want[s] = gpt2_forward(&ref, batches[s], batches[s] + 1, B, T);
+		gpt2_backward(&ref, 1.0f);
+		g[s] = malloc(n * sizeof(float));
+		memcpy(g[s], ref.grads, n * sizeof(float));
+		for (size_t i = 0; i < n; i++) /* a plain SGD step: the next batch meets new weights */
+			ref.params[i] -= 0.1f * ref.grads[i];
+	}
+	for (int r = GPT2_RECOMPUTE_NONE; r <= GPT2_RECOMPUTE_BLOCK; r++) {
+		ck_assert_int_eq(gpt2_build(&m, &c4, 21), 0);
+		gpt2_set_recompute(&m, r);
+		for (int s = 0; s < 3; s++) {
+			float got;
+
+			gpt2_zero_grad(&m);
+			got = gpt2_forward(&m, batches[s], batches[s] + 1, B, T);
+			ck_assert_int_eq(gpt2_backward(&m, 1.0f), 0);
+			ck_assert_msg(got == want[s], "recompute %s, step %d: loss %.9g, want %.9g",
+				      gpt2_recompute_name(r), s, got, want[s]);
+			ck_assert_msg(!memcmp(g[s], m.grads, n * sizeof(float)),
+				      "recompute %s, step %d: gradients differ", gpt2_recompute_name(r), s);
+			for (size_t i = 0; i < n; i++)
+				m.params[i] -= 0.1f * m.grads[i];
+		}
+		cap[r] = m.act_cap;
+		ck_assert_uint_eq(cap[r], gpt2_activation_floats(&c4, &whole, B, T, r));
+		gpt2_free(&m);
+	}
+	ck_assert_msg(cap[GPT2_RECOMPUTE_GELU] < cap[GPT2_RECOMPUTE_NONE] &&
+			      cap[GPT2_RECOMPUTE_BLOCK] < cap[GPT2_RECOMPUTE_GELU],
+		      "activation floats: none %zu, gelu %zu, block %zu", cap[0], cap[1], cap[2]);
+	/* GELU recomputation saves 3 of the 4 layers' GELU outputs (B*T*4C each) */
+	ck_assert_uint_ge(cap[GPT2_RECOMPUTE_NONE] - cap[GPT2_RECOMPUTE_GELU],
+			  3 * (size_t)B * T * 4 * c4.channels);
+	for (int s = 0; s < 3; s++)
+		free(g[s]);
+	gpt2_free(&ref);
 }
 END_TEST
 
@@ -918,6 +1031,8 @@ static Suite *model_suite(void)
 	tcase_add_test(tc, test_load_shard_reads_its_slice);
 	tcase_add_test(tc, test_slots_keep_micro_batches_apart);
 	tcase_add_test(tc, test_tensor_parallel_equals_whole_model);
+	tcase_add_test(tc, test_recompute_keeps_losses_and_gradients_bit_for_bit);
+	tcase_add_test(tc, test_tensor_parallel_block_recompute_is_bit_exact);
 	tcase_add_test(tc, test_backend_missing_kernels_is_refused);
 	tcase_add_test(tc, test_forward_rejects_tokens_outside_vocabulary);
 	tcase_add_test(tc, test_save_load_round_trip_is_bit_exact);
