@@ -332,13 +332,13 @@ static int train_steps(struct gpt2 *m, struct adamw_state *s, const int *tok, in
  */
 int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts *o, FILE *out)
 {
-	int B = o->B, T = o->T, steps = o->steps, tf32 = o->tf32;
+	int B = o->B, T = o->T, steps = o->steps;
 	struct ops timed; /* the model points at it until gpt2_free */
 	struct gpt2 m;
 	struct adamw_state s = { 0 };
 	struct phase ph = { 0 };
 	int *tok = malloc(((size_t)B * T + 1) * sizeof(int));
-	const char *prec = tf32 ? "tf32" : "fp32";
+	const char *prec = ops_precision_name(o->precision);
 	char desc[160], err[256];
 	size_t free0 = 0, total = 0, free1 = 0, free2 = 0;
 	double peak, fpt, step_s, tps;
@@ -349,7 +349,14 @@ int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts 
 		free(tok);
 		return -1;
 	}
-	kernels_cuda_set_tf32(tf32);
+	if (o->precision == OPS_BF16 && kernels_cuda_compute_capability() < 80) {
+		fprintf(out, "bench train: bf16 needs compute capability 8.0 or newer; %s has %d.%d\n",
+			desc, kernels_cuda_compute_capability() / 10,
+			kernels_cuda_compute_capability() % 10);
+		free(tok);
+		return -1;
+	}
+	ops_cuda.set_precision(o->precision);
 	ops_cuda.mem_info(&free0, &total);
 	if (gpt2_build(&m, c, 1337)) {
 		fprintf(out, "bench train: %s\n", m.err);
@@ -432,6 +439,7 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
 		free(tok);
 		return -1;
 	}
+	ops_cpu.set_precision(o->precision);
 	gpt2_set_recompute(&m, o->recompute);
 	if (gpt2_set_backend(&m, &timed)) {
 		fprintf(out, "bench train: %s\n", m.err);
@@ -455,7 +463,9 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
 	tps = (double)B * T / step_s;
 	rest = ph.fwd + ph.bwd + ph.upd;
 	print_model(out, c, &m, B, T);
-	fprintf(out, "backend: %s, %d thread(s)\n", kernels_cpu_backend_name(), ops_cpu_threads());
+	fprintf(out, "backend: %s, %d thread(s), %s matrix products%s\n", kernels_cpu_backend_name(),
+		ops_cpu_threads(), o->precision == OPS_BF16 ? "bf16" : "fp32",
+		o->precision == OPS_BF16 ? " (emulated: inputs rounded to bf16, fp32 sums)" : "");
 	if (ops_cpu_blas_coretype_hint())
 		fprintf(out,
 			"note: OpenBLAS runs AVX2 kernels (OPENBLAS_CORETYPE=%s) on this AVX-512 CPU: "

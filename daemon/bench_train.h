@@ -11,7 +11,7 @@
 /* What a training benchmark runs. */
 struct bench_train_opts {
 	int B, T, steps;
-	int tf32;                      /* GPU: TF32 matrix products */
+	enum ops_precision precision;  /* the matrix products' (bf16 is emulated on the CPU) */
 	enum gpt2_recompute recompute; /* what the forward pass keeps */
 };
 
@@ -28,9 +28,9 @@ struct bench_train_opts {
 int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, FILE *out);
 
 /*
- * bench_train on the first GPU (ops_cuda), with TF32 matrix products when
- * o->tf32: ms/step by phase, tokens/s, MFU against the GPU's dense fp32 or
- * TF32 peak, and the GPU memory the model, its state and the activations
+ * bench_train on the first GPU (ops_cuda), matrix products in
+ * o->precision: ms/step by phase, tokens/s, MFU against the GPU's dense
+ * peak in that precision, and the GPU memory the model, its state and the activations
  * take. Returns 0, or -1 with a message on out (no GPU, no CUDA in this
  * build, out of memory).
  */

@@ -2,10 +2,10 @@
  * daemon/bench_train_main.c - bench-train, a stand-alone driver of
  * bench_train() (the same figures as `stork bench train`).
  *
- *   daemon/bench-train [--cuda | --cuda-tf32] [LAYERS HEADS CHANNELS VOCAB B T STEPS]
+ *   daemon/bench-train [--cuda | --cuda-tf32 | --cuda-bf16] [LAYERS HEADS CHANNELS VOCAB B T STEPS]
  *
- * --cuda runs the steps on the first GPU in fp32, --cuda-tf32 with TF32
- * matrix products (bench_train_cuda).
+ * --cuda runs the steps on the first GPU in fp32, --cuda-tf32 with TF32,
+ * --cuda-bf16 with bf16 matrix products (bench_train_cuda).
  *
  * Defaults: GPT-2 124M (12 12 768 50257), B=4, T=64, 5 steps. Like storkd,
  * the program sets OpenBLAS's variables and re-executes itself once
@@ -24,13 +24,19 @@ int main(int argc, char **argv)
 {
 	struct gpt2_config c = { .max_seq_len = 1024, .vocab_size = 50257, .num_layers = 12,
 				 .num_heads = 12, .channels = 768 };
-	int B = 4, T = 64, steps = 5, cuda = 0, tf32 = 0;
+	int B = 4, T = 64, steps = 5, cuda = 0;
+	enum ops_precision precision = OPS_FP32;
 	char **args = argv;
 
 	ops_cpu_blas_reexec(argv);
-	if (argc > 1 && (!strcmp(argv[1], "--cuda") || !strcmp(argv[1], "--cuda-tf32"))) {
+	if (argc > 1 && !strncmp(argv[1], "--cuda", 6)) {
 		cuda = 1;
-		tf32 = !strcmp(argv[1], "--cuda-tf32");
+		if (!strcmp(argv[1], "--cuda-tf32"))
+			precision = OPS_TF32;
+		else if (!strcmp(argv[1], "--cuda-bf16"))
+			precision = OPS_BF16;
+		else if (strcmp(argv[1], "--cuda"))
+			argc = -1; /* an unknown option: the usage below */
 		args++;
 		argc--;
 	}
@@ -45,7 +51,7 @@ int main(int argc, char **argv)
 		if (c.max_seq_len < T)
 			c.max_seq_len = T;
 	} else if (argc != 1) {
-		fprintf(stderr, "usage: %s [--cuda | --cuda-tf32] [LAYERS HEADS CHANNELS VOCAB B T STEPS]\n",
+		fprintf(stderr, "usage: %s [--cuda | --cuda-tf32 | --cuda-bf16] [LAYERS HEADS CHANNELS VOCAB B T STEPS]\n",
 			argv[0]);
 		return 2;
 	}
@@ -56,7 +62,7 @@ int main(int argc, char **argv)
 	c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
 	if (getenv("OPENBLAS_CORETYPE"))
 		printf("OPENBLAS_CORETYPE=%s\n", getenv("OPENBLAS_CORETYPE"));
-	struct bench_train_opts o = { .B = B, .T = T, .steps = steps, .tf32 = tf32 };
+	struct bench_train_opts o = { .B = B, .T = T, .steps = steps, .precision = precision };
 
 	if (cuda)
 		return bench_train_cuda(&c, &o, stdout) ? 1 : 0;

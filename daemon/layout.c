@@ -138,6 +138,19 @@ enum gpt2_recompute layout_recompute(const struct stork_config *cfg)
 	return GPT2_RECOMPUTE_NONE;
 }
 
+enum ops_precision layout_precision(const struct stork_config *cfg)
+{
+	switch (cfg->train.precision) {
+	case STORK_PRECISION_TF32:
+		return OPS_TF32;
+	case STORK_PRECISION_BF16:
+		return OPS_BF16;
+	case STORK_PRECISION_FP32:
+		break;
+	}
+	return OPS_FP32;
+}
+
 int layout_groups(const struct par_layout *l, struct comm *world, struct par_groups *g)
 {
 	int D = l->dp, T = l->tp, P = l->pp, end = l->stage == 0 || l->stage == P - 1;

@@ -72,6 +72,9 @@ void layout_describe(const struct par_layout *l, char *buf, size_t len);
  */
 enum gpt2_recompute layout_recompute(const struct stork_config *cfg);
 
+/* train.precision in the kernels' terms (ops->set_precision). */
+enum ops_precision layout_precision(const struct stork_config *cfg);
+
 /* This rank's model shard (tp is set by layout_groups' caller). */
 void layout_shard(const struct par_layout *l, struct gpt2_shard *s);
 

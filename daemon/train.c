@@ -211,9 +211,30 @@ static void say_cpu(struct rank *r, const char *why)
 }
 
 /*
+ * train.precision on the CPU: fp32 and tf32 compute fp32 (a CPU has no
+ * TF32 arithmetic; stork.yaml(5) says so), bf16 is emulated exactly, and
+ * said, since it is slower than fp32.
+ */
+static void cpu_precision(struct rank *r)
+{
+	static const char what[] = "bf16 matrix products emulated on the CPU (inputs rounded "
+				   "to bf16, fp32 sums; slower than fp32)";
+
+	r->ops->set_precision(layout_precision(r->cfg));
+	if (r->cfg->train.precision != STORK_PRECISION_BF16)
+		return;
+	rank_logf(&r->log, "precision: %s", what);
+	if (r->rank == 0) {
+		printf("precision: %s\n", what);
+		fflush(stdout);
+	}
+}
+
+/*
  * run.device: the rank's GPU (the binding's STORK_GPU, else its local rank
  * modulo the GPUs it sees) or the CPU. cuda without a usable GPU is a
- * configuration error naming the rank, the host and CUDA's message.
+ * configuration error naming the rank, the host and CUDA's message; so is
+ * bf16 on a GPU without bf16 tensor cores (before compute capability 8.0).
  */
 static int choose_device(struct rank *r)
 {
@@ -225,11 +246,13 @@ static int choose_device(struct rank *r)
 	r->ops = &ops_cpu;
 	if (want == STORK_DEVICE_CPU) {
 		say_cpu(r, "run.device: cpu");
+		cpu_precision(r);
 		return 0;
 	}
 	if (count == 0 && want == STORK_DEVICE_AUTO) {
 		say_cpu(r, HAVE_CUDA_BUILD ? "run.device: auto, and no CUDA device is visible" :
 					     "run.device: auto, and this build has no CUDA backend");
+		cpu_precision(r);
 		return 0;
 	}
 	dev = count > 0 ? (plan->gpu >= 0 ? plan->gpu : r->local) % count : 0;
@@ -248,7 +271,18 @@ static int choose_device(struct rank *r)
 			 r->cfg->parallel.tensor);
 		return fail(r, STORK_EXIT_CONFIG, r->err);
 	}
-	kernels_cuda_set_tf32(r->cfg->train.precision == STORK_PRECISION_TF32);
+	if (r->cfg->train.precision == STORK_PRECISION_BF16 &&
+	    kernels_cuda_compute_capability() < 80) {
+		snprintf(r->err, sizeof r->err,
+			 "train.precision: bf16 needs bf16 tensor cores (compute capability 8.0 or "
+			 "newer); rank %d's GPU on %s (%s) has %d.%d: set train.precision: fp32",
+			 r->rank, r->node->host, desc, kernels_cuda_compute_capability() / 10,
+			 kernels_cuda_compute_capability() % 10);
+		return fail(r, STORK_EXIT_CONFIG, r->err);
+	}
+#ifdef HAVE_CUDA
+	ops_cuda.set_precision(layout_precision(r->cfg));
+#endif
 	msg_format(r->device_id, sizeof r->device_id, "%s/%s", r->node->host, desc);
 	rank_logf(&r->log, "bound: gpu %d (%s), %s matrix products", dev, desc,
 		  config_precision_name(r->cfg->train.precision));

@@ -34,8 +34,8 @@ const char *kernels_cuda_versions(void);
  */
 int kernels_cuda_use_device(int dev, char *desc, size_t desclen, char *err, size_t errlen);
 
-/* TF32 tensor-core matmuls for the calling thread's cuBLAS handle: on (1) or off (0, the default). */
-void kernels_cuda_set_tf32(int on);
+/* Compute capability of the current device as 10 * major + minor (90 for an H100); 0 without one. */
+int kernels_cuda_compute_capability(void);
 
 /*
  * Dense peak of the current device in FLOP/s for "fp32", "tf32" or "bf16",

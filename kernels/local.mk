@@ -5,7 +5,8 @@ kernels_libkernels_a_SOURCES = kernels/device.h kernels/cpu/device_cpu.c \
 	kernels/ops.h kernels/math.h kernels/cpu/cpu.h kernels/cpu/ops_cpu.c \
 	kernels/cpu/threads.c kernels/cpu/memory.c kernels/cpu/encoder.c \
 	kernels/cpu/layernorm.c kernels/cpu/matmul.c kernels/cpu/attention.c \
-	kernels/cpu/softmax_xent.c kernels/cpu/elementwise.c kernels/cpu/reduce.c
+	kernels/cpu/softmax_xent.c kernels/cpu/elementwise.c kernels/cpu/reduce.c \
+	kernels/cpu/precision.c
 # Vectorising the element-wise loops without changing a single result:
 # -fno-math-errno lets sqrtf inline (errno is never read), -fno-trapping-math
 # lets the clamps of math_exp become min/max (no code reads FP exception

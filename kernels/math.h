@@ -133,6 +133,53 @@ static inline MATH_HD float math_xent_dlogit(float p, int is_target, float dloss
 }
 
 /*
+ * bfloat16: the upper 16 bits of an fp32 (sign, the same 8 exponent bits,
+ * 7 of the 23 mantissa bits). math_bf16_bits rounds to nearest, ties to
+ * even (as CUDA's __float2bfloat16): adding 0x7fff plus the lowest kept
+ * bit carries into the kept bits exactly when the dropped half is above a
+ * half, or a half with an odd kept part. A carry out of the mantissa
+ * bumps the exponent, which is the right rounding too (up to infinity
+ * past the largest bf16). NaN is kept a quiet NaN (the carry could turn
+ * it into infinity).
+ */
+static inline MATH_HD uint16_t math_bf16_bits(float x)
+{
+	union {
+		float f;
+		uint32_t u;
+	} v;
+
+	v.f = x;
+	if ((v.u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((v.u >> 16) | 0x40u);
+	v.u += 0x7fffu + ((v.u >> 16) & 1u);
+	return (uint16_t)(v.u >> 16);
+}
+
+/* The float a bf16 stands for (exact: the low mantissa bits are 0). */
+static inline MATH_HD float math_bf16_float(uint16_t b)
+{
+	union {
+		uint32_t u;
+		float f;
+	} v;
+
+	v.u = (uint32_t)b << 16;
+	return v.f;
+}
+
+/*
+ * x rounded to the nearest bf16, as a float: what a bf16 matrix product
+ * reads. A product of two bf16 values has at most 16 significant bits, so
+ * it is exact in fp32; a sum of such products in fp32 is therefore what
+ * the tensor cores compute from bf16 inputs, up to the order of the sum.
+ */
+static inline MATH_HD float math_bf16_round(float x)
+{
+	return math_bf16_float(math_bf16_bits(x));
+}
+
+/*
  * AdamW update of one parameter. m and v are the first and second moment
  * estimates (updated in place); bc1 = 1 - beta1^t and bc2 = 1 - beta2^t are
  * the bias corrections of step t (t counts from 1); weight decay is decoupled

@@ -27,8 +27,32 @@
 extern "C" {
 #endif
 
+/*
+ * The arithmetic of the linear layers' matrix products (train.precision).
+ * Storage, accumulation and every other kernel stay fp32.
+ */
+enum ops_precision {
+	OPS_FP32 = 0, /* fp32 inputs and products */
+	OPS_TF32 = 1, /* GPU: inputs rounded to TF32 on the tensor cores; the CPU computes fp32 */
+	OPS_BF16 = 2, /* inputs rounded to bf16 (math_bf16_round), products summed in fp32 */
+};
+
+/* "fp32", "tf32" or "bf16" (train.precision's names). */
+static inline const char *ops_precision_name(enum ops_precision p)
+{
+	return p == OPS_BF16 ? "bf16" : p == OPS_TF32 ? "tf32" : "fp32";
+}
+
 struct ops {
 	const char *name;
+
+	/*
+	 * The precision of the calling thread's matmul_forward and
+	 * matmul_backward from now on (OPS_FP32 until set). The CPU emulates
+	 * bf16 exactly: it rounds the inputs with math_bf16_round into
+	 * scratch copies and multiplies those in fp32.
+	 */
+	void (*set_precision)(enum ops_precision p);
 
 	/* out (N=B*T, C) = wte[inp[n]] + wpe[n % T]; wte (V, C), wpe (maxT, C). */
 	void (*encoder_forward)(float *out, const int *inp, const float *wte, const float *wpe,

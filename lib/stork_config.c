@@ -73,7 +73,8 @@ static const struct enum_name devices[] = {
 	{ NULL, 0 },
 };
 static const struct enum_name precisions[] = {
-	{ "fp32", STORK_PRECISION_FP32 }, { "tf32", STORK_PRECISION_TF32 }, { NULL, 0 },
+	{ "fp32", STORK_PRECISION_FP32 }, { "tf32", STORK_PRECISION_TF32 },
+	{ "bf16", STORK_PRECISION_BF16 }, { NULL, 0 },
 };
 static const struct enum_name recomputes[] = {
 	{ "none", STORK_RECOMPUTE_NONE }, { "gelu", STORK_RECOMPUTE_GELU },
@@ -188,7 +189,8 @@ static const struct key keys[] = {
 	  .dflt = "cosine", .help = "constant | cosine" },
 	{ .path = "train.precision", .off = OFF(train.precision),
 	  .type = K_ENUM, .names = precisions,
-	  .dflt = "fp32", .help = "GPU matrix products: fp32 | tf32 (the CPU computes fp32)" },
+	  .dflt = "fp32",
+	  .help = "matrix products: fp32 | tf32 (GPU; the CPU computes fp32) | bf16 (emulated on CPUs)" },
 	{ .path = "train.recompute", .off = OFF(train.recompute),
 	  .type = K_ENUM, .names = recomputes,
 	  .dflt = "none",

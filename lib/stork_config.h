@@ -39,10 +39,11 @@ enum stork_lr_schedule {
 	STORK_LR_COSINE = 1,
 };
 
-/* train.precision: the arithmetic of the matrix products on GPUs (the CPU computes fp32). */
+/* train.precision: the arithmetic of the linear layers' matrix products. */
 enum stork_precision {
 	STORK_PRECISION_FP32 = 0,
 	STORK_PRECISION_TF32 = 1, /* fp32 storage, TF32 tensor-core products (10-bit mantissa inputs) */
+	STORK_PRECISION_BF16 = 2, /* fp32 storage, products of bf16-rounded inputs summed in fp32 */
 };
 
 /* train.recompute: what the backward pass makes again instead of keeping from the forward pass. */

@@ -89,6 +89,16 @@ void cpu_zero(float *p, size_t n);
 void cpu_scale(float *p, size_t n, float s);
 double cpu_sumsq(const float *x, size_t n);
 
+/*
+ * Precision (precision.c): the calling thread's setting, and its bf16
+ * copies, one scratch slot per operand of a product.
+ */
+enum { CPU_BF16_INP, CPU_BF16_WEIGHT, CPU_BF16_DOUT, CPU_BF16_SLOTS };
+void cpu_set_precision(enum ops_precision p);
+int cpu_bf16_on(void);
+/* x (n) rounded to bf16 into the thread's slot (kept until the slot's next use). */
+const float *cpu_bf16_rounded(int slot, const float *x, size_t n);
+
 /* Memory (memory.c): host memory. */
 void *cpu_host_alloc(size_t bytes);
 void cpu_host_free(void *p);

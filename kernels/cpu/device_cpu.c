@@ -49,9 +49,9 @@ int kernels_cuda_use_device(int dev, char *desc, size_t desclen, char *err, size
 	return -1;
 }
 
-void kernels_cuda_set_tf32(int on)
+int kernels_cuda_compute_capability(void)
 {
-	(void)on;
+	return 0;
 }
 
 double kernels_cuda_peak_flops(const char *precision)

@@ -1,6 +1,7 @@
 /*
  * kernels/cpu/matmul.c - the linear layers on CBLAS sgemm, cut into column
- * blocks of single-threaded calls (CPU backend).
+ * blocks of single-threaded calls (CPU backend). Under bf16 precision the
+ * operands are bf16-rounded copies (precision.c); bias and sums stay fp32.
  */
 #include "config.h"
 #include "kernels/cpu/cpu.h"
@@ -24,6 +25,7 @@ static int mm_blocks(int dim)
 struct mm_args {
 	float *out, *dinp, *dweight, *dbias;
 	const float *inp, *weight, *bias, *dout;
+	const float *dout_fp32; /* dbias sums the unrounded gradient */
 	int N, C, OC;
 	int dinp_blocks, dweight_blocks; /* matmul_backward's two kinds of block */
 };
@@ -55,6 +57,11 @@ void cpu_matmul_forward(float *out, const float *inp, const float *weight, const
 {
 	struct mm_args a = { .out = out, .inp = inp, .weight = weight, .bias = bias, .N = N,
 			     .C = C, .OC = OC };
+
+	if (cpu_bf16_on()) {
+		a.inp = cpu_bf16_rounded(CPU_BF16_INP, inp, (size_t)N * C);
+		a.weight = cpu_bf16_rounded(CPU_BF16_WEIGHT, weight, (size_t)OC * C);
+	}
 
 	parallel_for(mm_blocks(OC), threads_for(2.0 * N * C * OC), mm_forward_part,
 		     &a);
@@ -89,16 +96,22 @@ static void mm_backward_part(void *p, int block, int count)
 	if (a->dbias)
 		for (int r = 0; r < a->N; r++)
 			for (int o = lo; o < hi; o++)
-				a->dbias[o] += a->dout[(size_t)r * a->OC + o];
+				a->dbias[o] += a->dout_fp32[(size_t)r * a->OC + o];
 }
 
 void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
 			    const float *inp, const float *weight, int N, int C, int OC)
 {
 	struct mm_args a = { .dinp = dinp, .dweight = dweight, .dbias = dbias, .inp = inp,
-			     .weight = weight, .dout = dout, .N = N, .C = C, .OC = OC,
+			     .weight = weight, .dout = dout, .dout_fp32 = dout, .N = N, .C = C, .OC = OC,
 			     .dinp_blocks = dinp ? mm_blocks(C) : 0,
 			     .dweight_blocks = mm_blocks(OC) };
+
+	if (cpu_bf16_on()) {
+		a.inp = cpu_bf16_rounded(CPU_BF16_INP, inp, (size_t)N * C);
+		a.weight = cpu_bf16_rounded(CPU_BF16_WEIGHT, weight, (size_t)OC * C);
+		a.dout = cpu_bf16_rounded(CPU_BF16_DOUT, dout, (size_t)N * OC);
+	}
 
 	parallel_for(a.dinp_blocks + a.dweight_blocks, threads_for(4.0 * N * C * OC),
 		     mm_backward_part, &a);

@@ -36,6 +36,7 @@
 
 const struct ops ops_cpu = {
 	.name = "cpu",
+	.set_precision = cpu_set_precision,
 	.encoder_forward = cpu_encoder_forward,
 	.encoder_backward = cpu_encoder_backward,
 	.layernorm_forward = cpu_layernorm_forward,

@@ -16,6 +16,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "kernels/ops.h"
+
 #define BLOCK 256
 
 static inline unsigned grid_for(size_t n)
@@ -31,6 +33,10 @@ void cublas_check(cublasStatus_t st, const char *what);
 /* The calling thread's cuBLAS handle, on its default stream, TF32 as set. */
 cublasHandle_t cuda_blas(void);
 
+/* The calling thread's matmul precision (ops->set_precision) and its setter. */
+void cuda_set_precision(enum ops_precision p);
+enum ops_precision cuda_precision(void);
+
 /*
  * Scratch device memory of the calling thread, slot k (a few per layer
  * file), grown on demand and kept: attention's permuted q, k, v, the
@@ -38,7 +44,8 @@ cublasHandle_t cuda_blas(void);
  */
 void *cuda_scratch(int slot, size_t bytes);
 enum { SCRATCH_ATT_QKV, SCRATCH_ATT_Y, SCRATCH_ATT_DATT, SCRATCH_ATT_DQKV, SCRATCH_COLS,
-       SCRATCH_SUMSQ, SCRATCH_TOKENS, SCRATCH_NUM };
+       SCRATCH_SUMSQ, SCRATCH_TOKENS, SCRATCH_BF16_INP, SCRATCH_BF16_WEIGHT, SCRATCH_BF16_DOUT,
+       SCRATCH_NUM };
 
 /* Sum over a warp, in a fixed butterfly order (every lane gets the same bits). */
 __device__ static inline float warp_sum(float v)

@@ -4,12 +4,53 @@
  * cuBLAS is column-major: a row-major (R, K) array is its column-major
  * (K, R) transpose. Row-major out (N, OC) = inp (N, C) @ W (OC, C)^T is
  * therefore column-major out' (OC x N) = W'^T (OC x C) * inp' (C x N), with
- * W' the column-major (C x OC) view of W. TF32 tensor cores are used when
- * the thread turned them on (kernels_cuda_set_tf32), otherwise full fp32.
- * The bias is a kernel of its own; its gradient a deterministic column sum.
+ * W' the column-major (C x OC) view of W. The thread's precision
+ * (ops->set_precision) chooses the arithmetic: fp32 (cublasSgemm), TF32
+ * (the same calls, the handle in TF32 tensor-op mode), or bf16: the
+ * operands are converted to bf16 copies (math_bf16_bits, the rounding the
+ * CPU emulation uses) and cublasGemmEx multiplies them on the tensor cores
+ * with fp32 accumulation into the fp32 output. The bias is a kernel of
+ * its own; its gradient a deterministic column sum of the fp32 dout.
  */
 #include "config.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/math.h"
+
+#include <cstdint>
+
+__global__ static void to_bf16_kernel(uint16_t *dst, const float *src, size_t n)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		dst[i] = math_bf16_bits(src[i]);
+}
+
+/* src (n floats) as bf16 in the thread's scratch slot. */
+static const uint16_t *bf16_copy(int slot, const float *src, size_t n)
+{
+	uint16_t *dst = (uint16_t *)cuda_scratch(slot, n * sizeof(uint16_t));
+
+	to_bf16_kernel<<<grid_for(n), BLOCK>>>(dst, src, n);
+	LAUNCHED("matmul bf16 conversion");
+	return dst;
+}
+
+/*
+ * C (m x n, fp32, column-major, leading dimension ldc) = alpha op(A) op(B)
+ * + beta C with A and B bf16: cuBLAS's sgemm with bf16 inputs.
+ */
+static void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+		      const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+		      int ldc, const char *what)
+{
+	const float one = 1.0f;
+
+	cublas_check(cublasGemmEx(cuda_blas(), ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B,
+				  CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+				  CUBLAS_GEMM_DEFAULT),
+		     what);
+}
 
 /* out (N, OC) += bias (OC) broadcast over rows. */
 __global__ static void bias_add_kernel(float *out, const float *bias, int N, int OC)
@@ -27,9 +68,15 @@ void cuda_matmul_forward(float *out, const float *inp, const float *weight, cons
 
 	if (N <= 0 || OC <= 0)
 		return;
-	cublas_check(cublasSgemm(cuda_blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, weight, C,
-				 inp, C, &zero, out, OC),
-		     "matmul_forward sgemm");
+	if (cuda_precision() == OPS_BF16)
+		gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C,
+			  bf16_copy(SCRATCH_BF16_WEIGHT, weight, (size_t)OC * C), C,
+			  bf16_copy(SCRATCH_BF16_INP, inp, (size_t)N * C), C, 0.0f, out, OC,
+			  "matmul_forward bf16 gemm");
+	else
+		cublas_check(cublasSgemm(cuda_blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one,
+					 weight, C, inp, C, &zero, out, OC),
+			     "matmul_forward sgemm");
 	if (bias) {
 		bias_add_kernel<<<grid_for((size_t)N * OC), BLOCK>>>(out, bias, N, OC);
 		LAUNCHED("matmul_forward bias");
@@ -49,6 +96,20 @@ void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float
 
 	if (N <= 0 || OC <= 0)
 		return;
+	if (cuda_precision() == OPS_BF16) {
+		const uint16_t *d16 = bf16_copy(SCRATCH_BF16_DOUT, dout, (size_t)N * OC);
+
+		if (dinp)
+			gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC,
+				  bf16_copy(SCRATCH_BF16_WEIGHT, weight, (size_t)OC * C), C, d16, OC,
+				  1.0f, dinp, C, "matmul_backward dinp bf16 gemm");
+		gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N,
+			  bf16_copy(SCRATCH_BF16_INP, inp, (size_t)N * C), C, d16, OC, 1.0f, dweight,
+			  C, "matmul_backward dweight bf16 gemm");
+		if (dbias)
+			cuda_column_sums(dbias, dout, N, OC);
+		return;
+	}
 	if (dinp)
 		cublas_check(cublasSgemm(cuda_blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one,
 					 weight, C, dout, OC, &one, dinp, C),

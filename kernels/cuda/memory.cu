@@ -32,7 +32,7 @@ void cublas_check(cublasStatus_t st, const char *what)
 }
 
 static thread_local cublasHandle_t blas;
-static thread_local int tf32_on;
+static thread_local enum ops_precision precision;
 static thread_local void *scratch[SCRATCH_NUM];
 static thread_local size_t scratch_bytes[SCRATCH_NUM];
 
@@ -41,20 +41,28 @@ cublasHandle_t cuda_blas(void)
 	if (!blas) {
 		cublas_check(cublasCreate(&blas), "cublasCreate");
 		cublas_check(cublasSetStream(blas, cudaStreamPerThread), "cublasSetStream");
-		cublas_check(cublasSetMathMode(blas, tf32_on ? CUBLAS_TF32_TENSOR_OP_MATH :
-							       CUBLAS_DEFAULT_MATH),
-			     "cublasSetMathMode");
+		cuda_set_precision(precision);
 	}
 	return blas;
 }
 
-extern "C" void kernels_cuda_set_tf32(int on)
+/*
+ * TF32 is a math mode of the handle (cuBLAS rounds fp32 inputs on the
+ * tensor cores); bf16 is the matmul file's own path (bf16 copies of the
+ * operands, cublasGemmEx), with the handle in its default mode.
+ */
+void cuda_set_precision(enum ops_precision p)
 {
-	tf32_on = on;
+	precision = p;
 	if (blas)
-		cublas_check(cublasSetMathMode(blas, on ? CUBLAS_TF32_TENSOR_OP_MATH :
-							  CUBLAS_DEFAULT_MATH),
+		cublas_check(cublasSetMathMode(blas, p == OPS_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH :
+								     CUBLAS_DEFAULT_MATH),
 			     "cublasSetMathMode");
+}
+
+enum ops_precision cuda_precision(void)
+{
+	return precision;
 }
 
 void *cuda_scratch(int slot, size_t bytes)
@@ -168,6 +176,19 @@ extern "C" int kernels_cuda_use_device(int dev, char *desc, size_t desclen, char
 	cudaDeviceGetPCIBusId(bus, sizeof bus, dev);
 	snprintf(desc, desclen, "%s, %s", p.name, bus);
 	return 0;
+}
+
+extern "C" int kernels_cuda_compute_capability(void)
+{
+	int dev = 0, major = 0, minor = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return 10 * major + minor;
 }
 
 /*

@@ -23,6 +23,7 @@ static struct ops make_ops_cuda(void)
 	struct ops o = {};
 
 	o.name = "cuda";
+	o.set_precision = cuda_set_precision;
 	o.encoder_forward = cuda_encoder_forward;
 	o.encoder_backward = cuda_encoder_backward;
 	o.layernorm_forward = cuda_layernorm_forward;

@@ -165,7 +165,7 @@ int cmd_bench_train(int argc, char **argv)
 	code = STORK_EXIT_OK;
 	opts = (struct bench_train_opts){ .B = cfg.train.batch_size, .T = cfg.train.seq_len,
 					  .steps = steps,
-					  .tf32 = cfg.train.precision == STORK_PRECISION_TF32,
+					  .precision = layout_precision(&cfg),
 					  .recompute = layout_recompute(&cfg) };
 	if (steps > 0 && on_gpu(&cfg, &code)) {
 		if (!code && bench_train_cuda(&g, &opts, stdout))

@@ -27,6 +27,29 @@ setup() {
 	diff <(losses full) <(losses cut)
 }
 
+@test "train.precision bf16 on the CPU: emulated and said, within 2% of fp32, and its checkpoint resumes in fp32 (the format is fp32)" {
+	"$STORK" run tiny.yaml --set run.name=fp32 >/dev/null
+	run "$STORK" run tiny.yaml --set run.name=bf16 --set train.precision=bf16
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"precision: bf16 matrix products emulated on the CPU"* ]]
+	grep -q "precision: bf16 matrix products emulated" runs/bf16__job=local__task=0/logs/rank-000.log
+	[ "$(losses bf16 | wc -l)" -eq 20 ]
+	# not fp32 in disguise, and within 2% of it at every step
+	! diff -q <(losses fp32) <(losses bf16) >/dev/null
+	paste <(losses fp32) <(losses bf16) | awk '
+		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > worst) worst = r }
+		END { printf "bf16 against fp32: worst relative difference %.3g over %d steps\n", worst, n > "/dev/stderr";
+		      exit !(n == 20 && worst <= 0.02) }'
+	# a bf16 checkpoint continued in fp32 (as on a machine without bf16)
+	run env STORK_STOP_AT_STEP=7 "$STORK" run tiny.yaml --set run.name=mixed --set train.precision=bf16
+	[ "$status" -eq 12 ]
+	run "$STORK" run tiny.yaml --set run.name=mixed --set train.precision=fp32
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"resumed from"*"step_00000007 at step 7"* ]]
+	[ "$(losses mixed | wc -l)" -eq 20 ]
+	diff <(losses bf16 | head -7) <(losses mixed | head -7)
+}
+
 @test "data parallel: 2 ranks x batch B match 1 rank x batch 2B within 1e-5 relative over 10 steps" {
 	"$STORK" run tiny.yaml --set run.name=one --set train.batch_size=8 --set train.steps=10 --local-ranks 1 >/dev/null
 	"$STORK" run tiny.yaml --set run.name=two --set train.batch_size=4 --set train.steps=10 --local-ranks 2 >/dev/null

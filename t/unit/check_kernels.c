@@ -566,6 +566,117 @@ END_TEST
 
 /* ------------------------------------------------------------ zero, scale, sumsq */
 
+/* The bits of a float, and the float of some bits. */
+static uint32_t bits_of(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+static float float_of(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+/*
+ * bf16 rounding, to nearest with ties to even, on the cases that tell it
+ * from truncation or from ties away from zero: 1 + 2^-8 is halfway between
+ * 1 and 1 + 2^-7 (even: down), 1 + 3 * 2^-8 halfway between 1 + 2^-7 and
+ * 1 + 2^-6 (even: up); a carry out of the mantissa bumps the exponent;
+ * the largest float rounds to infinity; NaN stays NaN.
+ */
+START_TEST(test_bf16_rounds_to_nearest_even)
+{
+	static const struct {
+		uint32_t in;
+		uint16_t out;
+	} cases[] = {
+		{ 0x3f800000u, 0x3f80 }, /* 1 */
+		{ 0x3f808000u, 0x3f80 }, /* 1 + 2^-8: a tie, to even (down) */
+		{ 0x3f808001u, 0x3f81 }, /* just above the tie: up */
+		{ 0x3f818000u, 0x3f82 }, /* 1 + 3 * 2^-8: a tie, to even (up) */
+		{ 0x3f817fffu, 0x3f81 }, /* just below: down */
+		{ 0xbf808001u, 0xbf81 }, /* the sign does not change the magnitude's rounding */
+		{ 0x3fffffffu, 0x4000 }, /* carry into the exponent: 2 */
+		{ 0x7f7fffffu, 0x7f80 }, /* the largest float: infinity */
+		{ 0x7f800000u, 0x7f80 }, /* infinity */
+		{ 0x00000001u, 0x0000 }, /* the smallest denormal: 0 */
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		uint16_t got = math_bf16_bits(float_of(cases[i].in));
+
+		ck_assert_msg(got == cases[i].out, "bf16 of 0x%08x: 0x%04x, want 0x%04x", cases[i].in,
+			      got, cases[i].out);
+		ck_assert_uint_eq(bits_of(math_bf16_round(float_of(cases[i].in))),
+				  (uint32_t)cases[i].out << 16);
+	}
+	ck_assert(isnan(math_bf16_round(NAN)));
+	ck_assert(isnan(math_bf16_round(float_of(0x7f800001u)))); /* a NaN that would carry to inf */
+	/* every value within half a bf16 ulp (2^-8 relative) of its bf16 */
+	for (int i = 0; i < 10000; i++) {
+		float x = rng_normal(&rng, 0.0f, 100.0f);
+
+		ck_assert(fabsf(math_bf16_round(x) - x) <= ldexpf(fabsf(x), -8));
+	}
+}
+END_TEST
+
+/*
+ * The CPU's bf16 products are sgemm on bf16-rounded operands, exactly:
+ * under OPS_BF16, matmul_forward and matmul_backward give the bits of the
+ * fp32 kernels run on math_bf16_round'ed copies, except dbias, which sums
+ * the unrounded dout. They differ from fp32 (the setting is honoured), by
+ * bf16's relative precision.
+ */
+START_TEST(test_bf16_matmul_is_sgemm_of_rounded_operands)
+{
+	enum { N = 24, C = 40, OC = 56 };
+	float *inp = frand(N * C, 1.0f), *w = frand(OC * C, 0.5f), *bias = frand(OC, 0.1f);
+	float *dout = frand(N * OC, 1.0f);
+	float *ri = fzero(N * C), *rw = fzero(OC * C), *rd = fzero(N * OC);
+	float *out16 = fzero(N * OC), *out32 = fzero(N * OC), *ref = fzero(N * OC);
+	float *di16 = fzero(N * C), *dw16 = fzero(OC * C), *db16 = fzero(OC);
+	float *di_ref = fzero(N * C), *dw_ref = fzero(OC * C);
+	float *db32 = fzero(OC), *di32 = fzero(N * C), *dw32 = fzero(OC * C);
+	double worst = 0.0;
+
+	for (int i = 0; i < N * C; i++)
+		ri[i] = math_bf16_round(inp[i]);
+	for (int i = 0; i < OC * C; i++)
+		rw[i] = math_bf16_round(w[i]);
+	for (int i = 0; i < N * OC; i++)
+		rd[i] = math_bf16_round(dout[i]);
+	ops_cpu.matmul_forward(ref, ri, rw, bias, N, C, OC);
+	ops_cpu.matmul_backward(di_ref, dw_ref, NULL, rd, ri, rw, N, C, OC);
+	ops_cpu.matmul_forward(out32, inp, w, bias, N, C, OC);
+	ops_cpu.matmul_backward(di32, dw32, db32, dout, inp, w, N, C, OC);
+	ops_cpu.set_precision(OPS_BF16);
+	ops_cpu.matmul_forward(out16, inp, w, bias, N, C, OC);
+	ops_cpu.matmul_backward(di16, dw16, db16, dout, inp, w, N, C, OC);
+	ops_cpu.set_precision(OPS_FP32);
+	ck_assert(!memcmp(out16, ref, N * OC * sizeof(float)));
+	ck_assert(!memcmp(di16, di_ref, N * C * sizeof(float)));
+	ck_assert(!memcmp(dw16, dw_ref, OC * C * sizeof(float)));
+	ck_assert(!memcmp(db16, db32, OC * sizeof(float)));
+	for (int i = 0; i < N * OC; i++) {
+		double d = fabs((double)out16[i] - out32[i]) / (fabs(out32[i]) + 1.0);
+
+		worst = d > worst ? d : worst;
+	}
+	ck_assert_msg(worst > 1e-5 && worst < 3e-2, "bf16 against fp32: %g", worst);
+	/* and back to fp32: the fp32 bits again */
+	memset(out16, 0, N * OC * sizeof(float));
+	ops_cpu.matmul_forward(out16, inp, w, bias, N, C, OC);
+	ck_assert(!memcmp(out16, out32, N * OC * sizeof(float)));
+}
+END_TEST
+
 START_TEST(test_zero_scale_sumsq_match_reference)
 {
 	/* more than one 65536-element chunk of sumsq, and a ragged end */
@@ -725,6 +836,8 @@ static Suite *kernels_suite(void)
 	tcase_add_test(tc, test_adamw_matches_a_double_reference);
 	tcase_add_test(tc, test_math_exp_is_within_two_ulps);
 	tcase_add_test(tc, test_math_tanh_is_within_3e7_absolute);
+	tcase_add_test(tc, test_bf16_rounds_to_nearest_even);
+	tcase_add_test(tc, test_bf16_matmul_is_sgemm_of_rounded_operands);
 	tcase_add_test(tc, test_zero_scale_sumsq_match_reference);
 	tcase_add_test(tc, test_kernels_give_the_same_bits_for_any_thread_count);
 	tcase_set_timeout(tc, 60);
