@@ -277,7 +277,9 @@ START_TEST(enums_list_the_accepted_values)
 	ASSERT_ERROR("err_device.yaml", "err_device.yaml:2:11:", "run.device",
 		     "one of auto, cpu, cuda", "'gpu'");
 	ASSERT_ERROR("err_precision.yaml", "err_precision.yaml:2:14:", "train.precision",
-		     "one of fp32, tf32", "'bf16'");
+		     "one of fp32, tf32, bf16", "'fp16'");
+	ASSERT_ERROR("err_recompute.yaml", "err_recompute.yaml:2:14:", "train.recompute",
+		     "one of none, gelu, block", "'all'");
 	ASSERT_ERROR("err_nonfinite.yaml", "err_nonfinite.yaml:2:17:", "train.on_nonfinite",
 		     "one of stop, skip, rollback", "'retry'");
 	ASSERT_ERROR("err_tensor_cuda.yaml", "err_tensor_cuda.yaml:4:11:", "parallel.tensor: 2",
