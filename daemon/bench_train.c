@@ -130,6 +130,21 @@ static void t_softmax_xent_backward(float *probs, const int *targets, float dlos
 	TIMED(K_XENT, base->softmax_xent_backward(probs, targets, dloss, N, V, Vp));
 }
 
+static void t_softmax_xent_fused(float *losses, float *logits, const int *targets, float dloss,
+				 int N, int V, int Vp)
+{
+	TIMED(K_XENT, base->softmax_xent_fused(losses, logits, targets, dloss, N, V, Vp));
+}
+
+/* counted as LayerNorm: the residual add is the smaller part of its pass */
+static void t_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+					 const float *x, const float *y, const float *weight,
+					 const float *bias, int N, int C)
+{
+	TIMED(K_LAYERNORM,
+	      base->residual_layernorm_forward(res, out, mean, rstd, x, y, weight, bias, N, C));
+}
+
 static void t_adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr,
 		    float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2)
 {
@@ -162,6 +177,9 @@ static struct ops timed_ops(const struct ops *b)
 	o.residual_backward = t_residual_backward;
 	o.softmax_xent_forward = t_softmax_xent_forward;
 	o.softmax_xent_backward = t_softmax_xent_backward;
+	o.softmax_xent_fused = b->softmax_xent_fused ? t_softmax_xent_fused : NULL;
+	o.residual_layernorm_forward =
+		b->residual_layernorm_forward ? t_residual_layernorm_forward : NULL;
 	o.adamw = t_adamw;
 	o.zero = t_zero;
 	return o;
@@ -265,7 +283,7 @@ static void print_model(FILE *out, const struct gpt2_config *c, const struct gpt
 
 /*
  * The activation memory of the run (what ensure_acts allocates for its
- * recomputation mode) beside keeping every activation.
+ * recomputation mode) beside keeping every activation, and the fused kernels.
  */
 static void print_activations(FILE *out, const struct gpt2_config *c, const struct gpt2 *m,
 			      int B, int T)
@@ -276,6 +294,8 @@ static void print_activations(FILE *out, const struct gpt2_config *c, const stru
 	fprintf(out, "activations: %.2f MiB with recompute %s (none: %.2f MiB, %.2f MiB saved)\n",
 		kept * sizeof(float) / (1 << 20), gpt2_recompute_name(m->recompute),
 		all * sizeof(float) / (1 << 20), (all - kept) * sizeof(float) / (1 << 20));
+	fprintf(out, "fused kernels: %s\n",
+		m->fused ? "classifier, residual + LayerNorm" : "none (train.fused: false)");
 }
 
 static void print_step(FILE *out, const struct gpt2_config *c, const struct gpt2 *m,
@@ -364,6 +384,7 @@ int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts 
 		return -1;
 	}
 	gpt2_set_recompute(&m, o->recompute);
+	gpt2_set_fused(&m, o->fused, 1.0f);
 	if (!tok || adamw_init(&s, m.num_params) || gpt2_set_backend(&m, &ops_cuda) ||
 	    adamw_move(&s, &ops_cuda) || gpt2_zero_grad(&m)) {
 		fprintf(out, "bench train: %s\n", m.err[0] ? m.err : "out of memory");
@@ -441,6 +462,7 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
 	}
 	ops_cpu.set_precision(o->precision);
 	gpt2_set_recompute(&m, o->recompute);
+	gpt2_set_fused(&m, o->fused, 1.0f);
 	if (gpt2_set_backend(&m, &timed)) {
 		fprintf(out, "bench train: %s\n", m.err);
 		goto fail;

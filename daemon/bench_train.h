@@ -13,6 +13,7 @@ struct bench_train_opts {
 	int B, T, steps;
 	enum ops_precision precision;  /* the matrix products' (bf16 is emulated on the CPU) */
 	enum gpt2_recompute recompute; /* what the forward pass keeps */
+	int fused;                     /* fused kernels (gpt2_set_fused) */
 };
 
 /*

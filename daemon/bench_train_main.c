@@ -62,7 +62,8 @@ int main(int argc, char **argv)
 	c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
 	if (getenv("OPENBLAS_CORETYPE"))
 		printf("OPENBLAS_CORETYPE=%s\n", getenv("OPENBLAS_CORETYPE"));
-	struct bench_train_opts o = { .B = B, .T = T, .steps = steps, .precision = precision };
+	struct bench_train_opts o = { .B = B, .T = T, .steps = steps, .precision = precision,
+				      .fused = 1 };
 
 	if (cuda)
 		return bench_train_cuda(&c, &o, stdout) ? 1 : 0;

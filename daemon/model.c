@@ -844,7 +844,8 @@ static void save_slot(struct gpt2 *m)
 {
 	m->slots[m->slot] = (struct gpt2_slot){ .acts = m->acts, .inputs = m->inputs,
 						.targets = m->targets,
-						.have_targets = m->have_targets, .loss = m->loss };
+						.have_targets = m->have_targets, .loss = m->loss,
+						.dlogits_scale = m->dlogits_scale };
 }
 
 void gpt2_use_slot(struct gpt2 *m, int k)
@@ -861,6 +862,7 @@ void gpt2_use_slot(struct gpt2 *m, int k)
 	m->targets = s->targets;
 	m->have_targets = s->have_targets;
 	m->loss = s->loss;
+	m->dlogits_scale = s->dlogits_scale;
 }
 
 /* Free the activations and token copies: the next forward pass lays them out again. */
@@ -901,6 +903,12 @@ int gpt2_set_slots(struct gpt2 *m, int n)
 const char *gpt2_recompute_name(enum gpt2_recompute r)
 {
 	return r == GPT2_RECOMPUTE_BLOCK ? "block" : r == GPT2_RECOMPUTE_GELU ? "gelu" : "none";
+}
+
+void gpt2_set_fused(struct gpt2 *m, int on, float loss_scale)
+{
+	m->fused = on;
+	m->loss_scale = loss_scale > 0.0f ? loss_scale : 1.0f;
 }
 
 int gpt2_set_recompute(struct gpt2 *m, enum gpt2_recompute r)
@@ -1078,8 +1086,13 @@ static int block_forward(struct gpt2 *m, int l)
 			  C);
 	if (tp_allreduce(m, a.res2, (size_t)N * C))
 		return -1;
-	o->residual_forward(a.res2, x, a.res2, (size_t)N * C);
-	o->layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
+	if (m->fused && o->residual_layernorm_forward) {
+		o->residual_layernorm_forward(a.res2, a.ln2, a.ln2_mean, a.ln2_rstd, x, a.res2,
+					      w.ln2w, w.ln2b, N, C);
+	} else {
+		o->residual_forward(a.res2, x, a.res2, (size_t)N * C);
+		o->layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
+	}
 	o->matmul_forward(a.fch, a.ln2, w.fcw, w.fcb, N, C, d.fc_oc);
 	o->gelu_forward(a.fch_gelu, a.fch, (size_t)N * d.fc_oc);
 	o->matmul_forward(a.res3, a.fch_gelu, w.fcprojw, row_parallel_bias(m, w.fcprojb), N,
@@ -1191,6 +1204,8 @@ static int copy_tokens(struct gpt2 *m, int *dst, const int *src, size_t n, const
  * mean over the batch in *loss). A tensor-parallel shard holds Vp/tp rows
  * of the head: its logits are its vocabulary slice, and the softmax is
  * taken across the slices (tensor_parallel.c) without gathering them.
+ * With fused kernels, a pass with targets ends in the fused classifier:
+ * the logits then hold their gradient for m->loss_scale already.
  */
 static int head_forward(struct gpt2 *m, int have_targets, float *loss)
 {
@@ -1205,11 +1220,17 @@ static int head_forward(struct gpt2 *m, int have_targets, float *loss)
 	o->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, layer_input(m, c->num_layers),
 			     m->tensors[GPT2_LNFW], m->tensors[GPT2_LNFB], N, C);
 	o->matmul_forward(a->logits, a->lnf, m->tensors[GPT2_WTE], NULL, N, C, d.Vp);
-	if (m->shard.tp_size == 1)
+	m->dlogits_scale = 0.0f;
+	if (m->shard.tp_size == 1 && targets && m->fused && o->softmax_xent_fused) {
+		o->softmax_xent_fused(a->losses, a->logits, targets, m->loss_scale / N, N,
+				      c->vocab_size, c->padded_vocab_size);
+		m->dlogits_scale = m->loss_scale;
+	} else if (m->shard.tp_size == 1) {
 		o->softmax_xent_forward(a->losses, a->logits, targets, N, c->vocab_size,
 					c->padded_vocab_size);
-	else if (tp_softmax_xent_forward(m, a->losses, a->logits, targets, N))
+	} else if (tp_softmax_xent_forward(m, a->losses, a->logits, targets, N)) {
 		return -1;
+	}
 	*loss = 0.0f;
 	if (!have_targets)
 		return 0;
@@ -1313,11 +1334,16 @@ static int head_backward(struct gpt2 *m, float loss_scale)
 	struct block_dims d = block_dims(c, &m->shard);
 	int N = m->B * m->T, C = c->channels;
 
-	if (m->shard.tp_size == 1)
+	if (m->dlogits_scale > 0.0f) {
+		/* the fused classifier's gradient, for the scale it expected */
+		if (loss_scale != m->dlogits_scale)
+			o->scale(a->logits, (size_t)N * d.Vp, loss_scale / m->dlogits_scale);
+	} else if (m->shard.tp_size == 1) {
 		o->softmax_xent_backward(a->logits, m->targets, loss_scale / N, N, c->vocab_size,
 					 c->padded_vocab_size);
-	else
+	} else {
 		tp_softmax_xent_backward(m, a->logits, m->targets, loss_scale / N, N);
+	}
 	o->zero(a->dlnf, (size_t)N * C);
 	o->matmul_backward(a->dlnf, m->grad_tensors[GPT2_WTE], NULL, a->logits, a->lnf,
 			   m->tensors[GPT2_WTE], N, C, d.Vp);

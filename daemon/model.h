@@ -130,6 +130,7 @@ struct gpt2_slot {
 	int *inputs, *targets;
 	int have_targets;
 	float loss;
+	float dlogits_scale;
 };
 
 struct gpt2 {
@@ -153,11 +154,14 @@ struct gpt2 {
 	size_t tok_cap;                 /* ints allocated at tok_mem */
 	int have_targets;
 	float loss;                     /* mean loss of the last forward, or -1 */
+	float dlogits_scale;            /* > 0: the fused classifier left the logits' gradient for this loss scale */
 	/* micro-batches in flight (pipeline): nslots activation sets; the
 	 * fields acts..loss above are those of slot `slot` */
 	int nslots, slot;
 	struct gpt2_slot *slots;
 	enum gpt2_recompute recompute;  /* GPT2_RECOMPUTE_NONE unless gpt2_set_recompute */
+	int fused;                      /* fused kernels where the backend has them (gpt2_set_fused) */
+	float loss_scale;               /* the backward passes' expected loss_scale (gpt2_set_fused) */
 	size_t grad_pad;                /* zeroed floats after the gradients (ZeRO-1 padding) */
 	float *host_losses;             /* (B, T) host copy of acts.losses for the mean */
 	char err[256];                  /* why the last call failed */
@@ -257,6 +261,19 @@ size_t gpt2_activation_floats(const struct gpt2_config *c, const struct gpt2_sha
  * on the next forward pass). Returns 0.
  */
 int gpt2_set_recompute(struct gpt2 *m, enum gpt2_recompute r);
+
+/*
+ * Fused kernels (train.fused): on, a training forward pass (with targets,
+ * no tensor parallelism) runs the backend's fused classifier, which
+ * leaves the gradient of the logits for loss_scale, the scale the
+ * backward pass of this forward is expected to take (1/grad_accum in
+ * storkd). A backward pass with another scale still gets the right
+ * gradient: the logits' gradient is rescaled first. Off (the default),
+ * the separate softmax and its backward run: the reference. The losses
+ * and gradients are the same bit for bit either way (for the expected
+ * scale).
+ */
+void gpt2_set_fused(struct gpt2 *m, int on, float loss_scale);
 
 /* "none", "gelu" or "block" (train.recompute's names). */
 const char *gpt2_recompute_name(enum gpt2_recompute r);

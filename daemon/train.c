@@ -184,14 +184,17 @@ static int make_layout(struct rank *r, const struct gpt2_config *mc)
 }
 
 /*
- * What the forward pass keeps (train.recompute), and the pipeline
- * schedule's buffers and activation slots (pipeline parallelism only).
+ * What the forward pass keeps (train.recompute), whether it runs fused
+ * kernels (train.fused; every backward pass scales the loss by
+ * 1/grad_accum), and the pipeline schedule's buffers and activation
+ * slots (pipeline parallelism only).
  */
 static int init_pipeline(struct rank *r)
 {
 	const struct stork_config *c = r->cfg;
 
 	gpt2_set_recompute(&r->model, layout_recompute(c));
+	gpt2_set_fused(&r->model, c->train.fused, 1.0f / (float)c->train.grad_accum);
 	if (r->lay.pp == 1)
 		return 0;
 	if (pipeline_init(&r->pipe, r->grp.pp, &r->model, r->lay.stage, r->lay.pp,

@@ -96,6 +96,16 @@ struct ops {
 	void (*gelu_forward)(float *out, const float *inp, size_t n);
 	void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
 
+	/*
+	 * residual_forward, then layernorm_forward of its result, in one pass
+	 * over each row (the row is still in cache for the statistics):
+	 * res (N, C) = a + b (res may be a or b), out = LayerNorm(res) *
+	 * weight + bias, mean and rstd saved. The same bits as the two calls.
+	 */
+	void (*residual_layernorm_forward)(float *res, float *out, float *mean, float *rstd,
+					   const float *a, const float *b, const float *weight,
+					   const float *bias, int N, int C);
+
 	/* out (n) = a + b; da += dout, db += dout. */
 	void (*residual_forward)(float *out, const float *a, const float *b, size_t n);
 	void (*residual_backward)(float *da, float *db, const float *dout, size_t n);
@@ -114,6 +124,16 @@ struct ops {
 	 */
 	void (*softmax_xent_backward)(float *probs, const int *targets, float dloss, int N, int V,
 				      int Vp);
+	/*
+	 * The classifier of a training step fused: softmax, cross-entropy
+	 * and its gradient in one pass over each row, never writing the
+	 * probabilities. losses (N) = -log p[target], and in place logits
+	 * (N, Vp) become dlogits = (p - onehot(target)) * dloss, 0 in the
+	 * padding: the values of softmax_xent_forward then
+	 * softmax_xent_backward, bit for bit (the same formulas and sums).
+	 */
+	void (*softmax_xent_fused)(float *losses, float *logits, const int *targets, float dloss,
+				   int N, int V, int Vp);
 
 	/*
 	 * AdamW over n parameters (kernels/math.h: math_adamw); bc1, bc2 are the

@@ -113,6 +113,7 @@ struct stork_config {
 		enum stork_lr_schedule lr_schedule;
 		enum stork_precision precision;
 		enum stork_recompute recompute;
+		bool fused;                 /* fused kernels (classifier; residual + LayerNorm) */
 		enum stork_nonfinite on_nonfinite;
 		int max_rollbacks;
 		int warmup_steps;

@@ -58,6 +58,8 @@ struct rows_args {
 	float *out, *mean, *rstd, *dinp, *dweight, *dbias, *dwte, *dwpe;
 	const float *inp, *weight, *bias, *dout, *wte, *wpe, *cmean, *crstd;
 	const int *tok;
+	float *res;                /* residual_layernorm_forward: res = res_a + res_b */
+	const float *res_a, *res_b;
 	int B, T, N, C;
 	int row_blocks, channel_blocks; /* layernorm_backward's two kinds of block */
 };
@@ -81,9 +83,11 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, co
 void cpu_gelu_forward(float *out, const float *inp, size_t n);
 void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void cpu_residual_forward(float *out, const float *a, const float *b, size_t n);
+void cpu_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x, const float *y, const float *weight, const float *bias, int N, int C);
 void cpu_residual_backward(float *da, float *db, const float *dout, size_t n);
 void cpu_softmax_xent_forward(float *losses, float *logits, const int *targets, int N, int V, int Vp);
 void cpu_softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V, int Vp);
+void cpu_softmax_xent_fused(float *losses, float *logits, const int *targets, float dloss, int N, int V, int Vp);
 void cpu_adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2);
 void cpu_zero(float *p, size_t n);
 void cpu_scale(float *p, size_t n, float s);

@@ -1,5 +1,6 @@
 /*
- * kernels/cpu/layernorm.c - LayerNorm forward and backward (CPU backend).
+ * kernels/cpu/layernorm.c - LayerNorm forward and backward, and the
+ * forward fused with the residual add before it (CPU backend).
  */
 #include "config.h"
 #include "kernels/cpu/cpu.h"
@@ -24,24 +25,60 @@ static inline float sum_sq_dev(const float *x, float m, int n)
 	return s;
 }
 
+/* LayerNorm of row r of a->inp (C floats) into a->out, its statistics saved. */
+static inline void layernorm_row(struct rows_args *a, int r)
+{
+	int C = a->C;
+	const float *x = a->inp + (size_t)r * C;
+	float *o = a->out + (size_t)r * C;
+	float m = sum_lanes(x, C) / C;
+	float s = math_ln_rstd(sum_sq_dev(x, m, C) / C, LN_EPS);
+
+	for (int c = 0; c < C; c++)
+		o[c] = math_ln_apply(x[c], m, s, a->weight[c], a->bias[c]);
+	a->mean[r] = m;
+	a->rstd[r] = s;
+}
+
 SIMD_CLONES
 static void layernorm_forward_part(void *p, int block, int count)
+{
+	struct rows_args *a = p;
+	int lo, hi;
+
+	split_range(a->N, ROW_BLOCK, block, count, &lo, &hi);
+	for (int r = lo; r < hi; r++)
+		layernorm_row(a, r);
+}
+
+/* Each row's residual add first (the add of residual_forward), then its LayerNorm. */
+SIMD_CLONES
+static void residual_layernorm_part(void *p, int block, int count)
 {
 	struct rows_args *a = p;
 	int lo, hi, C = a->C;
 
 	split_range(a->N, ROW_BLOCK, block, count, &lo, &hi);
 	for (int r = lo; r < hi; r++) {
-		const float *x = a->inp + (size_t)r * C;
-		float *o = a->out + (size_t)r * C;
-		float m = sum_lanes(x, C) / C;
-		float s = math_ln_rstd(sum_sq_dev(x, m, C) / C, LN_EPS);
+		float *res = a->res + (size_t)r * C;
+		const float *x = a->res_a + (size_t)r * C, *y = a->res_b + (size_t)r * C;
 
 		for (int c = 0; c < C; c++)
-			o[c] = math_ln_apply(x[c], m, s, a->weight[c], a->bias[c]);
-		a->mean[r] = m;
-		a->rstd[r] = s;
+			res[c] = x[c] + y[c];
+		layernorm_row(a, r);
 	}
+}
+
+void cpu_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+				    const float *x, const float *y, const float *weight,
+				    const float *bias, int N, int C)
+{
+	struct rows_args a = { .out = out, .mean = mean, .rstd = rstd, .inp = res, .res = res,
+			       .res_a = x, .res_b = y, .weight = weight, .bias = bias, .N = N,
+			       .C = C };
+
+	parallel_for(blocks_of(N, ROW_BLOCK), threads_for(9.0 * N * C), residual_layernorm_part,
+		     &a);
 }
 
 void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,

@@ -97,11 +97,16 @@ void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, c
 void cuda_gelu_forward(float *out, const float *inp, size_t n);
 void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void cuda_residual_forward(float *out, const float *a, const float *b, size_t n);
+void cuda_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+				     const float *x, const float *y, const float *weight,
+				     const float *bias, int N, int C);
 void cuda_residual_backward(float *da, float *db, const float *dout, size_t n);
 void cuda_softmax_xent_forward(float *losses, float *logits, const int *targets, int N, int V,
 			       int Vp);
 void cuda_softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V,
 				int Vp);
+void cuda_softmax_xent_fused(float *losses, float *logits, const int *targets, float dloss, int N,
+			     int V, int Vp);
 void cuda_adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr,
 		float beta1, float beta2, float eps, float wd, float bc1, float bc2);
 void cuda_zero(float *p, size_t n);

@@ -42,6 +42,53 @@ __global__ static void layernorm_forward_kernel(float *out, float *mean, float *
 	}
 }
 
+/*
+ * The residual add fused in front: each lane writes its strided elements
+ * of res = x + y and sums them as it goes, in the order
+ * layernorm_forward_kernel reads them, then reads back only what it wrote
+ * itself (no barrier needed): the same bits as residual_forward followed
+ * by layernorm_forward, one read of the row fewer.
+ */
+__global__ static void residual_layernorm_kernel(float *res, float *out, float *mean, float *rstd,
+						 const float *x, const float *y,
+						 const float *weight, const float *bias, int N,
+						 int C)
+{
+	int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+	size_t off = (size_t)row * C;
+	float m, s = 0.0f, v = 0.0f;
+
+	if (row >= N)
+		return;
+	for (int c = lane; c < C; c += 32) {
+		float r = x[off + c] + y[off + c];
+
+		res[off + c] = r;
+		s += r;
+	}
+	m = warp_sum(s) / C;
+	for (int c = lane; c < C; c += 32)
+		v += (res[off + c] - m) * (res[off + c] - m);
+	s = math_ln_rstd(warp_sum(v) / C, LN_EPS);
+	for (int c = lane; c < C; c += 32)
+		out[off + c] = math_ln_apply(res[off + c], m, s, weight[c], bias[c]);
+	if (lane == 0) {
+		mean[row] = m;
+		rstd[row] = s;
+	}
+}
+
+void cuda_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+				     const float *x, const float *y, const float *weight,
+				     const float *bias, int N, int C)
+{
+	if (N <= 0)
+		return;
+	residual_layernorm_kernel<<<(N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, 32 * ROWS_PER_BLOCK>>>(
+		res, out, mean, rstd, x, y, weight, bias, N, C);
+	LAUNCHED("residual_layernorm_forward");
+}
+
 void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 			    const float *weight, const float *bias, int N, int C)
 {

@@ -3,10 +3,10 @@
  * of the layer files beside it (device arrays everywhere).
  *
  *   encoder.cu       token + position embedding (deterministic backward)
- *   layernorm.cu     LayerNorm, a warp per row
+ *   layernorm.cu     LayerNorm, a warp per row (and fused with the residual before it)
  *   matmul.cu        linear layers on cuBLAS, bias and its gradient
  *   attention.cu     causal self-attention on batched cuBLAS products
- *   softmax_xent.cu  softmax + cross-entropy over the padded vocabulary
+ *   softmax_xent.cu  softmax + cross-entropy over the padded vocabulary (and fused with its backward)
  *   elementwise.cu   GELU, residual, AdamW, zero, scale
  *   reduce.cu        sum of squares and column sums, without atomics
  *   memory.cu        device and pinned host memory, per-thread state
@@ -35,9 +35,11 @@ static struct ops make_ops_cuda(void)
 	o.gelu_forward = cuda_gelu_forward;
 	o.gelu_backward = cuda_gelu_backward;
 	o.residual_forward = cuda_residual_forward;
+	o.residual_layernorm_forward = cuda_residual_layernorm_forward;
 	o.residual_backward = cuda_residual_backward;
 	o.softmax_xent_forward = cuda_softmax_xent_forward;
 	o.softmax_xent_backward = cuda_softmax_xent_backward;
+	o.softmax_xent_fused = cuda_softmax_xent_fused;
 	o.adamw = cuda_adamw;
 	o.zero = cuda_zero;
 	o.scale = cuda_scale;

@@ -86,6 +86,47 @@ __global__ static void xent_backward_kernel(float *probs, const int *targets, fl
 	}
 }
 
+/*
+ * Fused, one block per row, three passes over the row: the maximum, the
+ * sum of exponentials (computed, not stored), then each logit's gradient
+ * from its exponential computed again (the same function of the same
+ * input: the same bits as the one summed). The thread that meets the
+ * target writes the loss. Every expression and reduction order is the
+ * unfused kernels', so the results are theirs bit for bit; the
+ * probabilities are never written (llm.c's fused classifier does the
+ * same with an online max and sum).
+ */
+__global__ static void xent_fused_kernel(float *losses, float *logits, const int *targets,
+					 float dloss, int V, int Vp)
+{
+	float *row = logits + (size_t)blockIdx.x * Vp;
+	int target = targets[blockIdx.x];
+	float max = -FLT_MAX, sum = 0.0f;
+
+	for (int v = threadIdx.x; v < V; v += blockDim.x)
+		max = fmaxf(max, row[v]);
+	max = block_reduce(max, true);
+	for (int v = threadIdx.x; v < V; v += blockDim.x)
+		sum += math_softmax_exp(row[v], max);
+	sum = block_reduce(sum, false);
+	for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
+		float p = v < V ? math_softmax_exp(row[v], max) / sum : 0.0f;
+
+		if (v == target)
+			losses[blockIdx.x] = -logf(p);
+		row[v] = v < V ? math_xent_dlogit(p, v == target, dloss) : 0.0f;
+	}
+}
+
+void cuda_softmax_xent_fused(float *losses, float *logits, const int *targets, float dloss, int N,
+			     int V, int Vp)
+{
+	if (N <= 0)
+		return;
+	xent_fused_kernel<<<N, XENT_THREADS>>>(losses, logits, targets, dloss, V, Vp);
+	LAUNCHED("softmax_xent_fused");
+}
+
 void cuda_softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V,
 				int Vp)
 {

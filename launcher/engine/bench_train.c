@@ -166,7 +166,8 @@ int cmd_bench_train(int argc, char **argv)
 	opts = (struct bench_train_opts){ .B = cfg.train.batch_size, .T = cfg.train.seq_len,
 					  .steps = steps,
 					  .precision = layout_precision(&cfg),
-					  .recompute = layout_recompute(&cfg) };
+					  .recompute = layout_recompute(&cfg),
+					  .fused = cfg.train.fused };
 	if (steps > 0 && on_gpu(&cfg, &code)) {
 		if (!code && bench_train_cuda(&g, &opts, stdout))
 			code = STORK_EXIT_INTERNAL;

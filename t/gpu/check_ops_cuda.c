@@ -287,6 +287,85 @@ START_TEST(test_softmax_xent)
 }
 END_TEST
 
+/* n device floats as a host copy (the caller frees it). */
+static float *fetch(const float *d, size_t n)
+{
+	float *h = malloc((n ? n : 1) * sizeof(float));
+
+	ck_assert_ptr_nonnull(h);
+	ops_cuda.download(h, d, n * sizeof(float));
+	return h;
+}
+
+/* The device copy's bits equal want (n floats on the host). */
+static void same_bits(const float *d, const float *want, size_t n, const char *what)
+{
+	float *got = fetch(d, n);
+
+	ck_assert_msg(!memcmp(got, want, n * sizeof(float)), "%s: not the unfused kernels' bits",
+		      what);
+	free(got);
+}
+
+/*
+ * The fused kernels on the GPU: within TOL of the CPU's fused kernels,
+ * and the bits of the GPU's own unfused kernels (the same expressions and
+ * reduction orders): the classifier's losses and dlogits; the residual
+ * and its LayerNorm, the sum written over one input as the model does.
+ */
+START_TEST(test_fused_kernels)
+{
+	const struct dims *z = &sizes[_i];
+	int N = z->B * z->T, C = z->C, *dtok, *tok;
+	size_t NV = (size_t)N * z->Vp, NC = (size_t)N * C;
+	struct pair logits = rnd(NV, 3.0f), losses = rnd((size_t)N, 1.0f);
+	struct pair x = rnd(NC, 1.0f), y = rnd(NC, 1.0f), w = rnd((size_t)C, 1.0f);
+	struct pair b = rnd((size_t)C, 1.0f), out = rnd(NC, 1.0f), mean = rnd((size_t)N, 1.0f);
+	struct pair rstd = rnd((size_t)N, 1.0f);
+	float *tmp, *want[5];
+
+	use_gpu();
+	tok = tokens((size_t)N, z->V, &dtok);
+	/* the unfused kernels on a device copy of the logits */
+	tmp = ops_cuda.alloc(NV * sizeof(float));
+	ops_cuda.copy(tmp, logits.d, NV * sizeof(float));
+	ops_cuda.softmax_xent_forward(losses.d, tmp, dtok, N, z->V, z->Vp);
+	ops_cuda.softmax_xent_backward(tmp, dtok, 0.5f / N, N, z->V, z->Vp);
+	want[0] = fetch(tmp, NV);
+	want[1] = fetch(losses.d, (size_t)N);
+	ops_cuda.free(tmp);
+	ops_cpu.softmax_xent_fused(losses.h, logits.h, tok, 0.5f / N, N, z->V, z->Vp);
+	ops_cuda.softmax_xent_fused(losses.d, logits.d, dtok, 0.5f / N, N, z->V, z->Vp);
+	agree(&logits, "fused dlogits");
+	agree(&losses, "fused losses");
+	same_bits(logits.d, want[0], NV, "fused dlogits");
+	same_bits(losses.d, want[1], (size_t)N, "fused losses");
+
+	tmp = ops_cuda.alloc(NC * sizeof(float));
+	ops_cuda.residual_forward(tmp, x.d, y.d, NC);
+	ops_cuda.layernorm_forward(out.d, mean.d, rstd.d, tmp, w.d, b.d, N, C);
+	want[2] = fetch(tmp, NC);
+	want[3] = fetch(out.d, NC);
+	want[4] = fetch(rstd.d, (size_t)N);
+	ops_cuda.free(tmp);
+	ops_cpu.residual_layernorm_forward(y.h, out.h, mean.h, rstd.h, x.h, y.h, w.h, b.h, N, C);
+	ops_cuda.residual_layernorm_forward(y.d, out.d, mean.d, rstd.d, x.d, y.d, w.d, b.d, N, C);
+	agree(&y, "fused residual");
+	agree(&out, "fused layernorm out");
+	agree(&mean, "fused layernorm mean");
+	agree(&rstd, "fused layernorm rstd");
+	same_bits(y.d, want[2], NC, "fused residual");
+	same_bits(out.d, want[3], NC, "fused layernorm out");
+	same_bits(rstd.d, want[4], (size_t)N, "fused layernorm rstd");
+	for (int i = 0; i < 5; i++)
+		free(want[i]);
+	drop(&logits), drop(&losses), drop(&x), drop(&y), drop(&w), drop(&b), drop(&out);
+	drop(&mean), drop(&rstd);
+	free(tok);
+	ops_cuda.free(dtok);
+}
+END_TEST
+
 START_TEST(test_elementwise)
 {
 	size_t n = 1000003; /* not a multiple of any block */
@@ -422,6 +501,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_matmul_bf16, 0, NSIZES);
 	tcase_add_loop_test(tc, test_attention, 0, NSIZES);
 	tcase_add_loop_test(tc, test_softmax_xent, 0, NSIZES);
+	tcase_add_loop_test(tc, test_fused_kernels, 0, NSIZES);
 	tcase_add_test(tc, test_elementwise);
 	tcase_add_test(tc, test_sumsq_is_deterministic_and_right);
 	tcase_add_test(tc, test_backward_passes_repeat_their_bits);

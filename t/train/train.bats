@@ -27,6 +27,14 @@ setup() {
 	diff <(losses full) <(losses cut)
 }
 
+@test "train.fused false (the separate reference kernels) gives the fused run's losses bit for bit, with 2 micro-batches" {
+	"$STORK" run tiny.yaml --set run.name=fused --set train.grad_accum=2 >/dev/null
+	"$STORK" run tiny.yaml --set run.name=separate --set train.grad_accum=2 --set train.fused=false >/dev/null
+	[ "$(losses fused | wc -l)" -eq 20 ]
+	diff <(losses fused) <(losses separate)
+	grep -q '"train.fused": false\|fused: false' runs/separate__job=local__task=0/config/stork.yaml
+}
+
 @test "train.precision bf16 on the CPU: emulated and said, within 2% of fp32, and its checkpoint resumes in fp32 (the format is fp32)" {
 	"$STORK" run tiny.yaml --set run.name=fp32 >/dev/null
 	run "$STORK" run tiny.yaml --set run.name=bf16 --set train.precision=bf16

@@ -476,6 +476,56 @@ START_TEST(test_softmax_xent_excludes_padding)
 END_TEST
 
 /*
+ * The fused classifier gives the bits of softmax_xent_forward followed by
+ * softmax_xent_backward: the losses and the logits' gradient (padding 0),
+ * over a vocabulary long enough for every SIMD width and several threads.
+ */
+START_TEST(test_fused_classifier_equals_forward_then_backward)
+{
+	enum { N = 37, V = 1000, VP = 1024 };
+	float *a = frand((size_t)N * VP, 3.0f), *b = track(malloc((size_t)N * VP * sizeof(float)));
+	float la[N], lb[N];
+	int targets[N];
+
+	for (int n = 0; n < N; n++)
+		targets[n] = (n * 131) % V;
+	memcpy(b, a, (size_t)N * VP * sizeof(float));
+	ops_cpu.softmax_xent_forward(la, a, targets, N, V, VP);
+	ops_cpu.softmax_xent_backward(a, targets, 0.25f / N, N, V, VP);
+	ops_cpu.softmax_xent_fused(lb, b, targets, 0.25f / N, N, V, VP);
+	ck_assert(!memcmp(la, lb, sizeof la));
+	ck_assert(!memcmp(a, b, (size_t)N * VP * sizeof(float)));
+}
+END_TEST
+
+/*
+ * residual + LayerNorm fused gives the bits of residual_forward then
+ * layernorm_forward, also when the sum overwrites one of its inputs (the
+ * model writes res2 over the projection's output).
+ */
+START_TEST(test_fused_residual_layernorm_equals_the_two_kernels)
+{
+	enum { N = 45, C = 200 };
+	float *x = frand(N * C, 1.0f), *y = frand(N * C, 1.0f), *w = frand(C, 1.0f);
+	float *bias = frand(C, 1.0f), *res = fzero(N * C), *out = fzero(N * C);
+	float *res2 = fzero(N * C), *out2 = fzero(N * C), *y2 = track(malloc(N * C * sizeof(float)));
+	float mean[N], rstd[N], mean2[N], rstd2[N];
+
+	ops_cpu.residual_forward(res, x, y, (size_t)N * C);
+	ops_cpu.layernorm_forward(out, mean, rstd, res, w, bias, N, C);
+	ops_cpu.residual_layernorm_forward(res2, out2, mean2, rstd2, x, y, w, bias, N, C);
+	ck_assert(!memcmp(res, res2, N * C * sizeof(float)));
+	ck_assert(!memcmp(out, out2, N * C * sizeof(float)));
+	ck_assert(!memcmp(mean, mean2, sizeof mean) && !memcmp(rstd, rstd2, sizeof rstd));
+	memcpy(y2, y, N * C * sizeof(float));
+	memset(out2, 0, N * C * sizeof(float));
+	ops_cpu.residual_layernorm_forward(y2, out2, mean2, rstd2, x, y2, w, bias, N, C);
+	ck_assert(!memcmp(res, y2, N * C * sizeof(float)));
+	ck_assert(!memcmp(out, out2, N * C * sizeof(float)));
+}
+END_TEST
+
+/*
  * ops_cpu.adamw against AdamW written here in double precision (the
  * conventions of kernels/ops.h and daemon/optimizer.h): m and v move
  * towards g and g^2, the bias corrections 1 - beta^t divide them, eps is
@@ -836,6 +886,8 @@ static Suite *kernels_suite(void)
 	tcase_add_test(tc, test_adamw_matches_a_double_reference);
 	tcase_add_test(tc, test_math_exp_is_within_two_ulps);
 	tcase_add_test(tc, test_math_tanh_is_within_3e7_absolute);
+	tcase_add_test(tc, test_fused_classifier_equals_forward_then_backward);
+	tcase_add_test(tc, test_fused_residual_layernorm_equals_the_two_kernels);
 	tcase_add_test(tc, test_bf16_rounds_to_nearest_even);
 	tcase_add_test(tc, test_bf16_matmul_is_sgemm_of_rounded_operands);
 	tcase_add_test(tc, test_zero_scale_sumsq_match_reference);

@@ -635,6 +635,57 @@ START_TEST(test_recompute_keeps_losses_and_gradients_bit_for_bit)
 }
 END_TEST
 
+/*
+ * Fused kernels (gpt2_set_fused) change no bit: two micro-batches with
+ * loss scale 1/2 give the unfused losses and gradients exactly. A
+ * backward pass with another scale than the one announced still gets the
+ * gradient (rescaled, so equal to rounding), and a forward pass without
+ * targets still leaves probabilities.
+ */
+START_TEST(test_fused_kernels_keep_losses_and_gradients_bit_for_bit)
+{
+	static const int in2[B * T] = { 3, 3, 1, 0, 4, 4, 7, 2 };
+	static const int tg2[B * T] = { 3, 1, 0, 9, 4, 7, 2, 8 };
+	struct gpt2 ref, m;
+	float r1, r2, f1, f2, sum = 0.0f;
+
+	build(&ref, 6);
+	build(&m, 6);
+	gpt2_set_fused(&m, 1, 0.5f);
+	gpt2_zero_grad(&ref);
+	gpt2_zero_grad(&m);
+	r1 = gpt2_forward(&ref, inputs, targets, B, T);
+	gpt2_backward(&ref, 0.5f);
+	r2 = gpt2_forward(&ref, in2, tg2, B, T);
+	gpt2_backward(&ref, 0.5f);
+	f1 = gpt2_forward(&m, inputs, targets, B, T);
+	ck_assert_float_eq(m.dlogits_scale, 0.5f); /* the classifier did run fused */
+	gpt2_backward(&m, 0.5f);
+	f2 = gpt2_forward(&m, in2, tg2, B, T);
+	gpt2_backward(&m, 0.5f);
+	ck_assert(r1 == f1 && r2 == f2);
+	ck_assert(!memcmp(ref.grads, m.grads, m.num_params * sizeof(float)));
+	/* another scale than announced: the same gradient to rounding */
+	gpt2_zero_grad(&ref);
+	gpt2_zero_grad(&m);
+	gpt2_forward(&ref, inputs, targets, B, T);
+	gpt2_backward(&ref, 1.0f);
+	gpt2_forward(&m, inputs, targets, B, T);
+	gpt2_backward(&m, 1.0f);
+	for (size_t i = 0; i < m.num_params; i++)
+		ck_assert_msg(fabsf(m.grads[i] - ref.grads[i]) <= 1e-6f * (1e-3f + fabsf(ref.grads[i])),
+			      "gradient %zu: %.9g fused with a rescale, %.9g", i, m.grads[i],
+			      ref.grads[i]);
+	/* inference: probabilities, as without fusion */
+	gpt2_forward(&m, inputs, NULL, B, T);
+	for (int v = 0; v < tiny.padded_vocab_size; v++)
+		sum += m.acts.logits[v];
+	ck_assert_msg(fabsf(sum - 1.0f) < 1e-5f, "row 0 of the probabilities sums to %g", sum);
+	gpt2_free(&ref);
+	gpt2_free(&m);
+}
+END_TEST
+
 /* A backend without every kernel the passes call is refused, naming what it lacks. */
 START_TEST(test_backend_missing_kernels_is_refused)
 {
@@ -1097,6 +1148,7 @@ static Suite *model_suite(void)
 	tcase_add_test(tc, test_tensor_parallel_equals_whole_model);
 	tcase_add_test(tc, test_recompute_keeps_losses_and_gradients_bit_for_bit);
 	tcase_add_test(tc, test_tensor_parallel_block_recompute_is_bit_exact);
+	tcase_add_test(tc, test_fused_kernels_keep_losses_and_gradients_bit_for_bit);
 	tcase_add_test(tc, test_backend_missing_kernels_is_refused);
 	tcase_add_test(tc, test_forward_rejects_tokens_outside_vocabulary);
 	tcase_add_test(tc, test_save_load_round_trip_is_bit_exact);
