@@ -905,6 +905,42 @@ const char *gpt2_recompute_name(enum gpt2_recompute r)
 	return r == GPT2_RECOMPUTE_BLOCK ? "block" : r == GPT2_RECOMPUTE_GELU ? "gelu" : "none";
 }
 
+void gpt2_set_layer_hook(struct gpt2 *m, void (*fn)(void *arg, struct gpt2 *m, int layer),
+			 void *arg)
+{
+	m->layer_done = fn;
+	m->layer_done_arg = arg;
+}
+
+int gpt2_layer_grads(const struct gpt2 *m, int l, float **p, size_t *n)
+{
+	size_t L = (size_t)(m->shard.last_layer - m->shard.first_layer);
+	int k = 0;
+
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
+		size_t per = per_layer(t) && L ? m->sizes[t] / L : 0;
+
+		if (per) {
+			p[k] = m->grad_tensors[t] + (size_t)(l - m->shard.first_layer) * per;
+			n[k++] = per;
+		}
+	}
+	return k;
+}
+
+int gpt2_global_grads(const struct gpt2 *m, float **p, size_t *n)
+{
+	int k = 0;
+
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
+		if (!per_layer(t) && m->sizes[t]) {
+			p[k] = m->grad_tensors[t];
+			n[k++] = m->sizes[t];
+		}
+	}
+	return k;
+}
+
 void gpt2_set_fused(struct gpt2 *m, int on, float loss_scale)
 {
 	m->fused = on;
@@ -1379,9 +1415,12 @@ int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, f
 	} else {
 		m->ops->upload(m->acts.dres, dx_out, BTC * sizeof(float));
 	}
-	for (int l = last - 1; l >= first; l--)
+	for (int l = last - 1; l >= first; l--) {
 		if (block_backward(m, l))
 			return -1;
+		if (m->layer_done)
+			m->layer_done(m->layer_done_arg, m, l);
+	}
 	if (first > 0)
 		m->ops->download(dx_in, m->acts.dres, BTC * sizeof(float));
 	else if (m->shard.tp_size > 1)

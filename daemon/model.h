@@ -161,6 +161,9 @@ struct gpt2 {
 	struct gpt2_slot *slots;
 	enum gpt2_recompute recompute;  /* GPT2_RECOMPUTE_NONE unless gpt2_set_recompute */
 	int fused;                      /* fused kernels where the backend has them (gpt2_set_fused) */
+	/* after each layer's backward pass (gpt2_set_layer_hook), or NULL */
+	void (*layer_done)(void *arg, struct gpt2 *m, int layer);
+	void *layer_done_arg;
 	float loss_scale;               /* the backward passes' expected loss_scale (gpt2_set_fused) */
 	size_t grad_pad;                /* zeroed floats after the gradients (ZeRO-1 padding) */
 	float *host_losses;             /* (B, T) host copy of acts.losses for the mean */
@@ -274,6 +277,27 @@ int gpt2_set_recompute(struct gpt2 *m, enum gpt2_recompute r);
  * scale).
  */
 void gpt2_set_fused(struct gpt2 *m, int on, float loss_scale);
+
+/*
+ * Call fn(arg, m, l) after the backward pass of each layer l of the next
+ * backward passes, once the layer's parameter gradients have their
+ * contributions from this pass (gradient overlap: daemon/grad_sync.h).
+ * fn NULL: no calls.
+ */
+void gpt2_set_layer_hook(struct gpt2 *m, void (*fn)(void *arg, struct gpt2 *m, int layer),
+			 void *arg);
+
+/*
+ * The gradients of layer l (one of the shard's layers) as pieces of
+ * m->grads: one per per-layer tensor (LayerNorms, qkv, projections, MLP),
+ * pointers in p and lengths in n (room for GPT2_NUM_TENSORS). Returns the
+ * count. The other tensors (embeddings, final LayerNorm) are the
+ * remainder, which gpt2_global_grads gives.
+ */
+int gpt2_layer_grads(const struct gpt2 *m, int l, float **p, size_t *n);
+
+/* The gradients of the tensors that belong to no layer, as gpt2_layer_grads. */
+int gpt2_global_grads(const struct gpt2 *m, float **p, size_t *n);
 
 /* "none", "gelu" or "block" (train.recompute's names). */
 const char *gpt2_recompute_name(enum gpt2_recompute r);

@@ -11,6 +11,7 @@
 
 #include "daemon/checkpoint.h"
 #include "daemon/data.h"
+#include "daemon/grad_sync.h"
 #include "daemon/layout.h"
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
@@ -59,6 +60,8 @@ struct rank {
 	struct par_groups grp;
 	struct pipeline pipe;          /* when lay.pp > 1 */
 	struct zero_plan zero;         /* when lay.zero */
+	struct grad_sync *sync;        /* parallel.overlap, with data-parallel replicas */
+	double sync_ms, sync_wait_ms;  /* this step's gradient all-reduce: its time, the rank's wait */
 	struct rank_log log;
 	struct gpt2 model;
 	struct adamw_state opt;
@@ -785,6 +788,40 @@ static int skip_batch(struct rank *r, int64_t step)
 	return 0;
 }
 
+/* Layer l's backward pass is done: its gradients go to the all-reduce thread. */
+static void push_layer(void *arg, struct gpt2 *m, int l)
+{
+	struct rank *r = arg;
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k = gpt2_layer_grads(m, l, p, n);
+
+	for (int i = 0; i < k; i++)
+		grad_sync_push(r->sync, p[i], n[i]);
+}
+
+/*
+ * parallel.overlap: a communication thread for the data-parallel group
+ * (nothing to do without replicas). Refused on GPU ranks: the thread
+ * would need the GPU's stream order, which it does not have yet.
+ */
+static int start_grad_sync(struct rank *r)
+{
+	if (!r->cfg->parallel.overlap || !r->grp.dp)
+		return 0;
+	if (r->ops != &ops_cpu)
+		return fail(r, STORK_EXIT_CONFIG,
+			    "parallel.overlap: true is not supported on GPU ranks yet (run.device: "
+			    "auto chose a GPU); set parallel.overlap: false or run.device: cpu");
+	if (grad_sync_start(&r->sync, r->grp.dp,
+			    (size_t)GPT2_NUM_TENSORS *
+				    (size_t)(r->lay.last_layer - r->lay.first_layer + 1)) < 0)
+		return fail(r, STORK_EXIT_INTERNAL, "cannot start the gradient all-reduce thread");
+	rank_logf(&r->log, "parallel.overlap: each layer's gradients are all-reduced during the "
+		  "backward pass");
+	return 0;
+}
+
 static int compute_gradients(struct rank *r, int64_t step, float *loss)
 {
 	const struct stork_config *c = r->cfg;
@@ -816,10 +853,23 @@ static int compute_gradients(struct rank *r, int64_t step, float *loss)
 		if (isnan(l) && r->model.err[0])
 			return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
 							       fail(r, STORK_EXIT_DATA, r->model.err);
-		if (gpt2_backward(&r->model, scale))
+		/* the last micro-batch's backward pass makes the gradients final */
+		if (r->sync && micro == c->train.grad_accum - 1)
+			gpt2_set_layer_hook(&r->model, push_layer, r);
+		rc = gpt2_backward(&r->model, scale);
+		gpt2_set_layer_hook(&r->model, NULL, NULL);
+		if (rc)
 			return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
 							       fail(r, STORK_EXIT_INTERNAL, r->model.err);
 		*loss += l * scale;
+	}
+	if (r->sync) { /* the embeddings and the final LayerNorm: final only now */
+		float *p[GPT2_NUM_TENSORS];
+		size_t n[GPT2_NUM_TENSORS];
+		int k = gpt2_global_grads(&r->model, p, n);
+
+		for (int i = 0; i < k; i++)
+			grad_sync_push(r->sync, p[i], n[i]);
 	}
 	inject_nan(r, step, loss);
 	return 0;
@@ -942,6 +992,27 @@ static int diverged(struct rank *r, int64_t step, float loss, float norm)
 	return 0;
 }
 
+/*
+ * The data-parallel sum of the gradients: what the overlap thread has not
+ * finished yet, or the whole all-reduce now. Times it (sync_ms, and
+ * sync_wait_ms: the part the backward pass did not hide).
+ */
+static int reduce_gradients(struct rank *r)
+{
+	double t0 = clock_monotonic(), busy, wait;
+	int rc;
+
+	if (r->sync) {
+		rc = grad_sync_wait(r->sync, &busy, &wait);
+		r->sync_ms = 1e3 * busy;
+		r->sync_wait_ms = 1e3 * wait;
+		return rc;
+	}
+	rc = comm_allreduce(r->grp.dp, r->model.grads, r->model.num_params, COMM_FLOAT32, COMM_SUM);
+	r->sync_ms = r->sync_wait_ms = 1e3 * (clock_monotonic() - t0);
+	return rc;
+}
+
 static int update(struct rank *r, int64_t step, float loss, float *norm_out, float *lr_out)
 {
 	const struct stork_config *c = r->cfg;
@@ -968,7 +1039,7 @@ static int update(struct rank *r, int64_t step, float loss, float *norm_out, flo
 		wte = m->grads + r->zero.seg[0].lo;
 		nwte = m->sizes[GPT2_WTE] ? r->zero.seg[0].hi - r->zero.seg[0].lo : 0;
 	} else if (r->grp.dp) {
-		if (comm_allreduce(r->grp.dp, m->grads, n, COMM_FLOAT32, COMM_SUM) < 0)
+		if (reduce_gradients(r) < 0)
 			return fail_collective(r);
 		grad_scale(m->ops, m->grads, n, 1.0f / (float)r->lay.dp);
 	}
@@ -1407,6 +1478,10 @@ static void report_step(struct rank *r, int64_t step, float loss, float lr, floa
 	rank_metric(&r->log, step + 1, "tokens_per_sec", tps, "tokens/s");
 	if (r->node->world_size > r->node->local_ranks) /* another node: traffic between nodes */
 		rank_metric(&r->log, step + 1, "net_bytes_sent", (double)sent, "bytes");
+	if (r->grp.dp && !r->lay.zero) { /* the gradient all-reduce, and what of it the step waited for */
+		rank_metric(&r->log, step + 1, "grad_sync_ms", r->sync_ms, "ms");
+		rank_metric(&r->log, step + 1, "grad_sync_wait_ms", r->sync_wait_ms, "ms");
+	}
 	if (r->lay.pp > 1) /* the pipeline bubble: this stage waiting for its neighbours */
 		rank_metric(&r->log, step + 1, "pipeline_wait_ms", 1e3 * r->pipe.wait_seconds, "ms");
 	if (c->train.log_every > 0 && (step + 1) % c->train.log_every == 0)
@@ -1647,7 +1722,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 		  n->local_ranks, n->host);
 	if (bind_rank(&r) || device_comm(&r) || model_shape(&r, &mc) || make_layout(&r, &mc) ||
 	    open_data(&r) || init_model(&r, &mc, &start) || move_to_device(&r) ||
-	    init_pipeline(&r))
+	    init_pipeline(&r) || start_grad_sync(&r))
 		goto out;
 	rank_logf(&r.log, "model: %zu parameters; training steps %" PRId64 "..%d", r.model.num_params,
 		  start + 1, n->cfg->train.steps);
@@ -1656,6 +1731,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	run_steps(&r, start);
 out:
 	rank_logf(&r.log, "exit %d: %s", res->exit_code, res->message);
+	grad_sync_stop(r.sync); /* first: its last pieces may point into the gradients */
 	n->progress[local].done = 1;
 	free(r.inputs);
 	free(r.targets);

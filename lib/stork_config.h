@@ -151,6 +151,7 @@ struct stork_config {
 		int tensor;
 		int pipeline;
 		int zero;                   /* 0 or 1 */
+		bool overlap;               /* all-reduce gradients during the backward pass */
 	} parallel;
 
 	/* Where each key got its value ("f.yaml:3:12", "override 'k=v'",

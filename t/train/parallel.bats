@@ -234,6 +234,37 @@ one_rank() {
 	[[ "$line" == "activations: ${act[block]} MiB with recompute block (none: ${act[none]} MiB, "* ]]
 }
 
+@test "parallel.overlap: DP4 and TP2xDP2 give the losses and gradient norms of the all-reduce after the backward pass, bit for bit, and report the time hidden" {
+	for layout in "dp4 1" "tp2dp2 2"; do
+		read -r name t <<<"$layout"
+		run_layout "$name" "$t" 1 0 >/dev/null
+		run run_layout "${name}o" "$t" 1 0 --set parallel.overlap=true
+		[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+		[ "$(metric_of "$name" train_loss | wc -l)" -eq 20 ]
+		diff <(metric_of "$name" train_loss) <(metric_of "${name}o" train_loss)
+		diff <(metric_of "$name" grad_norm) <(metric_of "${name}o" grad_norm)
+		grep -q "parallel.overlap: each layer's gradients are all-reduced during the backward pass" \
+			runs/"${name}o"__job=local__task=0/logs/rank-000.log
+		# every step reports the all-reduce's time and the part the rank waited for
+		[ "$(metric_of "${name}o" grad_sync_ms | wc -l)" -eq 20 ]
+		paste <(metric_of "${name}o" grad_sync_ms) <(metric_of "${name}o" grad_sync_wait_ms) |
+			awk '{ busy += $2; wait += $4; n++ }
+			     END { printf "overlap: all-reduce %.2f ms/step, waited %.2f ms/step\n", busy / n, wait / n > "/dev/stderr"
+			           exit !(n == 20 && busy > 0) }'
+		# without overlap the rank waits for all of it
+		paste <(metric_of "$name" grad_sync_ms) <(metric_of "$name" grad_sync_wait_ms) | awk '$2 != $4 { exit 1 }'
+	done
+}
+
+@test "parallel.overlap with a pipeline or ZeRO-1 is refused, naming the keys" {
+	run run_layout x 1 2 0 --set parallel.overlap=true
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"parallel.overlap: true is not supported with parallel.pipeline > 1"* ]]
+	run run_layout y 1 1 1 --set parallel.overlap=true
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"parallel.overlap: true is not supported with parallel.zero: 1"* ]]
+}
+
 @test "elastic: a DP2 run resumed on one rank doubles train.grad_accum, keeps the global batch and follows the DP2 run" {
 	"$STORK" run tiny.yaml --local-ranks 2 --set run.name=two >/dev/null
 	run env STORK_STOP_AT_STEP=10 "$STORK" run tiny.yaml --local-ranks 2 --set run.name=el

@@ -1,0 +1,53 @@
+/*
+ * daemon/grad_sync.h - the data-parallel gradient all-reduce, overlapped
+ * with the backward pass (parallel.overlap).
+ *
+ * Without overlap a rank runs its whole backward pass, then all-reduces
+ * every gradient: the network (or the other ranks' memory) idles during
+ * the backward pass and the cores during the all-reduce. With overlap the
+ * gradients of each layer are handed to a communication thread as soon as
+ * the backward pass has finished that layer (the layers run backwards, so
+ * the last layer's gradients are ready first), and the thread all-reduces
+ * them while the rank computes the layers below. After the backward pass
+ * the rank hands over what is left (embeddings, final LayerNorm) and waits
+ * only for what is still in flight.
+ *
+ * The losses do not change by a bit: lib/comm's reductions give the same
+ * bits however a buffer is cut into calls (comm.h), and every rank hands
+ * the same pieces in the same order, so the collectives match.
+ *
+ * Ownership: while pieces are in flight the communication thread is the
+ * only user of the data-parallel communicator (a struct comm belongs to
+ * one thread at a time); the rank uses it again after grad_sync_wait. The
+ * thread is created by the rank thread and so runs on the rank's cores.
+ */
+#ifndef STORK_DAEMON_GRAD_SYNC_H
+#define STORK_DAEMON_GRAD_SYNC_H
+
+#include <stddef.h>
+
+struct comm;
+struct grad_sync;
+
+/*
+ * Start the communication thread for communicator dp, with room for up to
+ * max_pieces pieces per step. Returns 0, or -1 (memory or thread: errno).
+ */
+int grad_sync_start(struct grad_sync **out, struct comm *dp, size_t max_pieces);
+
+/* Hand n floats at p to the thread: all-reduced (summed) in place over dp, in order. */
+void grad_sync_push(struct grad_sync *g, float *p, size_t n);
+
+/*
+ * Wait until every piece handed over is reduced. *busy_s is the time the
+ * thread spent reducing them since the last wait, *wait_s the time this
+ * call waited (the part of the communication the backward pass did not
+ * hide). Returns 0, or the first COMM_E* code of a failed reduction (the
+ * pieces after it were skipped).
+ */
+int grad_sync_wait(struct grad_sync *g, double *busy_s, double *wait_s);
+
+/* Stop the thread (after grad_sync_wait) and free everything. NULL is fine. */
+void grad_sync_stop(struct grad_sync *g);
+
+#endif
