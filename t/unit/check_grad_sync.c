@@ -1,0 +1,155 @@
+/*
+ * t/unit/check_grad_sync.c - the overlapped gradient all-reduce
+ * (daemon/grad_sync.c) over real in-process ranks (lib/comm's shared
+ * memory backend).
+ *
+ * Three ranks hand the same pieces of a buffer, in the same order, to
+ * their communication threads while they go on working: the result is
+ * the bits of one all-reduce of the whole buffer; a second round reuses
+ * the queue; an abort makes the wait return the error instead of hanging;
+ * more pieces than planned are an error, not a hang.
+ */
+#include "config.h"
+#include "daemon/grad_sync.h"
+#include "lib/comm/comm.h"
+#include "lib/rng.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { RANKS = 3, N = 100003, PIECES = 7 };
+
+struct rank_arg {
+	struct comm *c;
+	float *whole, *pieces; /* the same inputs: reduced at once / piece by piece */
+	double busy, wait;
+	int rc, rc_round2;
+};
+
+static void fill(float *x, int rank)
+{
+	uint64_t st = rng_seed(5, (uint64_t)rank);
+
+	for (size_t i = 0; i < N; i++)
+		x[i] = rng_normal(&st, 0.0f, 1.0f);
+}
+
+/* Cut [0, N) into PIECES uneven pieces, handed over from the end (as layers go backwards). */
+static void push_all(struct grad_sync *g, float *x)
+{
+	size_t cut[PIECES + 1] = { 0, 1, 17, 4096, 4097, 50000, 99999, N };
+
+	for (int k = PIECES - 1; k >= 0; k--)
+		grad_sync_push(g, x + cut[k], cut[k + 1] - cut[k]);
+}
+
+static void *rank_main(void *p)
+{
+	struct rank_arg *a = p;
+	struct grad_sync *g;
+
+	a->rc = -99;
+	if (grad_sync_start(&g, a->c, PIECES) < 0)
+		return NULL;
+	push_all(g, a->pieces);
+	/* the rank works on while its pieces are reduced, and uses no collective */
+	a->rc = grad_sync_wait(g, &a->busy, &a->wait);
+	/* a second step on the same thread and queue */
+	push_all(g, a->pieces);
+	a->rc_round2 = grad_sync_wait(g, &a->busy, &a->wait);
+	grad_sync_stop(g);
+	/* the communicator is the rank's again */
+	if (comm_allreduce(a->c, a->whole, N, COMM_FLOAT32, COMM_SUM) < 0)
+		a->rc = -98;
+	if (comm_allreduce(a->c, a->whole, N, COMM_FLOAT32, COMM_SUM) < 0)
+		a->rc = -97;
+	return NULL;
+}
+
+START_TEST(test_pieces_reduce_to_the_bits_of_one_allreduce)
+{
+	struct comm_world *w = comm_world_create(RANKS);
+	struct rank_arg a[RANKS];
+	pthread_t th[RANKS];
+
+	ck_assert_ptr_nonnull(w);
+	for (int r = 0; r < RANKS; r++) {
+		a[r] = (struct rank_arg){ .c = comm_world_rank(w, r), .whole = malloc(N * sizeof(float)),
+					  .pieces = malloc(N * sizeof(float)) };
+		ck_assert(a[r].whole && a[r].pieces);
+		fill(a[r].whole, r);
+		fill(a[r].pieces, r);
+		ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &a[r]), 0);
+	}
+	for (int r = 0; r < RANKS; r++) {
+		pthread_join(th[r], NULL);
+		ck_assert_int_eq(a[r].rc, 0);
+		ck_assert_int_eq(a[r].rc_round2, 0);
+		ck_assert(a[r].busy > 0.0);
+		ck_assert(!memcmp(a[r].whole, a[r].pieces, N * sizeof(float)));
+		ck_assert(!memcmp(a[0].pieces, a[r].pieces, N * sizeof(float)));
+	}
+	for (int r = 0; r < RANKS; r++) {
+		free(a[r].whole);
+		free(a[r].pieces);
+	}
+	comm_world_destroy(w);
+}
+END_TEST
+
+/* One rank aborts instead of taking part: the other's wait returns the abort. */
+START_TEST(test_an_abort_ends_the_wait_with_its_error)
+{
+	struct comm_world *w = comm_world_create(2);
+	struct grad_sync *g;
+	float x[64] = { 0 };
+	double busy, wait;
+
+	ck_assert_int_eq(grad_sync_start(&g, comm_world_rank(w, 0), 4), 0);
+	grad_sync_push(g, x, 64);
+	comm_abort(comm_world_rank(w, 1), "rank 1 failed");
+	ck_assert_int_eq(grad_sync_wait(g, &busy, &wait), COMM_EABORTED);
+	grad_sync_stop(g);
+	comm_world_destroy(w);
+}
+END_TEST
+
+/* More pieces than the plan has room for: an error at the wait, not a hang or an overflow. */
+START_TEST(test_too_many_pieces_is_an_error)
+{
+	struct comm_world *w = comm_world_create(1);
+	struct grad_sync *g;
+	float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	double busy, wait;
+
+	ck_assert_int_eq(grad_sync_start(&g, comm_world_rank(w, 0), 2), 0);
+	for (int k = 0; k < 4; k++)
+		grad_sync_push(g, x + 2 * k, 2);
+	ck_assert_int_eq(grad_sync_wait(g, &busy, &wait), COMM_EINVAL);
+	grad_sync_push(g, x, 8); /* the next round starts clean */
+	ck_assert_int_eq(grad_sync_wait(g, &busy, &wait), 0);
+	grad_sync_stop(g);
+	comm_world_destroy(w);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("grad_sync");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_pieces_reduce_to_the_bits_of_one_allreduce);
+	tcase_add_test(tc, test_an_abort_ends_the_wait_with_its_error);
+	tcase_add_test(tc, test_too_many_pieces_is_an_error);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
