@@ -169,18 +169,41 @@ START_TEST(test_layernorm)
 }
 END_TEST
 
-START_TEST(test_matmul)
+/*
+ * The linear layers in precision p on both backends, forward with and
+ * without bias, backward with and without dinp (the LM head's call). In
+ * bf16 the GPU (bf16 copies, cublasGemmEx on the tensor cores, fp32 sums)
+ * meets the CPU's exact emulation (sgemm on bf16-rounded copies):
+ * products of bf16 values are exact in fp32 on both sides, so they differ
+ * only in the order of their sums, as in fp32, and the same tolerance
+ * holds; the GPU's bf16 output must also differ from its fp32 output.
+ */
+static void check_matmul(const struct dims *z, enum ops_precision p)
 {
-	const struct dims *z = &sizes[_i];
 	int N = z->B * z->T, C = z->C, OC = 3 * z->C + 5;
 	struct pair x = rnd((size_t)N * C, 1.0f), w = rnd((size_t)OC * C, 0.1f), b = rnd(OC, 1.0f);
 	struct pair out = rnd((size_t)N * OC, 1.0f), dout, dx, dw, db;
+	float *fp32 = malloc((size_t)N * OC * sizeof(float));
 
 	use_gpu();
+	ops_cuda.matmul_forward(out.d, x.d, w.d, b.d, N, C, OC);
+	ops_cuda.download(fp32, out.d, (size_t)N * OC * sizeof(float));
+	ops_cpu.set_precision(p);
+	ops_cuda.set_precision(p);
 	for (int bias = 0; bias < 2; bias++) {
 		ops_cpu.matmul_forward(out.h, x.h, w.h, bias ? b.h : NULL, N, C, OC);
 		ops_cuda.matmul_forward(out.d, x.d, w.d, bias ? b.d : NULL, N, C, OC);
 		agree(&out, bias ? "matmul out (bias)" : "matmul out");
+	}
+	if (p == OPS_BF16) {
+		float *bf = malloc((size_t)N * OC * sizeof(float));
+		double moved = 0.0;
+
+		ops_cuda.download(bf, out.d, (size_t)N * OC * sizeof(float));
+		for (int i = 0; i < N * OC; i++)
+			moved = fmax(moved, fabs((double)bf[i] - fp32[i]));
+		ck_assert_msg(moved > 1e-5, "bf16 output equals fp32's (largest difference %g)", moved);
+		free(bf);
 	}
 	dout = rnd((size_t)N * OC, 1.0f);
 	dx = rnd((size_t)N * C, 1.0f);
@@ -195,52 +218,21 @@ START_TEST(test_matmul)
 	ops_cpu.matmul_backward(NULL, dw.h, NULL, dout.h, x.h, w.h, N, C, OC);
 	ops_cuda.matmul_backward(NULL, dw.d, NULL, dout.d, x.d, w.d, N, C, OC);
 	agree(&dw, "matmul dweight (no dinp)");
-	drop(&x), drop(&w), drop(&b), drop(&out), drop(&dout), drop(&dx), drop(&dw), drop(&db);
-}
-END_TEST
-
-/*
- * bf16 products: the GPU (bf16 copies, cublasGemmEx on the tensor cores,
- * fp32 sums) against the CPU's exact emulation (sgemm on bf16-rounded
- * copies). Products of bf16 values are exact in fp32 on both sides, so
- * they differ only in the order of their sums, as in fp32: the same
- * tolerance. And the GPU's bf16 output is not its fp32 output.
- */
-START_TEST(test_matmul_bf16)
-{
-	const struct dims *z = &sizes[_i];
-	int N = z->B * z->T, C = z->C, OC = 3 * z->C + 5;
-	struct pair x = rnd((size_t)N * C, 1.0f), w = rnd((size_t)OC * C, 0.1f), b = rnd(OC, 1.0f);
-	struct pair out = rnd((size_t)N * OC, 1.0f), dout, dx, dw, db;
-	float *fp32 = malloc((size_t)N * OC * sizeof(float)), *bf = malloc((size_t)N * OC * sizeof(float));
-	double moved = 0.0;
-
-	use_gpu();
-	ops_cuda.matmul_forward(out.d, x.d, w.d, b.d, N, C, OC);
-	ops_cuda.download(fp32, out.d, (size_t)N * OC * sizeof(float));
-	ops_cpu.set_precision(OPS_BF16);
-	ops_cuda.set_precision(OPS_BF16);
-	ops_cpu.matmul_forward(out.h, x.h, w.h, b.h, N, C, OC);
-	ops_cuda.matmul_forward(out.d, x.d, w.d, b.d, N, C, OC);
-	agree(&out, "bf16 matmul out");
-	ops_cuda.download(bf, out.d, (size_t)N * OC * sizeof(float));
-	for (int i = 0; i < N * OC; i++)
-		moved = fmax(moved, fabs((double)bf[i] - fp32[i]));
-	ck_assert_msg(moved > 1e-5, "bf16 output equals fp32's (largest difference %g)", moved);
-	dout = rnd((size_t)N * OC, 1.0f);
-	dx = rnd((size_t)N * C, 1.0f);
-	dw = rnd((size_t)OC * C, 1.0f);
-	db = rnd((size_t)OC, 1.0f);
-	ops_cpu.matmul_backward(dx.h, dw.h, db.h, dout.h, x.h, w.h, N, C, OC);
-	ops_cuda.matmul_backward(dx.d, dw.d, db.d, dout.d, x.d, w.d, N, C, OC);
-	agree(&dx, "bf16 matmul dinp");
-	agree(&dw, "bf16 matmul dweight");
-	agree(&db, "bf16 matmul dbias");
 	ops_cpu.set_precision(OPS_FP32);
 	ops_cuda.set_precision(OPS_FP32);
 	free(fp32);
-	free(bf);
 	drop(&x), drop(&w), drop(&b), drop(&out), drop(&dout), drop(&dx), drop(&dw), drop(&db);
+}
+
+START_TEST(test_matmul)
+{
+	check_matmul(&sizes[_i], OPS_FP32);
+}
+END_TEST
+
+START_TEST(test_matmul_bf16)
+{
+	check_matmul(&sizes[_i], OPS_BF16);
 }
 END_TEST
 
