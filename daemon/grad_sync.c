@@ -28,6 +28,8 @@ struct grad_sync {
 	struct piece *q;
 	size_t cap, queued, reduced; /* pieces [reduced, queued) are waiting or in flight */
 	int err;                     /* the first failed reduction's code */
+	int (*thread_init)(void *arg);
+	void *init_arg;
 	int stop;
 	double busy_s;               /* reducing, since the last wait */
 };
@@ -35,6 +37,7 @@ struct grad_sync {
 static void *sync_main(void *arg)
 {
 	struct grad_sync *g = arg;
+	int init_failed = g->thread_init && g->thread_init(g->init_arg);
 
 	pthread_mutex_lock(&g->mu);
 	for (;;) {
@@ -49,7 +52,9 @@ static void *sync_main(void *arg)
 		pc = g->q[g->reduced];
 		pthread_mutex_unlock(&g->mu);
 		t0 = clock_monotonic();
-		if (!g->err) /* after a failure the pieces are only counted */
+		if (init_failed)
+			rc = COMM_ESYS;
+		else if (!g->err) /* after a failure the pieces are only counted */
 			rc = comm_allreduce(g->dp, pc.p, pc.n, COMM_FLOAT32, COMM_SUM);
 		pthread_mutex_lock(&g->mu);
 		g->busy_s += clock_monotonic() - t0;
@@ -62,7 +67,8 @@ static void *sync_main(void *arg)
 	return NULL;
 }
 
-int grad_sync_start(struct grad_sync **out, struct comm *dp, size_t max_pieces)
+int grad_sync_start(struct grad_sync **out, struct comm *dp, size_t max_pieces,
+		    int (*thread_init)(void *arg), void *arg)
 {
 	struct grad_sync *g = calloc(1, sizeof *g);
 	int rc;
@@ -75,6 +81,8 @@ int grad_sync_start(struct grad_sync **out, struct comm *dp, size_t max_pieces)
 	}
 	g->dp = dp;
 	g->cap = max_pieces;
+	g->thread_init = thread_init;
+	g->init_arg = arg;
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_cond_init(&g->more, NULL);
 	pthread_cond_init(&g->done, NULL);

@@ -20,6 +20,12 @@
  * only user of the data-parallel communicator (a struct comm belongs to
  * one thread at a time); the rank uses it again after grad_sync_wait. The
  * thread is created by the rank thread and so runs on the rank's cores.
+ *
+ * GPU ranks: a piece must be final when it is handed over, so the rank
+ * waits for its kernels first (ops->sync: the GPU finishes the layer
+ * while the rank launches nothing, a gap of one launch per layer); the
+ * thread makes the rank's GPU current (thread_init) and reduces on its
+ * own stream, through NCCL or host staging (lib/comm/device.c).
  */
 #ifndef STORK_DAEMON_GRAD_SYNC_H
 #define STORK_DAEMON_GRAD_SYNC_H
@@ -31,9 +37,13 @@ struct grad_sync;
 
 /*
  * Start the communication thread for communicator dp, with room for up to
- * max_pieces pieces per step. Returns 0, or -1 (memory or thread: errno).
+ * max_pieces pieces per step. The thread first calls thread_init(arg)
+ * when not NULL (a GPU rank's: make its device current); a non-zero
+ * return fails every piece with COMM_ESYS. Returns 0, or -1 (memory or
+ * thread: errno).
  */
-int grad_sync_start(struct grad_sync **out, struct comm *dp, size_t max_pieces);
+int grad_sync_start(struct grad_sync **out, struct comm *dp, size_t max_pieces,
+		    int (*thread_init)(void *arg), void *arg);
 
 /* Hand n floats at p to the thread: all-reduced (summed) in place over dp, in order. */
 void grad_sync_push(struct grad_sync *g, float *p, size_t n);

@@ -55,6 +55,7 @@ struct rank {
 	struct comm *host_comm;        /* storkd's own communicator of this rank */
 	const struct ops *ops;         /* where the rank computes: ops_cpu or ops_cuda */
 	char device_id[256];           /* host/PCI address of its GPU, for the collectives */
+	int gpu;                       /* its CUDA device (GPU ranks) */
 	float *ckpt_host;              /* pinned host copy of a GPU rank's state for checkpoints */
 	struct par_layout lay;         /* this rank's place in dp x tp x pp */
 	struct par_groups grp;
@@ -262,6 +263,7 @@ static int choose_device(struct rank *r)
 		return 0;
 	}
 	dev = count > 0 ? (plan->gpu >= 0 ? plan->gpu : r->local) % count : 0;
+	r->gpu = dev;
 	if (kernels_cuda_use_device(dev, desc, sizeof desc, err, sizeof err) < 0) {
 		snprintf(r->err, sizeof r->err, "run.device: cuda: rank %d on %s has no usable GPU: %s",
 			 r->rank, r->node->host, err);
@@ -788,34 +790,53 @@ static int skip_batch(struct rank *r, int64_t step)
 	return 0;
 }
 
-/* Layer l's backward pass is done: its gradients go to the all-reduce thread. */
-static void push_layer(void *arg, struct gpt2 *m, int l)
+/*
+ * Hand pieces of the gradients to the all-reduce thread once they are
+ * final: a GPU rank waits for its kernels first (the thread reduces on
+ * its own stream).
+ */
+static void push_pieces(struct rank *r, float **p, const size_t *n, int k)
 {
-	struct rank *r = arg;
-	float *p[GPT2_NUM_TENSORS];
-	size_t n[GPT2_NUM_TENSORS];
-	int k = gpt2_layer_grads(m, l, p, n);
-
+	r->ops->sync();
 	for (int i = 0; i < k; i++)
 		grad_sync_push(r->sync, p[i], n[i]);
 }
 
-/*
- * parallel.overlap: a communication thread for the data-parallel group
- * (nothing to do without replicas). Refused on GPU ranks: the thread
- * would need the GPU's stream order, which it does not have yet.
- */
+/* Layer l's backward pass is done: its gradients go to the all-reduce thread. */
+static void push_layer(void *arg, struct gpt2 *m, int l)
+{
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k = gpt2_layer_grads(m, l, p, n);
+
+	push_pieces(arg, p, n, k);
+}
+
+/* The all-reduce thread of a GPU rank works on the rank's GPU. */
+static int sync_thread_on_gpu(void *arg)
+{
+	struct rank *r = arg;
+	char desc[160], err[256];
+
+	if (kernels_cuda_use_device(r->gpu, desc, sizeof desc, err, sizeof err) < 0) {
+		rank_logf(&r->log, "parallel.overlap: the all-reduce thread cannot use gpu %d: %s",
+			  r->gpu, err);
+		return -1;
+	}
+	return 0;
+}
+
+/* parallel.overlap: a communication thread for the data-parallel group (nothing to do without replicas). */
 static int start_grad_sync(struct rank *r)
 {
+	int gpu = r->ops != &ops_cpu;
+
 	if (!r->cfg->parallel.overlap || !r->grp.dp)
 		return 0;
-	if (r->ops != &ops_cpu)
-		return fail(r, STORK_EXIT_CONFIG,
-			    "parallel.overlap: true is not supported on GPU ranks yet (run.device: "
-			    "auto chose a GPU); set parallel.overlap: false or run.device: cpu");
 	if (grad_sync_start(&r->sync, r->grp.dp,
 			    (size_t)GPT2_NUM_TENSORS *
-				    (size_t)(r->lay.last_layer - r->lay.first_layer + 1)) < 0)
+				    (size_t)(r->lay.last_layer - r->lay.first_layer + 1),
+			    gpu ? sync_thread_on_gpu : NULL, r) < 0)
 		return fail(r, STORK_EXIT_INTERNAL, "cannot start the gradient all-reduce thread");
 	rank_logf(&r->log, "parallel.overlap: each layer's gradients are all-reduced during the "
 		  "backward pass");
@@ -866,10 +887,8 @@ static int compute_gradients(struct rank *r, int64_t step, float *loss)
 	if (r->sync) { /* the embeddings and the final LayerNorm: final only now */
 		float *p[GPT2_NUM_TENSORS];
 		size_t n[GPT2_NUM_TENSORS];
-		int k = gpt2_global_grads(&r->model, p, n);
 
-		for (int i = 0; i < k; i++)
-			grad_sync_push(r->sync, p[i], n[i]);
+		push_pieces(r, p, n, gpt2_global_grads(&r->model, p, n));
 	}
 	inject_nan(r, step, loss);
 	return 0;

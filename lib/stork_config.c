@@ -277,7 +277,7 @@ static const struct key keys[] = {
 	{ .path = "parallel.overlap", .off = OFF(parallel.overlap),
 	  .type = K_BOOL,
 	  .dflt = "false",
-	  .help = "all-reduce each layer's gradients during the backward pass (CPU ranks, parallel.pipeline 1, parallel.zero 0)" },
+	  .help = "all-reduce each layer's gradients during the backward pass (parallel.pipeline 1, parallel.zero 0)" },
 	{ .path = "notify.url", .off = OFF(notify.url),
 	  .type = K_STR, .flags = EMPTY_OK | REDACT,
 	  .dflt = "\"\"", .help = "http(s) URL run events are POSTed to (or STORK_NOTIFY_URL); empty: none" },
@@ -1104,11 +1104,6 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 			    "parallelism (with or without parallel.tensor); set parallel.overlap: false",
 			    config_origin(c, "parallel.overlap"),
 			    c->parallel.pipeline > 1 ? "parallel.pipeline > 1" : "parallel.zero: 1");
-	if (c->run.device == STORK_DEVICE_CUDA && c->parallel.overlap)
-		return fail(err, errlen, "%s: parallel.overlap: true is not supported with run.device: "
-			    "cuda (%s) yet: the communication thread reduces host memory only; set "
-			    "parallel.overlap: false", config_origin(c, "parallel.overlap"),
-			    config_origin(c, "run.device"));
 	if (c->run.device == STORK_DEVICE_CUDA && c->parallel.tensor > 1)
 		return fail(err, errlen, "%s: parallel.tensor: %d is not supported with run.device: cuda (%s) "
 			    "yet: the vocabulary-parallel embedding and softmax run on the CPU only; "

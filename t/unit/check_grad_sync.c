@@ -51,7 +51,7 @@ static void *rank_main(void *p)
 	struct grad_sync *g;
 
 	a->rc = -99;
-	if (grad_sync_start(&g, a->c, PIECES) < 0)
+	if (grad_sync_start(&g, a->c, PIECES, NULL, NULL) < 0)
 		return NULL;
 	push_all(g, a->pieces);
 	/* the rank works on while its pieces are reduced, and uses no collective */
@@ -107,7 +107,7 @@ START_TEST(test_an_abort_ends_the_wait_with_its_error)
 	float x[64] = { 0 };
 	double busy, wait;
 
-	ck_assert_int_eq(grad_sync_start(&g, comm_world_rank(w, 0), 4), 0);
+	ck_assert_int_eq(grad_sync_start(&g, comm_world_rank(w, 0), 4, NULL, NULL), 0);
 	grad_sync_push(g, x, 64);
 	comm_abort(comm_world_rank(w, 1), "rank 1 failed");
 	ck_assert_int_eq(grad_sync_wait(g, &busy, &wait), COMM_EABORTED);
@@ -124,7 +124,7 @@ START_TEST(test_too_many_pieces_is_an_error)
 	float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
 	double busy, wait;
 
-	ck_assert_int_eq(grad_sync_start(&g, comm_world_rank(w, 0), 2), 0);
+	ck_assert_int_eq(grad_sync_start(&g, comm_world_rank(w, 0), 2, NULL, NULL), 0);
 	for (int k = 0; k < 4; k++)
 		grad_sync_push(g, x + 2 * k, 2);
 	ck_assert_int_eq(grad_sync_wait(g, &busy, &wait), COMM_EINVAL);
