@@ -43,7 +43,10 @@ setup() {
 	grep -q "precision: bf16 matrix products emulated" runs/bf16__job=local__task=0/logs/rank-000.log
 	[ "$(losses bf16 | wc -l)" -eq 20 ]
 	# not fp32 in disguise, and within 2% of it at every step
-	! diff -q <(losses fp32) <(losses bf16) >/dev/null
+	if diff -q <(losses fp32) <(losses bf16) >/dev/null; then
+		echo "the bf16 losses are fp32's"
+		return 1
+	fi
 	paste <(losses fp32) <(losses bf16) | awk '
 		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > worst) worst = r }
 		END { printf "bf16 against fp32: worst relative difference %.3g over %d steps\n", worst, n > "/dev/stderr";
