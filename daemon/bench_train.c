@@ -9,11 +9,15 @@
  */
 #include "config.h"
 #include "daemon/bench_train.h"
+#include "daemon/grad_sync.h"
 #include "daemon/optimizer.h"
 #include "lib/clock.h"
+#include "lib/comm/comm.h"
 #include "kernels/device.h"
 #include "lib/rng.h"
 
+#include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -514,5 +518,245 @@ fail:
 	adamw_free(&s);
 	gpt2_free(&m);
 	free(tok);
+	return rc;
+}
+
+/* ------------------------------------------------------------ overlap */
+
+/* One rank of the overlap benchmark (a thread of this process). */
+struct ov_rank {
+	const struct gpt2_config *c;
+	const struct bench_train_opts *o;
+	const struct ops *ops;
+	struct comm *comm;            /* the rank's world communicator (device-wrapped on a GPU) */
+	struct grad_sync *sync;
+	/* seconds per mode (0: all-reduce after the backward pass, 1: overlapped) */
+	double step_s[2], bwd_s[2], busy_s[2], wait_s[2];
+	char err[256];
+};
+
+/* The backward pass finished layer l: hand its gradients over (a GPU's kernels waited for first). */
+static void ov_push_layer(void *arg, struct gpt2 *m, int l)
+{
+	struct ov_rank *r = arg;
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k = gpt2_layer_grads(m, l, p, n);
+
+	m->ops->sync();
+	for (int i = 0; i < k; i++)
+		grad_sync_push(r->sync, p[i], n[i]);
+}
+
+/*
+ * One data-parallel step: zero, forward, backward (overlapped: each layer
+ * handed over as it finishes), the rest of the all-reduce, the average and
+ * AdamW; the phases' times added to those of the mode.
+ */
+static int ov_step(struct ov_rank *r, struct gpt2 *m, struct adamw_state *s, const int *tok,
+		   int overlap)
+{
+	const struct adamw_params h = { 0.9f, 0.95f, 1e-8f, 0.1f };
+	double t0 = clock_monotonic(), t1, busy, wait;
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int rc;
+
+	gpt2_zero_grad(m);
+	if (isnan(gpt2_forward(m, tok, tok + 1, r->o->B, r->o->T)))
+		return -1;
+	gpt2_set_layer_hook(m, overlap ? ov_push_layer : NULL, r);
+	rc = gpt2_backward(m, 1.0f);
+	gpt2_set_layer_hook(m, NULL, NULL);
+	if (rc)
+		return -1;
+	m->ops->sync();
+	t1 = clock_monotonic();
+	if (overlap) {
+		int k = gpt2_global_grads(m, p, n);
+
+		for (int i = 0; i < k; i++)
+			grad_sync_push(r->sync, p[i], n[i]);
+		rc = grad_sync_wait(r->sync, &busy, &wait);
+	} else {
+		rc = comm_allreduce(r->comm, m->grads, m->num_params, COMM_FLOAT32, COMM_SUM);
+		busy = wait = clock_monotonic() - t1;
+	}
+	if (rc < 0) {
+		snprintf(m->err, sizeof m->err, "all-reduce: %s", comm_strerror(rc));
+		return -1;
+	}
+	grad_scale(m->ops, m->grads, m->num_params, 1.0f / (float)comm_size(r->comm));
+	adamw_step_model(s, &h, 1e-4f, m);
+	m->ops->sync();
+	r->step_s[overlap] += clock_monotonic() - t0;
+	r->bwd_s[overlap] += t1 - t0;
+	r->busy_s[overlap] += busy;
+	r->wait_s[overlap] += wait;
+	return 0;
+}
+
+#ifdef HAVE_CUDA
+static int ov_gpu(void *arg)
+{
+	char desc[160], err[256];
+
+	(void)arg;
+	return kernels_cuda_use_device(0, desc, sizeof desc, err, sizeof err) < 0 ? -1 : 0;
+}
+
+/* The first GPU for this rank thread, and its communicator wrapped for device buffers. */
+static int ov_use_gpu(struct ov_rank *r)
+{
+	struct comm_device_memory mem = {
+		.is_device = kernels_cuda_is_device_ptr,
+		.to_host = ops_cuda.download, .to_device = ops_cuda.upload,
+		.host_alloc = ops_cuda.host_alloc, .host_free = ops_cuda.host_free,
+		.device_id = "this machine/gpu 0",
+	};
+	struct comm *w;
+
+	if (ov_gpu(NULL) || comm_device_wrap(r->comm, &mem, COMM_DEVICE_AUTO, &w, r->err,
+					     sizeof r->err))
+		return -1;
+	r->comm = w;
+	return 0;
+}
+#else
+static int ov_gpu(void *arg)
+{
+	(void)arg;
+	return -1;
+}
+
+static int ov_use_gpu(struct ov_rank *r)
+{
+	snprintf(r->err, sizeof r->err, "this build has no CUDA backend");
+	return -1;
+}
+#endif
+
+static void *ov_rank_main(void *arg)
+{
+	struct ov_rank *r = arg;
+	int gpu = r->ops != &ops_cpu, rank = comm_rank(r->comm), ok = 0;
+	struct comm *own = r->comm;
+	struct adamw_state s = { 0 };
+	struct gpt2 m;
+	int *tok = malloc(((size_t)r->o->B * r->o->T + 1) * sizeof(int));
+
+	if (gpu && ov_use_gpu(r))
+		goto out_tok;
+	r->ops->set_precision(r->o->precision);
+	if (!tok || gpt2_build(&m, r->c, 1337)) {
+		snprintf(r->err, sizeof r->err, "%s", tok ? m.err : "out of memory");
+		goto out_comm;
+	}
+	gpt2_set_recompute(&m, r->o->recompute);
+	gpt2_set_fused(&m, r->o->fused, 1.0f);
+	if (adamw_init(&s, m.num_params) || gpt2_set_backend(&m, r->ops) || adamw_move(&s, r->ops) ||
+	    grad_sync_start(&r->sync, r->comm, (size_t)GPT2_NUM_TENSORS * (r->c->num_layers + 1),
+			    gpu ? ov_gpu : NULL, NULL)) {
+		snprintf(r->err, sizeof r->err, "%s", m.err[0] ? m.err : "out of memory");
+		goto out_model;
+	}
+	{
+		uint64_t st = rng_seed(1337, 100 + (uint64_t)rank);
+
+		for (int i = 0; i < r->o->B * r->o->T + 1; i++)
+			tok[i] = (int)rng_below(&st, (uint32_t)r->c->vocab_size);
+	}
+	for (int mode = 0; mode < 2; mode++) {
+		for (int k = 0; k < 2 + r->o->steps; k++) {
+			if (k == 2) /* after 2 warm-up steps */
+				r->step_s[mode] = r->bwd_s[mode] = r->busy_s[mode] = r->wait_s[mode] = 0;
+			if (ov_step(r, &m, &s, tok, mode)) {
+				snprintf(r->err, sizeof r->err, "%s", m.err);
+				comm_abort(r->comm, r->err);
+				goto out_sync;
+			}
+		}
+	}
+	ok = 1;
+out_sync:
+	grad_sync_stop(r->sync);
+	r->sync = NULL;
+out_model:
+	adamw_free(&s);
+	gpt2_free(&m);
+out_comm:
+	if (r->comm != own)
+		comm_free(r->comm);
+	r->comm = own;
+out_tok:
+	free(tok);
+	if (!ok) { /* wake the other ranks out of their collectives */
+		if (!r->err[0])
+			snprintf(r->err, sizeof r->err, "failed");
+		comm_abort(own, r->err);
+	}
+	return NULL;
+}
+
+int bench_overlap(const struct gpt2_config *c, const struct bench_train_opts *o, int ranks,
+		  int cuda, FILE *out)
+{
+	struct comm_world *w = comm_world_create(ranks);
+	struct ov_rank *r = calloc((size_t)ranks, sizeof *r);
+	pthread_t *th = calloc((size_t)ranks, sizeof *th);
+	const char *mode[2] = { "after the backward", "overlapped" };
+	int rc = -1, started = 0;
+
+	if (!w || !r || !th) {
+		fprintf(out, "bench overlap: out of memory\n");
+		goto out;
+	}
+	for (; started < ranks; started++) {
+		r[started] = (struct ov_rank){ .c = c, .o = o, .comm = comm_world_rank(w, started),
+#ifdef HAVE_CUDA
+					       .ops = cuda ? &ops_cuda : &ops_cpu,
+#else
+					       .ops = &ops_cpu,
+#endif
+		};
+		if (pthread_create(&th[started], NULL, ov_rank_main, &r[started]))
+			break;
+	}
+	for (int k = 0; k < started; k++)
+		pthread_join(th[k], NULL);
+	for (int k = 0; k < ranks; k++) {
+		if (k >= started || r[k].err[0]) {
+			fprintf(out, "bench overlap: rank %d: %s\n", k,
+				k >= started ? "cannot start its thread" : r[k].err);
+			goto out;
+		}
+	}
+	fprintf(out, "overlap: %d ranks (threads of this process) on %s, model L=%d C=%d, B=%d T=%d, "
+		     "%d steps per mode, %s matrix products\n",
+		ranks, cuda ? "the first GPU, all-reduce through pinned host memory" : "the CPU",
+		c->num_layers, c->channels, o->B, o->T, o->steps, ops_precision_name(o->precision));
+	/* waited: the all-reduce the step still waited for after its backward
+	 * pass; in all-reduce: the time inside the all-reduce calls, waiting
+	 * for the other ranks included */
+	fprintf(out, "%-20s %10s %12s %10s %16s   (ms per step, rank 0)\n", "all-reduce", "step",
+		"fwd+bwd", "waited", "in all-reduce");
+	for (int k = 0; k < 2; k++)
+		fprintf(out, "%-20s %10.2f %12.2f %10.2f %16.2f\n", mode[k],
+			1e3 * r[0].step_s[k] / o->steps, 1e3 * r[0].bwd_s[k] / o->steps,
+			1e3 * r[0].wait_s[k] / o->steps, 1e3 * r[0].busy_s[k] / o->steps);
+	{
+		double after = 1e3 * r[0].step_s[0] / o->steps, over = 1e3 * r[0].step_s[1] / o->steps;
+
+		fprintf(out, "overlapped against after: step %+.2f ms (%+.1f%%), all-reduce time hidden "
+			     "%.2f ms per step (the wait it took off the step)\n",
+			over - after, 100.0 * (over - after) / after,
+			1e3 * (r[0].wait_s[0] - r[0].wait_s[1]) / o->steps);
+	}
+	rc = 0;
+out:
+	free(th);
+	free(r);
+	if (w)
+		comm_world_destroy(w);
 	return rc;
 }

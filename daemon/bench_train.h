@@ -37,6 +37,19 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
  */
 int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts *o, FILE *out);
 
+/*
+ * Gradient overlap (parallel.overlap): `ranks` data-parallel ranks,
+ * threads of this process (lib/comm's shared memory; with cuda all on
+ * the first GPU, the all-reduce staged through pinned host memory),
+ * train the model of c on batches (o->B, o->T): o->steps steps with the
+ * all-reduce after the backward pass, then o->steps overlapped (each
+ * after 2 warm-up steps). Prints per mode rank 0's ms/step, forward and
+ * backward, the all-reduce's time, the part the step waited for, and
+ * their difference: the time hidden. Returns 0, or -1 with a message.
+ */
+int bench_overlap(const struct gpt2_config *c, const struct bench_train_opts *o, int ranks,
+		  int cuda, FILE *out);
+
 /* Model FLOPs per trained token: 6 N (N = parameters minus wpe) + 12 L C T. */
 double bench_flops_per_token(const struct gpt2_config *c, size_t num_params, int T);
 

@@ -2,10 +2,13 @@
  * daemon/bench_train_main.c - bench-train, a stand-alone driver of
  * bench_train() (the same figures as `stork bench train`).
  *
- *   daemon/bench-train [--cuda | --cuda-tf32 | --cuda-bf16] [LAYERS HEADS CHANNELS VOCAB B T STEPS]
+ *   daemon/bench-train [--cuda | --cuda-tf32 | --cuda-bf16] [--overlap RANKS]
+ *                      [LAYERS HEADS CHANNELS VOCAB B T STEPS]
  *
  * --cuda runs the steps on the first GPU in fp32, --cuda-tf32 with TF32,
- * --cuda-bf16 with bf16 matrix products (bench_train_cuda).
+ * --cuda-bf16 with bf16 matrix products (bench_train_cuda). --overlap
+ * RANKS runs RANKS data-parallel ranks as threads, the gradient all-reduce
+ * after the backward pass and then overlapped with it (bench_overlap).
  *
  * Defaults: GPT-2 124M (12 12 768 50257), B=4, T=64, 5 steps. Like storkd,
  * the program sets OpenBLAS's variables and re-executes itself once
@@ -20,51 +23,57 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int usage(const char *argv0)
+{
+	fprintf(stderr, "usage: %s [--cuda | --cuda-tf32 | --cuda-bf16] [--overlap RANKS] "
+			"[LAYERS HEADS CHANNELS VOCAB B T STEPS]\n",
+		argv0);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
 	struct gpt2_config c = { .max_seq_len = 1024, .vocab_size = 50257, .num_layers = 12,
 				 .num_heads = 12, .channels = 768 };
-	int B = 4, T = 64, steps = 5, cuda = 0;
-	enum ops_precision precision = OPS_FP32;
-	char **args = argv;
+	struct bench_train_opts o = { .B = 4, .T = 64, .steps = 5, .precision = OPS_FP32, .fused = 1 };
+	int cuda = 0, overlap = 0, k = 1, n;
 
 	ops_cpu_blas_reexec(argv);
-	if (argc > 1 && !strncmp(argv[1], "--cuda", 6)) {
-		cuda = 1;
-		if (!strcmp(argv[1], "--cuda-tf32"))
-			precision = OPS_TF32;
-		else if (!strcmp(argv[1], "--cuda-bf16"))
-			precision = OPS_BF16;
-		else if (strcmp(argv[1], "--cuda"))
-			argc = -1; /* an unknown option: the usage below */
-		args++;
-		argc--;
+	for (; k < argc && !strncmp(argv[k], "--", 2); k++) {
+		if (!strcmp(argv[k], "--cuda") || !strcmp(argv[k], "--cuda-tf32") ||
+		    !strcmp(argv[k], "--cuda-bf16")) {
+			cuda = 1;
+			o.precision = argv[k][6] == '-' ? (argv[k][7] == 't' ? OPS_TF32 : OPS_BF16) :
+							 OPS_FP32;
+		} else if (!strcmp(argv[k], "--overlap") && k + 1 < argc && atoi(argv[k + 1]) > 0) {
+			overlap = atoi(argv[++k]);
+		} else {
+			return usage(argv[0]);
+		}
 	}
-	if (argc == 8) {
-		c.num_layers = atoi(args[1]);
-		c.num_heads = atoi(args[2]);
-		c.channels = atoi(args[3]);
-		c.vocab_size = atoi(args[4]);
-		B = atoi(args[5]);
-		T = atoi(args[6]);
-		steps = atoi(args[7]);
-		if (c.max_seq_len < T)
-			c.max_seq_len = T;
-	} else if (argc != 1) {
-		fprintf(stderr, "usage: %s [--cuda | --cuda-tf32 | --cuda-bf16] [LAYERS HEADS CHANNELS VOCAB B T STEPS]\n",
-			argv[0]);
-		return 2;
+	n = argc - k;
+	if (n == 7) {
+		c.num_layers = atoi(argv[k]);
+		c.num_heads = atoi(argv[k + 1]);
+		c.channels = atoi(argv[k + 2]);
+		c.vocab_size = atoi(argv[k + 3]);
+		o.B = atoi(argv[k + 4]);
+		o.T = atoi(argv[k + 5]);
+		o.steps = atoi(argv[k + 6]);
+		if (c.max_seq_len < o.T)
+			c.max_seq_len = o.T;
+	} else if (n != 0) {
+		return usage(argv[0]);
 	}
-	if (steps <= 0) {
+	if (o.steps <= 0) {
 		fprintf(stderr, "%s: STEPS must be positive\n", argv[0]);
 		return 2;
 	}
 	c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
 	if (getenv("OPENBLAS_CORETYPE"))
 		printf("OPENBLAS_CORETYPE=%s\n", getenv("OPENBLAS_CORETYPE"));
-	struct bench_train_opts o = { .B = B, .T = T, .steps = steps, .precision = precision,
-				      .fused = 1 };
-
+	if (overlap)
+		return bench_overlap(&c, &o, overlap, cuda, stdout) ? 1 : 0;
 	if (cuda)
 		return bench_train_cuda(&c, &o, stdout) ? 1 : 0;
 	return bench_train(&c, &o, stdout) ? 1 : 0;

@@ -7,6 +7,7 @@ daemon_libengine_a_SOURCES = \
 	daemon/tensor_parallel.c daemon/tensor_parallel.h \
 	daemon/layout.c daemon/layout.h \
 	daemon/optimizer.c daemon/optimizer.h \
+	daemon/grad_sync.c daemon/grad_sync.h \
 	daemon/bench_train.c daemon/bench_train.h
 daemon_libengine_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS)
 ENGINE_LIBS = daemon/libengine.a $(KERNELS_LIBS) $(COMM_LIBS)

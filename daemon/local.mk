@@ -11,7 +11,6 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/train.c daemon/train.h \
 	daemon/pipeline.c daemon/pipeline.h \
 	daemon/zero.c daemon/zero.h \
-	daemon/grad_sync.c daemon/grad_sync.h \
 	daemon/checkpoint.c daemon/checkpoint.h \
 	daemon/rank_log.c daemon/rank_log.h \
 	daemon/join.c daemon/join.h \

@@ -16,12 +16,14 @@
  *     a CPU run's continued on the GPU, track an uninterrupted run;
  *   - 2 and 4 data-parallel ranks sharing the one GPU, gradients averaged
  *     through the host-staged device communicator (lib/comm/device.c), track
- *     the same ranks on the CPU.
+ *     the same ranks on the CPU; overlapped with the backward pass
+ *     (daemon/grad_sync.c), the all-reduce gives the same bits.
  * Exits 77 (skipped) when no GPU is visible. Needs only the kernels, the
  * model, the optimizer and lib/comm's in-process backend, so t/gpu/run
  * builds it on a GPU machine with nvcc and a C compiler alone.
  */
 #include "config.h"
+#include "daemon/grad_sync.h"
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
 #include "kernels/device.h"
@@ -78,8 +80,39 @@ static void make(struct gpt2 *m, struct adamw_state *s, const struct ops *o)
 	ck_assert_int_eq(adamw_move(s, o), 0);
 }
 
-/* One optimizer step on one rank; grads averaged over c when not NULL. Returns the loss. */
-static float step(struct gpt2 *m, struct adamw_state *s, struct comm *c, int k, int rank)
+/* Overlap: layer l's gradients are final; hand them to the all-reduce thread once computed. */
+static void push_layer(void *arg, struct gpt2 *m, int l)
+{
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k = gpt2_layer_grads(m, l, p, n);
+
+	m->ops->sync();
+	for (int i = 0; i < k; i++)
+		grad_sync_push(arg, p[i], n[i]);
+}
+
+/* The rest of an overlapped all-reduce: the tensors of no layer, then wait for all. */
+static int finish_overlap(struct grad_sync *g, struct gpt2 *m)
+{
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k = gpt2_global_grads(m, p, n);
+	double busy, wait;
+
+	m->ops->sync();
+	for (int i = 0; i < k; i++)
+		grad_sync_push(g, p[i], n[i]);
+	return grad_sync_wait(g, &busy, &wait);
+}
+
+/*
+ * One optimizer step on one rank; grads averaged over c when not NULL,
+ * overlapped with the backward pass through g when not NULL. Returns the
+ * loss.
+ */
+static float step(struct gpt2 *m, struct adamw_state *s, struct comm *c, struct grad_sync *g,
+		  int k, int rank)
 {
 	int tok[B * T + 1];
 	float loss;
@@ -89,9 +122,16 @@ static float step(struct gpt2 *m, struct adamw_state *s, struct comm *c, int k, 
 	ck_assert_int_eq(gpt2_zero_grad(m), 0);
 	loss = gpt2_forward(m, tok, tok + 1, B, T);
 	ck_assert_msg(!isnan(loss), "%s", m->err);
+	gpt2_set_layer_hook(m, g ? push_layer : NULL, g);
 	ck_assert_msg(gpt2_backward(m, 1.0f) == 0, "%s", m->err);
+	gpt2_set_layer_hook(m, NULL, NULL);
 	if (c) {
-		ck_assert_int_eq(comm_allreduce(c, m->grads, m->num_params, COMM_FLOAT32, COMM_SUM), 0);
+		if (g)
+			ck_assert_int_eq(finish_overlap(g, m), 0);
+		else
+			ck_assert_int_eq(comm_allreduce(c, m->grads, m->num_params, COMM_FLOAT32,
+							COMM_SUM),
+					 0);
 		grad_scale(m->ops, m->grads, m->num_params, 1.0f / (float)comm_size(c));
 	}
 	sumsq = grad_sumsq(m->ops, m->grads, m->num_params);
@@ -115,7 +155,7 @@ START_TEST(test_twenty_steps_match_the_cpu)
 	make(&g, &gs, &ops_cuda);
 	make(&c, &cs, &ops_cpu);
 	for (int k = 0; k < STEPS; k++) {
-		float lg = step(&g, &gs, NULL, k, 0), lc = step(&c, &cs, NULL, k, 0);
+		float lg = step(&g, &gs, NULL, NULL, k, 0), lc = step(&c, &cs, NULL, NULL, k, 0);
 
 		assert_close(lg, lc, "loss", k);
 	}
@@ -141,7 +181,7 @@ START_TEST(test_bf16_tracks_fp32_over_200_steps)
 		make(&g, &gs, &ops_cuda);
 		ops_cuda.set_precision(p ? OPS_BF16 : OPS_FP32);
 		for (int k = 0; k < N; k++)
-			l[p][k] = step(&g, &gs, NULL, k, 0);
+			l[p][k] = step(&g, &gs, NULL, NULL, k, 0);
 		ops_cuda.set_precision(OPS_FP32);
 		gpt2_free(&g);
 		adamw_free(&gs);
@@ -176,7 +216,7 @@ START_TEST(test_recompute_is_bit_exact_on_the_gpu)
 		make(&g, &gs, &ops_cuda);
 		gpt2_set_recompute(&g, r);
 		for (int k = 0; k < STEPS; k++)
-			losses[r][k] = step(&g, &gs, NULL, k, 0);
+			losses[r][k] = step(&g, &gs, NULL, NULL, k, 0);
 		params = malloc(g.num_params * sizeof(float));
 		ck_assert_ptr_nonnull(params);
 		gpt2_params_to_host(&g, params);
@@ -229,19 +269,19 @@ START_TEST(test_state_moves_between_gpu_and_cpu)
 	make(&ref, &rs, &ops_cpu);
 	make(&g, &gs, &ops_cuda);
 	for (int k = 0; k < 5; k++) {
-		step(&ref, &rs, NULL, k, 0);
-		step(&g, &gs, NULL, k, 0);
+		step(&ref, &rs, NULL, NULL, k, 0);
+		step(&g, &gs, NULL, NULL, k, 0);
 	}
 	transfer(&g, &gs, &c, &cs, &ops_cpu); /* GPU checkpoint, resumed on the CPU */
 	for (int k = 5; k < 10; k++) {
-		lr_ = step(&ref, &rs, NULL, k, 0);
-		lc = step(&c, &cs, NULL, k, 0);
+		lr_ = step(&ref, &rs, NULL, NULL, k, 0);
+		lc = step(&c, &cs, NULL, NULL, k, 0);
 		assert_close(lc, lr_, "gpu->cpu loss", k);
 	}
 	transfer(&c, &cs, &g2, &g2s, &ops_cuda); /* and back onto the GPU */
 	for (int k = 10; k < 15; k++) {
-		lr_ = step(&ref, &rs, NULL, k, 0);
-		lc = step(&g2, &g2s, NULL, k, 0);
+		lr_ = step(&ref, &rs, NULL, NULL, k, 0);
+		lc = step(&g2, &g2s, NULL, NULL, k, 0);
 		assert_close(lc, lr_, "cpu->gpu loss", k);
 	}
 	ck_assert_int_eq((int)g2s.step, 15);
@@ -261,10 +301,21 @@ END_TEST
 struct rank_arg {
 	struct comm *comm;
 	const struct ops *ops;
+	int overlap;           /* all-reduce overlapped with the backward pass (grad_sync) */
+	struct grad_sync *sync;
 	float losses[STEPS];   /* this rank's own loss of each step */
 	double param_sum;      /* sum of the parameters after the last step */
 	char err[256];
 };
+
+/* The all-reduce thread of a rank on the GPU works on the GPU too. */
+static int sync_on_gpu(void *arg)
+{
+	char desc[160], err[256];
+
+	(void)arg;
+	return kernels_cuda_use_device(0, desc, sizeof desc, err, sizeof err);
+}
 
 static void *rank_main(void *p)
 {
@@ -292,8 +343,12 @@ static void *rank_main(void *p)
 		c = w;
 	}
 	make(&m, &s, a->ops);
+	if (a->overlap)
+		ck_assert_int_eq(grad_sync_start(&a->sync, c, GPT2_NUM_TENSORS * (small.num_layers + 1),
+						 a->ops != &ops_cpu ? sync_on_gpu : NULL, NULL),
+				 0);
 	for (int k = 0; k < STEPS; k++)
-		a->losses[k] = step(&m, &s, c, k, comm_rank(c));
+		a->losses[k] = step(&m, &s, c, a->sync, k, comm_rank(c));
 	{
 		float *params = malloc(m.num_params * sizeof(float));
 
@@ -303,6 +358,7 @@ static void *rank_main(void *p)
 			a->param_sum += params[i];
 		free(params);
 	}
+	grad_sync_stop(a->sync);
 	gpt2_free(&m);
 	adamw_free(&s);
 	if (w)
@@ -310,7 +366,7 @@ static void *rank_main(void *p)
 	return NULL;
 }
 
-static void run_ranks(int n, const struct ops *o, struct rank_arg *args)
+static void run_ranks(int n, const struct ops *o, int overlap, struct rank_arg *args)
 {
 	struct comm_world *world = comm_world_create(n);
 	pthread_t th[8];
@@ -320,6 +376,7 @@ static void run_ranks(int n, const struct ops *o, struct rank_arg *args)
 		memset(&args[r], 0, sizeof args[r]);
 		args[r].comm = comm_world_rank(world, r);
 		args[r].ops = o;
+		args[r].overlap = overlap;
 		ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &args[r]), 0);
 	}
 	for (int r = 0; r < n; r++) {
@@ -333,8 +390,8 @@ static void ranks_match_cpu(int n)
 {
 	struct rank_arg g[8], c[8];
 
-	run_ranks(n, &ops_cuda, g);
-	run_ranks(n, &ops_cpu, c);
+	run_ranks(n, &ops_cuda, 0, g);
+	run_ranks(n, &ops_cpu, 0, c);
 	for (int r = 0; r < n; r++)
 		for (int k = 0; k < STEPS; k++)
 			assert_close(g[r].losses[k], c[r].losses[k], "rank loss", k);
@@ -354,6 +411,27 @@ END_TEST
 START_TEST(test_four_ranks_on_one_gpu_match_the_cpu)
 {
 	ranks_match_cpu(4);
+}
+END_TEST
+
+/*
+ * parallel.overlap on GPU ranks: two ranks on the one GPU, each layer's
+ * gradients all-reduced by a thread of the rank (host-staged) while the
+ * backward pass goes on, give the bits of the all-reduce after it.
+ */
+START_TEST(test_overlapped_all_reduce_on_the_gpu_is_bit_exact)
+{
+	struct rank_arg after[2], over[2];
+
+	run_ranks(2, &ops_cuda, 0, after);
+	run_ranks(2, &ops_cuda, 1, over);
+	for (int r = 0; r < 2; r++) {
+		for (int k = 0; k < STEPS; k++)
+			ck_assert_msg(after[r].losses[k] == over[r].losses[k],
+				      "rank %d step %d: loss %.9g overlapped, %.9g after", r, k,
+				      over[r].losses[k], after[r].losses[k]);
+		ck_assert_msg(after[r].param_sum == over[r].param_sum, "rank %d: parameters differ", r);
+	}
 }
 END_TEST
 
@@ -425,6 +503,7 @@ int main(void)
 	tcase_add_test(tc, test_state_moves_between_gpu_and_cpu);
 	tcase_add_test(tc, test_two_ranks_on_one_gpu_match_the_cpu);
 	tcase_add_test(tc, test_four_ranks_on_one_gpu_match_the_cpu);
+	tcase_add_test(tc, test_overlapped_all_reduce_on_the_gpu_is_bit_exact);
 	tcase_add_test(tc, test_nccl_collectives_on_one_gpu);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -256,6 +256,20 @@ one_rank() {
 	done
 }
 
+@test "stork bench train --overlap 2 prints both all-reduce modes and what overlap changed" {
+	run "$STORK" bench train tiny.yaml --overlap 2 --steps 3
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	echo "$output" >&3
+	[[ "$output" == *"overlap: 2 ranks (threads of this process) on the CPU, model L=4 C=64"* ]]
+	# two rows of four figures: step, fwd+bwd, waited, in all-reduce (ms)
+	echo "$output" | awk '/^after the backward +[0-9]|^overlapped +[0-9]/ { n++; for (i = NF - 3; i <= NF; i++) if ($i !~ /^[0-9.]+$/) bad = 1 }
+		END { exit !(n == 2 && !bad) }'
+	[[ "$output" == *"overlapped against after: step "*" ms ("*"%), all-reduce time hidden "*" ms per step"* ]]
+	run "$STORK" bench train tiny.yaml --overlap 1
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--overlap: '1' is not a number of ranks >= 2"* ]]
+}
+
 @test "parallel.overlap with a pipeline or ZeRO-1 is refused, naming the keys" {
 	run run_layout x 1 2 0 --set parallel.overlap=true
 	[ "$status" -eq 3 ]

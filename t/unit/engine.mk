@@ -16,4 +16,4 @@ check_PROGRAMS += t/unit/check_grad_sync
 TESTS += t/unit/check_grad_sync
 t_unit_check_grad_sync_SOURCES = t/unit/check_grad_sync.c
 t_unit_check_grad_sync_CFLAGS = $(UNIT_CFLAGS)
-t_unit_check_grad_sync_LDADD = daemon/libstorkd.a lib/libstork.la $(COMM_LIBS) $(UNIT_LIBS)
+t_unit_check_grad_sync_LDADD = $(ENGINE_LIBS) $(UNIT_LIBS)
