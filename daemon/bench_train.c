@@ -289,7 +289,7 @@ static void print_model(FILE *out, const struct gpt2_config *c, const struct gpt
  * The activation memory of the run (what ensure_acts allocates for its
  * recomputation mode) beside keeping every activation, and the fused kernels.
  */
-static void print_activations(FILE *out, const struct gpt2_config *c, const struct gpt2 *m,
+static void print_memory_and_kernels(FILE *out, const struct gpt2_config *c, const struct gpt2 *m,
 			      int B, int T)
 {
 	double all = (double)gpt2_activation_floats(c, &m->shard, B, T, GPT2_RECOMPUTE_NONE);
@@ -410,7 +410,7 @@ int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts 
 	fprintf(out, "backend: cuda, %s (%s), %s matrix products\n", desc, kernels_cuda_versions(),
 		prec);
 	print_step(out, c, &m, &ph, steps, step_s, tps, fpt);
-	print_activations(out, c, &m, B, T);
+	print_memory_and_kernels(out, c, &m, B, T);
 	if (peak > 0)
 		fprintf(out, "MFU: %.1f%% of the GPU's dense %s peak %.1f TFLOP/s (%.1f TFLOP/s of model FLOPs)\n",
 			100.0 * fpt * tps / peak, prec, peak / 1e12, fpt * tps / 1e12);
@@ -500,7 +500,7 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
 			getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset",
 			ops_cpu_blas_coretype_hint());
 	print_step(out, c, &m, &ph, steps, step_s, tps, fpt);
-	print_activations(out, c, &m, B, T);
+	print_memory_and_kernels(out, c, &m, B, T);
 	fprintf(out, "fp32 peak: %.1f GFLOP/s = %s\n", peak / 1e9, peak_how);
 	fprintf(out, "MFU: %.1f%% (%.1f GFLOP/s of model FLOPs)\n", 100.0 * fpt * tps / peak,
 		fpt * tps / 1e9);
