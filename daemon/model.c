@@ -423,9 +423,10 @@ int gpt2_set_backend(struct gpt2 *m, const struct ops *o)
 	NEED(download);
 #undef NEED
 	if (n) {
+		/* bounded so that the sentence always ends in m->err */
 		snprintf(m->err, sizeof m->err,
-			 "backend %s lacks %d kernel(s) the model needs: %s; use another backend "
-			 "(e.g. cpu)",
+			 "backend %.32s lacks %d kernel(s) the model needs: %.120s; use another "
+			 "backend (e.g. cpu)",
 			 o->name ? o->name : "(unnamed)", n, missing);
 		return -1;
 	}
