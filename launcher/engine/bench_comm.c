@@ -311,7 +311,7 @@ static int use_gpu(struct comm **c, struct comm **dev, const char *host, struct 
 #ifdef HAVE_CUDA
 	b->mem = &ops_cuda;
 #endif
-	snprintf(id, sizeof id, "%s/%s", host, desc);
+	snprintf(id, sizeof id, "%.64s/%.159s", host, desc); /* a host name has at most 64 bytes */
 	mem = (struct comm_device_memory){
 		.is_device = kernels_cuda_is_device_ptr, .to_host = b->mem->download,
 		.to_device = b->mem->upload, .host_alloc = b->mem->host_alloc,
