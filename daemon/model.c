@@ -292,32 +292,36 @@ static void point_tensors(float *tensors[GPT2_NUM_TENSORS], float *buf,
 	}
 }
 
+/* Free the activations and token copies: the next forward pass lays them out again. */
+static void forget_acts(struct gpt2 *m)
+{
+	if (m->act_mem)
+		m->ops->free(m->act_mem);
+	if (m->tok_mem)
+		m->ops->free(m->tok_mem);
+	m->act_mem = NULL;
+	m->act_cap = 0;
+	m->tok_mem = NULL;
+	m->tok_cap = 0;
+	m->inputs = m->targets = NULL;
+	m->have_targets = 0;
+	memset(&m->acts, 0, sizeof m->acts);
+	m->B = m->T = 0;
+}
+
 /*
  * Free what the passes allocate on demand (gradients, activations, token
  * copies) from the backend's memory; the next pass makes them again.
  */
 static void drop_work_memory(struct gpt2 *m)
 {
-	const struct ops *o = m->ops;
-
+	forget_acts(m);
 	if (m->grads)
-		o->free(m->grads);
-	if (m->act_mem)
-		o->free(m->act_mem);
-	if (m->tok_mem)
-		o->free(m->tok_mem);
+		m->ops->free(m->grads);
 	free(m->host_losses);
 	m->grads = NULL;
-	m->act_mem = NULL;
-	m->act_cap = 0;
-	m->tok_mem = NULL;
-	m->tok_cap = 0;
 	m->host_losses = NULL;
-	m->inputs = m->targets = NULL;
-	m->have_targets = 0;
-	memset(&m->acts, 0, sizeof m->acts);
 	memset(m->grad_tensors, 0, sizeof m->grad_tensors);
-	m->B = m->T = 0;
 }
 
 /* Sizes and an uninitialised parameter buffer for shard s of config c. */
@@ -864,23 +868,6 @@ void gpt2_use_slot(struct gpt2 *m, int k)
 	m->have_targets = s->have_targets;
 	m->loss = s->loss;
 	m->dlogits_scale = s->dlogits_scale;
-}
-
-/* Free the activations and token copies: the next forward pass lays them out again. */
-static void forget_acts(struct gpt2 *m)
-{
-	if (m->act_mem)
-		m->ops->free(m->act_mem);
-	if (m->tok_mem)
-		m->ops->free(m->tok_mem);
-	m->act_mem = NULL;
-	m->act_cap = 0;
-	m->tok_mem = NULL;
-	m->tok_cap = 0;
-	m->inputs = m->targets = NULL;
-	m->have_targets = 0;
-	memset(&m->acts, 0, sizeof m->acts);
-	m->B = m->T = 0;
 }
 
 int gpt2_set_slots(struct gpt2 *m, int n)
