@@ -544,8 +544,7 @@ static void ov_push_layer(void *arg, struct gpt2 *m, int l)
 	int k = gpt2_layer_grads(m, l, p, n);
 
 	m->ops->sync();
-	for (int i = 0; i < k; i++)
-		grad_sync_push(r->sync, p[i], n[i]);
+	grad_sync_push(r->sync, p, n, k);
 }
 
 /*
@@ -573,10 +572,7 @@ static int ov_step(struct ov_rank *r, struct gpt2 *m, struct adamw_state *s, con
 	m->ops->sync();
 	t1 = clock_monotonic();
 	if (overlap) {
-		int k = gpt2_global_grads(m, p, n);
-
-		for (int i = 0; i < k; i++)
-			grad_sync_push(r->sync, p[i], n[i]);
+		grad_sync_push(r->sync, p, n, gpt2_global_grads(m, p, n));
 		rc = grad_sync_wait(r->sync, &busy, &wait);
 	} else {
 		rc = comm_allreduce(r->comm, m->grads, m->num_params, COMM_FLOAT32, COMM_SUM);
@@ -655,7 +651,8 @@ static void *ov_rank_main(void *arg)
 	gpt2_set_recompute(&m, r->o->recompute);
 	gpt2_set_fused(&m, r->o->fused, 1.0f);
 	if (adamw_init(&s, m.num_params) || gpt2_set_backend(&m, r->ops) || adamw_move(&s, r->ops) ||
-	    grad_sync_start(&r->sync, r->comm, (size_t)GPT2_NUM_TENSORS * (r->c->num_layers + 1),
+	    grad_sync_start(&r->sync, r->comm, r->ops,
+			    (size_t)GPT2_NUM_TENSORS * (r->c->num_layers + 1),
 			    gpu ? ov_gpu : NULL, NULL)) {
 		snprintf(r->err, sizeof r->err, "%s", m.err[0] ? m.err : "out of memory");
 		goto out_model;

@@ -34,19 +34,26 @@
 
 struct comm;
 struct grad_sync;
+struct ops;
 
 /*
  * Start the communication thread for communicator dp, with room for up to
- * max_pieces pieces per step. The thread first calls thread_init(arg)
- * when not NULL (a GPU rank's: make its device current); a non-zero
- * return fails every piece with COMM_ESYS. Returns 0, or -1 (memory or
- * thread: errno).
+ * max_pieces pieces per step; the gradients live in o's memory (o makes
+ * the bucket the small pieces are packed into, and copies). The thread
+ * first calls thread_init(arg) when not NULL (a GPU rank's: make its
+ * device current); a non-zero return fails every piece with COMM_ESYS.
+ * Returns 0, or -1 (memory or thread: errno).
  */
-int grad_sync_start(struct grad_sync **out, struct comm *dp, size_t max_pieces,
-		    int (*thread_init)(void *arg), void *arg);
+int grad_sync_start(struct grad_sync **out, struct comm *dp, const struct ops *o,
+		    size_t max_pieces, int (*thread_init)(void *arg), void *arg);
 
-/* Hand n floats at p to the thread: all-reduced (summed) in place over dp, in order. */
-void grad_sync_push(struct grad_sync *g, float *p, size_t n);
+/*
+ * Hand a group of k pieces (n[i] floats at p[i], final already) to the
+ * thread: each all-reduced (summed) in place over dp, in order. The small
+ * pieces of a group are reduced together in one call, so a group should
+ * be what becomes final at once (a layer's tensors).
+ */
+void grad_sync_push(struct grad_sync *g, float *const *p, const size_t *n, int k);
 
 /*
  * Wait until every piece handed over is reduced. *busy_s is the time the

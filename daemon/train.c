@@ -798,8 +798,7 @@ static int skip_batch(struct rank *r, int64_t step)
 static void push_pieces(struct rank *r, float **p, const size_t *n, int k)
 {
 	r->ops->sync();
-	for (int i = 0; i < k; i++)
-		grad_sync_push(r->sync, p[i], n[i]);
+	grad_sync_push(r->sync, p, n, k);
 }
 
 /* Layer l's backward pass is done: its gradients go to the all-reduce thread. */
@@ -833,7 +832,7 @@ static int start_grad_sync(struct rank *r)
 
 	if (!r->cfg->parallel.overlap || !r->grp.dp)
 		return 0;
-	if (grad_sync_start(&r->sync, r->grp.dp,
+	if (grad_sync_start(&r->sync, r->grp.dp, r->ops,
 			    (size_t)GPT2_NUM_TENSORS *
 				    (size_t)(r->lay.last_layer - r->lay.first_layer + 1),
 			    gpu ? sync_thread_on_gpu : NULL, r) < 0)

@@ -88,8 +88,7 @@ static void push_layer(void *arg, struct gpt2 *m, int l)
 	int k = gpt2_layer_grads(m, l, p, n);
 
 	m->ops->sync();
-	for (int i = 0; i < k; i++)
-		grad_sync_push(arg, p[i], n[i]);
+	grad_sync_push(arg, p, n, k);
 }
 
 /* The rest of an overlapped all-reduce: the tensors of no layer, then wait for all. */
@@ -101,8 +100,7 @@ static int finish_overlap(struct grad_sync *g, struct gpt2 *m)
 	double busy, wait;
 
 	m->ops->sync();
-	for (int i = 0; i < k; i++)
-		grad_sync_push(g, p[i], n[i]);
+	grad_sync_push(g, p, n, k);
 	return grad_sync_wait(g, &busy, &wait);
 }
 
@@ -344,7 +342,8 @@ static void *rank_main(void *p)
 	}
 	make(&m, &s, a->ops);
 	if (a->overlap)
-		ck_assert_int_eq(grad_sync_start(&a->sync, c, GPT2_NUM_TENSORS * (small.num_layers + 1),
+		ck_assert_int_eq(grad_sync_start(&a->sync, c, a->ops,
+						 GPT2_NUM_TENSORS * (small.num_layers + 1),
 						 a->ops != &ops_cpu ? sync_on_gpu : NULL, NULL),
 				 0);
 	for (int k = 0; k < STEPS; k++)

@@ -3,14 +3,16 @@
  * (daemon/grad_sync.c) over real in-process ranks (lib/comm's shared
  * memory backend).
  *
- * Three ranks hand the same pieces of a buffer, in the same order, to
- * their communication threads while they go on working: the result is
+ * Three ranks hand the same pieces of a buffer, in the same groups and
+ * order, to their communication threads while they go on working: small
+ * pieces share buckets, one is larger than a bucket, and the result is
  * the bits of one all-reduce of the whole buffer; a second round reuses
  * the queue; an abort makes the wait return the error instead of hanging;
  * more pieces than planned are an error, not a hang.
  */
 #include "config.h"
 #include "daemon/grad_sync.h"
+#include "kernels/ops.h"
 #include "lib/comm/comm.h"
 #include "lib/rng.h"
 
@@ -19,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { RANKS = 3, N = 100003, PIECES = 7 };
+enum { RANKS = 3, BIG = (1 << 20) + 1, N = 50000 + BIG + 250007, PIECES = 7 };
 
 struct rank_arg {
 	struct comm *c;
@@ -36,13 +38,24 @@ static void fill(float *x, int rank)
 		x[i] = rng_normal(&st, 0.0f, 1.0f);
 }
 
-/* Cut [0, N) into PIECES uneven pieces, handed over from the end (as layers go backwards). */
+/*
+ * Cut [0, N) into PIECES uneven pieces, handed over from the end (as
+ * layers go backwards) in two groups: the last three (a small one, one
+ * larger than a bucket, a small one), then the first four (small: one
+ * bucket).
+ */
 static void push_all(struct grad_sync *g, float *x)
 {
-	size_t cut[PIECES + 1] = { 0, 1, 17, 4096, 4097, 50000, 99999, N };
+	size_t cut[PIECES + 1] = { 0, 1, 17, 4096, 4097, 50000, 50000 + BIG, N };
+	float *p[PIECES];
+	size_t n[PIECES];
 
-	for (int k = PIECES - 1; k >= 0; k--)
-		grad_sync_push(g, x + cut[k], cut[k + 1] - cut[k]);
+	for (int k = 0; k < PIECES; k++) {
+		p[k] = x + cut[PIECES - 1 - k];
+		n[k] = cut[PIECES - k] - cut[PIECES - 1 - k];
+	}
+	grad_sync_push(g, p, n, 3);
+	grad_sync_push(g, p + 3, n + 3, PIECES - 3);
 }
 
 static void *rank_main(void *p)
@@ -51,7 +64,7 @@ static void *rank_main(void *p)
 	struct grad_sync *g;
 
 	a->rc = -99;
-	if (grad_sync_start(&g, a->c, PIECES, NULL, NULL) < 0)
+	if (grad_sync_start(&g, a->c, &ops_cpu, PIECES, NULL, NULL) < 0)
 		return NULL;
 	push_all(g, a->pieces);
 	/* the rank works on while its pieces are reduced, and uses no collective */
@@ -104,11 +117,12 @@ START_TEST(test_an_abort_ends_the_wait_with_its_error)
 {
 	struct comm_world *w = comm_world_create(2);
 	struct grad_sync *g;
-	float x[64] = { 0 };
+	float x[64] = { 0 }, *p = x;
+	size_t n = 64;
 	double busy, wait;
 
-	ck_assert_int_eq(grad_sync_start(&g, comm_world_rank(w, 0), 4, NULL, NULL), 0);
-	grad_sync_push(g, x, 64);
+	ck_assert_int_eq(grad_sync_start(&g, comm_world_rank(w, 0), &ops_cpu, 4, NULL, NULL), 0);
+	grad_sync_push(g, &p, &n, 1);
 	comm_abort(comm_world_rank(w, 1), "rank 1 failed");
 	ck_assert_int_eq(grad_sync_wait(g, &busy, &wait), COMM_EABORTED);
 	grad_sync_stop(g);
@@ -122,13 +136,14 @@ START_TEST(test_too_many_pieces_is_an_error)
 	struct comm_world *w = comm_world_create(1);
 	struct grad_sync *g;
 	float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	float *p[4] = { x, x + 2, x + 4, x + 6 };
+	size_t n[4] = { 2, 2, 2, 2 }, all = 8;
 	double busy, wait;
 
-	ck_assert_int_eq(grad_sync_start(&g, comm_world_rank(w, 0), 2, NULL, NULL), 0);
-	for (int k = 0; k < 4; k++)
-		grad_sync_push(g, x + 2 * k, 2);
+	ck_assert_int_eq(grad_sync_start(&g, comm_world_rank(w, 0), &ops_cpu, 2, NULL, NULL), 0);
+	grad_sync_push(g, p, n, 4);
 	ck_assert_int_eq(grad_sync_wait(g, &busy, &wait), COMM_EINVAL);
-	grad_sync_push(g, x, 8); /* the next round starts clean */
+	grad_sync_push(g, p, &all, 1); /* the next round starts clean */
 	ck_assert_int_eq(grad_sync_wait(g, &busy, &wait), 0);
 	grad_sync_stop(g);
 	comm_world_destroy(w);
