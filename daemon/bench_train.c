@@ -535,18 +535,6 @@ struct ov_rank {
 	char err[256];
 };
 
-/* The backward pass finished layer l: hand its gradients over (a GPU's kernels waited for first). */
-static void ov_push_layer(void *arg, struct gpt2 *m, int l)
-{
-	struct ov_rank *r = arg;
-	float *p[GPT2_NUM_TENSORS];
-	size_t n[GPT2_NUM_TENSORS];
-	int k = gpt2_layer_grads(m, l, p, n);
-
-	m->ops->sync();
-	grad_sync_push(r->sync, p, n, k);
-}
-
 /*
  * One data-parallel step: zero, forward, backward (overlapped: each layer
  * handed over as it finishes), the rest of the all-reduce, the average and
@@ -557,14 +545,12 @@ static int ov_step(struct ov_rank *r, struct gpt2 *m, struct adamw_state *s, con
 {
 	const struct adamw_params h = { 0.9f, 0.95f, 1e-8f, 0.1f };
 	double t0 = clock_monotonic(), t1, busy, wait;
-	float *p[GPT2_NUM_TENSORS];
-	size_t n[GPT2_NUM_TENSORS];
 	int rc;
 
 	gpt2_zero_grad(m);
 	if (isnan(gpt2_forward(m, tok, tok + 1, r->o->B, r->o->T)))
 		return -1;
-	gpt2_set_layer_hook(m, overlap ? ov_push_layer : NULL, r);
+	gpt2_set_layer_hook(m, overlap ? grad_sync_layer_done : NULL, r->sync);
 	rc = gpt2_backward(m, 1.0f);
 	gpt2_set_layer_hook(m, NULL, NULL);
 	if (rc)
@@ -572,7 +558,7 @@ static int ov_step(struct ov_rank *r, struct gpt2 *m, struct adamw_state *s, con
 	m->ops->sync();
 	t1 = clock_monotonic();
 	if (overlap) {
-		grad_sync_push(r->sync, p, n, gpt2_global_grads(m, p, n));
+		grad_sync_push_rest(r->sync, m);
 		rc = grad_sync_wait(r->sync, &busy, &wait);
 	} else {
 		rc = comm_allreduce(r->comm, m->grads, m->num_params, COMM_FLOAT32, COMM_SUM);

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "daemon/grad_sync.h"
 
+#include "daemon/model.h"
 #include "kernels/ops.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"
@@ -192,6 +193,26 @@ void grad_sync_push(struct grad_sync *g, float *const *p, const size_t *n, int k
 		pthread_cond_signal(&g->more);
 	}
 	pthread_mutex_unlock(&g->mu);
+}
+
+void grad_sync_layer_done(void *grad_sync, struct gpt2 *m, int l)
+{
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k = gpt2_layer_grads(m, l, p, n);
+
+	m->ops->sync();
+	grad_sync_push(grad_sync, p, n, k);
+}
+
+void grad_sync_push_rest(struct grad_sync *g, struct gpt2 *m)
+{
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k = gpt2_global_grads(m, p, n);
+
+	m->ops->sync();
+	grad_sync_push(g, p, n, k);
 }
 
 int grad_sync_wait(struct grad_sync *g, double *busy_s, double *wait_s)

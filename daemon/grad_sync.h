@@ -33,6 +33,7 @@
 #include <stddef.h>
 
 struct comm;
+struct gpt2;
 struct grad_sync;
 struct ops;
 
@@ -54,6 +55,16 @@ int grad_sync_start(struct grad_sync **out, struct comm *dp, const struct ops *o
  * be what becomes final at once (a layer's tensors).
  */
 void grad_sync_push(struct grad_sync *g, float *const *p, const size_t *n, int k);
+
+/*
+ * The model's layer hook (gpt2_set_layer_hook, arg: the grad_sync): the
+ * backward pass finished layer l, so its tensors go as one group, once
+ * the backend's kernels are done (ops->sync: a GPU's stream).
+ */
+void grad_sync_layer_done(void *grad_sync, struct gpt2 *m, int l);
+
+/* After the backward pass: the tensors of no layer (embeddings, final LayerNorm), as one group. */
+void grad_sync_push_rest(struct grad_sync *g, struct gpt2 *m);
 
 /*
  * Wait until every piece handed over is reduced. *busy_s is the time the

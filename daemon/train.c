@@ -790,27 +790,6 @@ static int skip_batch(struct rank *r, int64_t step)
 	return 0;
 }
 
-/*
- * Hand pieces of the gradients to the all-reduce thread once they are
- * final: a GPU rank waits for its kernels first (the thread reduces on
- * its own stream).
- */
-static void push_pieces(struct rank *r, float **p, const size_t *n, int k)
-{
-	r->ops->sync();
-	grad_sync_push(r->sync, p, n, k);
-}
-
-/* Layer l's backward pass is done: its gradients go to the all-reduce thread. */
-static void push_layer(void *arg, struct gpt2 *m, int l)
-{
-	float *p[GPT2_NUM_TENSORS];
-	size_t n[GPT2_NUM_TENSORS];
-	int k = gpt2_layer_grads(m, l, p, n);
-
-	push_pieces(arg, p, n, k);
-}
-
 /* The all-reduce thread of a GPU rank works on the rank's GPU. */
 static int sync_thread_on_gpu(void *arg)
 {
@@ -875,7 +854,7 @@ static int compute_gradients(struct rank *r, int64_t step, float *loss)
 							       fail(r, STORK_EXIT_DATA, r->model.err);
 		/* the last micro-batch's backward pass makes the gradients final */
 		if (r->sync && micro == c->train.grad_accum - 1)
-			gpt2_set_layer_hook(&r->model, push_layer, r);
+			gpt2_set_layer_hook(&r->model, grad_sync_layer_done, r->sync);
 		rc = gpt2_backward(&r->model, scale);
 		gpt2_set_layer_hook(&r->model, NULL, NULL);
 		if (rc)
@@ -883,12 +862,8 @@ static int compute_gradients(struct rank *r, int64_t step, float *loss)
 							       fail(r, STORK_EXIT_INTERNAL, r->model.err);
 		*loss += l * scale;
 	}
-	if (r->sync) { /* the embeddings and the final LayerNorm: final only now */
-		float *p[GPT2_NUM_TENSORS];
-		size_t n[GPT2_NUM_TENSORS];
-
-		push_pieces(r, p, n, gpt2_global_grads(&r->model, p, n));
-	}
+	if (r->sync) /* the embeddings and the final LayerNorm: final only now */
+		grad_sync_push_rest(r->sync, &r->model);
 	inject_nan(r, step, loss);
 	return 0;
 }

@@ -80,27 +80,12 @@ static void make(struct gpt2 *m, struct adamw_state *s, const struct ops *o)
 	ck_assert_int_eq(adamw_move(s, o), 0);
 }
 
-/* Overlap: layer l's gradients are final; hand them to the all-reduce thread once computed. */
-static void push_layer(void *arg, struct gpt2 *m, int l)
-{
-	float *p[GPT2_NUM_TENSORS];
-	size_t n[GPT2_NUM_TENSORS];
-	int k = gpt2_layer_grads(m, l, p, n);
-
-	m->ops->sync();
-	grad_sync_push(arg, p, n, k);
-}
-
 /* The rest of an overlapped all-reduce: the tensors of no layer, then wait for all. */
 static int finish_overlap(struct grad_sync *g, struct gpt2 *m)
 {
-	float *p[GPT2_NUM_TENSORS];
-	size_t n[GPT2_NUM_TENSORS];
-	int k = gpt2_global_grads(m, p, n);
 	double busy, wait;
 
-	m->ops->sync();
-	grad_sync_push(g, p, n, k);
+	grad_sync_push_rest(g, m);
 	return grad_sync_wait(g, &busy, &wait);
 }
 
@@ -120,7 +105,7 @@ static float step(struct gpt2 *m, struct adamw_state *s, struct comm *c, struct 
 	ck_assert_int_eq(gpt2_zero_grad(m), 0);
 	loss = gpt2_forward(m, tok, tok + 1, B, T);
 	ck_assert_msg(!isnan(loss), "%s", m->err);
-	gpt2_set_layer_hook(m, g ? push_layer : NULL, g);
+	gpt2_set_layer_hook(m, g ? grad_sync_layer_done : NULL, g);
 	ck_assert_msg(gpt2_backward(m, 1.0f) == 0, "%s", m->err);
 	gpt2_set_layer_hook(m, NULL, NULL);
 	if (c) {
