@@ -373,10 +373,8 @@ int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts 
 		free(tok);
 		return -1;
 	}
-	if (o->precision == OPS_BF16 && kernels_cuda_compute_capability() < 80) {
-		fprintf(out, "bench train: bf16 needs compute capability 8.0 or newer; %s has %d.%d\n",
-			desc, kernels_cuda_compute_capability() / 10,
-			kernels_cuda_compute_capability() % 10);
+	if (kernels_cuda_check_precision(o->precision, err, sizeof err) < 0) {
+		fprintf(out, "bench train: %s (%s)\n", err, desc);
 		free(tok);
 		return -1;
 	}

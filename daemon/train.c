@@ -279,18 +279,16 @@ static int choose_device(struct rank *r)
 			 r->cfg->parallel.tensor);
 		return fail(r, STORK_EXIT_CONFIG, r->err);
 	}
-	if (r->cfg->train.precision == STORK_PRECISION_BF16 &&
-	    kernels_cuda_compute_capability() < 80) {
+	if (kernels_cuda_check_precision(layout_precision(r->cfg), err, sizeof err) < 0) {
 		snprintf(r->err, sizeof r->err,
-			 "train.precision: bf16 needs bf16 tensor cores (compute capability 8.0 or "
-			 "newer); rank %d's GPU on %s (%s) has %d.%d: set train.precision: fp32",
-			 r->rank, r->node->host, desc, kernels_cuda_compute_capability() / 10,
-			 kernels_cuda_compute_capability() % 10);
+			 "train.precision: %s: rank %d's GPU on %s (%s); set train.precision: fp32",
+			 err, r->rank, r->node->host, desc);
 		return fail(r, STORK_EXIT_CONFIG, r->err);
 	}
 #ifdef HAVE_CUDA
-	ops_cuda.set_precision(layout_precision(r->cfg));
+	r->ops = &ops_cuda;
 #endif
+	r->ops->set_precision(layout_precision(r->cfg));
 	msg_format(r->device_id, sizeof r->device_id, "%s/%s", r->node->host, desc);
 	rank_logf(&r->log, "bound: gpu %d (%s), %s matrix products", dev, desc,
 		  config_precision_name(r->cfg->train.precision));
@@ -299,9 +297,6 @@ static int choose_device(struct rank *r)
 		       config_precision_name(r->cfg->train.precision));
 		fflush(stdout);
 	}
-#ifdef HAVE_CUDA
-	r->ops = &ops_cuda;
-#endif
 	return 0;
 }
 

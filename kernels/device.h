@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "kernels/ops.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,6 +38,13 @@ int kernels_cuda_use_device(int dev, char *desc, size_t desclen, char *err, size
 
 /* Compute capability of the current device as 10 * major + minor (90 for an H100); 0 without one. */
 int kernels_cuda_compute_capability(void);
+
+/*
+ * Whether the current device computes matrix products in precision p:
+ * 0, or -1 with the reason in err (bf16 needs the bf16 tensor cores of
+ * compute capability 8.0 or newer).
+ */
+int kernels_cuda_check_precision(enum ops_precision p, char *err, size_t errlen);
 
 /*
  * Dense peak of the current device in FLOP/s for "fp32", "tf32" or "bf16",

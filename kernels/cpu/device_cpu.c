@@ -1,6 +1,7 @@
 /*
- * kernels/cpu/device_cpu.c - the CPU backend's identity, and the CUDA entry
- * points of builds configured without CUDA.
+ * kernels/cpu/device_cpu.c - the CPU backend's identity, the precision
+ * check of the current GPU, and the CUDA entry points of builds configured
+ * without CUDA.
  */
 #include "config.h"
 #include "kernels/device.h"
@@ -27,6 +28,18 @@ const char *kernels_cpu_backend_name(void)
 	snprintf(name, sizeof name, "cpu (cblas)");
 #endif
 	return name;
+}
+
+int kernels_cuda_check_precision(enum ops_precision p, char *err, size_t errlen)
+{
+	int cc = kernels_cuda_compute_capability();
+
+	if (p != OPS_BF16 || cc >= 80)
+		return 0;
+	snprintf(err, errlen,
+		 "bf16 needs bf16 tensor cores (compute capability 8.0 or newer); this GPU has %d.%d",
+		 cc / 10, cc % 10);
+	return -1;
 }
 
 #ifndef HAVE_CUDA
