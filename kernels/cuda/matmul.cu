@@ -106,17 +106,15 @@ void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float
 		gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N,
 			  bf16_copy(SCRATCH_BF16_INP, inp, (size_t)N * C), C, d16, OC, 1.0f, dweight,
 			  C, "matmul_backward dweight bf16 gemm");
-		if (dbias)
-			cuda_column_sums(dbias, dout, N, OC);
-		return;
+	} else {
+		if (dinp)
+			cublas_check(cublasSgemm(cuda_blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one,
+						 weight, C, dout, OC, &one, dinp, C),
+				     "matmul_backward dinp sgemm");
+		cublas_check(cublasSgemm(cuda_blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp,
+					 C, dout, OC, &one, dweight, C),
+			     "matmul_backward dweight sgemm");
 	}
-	if (dinp)
-		cublas_check(cublasSgemm(cuda_blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one,
-					 weight, C, dout, OC, &one, dinp, C),
-			     "matmul_backward dinp sgemm");
-	cublas_check(cublasSgemm(cuda_blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C,
-				 dout, OC, &one, dweight, C),
-		     "matmul_backward dweight sgemm");
 	if (dbias)
 		cuda_column_sums(dbias, dout, N, OC);
 }
