@@ -40,11 +40,15 @@ int main(int argc, char **argv)
 
 	ops_cpu_blas_reexec(argv);
 	for (; k < argc && !strncmp(argv[k], "--", 2); k++) {
-		if (!strcmp(argv[k], "--cuda") || !strcmp(argv[k], "--cuda-tf32") ||
-		    !strcmp(argv[k], "--cuda-bf16")) {
+		if (!strcmp(argv[k], "--cuda")) {
 			cuda = 1;
-			o.precision = argv[k][6] == '-' ? (argv[k][7] == 't' ? OPS_TF32 : OPS_BF16) :
-							 OPS_FP32;
+			o.precision = OPS_FP32;
+		} else if (!strcmp(argv[k], "--cuda-tf32")) {
+			cuda = 1;
+			o.precision = OPS_TF32;
+		} else if (!strcmp(argv[k], "--cuda-bf16")) {
+			cuda = 1;
+			o.precision = OPS_BF16;
 		} else if (!strcmp(argv[k], "--overlap") && k + 1 < argc && atoi(argv[k + 1]) > 0) {
 			overlap = atoi(argv[++k]);
 		} else {

@@ -179,18 +179,13 @@ int cmd_bench_train(int argc, char **argv)
 					  .precision = layout_precision(&cfg),
 					  .recompute = layout_recompute(&cfg),
 					  .fused = cfg.train.fused };
+	/* on_gpu sets code when run.device is cuda without a GPU */
 	gpu = steps > 0 && on_gpu(&cfg, &code);
-	if (code) {
-		/* run.device: cuda without a GPU (on_gpu said so) */
-	} else if (steps > 0 && overlap) {
-		if (bench_overlap(&g, &opts, overlap, gpu, stdout))
-			code = STORK_EXIT_INTERNAL;
-	} else if (gpu) {
-		if (bench_train_cuda(&g, &opts, stdout))
-			code = STORK_EXIT_INTERNAL;
-	} else if (steps > 0 && bench_train(&g, &opts, stdout)) {
+	if (!code && steps > 0 &&
+	    (overlap ? bench_overlap(&g, &opts, overlap, gpu, stdout) :
+	     gpu     ? bench_train_cuda(&g, &opts, stdout) :
+		       bench_train(&g, &opts, stdout)))
 		code = STORK_EXIT_INTERNAL;
-	}
 	config_free(&cfg);
 	return code;
 fail:
