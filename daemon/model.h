@@ -271,8 +271,9 @@ int gpt2_set_recompute(struct gpt2 *m, enum gpt2_recompute r);
  * leaves the gradient of the logits for loss_scale, the scale the
  * backward pass of this forward is expected to take (1/grad_accum in
  * storkd). A backward pass with another scale still gets the right
- * gradient: the logits' gradient is rescaled first. Off (the default),
- * the separate softmax and its backward run: the reference. The losses
+ * gradient: the logits' gradient is rescaled first. Off (a model's
+ * default; storkd follows train.fused), the separate softmax and its
+ * backward run: the reference. The losses
  * and gradients are the same bit for bit either way (for the expected
  * scale).
  */

@@ -29,7 +29,8 @@ extern "C" {
 
 /*
  * The arithmetic of the linear layers' matrix products (train.precision).
- * Storage, accumulation and every other kernel stay fp32.
+ * Storage, accumulation and every other kernel stay fp32, except that on
+ * GPUs bf16 also lets attention's own fp32 products use TF32.
  */
 enum ops_precision {
 	OPS_FP32 = 0, /* fp32 inputs and products */
