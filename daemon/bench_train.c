@@ -90,16 +90,16 @@ static void t_matmul_backward(float *dinp, float *dweight, float *dbias, const f
 	mm_flops += (dinp ? 4.0 : 2.0) * N * C * OC;
 }
 
-static void t_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
+static void t_attention_forward(float *out, float *stats, const float *qkv, int B, int T, int NH,
 				int HS)
 {
-	TIMED(K_ATTENTION, base->attention_forward(out, att, qkv, B, T, NH, HS));
+	TIMED(K_ATTENTION, base->attention_forward(out, stats, qkv, B, T, NH, HS));
 }
 
 static void t_attention_backward(float *dqkv, const float *dout, const float *qkv,
-				 const float *att, int B, int T, int NH, int HS)
+				 const float *stats, int B, int T, int NH, int HS)
 {
-	TIMED(K_ATTENTION, base->attention_backward(dqkv, dout, qkv, att, B, T, NH, HS));
+	TIMED(K_ATTENTION, base->attention_backward(dqkv, dout, qkv, stats, B, T, NH, HS));
 }
 
 static void t_gelu_forward(float *out, const float *inp, size_t n)

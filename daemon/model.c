@@ -814,7 +814,7 @@ static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_con
 		{ &a->encoded, BT * C },
 		{ &a->ln1, L * BT * C },	   { &a->ln1_mean, L * BT },
 		{ &a->ln1_rstd, L * BT },	   { &a->qkv, L * BT * d.qkv_oc },
-		{ &a->atty, L * BT * d.att_c },	   { &a->att, L * B * d.NH * T * T },
+		{ &a->atty, L * BT * d.att_c },	   { &a->att_stats, L * B * d.NH * T * OPS_ATT_STATS },
 		{ &a->res2, L * BT * C },	   { &a->ln2, L * BT * C },
 		{ &a->ln2_mean, L * BT },	   { &a->ln2_rstd, L * BT },
 		{ &a->fch, L * BT * d.fc_oc },	   { &a->fch_gelu, Lg * BT * d.fc_oc },
@@ -1040,7 +1040,7 @@ static struct block_w block_weights(float *const t[GPT2_NUM_TENSORS], const stru
 
 /* Activations of layer l. */
 struct block_a {
-	float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *res2;
+	float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_stats, *res2;
 	float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *res3;
 };
 
@@ -1058,7 +1058,7 @@ static struct block_a block_acts(const struct gpt2 *m, const struct block_dims *
 		.ln1_rstd = a->ln1_rstd + k * BT,
 		.qkv = a->qkv + k * BT * d->qkv_oc,
 		.atty = a->atty + k * BT * d->att_c,
-		.att = a->att + k * (size_t)m->B * d->NH * m->T * m->T,
+		.att_stats = a->att_stats + k * (size_t)m->B * d->NH * m->T * OPS_ATT_STATS,
 		.res2 = a->res2 + k * BT * C,
 		.ln2 = a->ln2 + k * BT * C,
 		.ln2_mean = a->ln2_mean + k * BT,
@@ -1105,7 +1105,7 @@ static int block_forward(struct gpt2 *m, int l)
 
 	o->layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, N, C);
 	o->matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, d.qkv_oc);
-	o->attention_forward(a.atty, a.att, a.qkv, B, T, d.NH, d.HS);
+	o->attention_forward(a.atty, a.att_stats, a.qkv, B, T, d.NH, d.HS);
 	o->matmul_forward(a.res2, a.atty, w.attprojw, row_parallel_bias(m, w.attprojb), N, d.att_c,
 			  C);
 	if (tp_allreduce(m, a.res2, (size_t)N * C))
@@ -1184,7 +1184,7 @@ static int block_backward(struct gpt2 *m, int l)
 	o->zero(g->dln, (size_t)N * C);
 	o->matmul_backward(g->datty, dw.attprojw, dw.attprojb, g->dres, a.atty, w.attprojw, N,
 			   d.att_c, C);
-	o->attention_backward(g->dqkv, g->datty, a.qkv, a.att, B, T, d.NH, d.HS);
+	o->attention_backward(g->dqkv, g->datty, a.qkv, a.att_stats, B, T, d.NH, d.HS);
 	o->matmul_backward(g->dln, dw.qkvw, dw.qkvb, g->dqkv, a.ln1, w.qkvw, N, C, d.qkv_oc);
 	if (tp_allreduce(m, g->dln, (size_t)N * C))
 		return -1;

@@ -95,7 +95,7 @@ struct gpt2_acts {
 	float *ln1, *ln1_mean, *ln1_rstd; /* (L, B, T, C), (L, B, T) x2 */
 	float *qkv;      /* (L, B, T, 3C) */
 	float *atty;     /* (L, B, T, C) */
-	float *att;      /* (L, B, NH, T, T) */
+	float *att_stats; /* (L, B, NH, T, 2): each row's max score and exp-sum */
 	float *res2;     /* (L, B, T, C) residual after attention */
 	float *ln2, *ln2_mean, *ln2_rstd;
 	float *fch;      /* (L, B, T, 4C) */

@@ -124,6 +124,28 @@ static inline MATH_HD float math_softmax_exp(float x, float max)
 }
 
 /*
+ * Attention keeps no T x T matrix between its passes: each row of scores
+ * is summarised by two numbers, its max and the sum of exp(score - max)
+ * over the row's visible columns, and both passes turn a score into its
+ * softmax weight with this one formula, so the backward pass sees the
+ * very weights the forward pass used.
+ */
+static inline MATH_HD float math_attention_weight(float score, float max, float sum)
+{
+	return math_softmax_exp(score, max) / sum;
+}
+
+/*
+ * Softmax backward of one attention weight p, given the gradient dp of that
+ * weight and rowdot = sum over the row of p * dp; scale is the 1/sqrt(HS)
+ * the scores were multiplied by, so this is the gradient of q.k itself.
+ */
+static inline MATH_HD float math_attention_dscore(float p, float dp, float rowdot, float scale)
+{
+	return p * (dp - rowdot) * scale;
+}
+
+/*
  * Softmax + cross-entropy backward of one logit: (p - [i == target]) * dloss,
  * where p is the probability of that logit and dloss the loss gradient.
  */

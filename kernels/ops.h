@@ -32,6 +32,9 @@ extern "C" {
  * Storage, accumulation and every other kernel stay fp32, except that on
  * GPUs bf16 also lets attention's own fp32 products use TF32.
  */
+/* Floats attention keeps per row of scores between its passes: the max and the exp-sum. */
+#define OPS_ATT_STATS 2
+
 enum ops_precision {
 	OPS_FP32 = 0, /* fp32 inputs and products */
 	OPS_TF32 = 1, /* GPU: inputs rounded to TF32 on the tensor cores; the CPU computes fp32 */
@@ -83,15 +86,16 @@ struct ops {
 
 	/*
 	 * Causal multi-head self-attention. qkv (B, T, 3*NH*HS) holds q, k, v
-	 * one after the other in each row; out (B, T, NH*HS); att (B, NH, T, T)
-	 * keeps the softmax weights for the backward pass (zero above the
-	 * diagonal).
+	 * one after the other in each row; out (B, T, NH*HS). The T x T softmax
+	 * weights are not kept: stats (B, NH, T, OPS_ATT_STATS) keeps each row's
+	 * max score and exp-sum, from which the backward pass computes the
+	 * weights again (math_attention_weight), bit for bit.
 	 */
-	void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int NH,
+	void (*attention_forward)(float *out, float *stats, const float *qkv, int B, int T, int NH,
 				  int HS);
 	/* dqkv (B, T, 3*NH*HS) += gradient of the attention given dout (B, T, NH*HS). */
-	void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att,
-				   int B, int T, int NH, int HS);
+	void (*attention_backward)(float *dqkv, const float *dout, const float *qkv,
+				   const float *stats, int B, int T, int NH, int HS);
 
 	/* out (n) = GELU(inp); dinp += GELU'(inp) * dout. */
 	void (*gelu_forward)(float *out, const float *inp, size_t n);

@@ -1,6 +1,17 @@
 /*
- * kernels/cpu/attention.c - causal self-attention, per-head sgemm calls
- * (CPU backend).
+ * kernels/cpu/attention.c - causal self-attention, per-head sgemm calls on
+ * blocks of query rows (CPU backend).
+ *
+ * Neither pass keeps the T x T matrix of softmax weights. The forward pass
+ * works through each (batch, head) pair one block of ATT_ROWS query rows at
+ * a time: the block's scores against the keys it may see, a softmax per row,
+ * and the block's output; only each row's max and exp-sum (ops.h's stats)
+ * survive it. The backward pass computes the block's scores again and turns
+ * them into the same weights with the same formula (math_attention_weight).
+ * A block of rows [t0, t1) sees keys [0, t1), so the products never touch
+ * the masked blocks above the diagonal: half the arithmetic of the full
+ * T x T products, and a scratch of ATT_ROWS x T floats per thread instead of
+ * B*NH*T*T floats per layer.
  */
 #include "config.h"
 #include "kernels/cpu/cpu.h"
@@ -8,120 +19,179 @@
 #include <cblas.h>
 #include <float.h>
 
+/* Query rows per block: large enough for sgemm to run at speed, small enough to stay in cache. */
+#define ATT_ROWS 64
+
 struct att_args {
-	float *out, *att, *dqkv;
-	const float *qkv, *dout, *catt;
+	float *out, *stats, *dqkv;
+	const float *qkv, *dout, *cstats;
 	int B, T, NH, HS;
 };
 
-/*
- * One (batch, head) pair: scores = Q K^T / sqrt(HS) with a causal mask, a
- * softmax per row, then out = att V. Q, K, V are strided views into qkv.
- */
-static void att_forward_head(struct att_args *a, int b, int h)
+/* One (batch, head) pair's q, k, v: strided views into qkv (B, T, 3, NH, HS). */
+struct att_head {
+	const float *q, *k, *v;
+	size_t off; /* offset of q in qkv (and of dq in dqkv) */
+	int T, HS, C, C3;
+	float scale;
+};
+
+static struct att_head att_head_at(const struct att_args *a, int b, int h)
 {
-	int T = a->T, HS = a->HS, C = a->NH * HS, C3 = 3 * C;
-	const float *q = a->qkv + (size_t)b * T * C3 + (size_t)h * HS;
-	const float *k = q + C, *v = q + 2 * C;
-	float *att = a->att + ((size_t)b * a->NH + h) * T * T;
-	float *out = a->out + (size_t)b * T * C + (size_t)h * HS;
-	float scale = 1.0f / sqrtf((float)HS);
+	struct att_head x = { .T = a->T, .HS = a->HS, .C = a->NH * a->HS };
 
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, scale, q, C3, k, C3, 0.0f,
-		    att, T);
-	for (int t = 0; t < T; t++) {
-		float *row = att + (size_t)t * T, max = -FLT_MAX, sum = 0.0f;
-
-		for (int t2 = 0; t2 <= t; t2++)
-			max = row[t2] > max ? row[t2] : max;
-		for (int t2 = 0; t2 <= t; t2++) {
-			row[t2] = math_softmax_exp(row[t2], max);
-			sum += row[t2];
-		}
-		for (int t2 = 0; t2 <= t; t2++)
-			row[t2] /= sum;
-		for (int t2 = t + 1; t2 < T; t2++)
-			row[t2] = 0.0f;
-	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, 1.0f, att, T, v, C3, 0.0f,
-		    out, C);
+	x.C3 = 3 * x.C;
+	x.off = (size_t)b * x.T * x.C3 + (size_t)h * x.HS;
+	x.q = a->qkv + x.off;
+	x.k = x.q + x.C;
+	x.v = x.q + 2 * x.C;
+	x.scale = 1.0f / sqrtf((float)x.HS);
+	return x;
 }
 
-static void att_forward_part(void *p, int block, int count)
+/* s (rows t0..t1-1, keys 0..t1-1, leading dimension t1) = q k^T / sqrt(HS). */
+static void att_scores(const struct att_head *x, float *s, int t0, int t1)
 {
-	struct att_args *a = p;
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t1 - t0, t1, x->HS, x->scale,
+		    x->q + (size_t)t0 * x->C3, x->C3, x->k, x->C3, 0.0f, s, t1);
+}
+
+/* The max and exp-sum of row t of a block of scores (keys 0..t are visible to it). */
+static void att_row_stats(const float *row, int t, float *st)
+{
+	float max = -FLT_MAX, sum = 0.0f;
+
+	for (int u = 0; u <= t; u++)
+		max = row[u] > max ? row[u] : max;
+	for (int u = 0; u <= t; u++)
+		sum += math_softmax_exp(row[u], max);
+	st[0] = max;
+	st[1] = sum;
+}
+
+/* Row t of a block of scores (t1 columns) into softmax weights in place, 0 for keys after t. */
+static void att_row_weights(float *row, int t, int t1, const float *st)
+{
+	for (int u = 0; u <= t; u++)
+		row[u] = math_attention_weight(row[u], st[0], st[1]);
+	for (int u = t + 1; u < t1; u++)
+		row[u] = 0.0f;
+}
+
+static void att_forward_head(struct att_args *a, int b, int h, float *p)
+{
+	struct att_head x = att_head_at(a, b, h);
+	float *stats = a->stats + ((size_t)b * a->NH + h) * x.T * OPS_ATT_STATS;
+	float *out = a->out + (size_t)b * x.T * x.C + (size_t)h * x.HS;
+
+	for (int t0 = 0; t0 < x.T; t0 += ATT_ROWS) {
+		int t1 = t0 + ATT_ROWS < x.T ? t0 + ATT_ROWS : x.T;
+
+		att_scores(&x, p, t0, t1);
+		for (int t = t0; t < t1; t++) {
+			float *row = p + (size_t)(t - t0) * t1, *st = stats + t * OPS_ATT_STATS;
+
+			att_row_stats(row, t, st);
+			att_row_weights(row, t, t1, st);
+		}
+		/* out rows t0..t1-1 = p v[0..t1) */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, x.HS, t1, 1.0f, p, t1,
+			    x.v, x.C3, 0.0f, out + (size_t)t0 * x.C, x.C);
+	}
+}
+
+/* Scratch for one thread: a block of weights and, backward, a block of their gradients. */
+static float *att_scratch(int T, int blocks)
+{
+	float *p = malloc(sizeof(float) * (size_t)ATT_ROWS * T * blocks);
+
+	if (!p)
+		abort(); /* ATT_ROWS*T floats: out of memory here means the machine is unusable */
+	return p;
+}
+
+static void att_forward_part(void *v, int block, int count)
+{
+	struct att_args *a = v;
+	float *p = att_scratch(a->T, 1);
 	int lo, hi;
 
 	split_range(a->B * a->NH, 1, block, count, &lo, &hi);
 	for (int bh = lo; bh < hi; bh++)
-		att_forward_head(a, bh / a->NH, bh % a->NH);
+		att_forward_head(a, bh / a->NH, bh % a->NH, p);
+	free(p);
 }
 
-void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
-			      int HS)
+void cpu_attention_forward(float *out, float *stats, const float *qkv, int B, int T, int NH,
+			   int HS)
 {
-	struct att_args a = { .out = out, .att = att, .qkv = qkv, .B = B, .T = T, .NH = NH,
+	struct att_args a = { .out = out, .stats = stats, .qkv = qkv, .B = B, .T = T, .NH = NH,
 			      .HS = HS };
 
-	parallel_for(B * NH, threads_for(4.0 * B * NH * T * T * HS), att_forward_part, &a);
+	parallel_for(B * NH, threads_for(2.0 * B * NH * T * T * HS), att_forward_part, &a);
 }
 
 /*
- * Backward of one (batch, head) pair, with datt a (T, T) scratch:
- *   datt = dout V^T,  dV += att^T dout,
- *   dpre = att * (datt - rowsum(att * datt)) / sqrt(HS)   (softmax backward),
- *   dQ += dpre K,  dK += dpre^T Q.
+ * Backward of one (batch, head) pair, block by block of query rows, with p
+ * the block's weights (computed again) and dp their gradients:
+ *   dp = dout v^T,  dv += p^T dout,
+ *   ds = p * (dp - rowsum(p * dp)) / sqrt(HS)   (softmax backward),
+ *   dq += ds k,  dk += ds^T q.
+ * Each pair is one thread's, so the += into dk and dv need no locking.
  */
-static void att_backward_head(struct att_args *a, int b, int h, float *datt)
+static void att_backward_head(struct att_args *a, int b, int h, float *p, float *dp)
 {
-	int T = a->T, HS = a->HS, C = a->NH * HS, C3 = 3 * C;
-	size_t qoff = (size_t)b * T * C3 + (size_t)h * HS;
-	const float *q = a->qkv + qoff, *k = q + C, *v = q + 2 * C;
-	float *dq = a->dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C;
-	const float *att = a->catt + ((size_t)b * a->NH + h) * T * T;
-	const float *dout = a->dout + (size_t)b * T * C + (size_t)h * HS;
-	float scale = 1.0f / sqrtf((float)HS);
+	struct att_head x = att_head_at(a, b, h);
+	const float *stats = a->cstats + ((size_t)b * a->NH + h) * x.T * OPS_ATT_STATS;
+	const float *dout = a->dout + (size_t)b * x.T * x.C + (size_t)h * x.HS;
+	float *dq = a->dqkv + x.off, *dk = dq + x.C, *dv = dq + 2 * x.C;
 
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, 1.0f, dout, C, v, C3, 0.0f,
-		    datt, T);
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, T, 1.0f, att, T, dout, C, 1.0f,
-		    dv, C3);
-	for (int t = 0; t < T; t++) {
-		const float *arow = att + (size_t)t * T;
-		float *drow = datt + (size_t)t * T, dot = 0.0f;
+	for (int t0 = 0; t0 < x.T; t0 += ATT_ROWS) {
+		int t1 = t0 + ATT_ROWS < x.T ? t0 + ATT_ROWS : x.T, n = t1 - t0;
+		const float *dout0 = dout + (size_t)t0 * x.C;
 
-		for (int t2 = 0; t2 <= t; t2++)
-			dot += arow[t2] * drow[t2];
-		for (int t2 = 0; t2 <= t; t2++)
-			drow[t2] = arow[t2] * (drow[t2] - dot) * scale;
-		for (int t2 = t + 1; t2 < T; t2++)
-			drow[t2] = 0.0f;
+		att_scores(&x, p, t0, t1);
+		for (int t = t0; t < t1; t++)
+			att_row_weights(p + (size_t)(t - t0) * t1, t, t1, stats + t * OPS_ATT_STATS);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, t1, x.HS, 1.0f, dout0, x.C,
+			    x.v, x.C3, 0.0f, dp, t1);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, x.HS, n, 1.0f, p, t1, dout0,
+			    x.C, 1.0f, dv, x.C3);
+		for (int t = t0; t < t1; t++) {
+			const float *prow = p + (size_t)(t - t0) * t1;
+			float *drow = dp + (size_t)(t - t0) * t1, dot = 0.0f;
+
+			for (int u = 0; u <= t; u++)
+				dot += prow[u] * drow[u];
+			for (int u = 0; u <= t; u++)
+				drow[u] = math_attention_dscore(prow[u], drow[u], dot, x.scale);
+			for (int u = t + 1; u < t1; u++)
+				drow[u] = 0.0f;
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, x.HS, t1, 1.0f, dp, t1, x.k,
+			    x.C3, 1.0f, dq + (size_t)t0 * x.C3, x.C3);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, x.HS, n, 1.0f, dp, t1,
+			    x.q + (size_t)t0 * x.C3, x.C3, 1.0f, dk, x.C3);
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, 1.0f, datt, T, k, C3, 1.0f,
-		    dq, C3);
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, T, 1.0f, datt, T, q, C3, 1.0f,
-		    dk, C3);
 }
 
-static void att_backward_part(void *p, int block, int count)
+static void att_backward_part(void *v, int block, int count)
 {
-	struct att_args *a = p;
-	float *datt = malloc(sizeof(float) * (size_t)a->T * a->T);
+	struct att_args *a = v;
+	float *p = att_scratch(a->T, 2), *dp = p + (size_t)ATT_ROWS * a->T;
 	int lo, hi;
 
-	if (!datt)
-		abort(); /* T*T floats: out of memory here means the machine is unusable */
 	split_range(a->B * a->NH, 1, block, count, &lo, &hi);
 	for (int bh = lo; bh < hi; bh++)
-		att_backward_head(a, bh / a->NH, bh % a->NH, datt);
-	free(datt);
+		att_backward_head(a, bh / a->NH, bh % a->NH, p, dp);
+	free(p);
 }
 
-void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
-			       int B, int T, int NH, int HS)
+void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *stats,
+			    int B, int T, int NH, int HS)
 {
-	struct att_args a = { .dqkv = dqkv, .dout = dout, .qkv = qkv, .catt = att, .B = B, .T = T,
-			      .NH = NH, .HS = HS };
+	struct att_args a = { .dqkv = dqkv, .dout = dout, .qkv = qkv, .cstats = stats, .B = B,
+			      .T = T, .NH = NH, .HS = HS };
 
-	parallel_for(B * NH, threads_for(8.0 * B * NH * T * T * HS), att_backward_part, &a);
+	parallel_for(B * NH, threads_for(5.0 * B * NH * T * T * HS), att_backward_part, &a);
 }

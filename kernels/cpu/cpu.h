@@ -78,8 +78,8 @@ void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *in
 void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp, const float *weight, const float *mean, const float *rstd, int N, int C);
 void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);
 void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp, const float *weight, int N, int C, int OC);
-void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int HS);
-void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int NH, int HS);
+void cpu_attention_forward(float *out, float *stats, const float *qkv, int B, int T, int NH, int HS);
+void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *stats, int B, int T, int NH, int HS);
 void cpu_gelu_forward(float *out, const float *inp, size_t n);
 void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void cpu_residual_forward(float *out, const float *a, const float *b, size_t n);

@@ -39,11 +39,12 @@ enum ops_precision cuda_precision(void);
 
 /*
  * Scratch device memory of the calling thread, slot k (a few per layer
- * file), grown on demand and kept: attention's permuted q, k, v, the
+ * file), grown on demand and kept: attention's permuted q, k, v and its
+ * T x T weights (one layer's at a time, never kept between passes), the
  * partial sums of the column reductions.
  */
 void *cuda_scratch(int slot, size_t bytes);
-enum { SCRATCH_ATT_QKV, SCRATCH_ATT_Y, SCRATCH_ATT_DATT, SCRATCH_ATT_DQKV, SCRATCH_COLS,
+enum { SCRATCH_ATT_QKV, SCRATCH_ATT_Y, SCRATCH_ATT_P, SCRATCH_ATT_DATT, SCRATCH_ATT_DQKV, SCRATCH_COLS,
        SCRATCH_SUMSQ, SCRATCH_TOKENS, SCRATCH_BF16_INP, SCRATCH_BF16_WEIGHT, SCRATCH_BF16_DOUT,
        SCRATCH_NUM };
 
@@ -90,10 +91,10 @@ void cuda_matmul_forward(float *out, const float *inp, const float *weight, cons
 			 int N, int C, int OC);
 void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
 			  const float *inp, const float *weight, int N, int C, int OC);
-void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
+void cuda_attention_forward(float *out, float *stats, const float *qkv, int B, int T, int NH,
 			    int HS);
-void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
-			     int B, int T, int NH, int HS);
+void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
+			     const float *stats, int B, int T, int NH, int HS);
 void cuda_gelu_forward(float *out, const float *inp, size_t n);
 void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void cuda_residual_forward(float *out, const float *a, const float *b, size_t n);

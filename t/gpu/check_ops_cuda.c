@@ -99,7 +99,10 @@ static void drop(struct pair *p)
 	ops_cuda.free(p->d);
 }
 
-/* Sizes: ordinary, and odd ones (T = 1, C = 40, N = 3 * 17). */
+/*
+ * Sizes: ordinary, and odd ones (T = 1, C = 40, N = 3 * 17, T = 150: more
+ * than two of the CPU attention's 64-row blocks).
+ */
 struct dims {
 	int B, T, C, NH, V, Vp;
 };
@@ -108,6 +111,7 @@ static const struct dims sizes[] = {
 	{ 3, 17, 40, 5, 250, 256 },
 	{ 2, 1, 40, 5, 100, 128 },
 	{ 1, 33, 96, 3, 97, 100 },
+	{ 1, 150, 64, 2, 50, 64 },
 };
 #define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
 
@@ -241,19 +245,19 @@ START_TEST(test_attention)
 	const struct dims *z = &sizes[_i];
 	int B = z->B, T = z->T, NH = z->NH, HS = z->C / z->NH, C = z->C;
 	struct pair qkv = rnd((size_t)B * T * 3 * C, 1.0f), out = rnd((size_t)B * T * C, 1.0f);
-	struct pair att = rnd((size_t)B * NH * T * T, 1.0f), dout, dqkv;
+	struct pair stats = rnd((size_t)B * NH * T * OPS_ATT_STATS, 1.0f), dout, dqkv;
 
 	use_gpu();
-	ops_cpu.attention_forward(out.h, att.h, qkv.h, B, T, NH, HS);
-	ops_cuda.attention_forward(out.d, att.d, qkv.d, B, T, NH, HS);
-	agree(&att, "attention weights");
+	ops_cpu.attention_forward(out.h, stats.h, qkv.h, B, T, NH, HS);
+	ops_cuda.attention_forward(out.d, stats.d, qkv.d, B, T, NH, HS);
+	agree(&stats, "attention rows' max and exp-sum");
 	agree(&out, "attention out");
 	dout = rnd((size_t)B * T * C, 1.0f);
 	dqkv = rnd((size_t)B * T * 3 * C, 1.0f);
-	ops_cpu.attention_backward(dqkv.h, dout.h, qkv.h, att.h, B, T, NH, HS);
-	ops_cuda.attention_backward(dqkv.d, dout.d, qkv.d, att.d, B, T, NH, HS);
+	ops_cpu.attention_backward(dqkv.h, dout.h, qkv.h, stats.h, B, T, NH, HS);
+	ops_cuda.attention_backward(dqkv.d, dout.d, qkv.d, stats.d, B, T, NH, HS);
 	agree(&dqkv, "attention dqkv");
-	drop(&qkv), drop(&out), drop(&att), drop(&dout), drop(&dqkv);
+	drop(&qkv), drop(&out), drop(&stats), drop(&dout), drop(&dqkv);
 }
 END_TEST
 

@@ -87,21 +87,26 @@ struct fd {
 	void *ctx;
 };
 
+/* The central difference of f->loss with respect to x[i]. */
+static double fd_at(struct fd *f, double *x, size_t i)
+{
+	double save = x[i], lp, lm;
+
+	x[i] = save + FD_H;
+	lp = f->loss(f);
+	x[i] = save - FD_H;
+	lm = f->loss(f);
+	x[i] = save;
+	return (lp - lm) / (2 * FD_H);
+}
+
 /* Central differences of f->loss with respect to each of x[0..n). */
 static double *fd_grad(struct fd *f, double *x, size_t n)
 {
 	double *g = track(malloc(n * sizeof(double)));
 
-	for (size_t i = 0; i < n; i++) {
-		double save = x[i], lp, lm;
-
-		x[i] = save + FD_H;
-		lp = f->loss(f);
-		x[i] = save - FD_H;
-		lm = f->loss(f);
-		x[i] = save;
-		g[i] = (lp - lm) / (2 * FD_H);
-	}
+	for (size_t i = 0; i < n; i++)
+		g[i] = fd_at(f, x, i);
 	return g;
 }
 
@@ -310,37 +315,50 @@ END_TEST
 
 /* ------------------------------------------------------------ attention */
 
-enum { AB = 2, AT = 5, ANH = 2, AHS = 4, AC = ANH * AHS };
-
 struct att_ctx {
-	double *qkv, *dout, out[AB * AT * AC];
+	int B, T, NH, HS, C;
+	double *qkv, *dout, *out, *s; /* s: one row of scores */
 };
 
+static struct att_ctx att_ctx(int B, int T, int NH, int HS, const float *qkv, const float *dout)
+{
+	struct att_ctx c = { B, T, NH, HS, NH * HS, NULL, NULL, NULL, NULL };
+
+	c.qkv = dcopy(qkv, (size_t)B * T * 3 * c.C);
+	c.dout = dcopy(dout, (size_t)B * T * c.C);
+	c.out = track(malloc(sizeof(double) * B * T * c.C));
+	c.s = track(malloc(sizeof(double) * T));
+	return c;
+}
+
+/* The textbook attention, in double: softmax(q k^T / sqrt(HS)) v over keys u <= t. */
 static void ref_attention(struct att_ctx *c)
 {
-	for (int b = 0; b < AB; b++)
-		for (int h = 0; h < ANH; h++)
-			for (int t = 0; t < AT; t++) {
-				const double *q = c->qkv + (b * AT + t) * 3 * AC + h * AHS;
-				double s[AT], max = -1e300, sum = 0;
+	int C = c->C, HS = c->HS;
+	double *s = c->s;
+
+	for (int b = 0; b < c->B; b++)
+		for (int h = 0; h < c->NH; h++)
+			for (int t = 0; t < c->T; t++) {
+				const double *q = c->qkv + ((size_t)b * c->T + t) * 3 * C + h * HS;
+				double max = -1e300, sum = 0;
 
 				for (int u = 0; u <= t; u++) {
-					const double *k = c->qkv + (b * AT + u) * 3 * AC + AC + h * AHS;
+					const double *k = q + ((size_t)u - t) * 3 * C + C;
 
 					s[u] = 0;
-					for (int i = 0; i < AHS; i++)
-						s[u] += q[i] * k[i] / sqrt(AHS);
+					for (int i = 0; i < HS; i++)
+						s[u] += q[i] * k[i] / sqrt(HS);
 					max = s[u] > max ? s[u] : max;
 				}
 				for (int u = 0; u <= t; u++)
 					sum += (s[u] = exp(s[u] - max));
-				for (int i = 0; i < AHS; i++) {
+				for (int i = 0; i < HS; i++) {
 					double o = 0;
 
 					for (int u = 0; u <= t; u++)
-						o += s[u] / sum *
-						     c->qkv[(b * AT + u) * 3 * AC + 2 * AC + h * AHS + i];
-					c->out[(b * AT + t) * AC + h * AHS + i] = o;
+						o += s[u] / sum * q[((size_t)u - t) * 3 * C + 2 * C + i];
+					c->out[((size_t)b * c->T + t) * C + h * HS + i] = o;
 				}
 			}
 }
@@ -350,29 +368,62 @@ static double att_loss(struct fd *f)
 	struct att_ctx *c = f->ctx;
 
 	ref_attention(c);
-	return dot(c->out, c->dout, AB * AT * AC);
+	return dot(c->out, c->dout, (size_t)c->B * c->T * c->C);
+}
+
+/*
+ * Forward against the reference; backward against central differences of
+ * the reference at every `stride`-th element of qkv (all of them for 1).
+ */
+static void check_attention(int B, int T, int NH, int HS, size_t stride)
+{
+	size_t nq = (size_t)B * T * 3 * NH * HS, no = (size_t)B * T * NH * HS;
+	float *qkv = frand(nq, 1), *dout = frand(no, 1), *out = fzero(no), *dqkv = fzero(nq);
+	float *stats = fzero((size_t)B * NH * T * OPS_ATT_STATS);
+	struct att_ctx c = att_ctx(B, T, NH, HS, qkv, dout);
+	struct fd f = { att_loss, &c };
+
+	ops_cpu.attention_forward(out, stats, qkv, B, T, NH, HS);
+	ref_attention(&c);
+	assert_close(out, c.out, no, "attention out");
+	ops_cpu.attention_backward(dqkv, dout, qkv, stats, B, T, NH, HS);
+	for (size_t i = 0; i < nq; i += stride) {
+		double g = fd_at(&f, c.qkv, i);
+
+		assert_close(dqkv + i, &g, 1, "attention dqkv");
+	}
 }
 
 START_TEST(test_attention_matches_reference)
 {
-	struct att_ctx c;
-	struct fd f = { att_loss, &c };
-	size_t nq = AB * AT * 3 * AC;
-	float *qkv = frand(nq, 1), *dout = frand(AB * AT * AC, 1), *out = fzero(AB * AT * AC);
-	float *att = fzero(AB * ANH * AT * AT), *dqkv = fzero(nq);
+	check_attention(2, 5, 2, 4, 1);
+}
+END_TEST
 
-	c.qkv = dcopy(qkv, nq);
-	c.dout = dcopy(dout, AB * AT * AC);
-	ops_cpu.attention_forward(out, att, qkv, AB, AT, ANH, AHS);
-	ref_attention(&c);
-	assert_close(out, c.out, AB * AT * AC, "attention out");
-	for (int i = 0; i < AB * ANH; i++)
-		for (int t = 0; t < AT; t++)
-			for (int u = t + 1; u < AT; u++)
-				ck_assert_msg(att[(i * AT + t) * AT + u] == 0.0f,
-					      "attention looks ahead: att[%d][%d][%d]", i, t, u);
-	ops_cpu.attention_backward(dqkv, dout, qkv, att, AB, AT, ANH, AHS);
-	assert_close(dqkv, fd_grad(&f, c.qkv, nq), nq, "attention dqkv");
+START_TEST(test_attention_blocks_of_rows_match_reference)
+{
+	/* 150 rows: two full blocks of query rows and a part, every gradient path through them */
+	check_attention(1, 150, 2, 8, 37);
+}
+END_TEST
+
+START_TEST(test_attention_never_looks_ahead)
+{
+	enum { B = 1, T = 70, NH = 2, HS = 4, C = NH * HS };
+	float *qkv = frand(B * T * 3 * C, 1), *out = fzero(B * T * C), *again = fzero(B * T * C);
+	float *stats = fzero(B * NH * T * OPS_ATT_STATS);
+
+	ops_cpu.attention_forward(out, stats, qkv, B, T, NH, HS);
+	for (int i = 0; i < 3 * C; i++)
+		qkv[(T - 1) * 3 * C + i] += 1.0f; /* the last token's q, k and v */
+	ops_cpu.attention_forward(again, stats, qkv, B, T, NH, HS);
+	ck_assert_msg(!memcmp(out, again, sizeof(float) * (T - 1) * C),
+		      "a change to the last token changed the output of an earlier one");
+	ck_assert_msg(memcmp(out, again, sizeof(float) * T * C), "the last token's output kept");
+	for (int r = 0; r < B * NH * T; r++)
+		ck_assert_msg(stats[r * OPS_ATT_STATS + 1] >= 1.0f,
+			      "row %d's exp-sum %g: the max term alone is 1", r,
+			      (double)stats[r * OPS_ATT_STATS + 1]);
 }
 END_TEST
 
@@ -880,6 +931,8 @@ static Suite *kernels_suite(void)
 	tcase_add_test(tc, test_matmul_matches_reference);
 	tcase_add_test(tc, test_matmul_split_over_threads_matches_reference);
 	tcase_add_test(tc, test_attention_matches_reference);
+	tcase_add_test(tc, test_attention_blocks_of_rows_match_reference);
+	tcase_add_test(tc, test_attention_never_looks_ahead);
 	tcase_add_test(tc, test_gelu_matches_reference);
 	tcase_add_test(tc, test_residual_adds_and_passes_gradients);
 	tcase_add_test(tc, test_softmax_xent_excludes_padding);
