@@ -14,9 +14,14 @@ kernels_libkernels_a_SOURCES = kernels/device.h kernels/cpu/device_cpu.c \
 # epilogue (gcc 12's -O2 default refuses them). No reassociation: sums keep
 # their written order. -ffp-contract=off: no fused multiply-adds, so the
 # AVX-512, AVX2 and baseline clones of a loop (SIMD_CLONES in ops_cpu.c)
-# compute the same bits.
+# compute the same bits. -fstrict-aliasing undoes the project's
+# -fno-strict-aliasing here: without it a store to out[k] might change the
+# argument struct the loop reads its pointers from, and gcc vectorised none
+# of the element-wise loops (GELU, residual, AdamW ran scalar). The kernels
+# never cast one pointer type to another; math.h reinterprets bits through
+# unions only, which gcc defines under strict aliasing.
 kernels_libkernels_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) -fno-math-errno -fno-trapping-math \
-	-ftree-vectorize -fvect-cost-model=dynamic -ffp-contract=off
+	-ftree-vectorize -fvect-cost-model=dynamic -ffp-contract=off -fstrict-aliasing
 # What a program linking the kernels needs besides the archive itself.
 KERNELS_LIBS = kernels/libkernels.a $(BLAS_LIBS) -lpthread -lm
 

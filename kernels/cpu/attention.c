@@ -57,6 +57,7 @@ static void att_scores(const struct att_head *x, float *s, int t0, int t1)
 }
 
 /* The max and exp-sum of row t of a block of scores (keys 0..t are visible to it). */
+SIMD_CLONES
 static void att_row_stats(const float *row, int t, float *st)
 {
 	float max = -FLT_MAX, sum = 0.0f;
@@ -70,12 +71,30 @@ static void att_row_stats(const float *row, int t, float *st)
 }
 
 /* Row t of a block of scores (t1 columns) into softmax weights in place, 0 for keys after t. */
+SIMD_CLONES
 static void att_row_weights(float *row, int t, int t1, const float *st)
 {
+	float max = st[0], sum = st[1]; /* in registers: row might be st, for all gcc knows */
+
 	for (int u = 0; u <= t; u++)
-		row[u] = math_attention_weight(row[u], st[0], st[1]);
+		row[u] = math_attention_weight(row[u], max, sum);
 	for (int u = t + 1; u < t1; u++)
 		row[u] = 0.0f;
+}
+
+/* Row t of the weights' gradients dp into the scores' gradients in place (softmax backward). */
+SIMD_CLONES
+static void att_row_dscores(float *restrict dp, const float *restrict p, int t, int t1,
+			    float scale)
+{
+	float dot = 0.0f;
+
+	for (int u = 0; u <= t; u++)
+		dot += p[u] * dp[u];
+	for (int u = 0; u <= t; u++)
+		dp[u] = math_attention_dscore(p[u], dp[u], dot, scale);
+	for (int u = t + 1; u < t1; u++)
+		dp[u] = 0.0f;
 }
 
 static void att_forward_head(struct att_args *a, int b, int h, float *p)
@@ -157,17 +176,9 @@ static void att_backward_head(struct att_args *a, int b, int h, float *p, float 
 			    x.v, x.C3, 0.0f, dp, t1);
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, x.HS, n, 1.0f, p, t1, dout0,
 			    x.C, 1.0f, dv, x.C3);
-		for (int t = t0; t < t1; t++) {
-			const float *prow = p + (size_t)(t - t0) * t1;
-			float *drow = dp + (size_t)(t - t0) * t1, dot = 0.0f;
-
-			for (int u = 0; u <= t; u++)
-				dot += prow[u] * drow[u];
-			for (int u = 0; u <= t; u++)
-				drow[u] = math_attention_dscore(prow[u], drow[u], dot, x.scale);
-			for (int u = t + 1; u < t1; u++)
-				drow[u] = 0.0f;
-		}
+		for (int t = t0; t < t1; t++)
+			att_row_dscores(dp + (size_t)(t - t0) * t1, p + (size_t)(t - t0) * t1, t, t1,
+					x.scale);
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, x.HS, t1, 1.0f, dp, t1, x.k,
 			    x.C3, 1.0f, dq + (size_t)t0 * x.C3, x.C3);
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, x.HS, n, 1.0f, dp, t1,
