@@ -982,11 +982,15 @@ static int diverged(struct rank *r, int64_t step, float loss, float norm)
 
 /*
  * The data-parallel sum of the gradients: what the overlap thread has not
- * finished yet, or the whole all-reduce now. Times it (sync_ms, and
- * sync_wait_ms: the part the backward pass did not hide).
+ * finished yet, or the whole collective now: an all-reduce, or under
+ * ZeRO-1 a reduce-scatter of this rank's part (which it also averages;
+ * overlapped, the thread all-reduced every gradient and the part is
+ * averaged here). Times it (sync_ms, and sync_wait_ms: the part the
+ * backward pass did not hide).
  */
 static int reduce_gradients(struct rank *r)
 {
+	struct gpt2 *m = &r->model;
 	double t0 = clock_monotonic(), busy, wait;
 	int rc;
 
@@ -994,9 +998,14 @@ static int reduce_gradients(struct rank *r)
 		rc = grad_sync_wait(r->sync, &busy, &wait);
 		r->sync_ms = 1e3 * busy;
 		r->sync_wait_ms = 1e3 * wait;
+		if (!rc && r->lay.zero)
+			zero_average(&r->zero, m);
 		return rc;
 	}
-	rc = comm_allreduce(r->grp.dp, r->model.grads, r->model.num_params, COMM_FLOAT32, COMM_SUM);
+	if (r->lay.zero)
+		rc = zero_reduce_scatter(&r->zero, m, r->grp.dp);
+	else
+		rc = comm_allreduce(r->grp.dp, m->grads, m->num_params, COMM_FLOAT32, COMM_SUM);
 	r->sync_ms = r->sync_wait_ms = 1e3 * (clock_monotonic() - t0);
 	return rc;
 }
@@ -1021,7 +1030,7 @@ static int update(struct rank *r, int64_t step, float loss, float *norm_out, flo
 	float norm, clip;
 
 	if (r->lay.zero) {
-		if (zero_reduce_scatter(&r->zero, m, r->grp.dp) < 0)
+		if (reduce_gradients(r) < 0)
 			return fail_collective(r);
 		/* the embedding segment: this rank's rows, the same on both stages */
 		wte = m->grads + r->zero.seg[0].lo;
@@ -1466,7 +1475,7 @@ static void report_step(struct rank *r, int64_t step, float loss, float lr, floa
 	rank_metric(&r->log, step + 1, "tokens_per_sec", tps, "tokens/s");
 	if (r->node->world_size > r->node->local_ranks) /* another node: traffic between nodes */
 		rank_metric(&r->log, step + 1, "net_bytes_sent", (double)sent, "bytes");
-	if (r->grp.dp && !r->lay.zero) { /* the gradient all-reduce, and what of it the step waited for */
+	if (r->grp.dp) { /* the gradients' collective, and what of it the step waited for */
 		rank_metric(&r->log, step + 1, "grad_sync_ms", r->sync_ms, "ms");
 		rank_metric(&r->log, step + 1, "grad_sync_wait_ms", r->sync_wait_ms, "ms");
 	}

@@ -59,7 +59,6 @@ void zero_plan_free(struct zero_plan *z)
 int zero_reduce_scatter(struct zero_plan *z, struct gpt2 *m, struct comm *dp)
 {
 	const struct ops *o = m->ops;
-	float inv = 1.0f / (float)z->D;
 
 	if (dp && z->recv_mem != o) {
 		zero_plan_free(z);
@@ -76,9 +75,17 @@ int zero_reduce_scatter(struct zero_plan *z, struct gpt2 *m, struct comm *dp)
 			return rc;
 		if (dp)
 			o->copy(m->grads + s->lo, z->recv, (s->hi - s->lo) * sizeof(float));
-		o->scale(m->grads + s->lo, s->hi - s->lo, inv);
 	}
+	zero_average(z, m);
 	return 0;
+}
+
+void zero_average(const struct zero_plan *z, struct gpt2 *m)
+{
+	float inv = 1.0f / (float)z->D;
+
+	for (int k = 0; k < z->nseg; k++)
+		m->ops->scale(m->grads + z->seg[k].lo, z->seg[k].hi - z->seg[k].lo, inv);
 }
 
 /*
