@@ -114,13 +114,20 @@ static int forward(struct pipeline *p, struct gpt2 *m, struct data_loader *dl, i
 	return 0;
 }
 
-static int backward(struct pipeline *p, struct gpt2 *m, int k, float scale, char *err,
+/* Backward of micro-batch j; the last one's (j = micro - 1) calls the layer hook. */
+static int backward(struct pipeline *p, struct gpt2 *m, int j, float scale, char *err,
 		    size_t errlen)
 {
+	int rc;
+
 	if (!last(p) && recv_from(p, p->dx, btc(p, m), p->stage + 1, err, errlen))
 		return -1;
-	gpt2_use_slot(m, k);
-	if (gpt2_stage_backward(m, scale, p->dx, p->dx))
+	gpt2_use_slot(m, j % m->nslots);
+	if (j == p->micro - 1)
+		gpt2_set_layer_hook(m, p->layer_done, p->layer_done_arg);
+	rc = gpt2_stage_backward(m, scale, p->dx, p->dx);
+	gpt2_set_layer_hook(m, NULL, NULL);
+	if (rc)
 		return model_failed(m, err, errlen);
 	if (!first(p))
 		return send_to(p, p->dx, btc(p, m), p->stage - 1, err, errlen);
@@ -144,14 +151,21 @@ int pipeline_step(struct pipeline *p, struct gpt2 *m, struct data_loader *train,
 		int j = i - warmup;
 
 		if ((rc = forward(p, m, train, i % m->nslots, scale, &sum, err, errlen)) ||
-		    (rc = backward(p, m, j % m->nslots, scale, err, errlen)))
+		    (rc = backward(p, m, j, scale, err, errlen)))
 			return rc;
 	}
 	for (int j = mb - warmup; j < mb; j++)
-		if ((rc = backward(p, m, j % m->nslots, scale, err, errlen)))
+		if ((rc = backward(p, m, j, scale, err, errlen)))
 			return rc;
 	*loss = last(p) ? sum : 0.0f;
 	return 0;
+}
+
+void pipeline_set_layer_hook(struct pipeline *p, void (*fn)(void *arg, struct gpt2 *m, int layer),
+			     void *arg)
+{
+	p->layer_done = fn;
+	p->layer_done_arg = arg;
 }
 
 int pipeline_eval(struct pipeline *p, struct gpt2 *m, struct data_loader *val, int batches,

@@ -34,6 +34,9 @@ struct pipeline {
 	int *inputs, *targets;     /* (B, T) of the micro-batch being read */
 	double wait_seconds;       /* blocked in receives during the last step */
 	size_t bytes_sent;         /* during the last step */
+	/* the model's layer hook for the step's last backward pass (pipeline_set_layer_hook) */
+	void (*layer_done)(void *arg, struct gpt2 *m, int layer);
+	void *layer_done_arg;
 };
 
 /* Set up stage `stage` of the pipeline group pp for a model shard; 0 or -1 (memory). */
@@ -51,6 +54,15 @@ void pipeline_free(struct pipeline *p);
  */
 int pipeline_step(struct pipeline *p, struct gpt2 *m, struct data_loader *train, float *loss,
 		  char *err, size_t errlen);
+
+/*
+ * Have the step's last backward pass (micro-batch m - 1's: the gradients
+ * of a layer are final when it is done with that layer) call fn after each
+ * layer, as gpt2_set_layer_hook: parallel.overlap's all-reduce of the
+ * stage's layers over its data-parallel replicas. NULL: none.
+ */
+void pipeline_set_layer_hook(struct pipeline *p, void (*fn)(void *arg, struct gpt2 *m, int layer),
+			     void *arg);
 
 /*
  * Forward only, for validation: the last stage's mean loss over `batches`

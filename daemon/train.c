@@ -811,6 +811,8 @@ static int start_grad_sync(struct rank *r)
 				    (size_t)(r->lay.last_layer - r->lay.first_layer + 1),
 			    gpu ? sync_thread_on_gpu : NULL, r) < 0)
 		return fail(r, STORK_EXIT_INTERNAL, "cannot start the gradient all-reduce thread");
+	if (r->lay.pp > 1) /* the stage's last micro-batch makes its layers' gradients final */
+		pipeline_set_layer_hook(&r->pipe, grad_sync_layer_done, r->sync);
 	rank_logf(&r->log, "parallel.overlap: each layer's gradients are all-reduced during the "
 		  "backward pass");
 	return 0;
@@ -834,6 +836,8 @@ static int compute_gradients(struct rank *r, int64_t step, float *loss)
 		if (rc < 0)
 			return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
 							       fail(r, STORK_EXIT_DATA, r->err);
+		if (r->sync) /* the stage's embeddings or final LayerNorm */
+			grad_sync_push_rest(r->sync, &r->model);
 		inject_nan(r, step, loss);
 		return 0;
 	}

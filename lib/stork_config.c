@@ -1098,12 +1098,6 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 			    "(the idle share of a step is (P-1)/(m+P-1), so 4 x %d keeps it under 20%%)",
 			    config_origin(c, "train.grad_accum"), c->train.grad_accum, c->parallel.pipeline,
 			    config_origin(c, "parallel.pipeline"), c->parallel.pipeline, c->parallel.pipeline);
-	if (c->parallel.overlap && c->parallel.pipeline > 1)
-		return fail(err, errlen, "%s: parallel.overlap: true is not supported with parallel.pipeline > 1 "
-			    "(%s) yet: the gradient buckets are all-reduced during the backward pass of data "
-			    "parallelism (with or without parallel.tensor and parallel.zero); set "
-			    "parallel.overlap: false", config_origin(c, "parallel.overlap"),
-			    config_origin(c, "parallel.pipeline"));
 	if (c->run.device == STORK_DEVICE_CUDA && c->parallel.tensor > 1)
 		return fail(err, errlen, "%s: parallel.tensor: %d is not supported with run.device: cuda (%s) "
 			    "yet: the vocabulary-parallel embedding and softmax run on the CPU only; "

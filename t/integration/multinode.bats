@@ -111,7 +111,7 @@ two_node_job() {
 	diff <(losses "$pmix_dir") <(losses "$DIR")
 }
 
-@test "parallel.overlap on 2 nodes x 2 ranks: each layer all-reduced across the nodes (UCX) during the backward pass gives the same losses bit for bit" {
+@test "parallel.overlap on 2 nodes x 2 ranks, DP4 and PP2xDP2: each layer all-reduced during the backward pass (UCX between the nodes, beside the stages' transfers) gives the same losses bit for bit" {
 	two_node_job pm pmix
 	after=$DIR
 	RUN_ARGS="parallel.overlap=true" two_node_job ov pmix
@@ -120,6 +120,13 @@ two_node_job() {
 	diff <(losses "$after" 002) <(losses "$DIR" 002)
 	grep -q "parallel.overlap: each layer's gradients are all-reduced" "$DIR/logs/rank-003.log"
 	[ "$(grep -c '"metric":"grad_sync_wait_ms"' "$DIR/logs/rank-002.metrics.jsonl")" -eq 50 ]
+	grep -q '"reason": "completed"' "$DIR/exit_info.json"
+	RUN_ARGS="parallel.pipeline=2 train.grad_accum=2" two_node_job pp pmix
+	after=$DIR
+	RUN_ARGS="parallel.pipeline=2 train.grad_accum=2 parallel.overlap=true" two_node_job ppo pmix
+	[ "$(losses "$after" | wc -l)" -eq 50 ]
+	diff <(losses "$after") <(losses "$DIR")
+	diff <(losses "$after" 003) <(losses "$DIR" 003)
 	grep -q '"reason": "completed"' "$DIR/exit_info.json"
 	nodes_idle
 }

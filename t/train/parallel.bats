@@ -234,11 +234,11 @@ one_rank() {
 	[[ "$line" == "activations: ${act[block]} MiB with recompute block (none: ${act[none]} MiB, "* ]]
 }
 
-@test "parallel.overlap: DP4 and TP2xDP2, with and without ZeRO-1, give the losses and gradient norms of the collective after the backward pass, bit for bit, and report the time hidden" {
-	for layout in "dp4 1 0" "tp2dp2 2 0" "dp4z 1 1" "tp2dp2z 2 1"; do
-		read -r name t z <<<"$layout"
-		run_layout "$name" "$t" 1 "$z" >/dev/null
-		run run_layout "${name}o" "$t" 1 "$z" --set parallel.overlap=true
+@test "parallel.overlap: DP4, TP2xDP2 and PP2xDP2, with and without ZeRO-1, give the losses and gradient norms of the collective after the backward pass, bit for bit, and report the time hidden" {
+	for layout in "dp4 1 1 0" "tp2dp2 2 1 0" "pp2dp2 1 2 0" "dp4z 1 1 1" "tp2dp2z 2 1 1" "pp2dp2z 1 2 1"; do
+		read -r name t p z <<<"$layout"
+		run_layout "$name" "$t" "$p" "$z" >/dev/null
+		run run_layout "${name}o" "$t" "$p" "$z" --set parallel.overlap=true
 		[ "$status" -eq 0 ] || { echo "$output"; return 1; }
 		[ "$(metric_of "$name" train_loss | wc -l)" -eq 20 ]
 		diff <(metric_of "$name" train_loss) <(metric_of "${name}o" train_loss)
@@ -268,12 +268,6 @@ one_rank() {
 	run "$STORK" bench train tiny.yaml --overlap 1
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--overlap: '1' is not a number of ranks >= 2"* ]]
-}
-
-@test "parallel.overlap with a pipeline is refused, naming the keys" {
-	run run_layout x 1 2 0 --set parallel.overlap=true
-	[ "$status" -eq 3 ]
-	[[ "$output" == *"parallel.overlap: true is not supported with parallel.pipeline > 1 (override 'parallel.pipeline=2')"* ]]
 }
 
 @test "elastic: a DP2 run resumed on one rank doubles train.grad_accum, keeps the global batch and follows the DP2 run" {
