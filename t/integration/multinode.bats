@@ -111,23 +111,26 @@ two_node_job() {
 	diff <(losses "$pmix_dir") <(losses "$DIR")
 }
 
-@test "parallel.overlap on 2 nodes x 2 ranks, DP4 and PP2xDP2: each layer all-reduced during the backward pass (UCX between the nodes, beside the stages' transfers) gives the same losses bit for bit" {
-	two_node_job pm pmix
+# overlap_matches NAME [OVERRIDE...]: a two-node job NAME with the overrides
+# and job NAMEo with parallel.overlap too give ranks 0 and 3 the same losses,
+# 50 steps, bit for bit; DIR is the overlapped run's.
+overlap_matches() {
+	local name=$1 after
+	shift
+	RUN_ARGS="$*" two_node_job "$name" pmix
 	after=$DIR
-	RUN_ARGS="parallel.overlap=true" two_node_job ov pmix
-	[ "$(losses "$after" | wc -l)" -eq 50 ]
-	diff <(losses "$after") <(losses "$DIR")
-	diff <(losses "$after" 002) <(losses "$DIR" 002)
-	grep -q "parallel.overlap: each layer's gradients are all-reduced" "$DIR/logs/rank-003.log"
-	[ "$(grep -c '"metric":"grad_sync_wait_ms"' "$DIR/logs/rank-002.metrics.jsonl")" -eq 50 ]
-	grep -q '"reason": "completed"' "$DIR/exit_info.json"
-	RUN_ARGS="parallel.pipeline=2 train.grad_accum=2" two_node_job pp pmix
-	after=$DIR
-	RUN_ARGS="parallel.pipeline=2 train.grad_accum=2 parallel.overlap=true" two_node_job ppo pmix
+	RUN_ARGS="$* parallel.overlap=true" two_node_job "${name}o" pmix
 	[ "$(losses "$after" | wc -l)" -eq 50 ]
 	diff <(losses "$after") <(losses "$DIR")
 	diff <(losses "$after" 003) <(losses "$DIR" 003)
 	grep -q '"reason": "completed"' "$DIR/exit_info.json"
+}
+
+@test "parallel.overlap on 2 nodes x 2 ranks, DP4 and PP2xDP2: each layer all-reduced during the backward pass (UCX between the nodes, beside the stages' transfers) gives the same losses bit for bit" {
+	overlap_matches dp
+	grep -q "parallel.overlap: each layer's gradients are all-reduced" "$DIR/logs/rank-003.log"
+	[ "$(grep -c '"metric":"grad_sync_wait_ms"' "$DIR/logs/rank-002.metrics.jsonl")" -eq 50 ]
+	overlap_matches pp parallel.pipeline=2 train.grad_accum=2
 	nodes_idle
 }
 
