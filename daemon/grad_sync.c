@@ -101,7 +101,7 @@ static void *sync_main(void *arg)
 	for (;;) {
 		size_t a, b;
 		double t0;
-		int rc = 0;
+		int rc = 0, failed;
 
 		while (g->reduced == g->queued && !g->stop)
 			pthread_cond_wait(&g->more, &g->mu);
@@ -110,11 +110,12 @@ static void *sync_main(void *arg)
 		a = b = g->reduced;
 		while (!g->q[b++].last) /* a group is queued whole, under one lock */
 			;
+		failed = g->err; /* read under the lock: grad_sync_push may set it */
 		pthread_mutex_unlock(&g->mu);
 		t0 = clock_monotonic();
 		if (init_failed)
 			rc = COMM_ESYS;
-		else if (!g->err) /* after a failure the pieces are only counted */
+		else if (!failed) /* after a failure the pieces are only counted */
 			rc = reduce_group(g, g->q, a, b);
 		pthread_mutex_lock(&g->mu);
 		g->busy_s += clock_monotonic() - t0;

@@ -14,7 +14,11 @@
  *
  * The losses do not change by a bit: lib/comm's reductions give the same
  * bits however a buffer is cut into calls (comm.h), and every rank hands
- * the same pieces in the same order, so the collectives match.
+ * the same pieces in the same order, so the collectives match. NCCL's
+ * reductions are the exception: their order depends on an element's place
+ * in the buffer and on the count, so GPU ranks on NCCL train with and
+ * without overlap to rounding, not to the bit (the host-staged GPU path
+ * keeps comm.h's order).
  *
  * Ownership: while pieces are in flight the communication thread is the
  * only user of the data-parallel communicator (a struct comm belongs to

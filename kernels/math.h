@@ -12,7 +12,9 @@
  * on it) is math_exp below rather than the C library's expf/tanhf: glibc's
  * tanhf is scalar and slow (it went through expm1f, about 20 ns a call),
  * and no libm call vectorises without -ffast-math, whereas plain float
- * arithmetic does, and gives the same bits on every CPU and on the GPU.
+ * arithmetic does, and gives the same bits on every CPU (kernels/local.mk
+ * forbids contracting a * b + c into a fused multiply-add). nvcc does
+ * contract, so the GPU agrees with the CPU to rounding, not to the bit.
  */
 #ifndef STORK_KERNELS_MATH_H
 #define STORK_KERNELS_MATH_H

@@ -49,12 +49,13 @@ static int nccl_allreduce_test(int n, char *msg, size_t len)
 {
 	std::vector<ncclComm_t> comms(n);
 	std::vector<float *> bufs(n, nullptr);
-	float want = n * (n + 1) / 2.0f, got[64] = { 0 };
+	float want, got[64] = { 0 };
 	ncclResult_t r;
 	int ok = 1;
 
 	if (n > 64)
 		n = 64;
+	want = n * (n + 1) / 2.0f;
 	if ((r = ncclCommInitAll(comms.data(), n, nullptr)) != ncclSuccess) {
 		snprintf(msg, len, "ncclCommInitAll: %s (%s)", ncclGetErrorString(r),
 			 ncclGetLastError(nullptr));

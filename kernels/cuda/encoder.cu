@@ -110,7 +110,13 @@ void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const in
 	packed.insert(packed.end(), tokens.begin(), tokens.end());
 	packed.insert(packed.end(), start.begin(), start.end());
 	packed.insert(packed.end(), order.begin(), order.end());
-	dev = (int *)cuda_scratch(SCRATCH_TOKENS, packed.size() * sizeof(int));
+	/*
+	 * The most the slot can need, 3N + 1 (distinct <= N), not this batch's
+	 * size: sized once, in the first step, it never grows (cudaFree waits for
+	 * the whole device) while parallel.overlap's thread has NCCL kernels in
+	 * flight.
+	 */
+	dev = (int *)cuda_scratch(SCRATCH_TOKENS, ((size_t)3 * N + 1) * sizeof(int));
 	cuda_upload(dev, packed.data(), packed.size() * sizeof(int));
 	wte_backward_kernel<<<distinct, 128>>>(dwte, dout, dev, dev + distinct,
 					       dev + 2 * distinct + 1, C);
