@@ -56,21 +56,32 @@ static void att_scores(const struct att_head *x, float *s, int t0, int t1)
 		    x->q + (size_t)t0 * x->C3, x->C3, x->k, x->C3, 0.0f, s, t1);
 }
 
-/* The max and exp-sum of row t of a block of scores (keys 0..t are visible to it). */
+/*
+ * Row t of a block of scores (t1 columns) into softmax weights in place,
+ * its max and exp-sum into st (the forward pass). Each exponential is
+ * computed once and kept in the row, then divided by the sum: the very
+ * bits math_attention_weight gives the backward pass, exp(s - max) / sum.
+ */
 SIMD_CLONES
-static void att_row_stats(const float *row, int t, float *st)
+static void att_row_softmax(float *restrict row, int t, int t1, float *restrict st)
 {
 	float max = -FLT_MAX, sum = 0.0f;
 
 	for (int u = 0; u <= t; u++)
 		max = row[u] > max ? row[u] : max;
 	for (int u = 0; u <= t; u++)
-		sum += math_softmax_exp(row[u], max);
+		row[u] = math_softmax_exp(row[u], max);
+	for (int u = 0; u <= t; u++)
+		sum += row[u];
+	for (int u = 0; u <= t; u++)
+		row[u] = row[u] / sum;
+	for (int u = t + 1; u < t1; u++)
+		row[u] = 0.0f;
 	st[0] = max;
 	st[1] = sum;
 }
 
-/* Row t of a block of scores (t1 columns) into softmax weights in place, 0 for keys after t. */
+/* The same from the row's kept max and exp-sum (the backward pass). */
 SIMD_CLONES
 static void att_row_weights(float *row, int t, int t1, const float *st)
 {
@@ -107,12 +118,8 @@ static void att_forward_head(struct att_args *a, int b, int h, float *p)
 		int t1 = t0 + ATT_ROWS < x.T ? t0 + ATT_ROWS : x.T;
 
 		att_scores(&x, p, t0, t1);
-		for (int t = t0; t < t1; t++) {
-			float *row = p + (size_t)(t - t0) * t1, *st = stats + t * OPS_ATT_STATS;
-
-			att_row_stats(row, t, st);
-			att_row_weights(row, t, t1, st);
-		}
+		for (int t = t0; t < t1; t++)
+			att_row_softmax(p + (size_t)(t - t0) * t1, t, t1, stats + t * OPS_ATT_STATS);
 		/* out rows t0..t1-1 = p v[0..t1) */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, x.HS, t1, 1.0f, p, t1,
 			    x.v, x.C3, 0.0f, out + (size_t)t0 * x.C, x.C);
