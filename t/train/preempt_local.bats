@@ -94,10 +94,13 @@ setup() {
 		sleep 0.02
 	done
 	kill -USR1 $pid
-	for _ in $(seq 100); do
+	# storkd sits in its own two-second start delay once it exists; on a
+	# loaded machine the launcher may take seconds to get there
+	for _ in $(seq 600); do
 		daemon=$(pgrep -P $pid storkd) && break
 		sleep 0.05
 	done
+	[ -n "$daemon" ] || { echo "no storkd under the launcher after 30 s"; cat out.log; return 1; }
 	kill -USR1 "$daemon"
 	status=0
 	wait $pid || status=$?
