@@ -2,7 +2,7 @@
 EXTRA_DIST += contrib/testcluster/stork-testcluster.in \
 	contrib/debian-packages contrib/bootstrap contrib/run-tests contrib/demo \
 	contrib/sbatch/demo.sbatch contrib/sbatch/demo.yaml contrib/bench/gpt2-124m.yaml \
-	contrib/bench/gpu-figures contrib/bench/llmc-figures
+	contrib/bench/gpu-figures contrib/bench/llmc-figures contrib/bench/llmc-cpu-figures
 noinst_SCRIPTS = contrib/testcluster/stork-testcluster
 
 # make deb: the Debian packages stork and stork-spank-plugin of the release
