@@ -10,6 +10,7 @@
 
 #include "kernels/math.h"
 #include "kernels/ops.h"
+#include "lib/simd_clones.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -26,11 +27,7 @@
  * multiply-adds (-ffp-contract=off in kernels/local.mk) and no reordered
  * sums, so a wider vector only does more of the same operations at once.
  */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define SIMD_CLONES
-#endif
+#define SIMD_CLONES SIMD_CLONES_OF("avx512f", "avx2", "default")
 
 /* Rows per block of row-wise kernels, elements per block of element-wise ones. */
 #define ROW_BLOCK 8

@@ -67,6 +67,7 @@
  */
 #include "config.h"
 #include "lib/comm/backend.h"
+#include "lib/simd_clones.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -413,7 +414,7 @@ static void chunk_of(size_t count, size_t esize, int n, int r, size_t *lo, size_
 typedef float ucx_v8f __attribute__((vector_size(32)));
 typedef double ucx_v4d __attribute__((vector_size(32)));
 
-__attribute__((target_clones("avx2", "default")))
+SIMD_CLONES_OF("avx2", "default")
 static void add3_f32(float *d, const float *a, const float *b, size_t m)
 {
 	size_t i = 0;
@@ -430,7 +431,7 @@ static void add3_f32(float *d, const float *a, const float *b, size_t m)
 		d[i] = a[i] + b[i];
 }
 
-__attribute__((target_clones("avx2", "default")))
+SIMD_CLONES_OF("avx2", "default")
 static void add3_f64(double *d, const double *a, const double *b, size_t m)
 {
 	size_t i = 0;
