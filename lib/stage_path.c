@@ -12,10 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Every rank thread of storkd resolves the directory: getpwuid_r, not getpwuid's shared buffer. */
 int stage_dir_resolve(const char *configured, char *out, size_t len)
 {
 	const char *tmp = getenv("SLURM_TMPDIR"), *job = getenv("SLURM_JOB_ID"), *user;
-	struct passwd *pw;
+	struct passwd pwd, *pw = NULL;
+	char buf[4096];
 	int n;
 
 	if (configured && *configured)
@@ -23,7 +25,8 @@ int stage_dir_resolve(const char *configured, char *out, size_t len)
 	else if (tmp && *tmp)
 		n = snprintf(out, len, "%s", tmp);
 	else {
-		pw = getpwuid(getuid());
+		if (getpwuid_r(getuid(), &pwd, buf, sizeof buf, &pw))
+			pw = NULL;
 		user = pw ? pw->pw_name : getenv("USER");
 		n = snprintf(out, len, "/tmp/stork-%s/%s", user && *user ? user : "user",
 			     job && *job ? job : "local");
