@@ -453,7 +453,7 @@ static int verify_file(const char *dir, const json_t *f, const char *name, int l
 	const char *want = json_string_value(json_object_get(f, "checksum"));
 	int64_t want_size = sj_int(f, "size", -1);
 	char path[4096], hex[24];
-	uint64_t sum, size;
+	uint64_t sum = 0, size = 0; /* set by digest_file; gcc -fsanitize=thread cannot tell */
 
 	if (!have || !want || want_size < 0 || strcmp(have, name)) {
 		msg_format(why, len, "%s/manifest.json: no entry for %s", dir, name);
