@@ -638,8 +638,7 @@ static void *ov_rank_main(void *arg)
 	gpt2_set_recompute(&m, r->o->recompute);
 	gpt2_set_fused(&m, r->o->fused, 1.0f);
 	if (adamw_init(&s, m.num_params) || gpt2_set_backend(&m, r->ops) || adamw_move(&s, r->ops) ||
-	    grad_sync_start(&r->sync, r->comm, r->ops,
-			    (size_t)GPT2_NUM_TENSORS * (r->c->num_layers + 1),
+	    grad_sync_start(&r->sync, r->comm, r->ops, gpt2_grad_pieces(&m),
 			    gpu ? ov_gpu : NULL, NULL)) {
 		snprintf(r->err, sizeof r->err, "%s", m.err[0] ? m.err : "out of memory");
 		goto out_model;

@@ -929,6 +929,13 @@ int gpt2_global_grads(const struct gpt2 *m, float **p, size_t *n)
 	return k;
 }
 
+size_t gpt2_grad_pieces(const struct gpt2 *m)
+{
+	size_t L = (size_t)(m->shard.last_layer - m->shard.first_layer);
+
+	return (size_t)GPT2_NUM_TENSORS * (L + 1);
+}
+
 void gpt2_set_fused(struct gpt2 *m, int on, float loss_scale)
 {
 	m->fused = on;

@@ -300,6 +300,12 @@ int gpt2_layer_grads(const struct gpt2 *m, int l, float **p, size_t *n);
 /* The gradients of the tensors that belong to no layer, as gpt2_layer_grads. */
 int gpt2_global_grads(const struct gpt2 *m, float **p, size_t *n);
 
+/*
+ * The most pieces one backward pass hands over through the two above (each
+ * of the shard's layers, then the rest): grad_sync_start's max_pieces.
+ */
+size_t gpt2_grad_pieces(const struct gpt2 *m);
+
 /* "none", "gelu" or "block" (train.recompute's names). */
 const char *gpt2_recompute_name(enum gpt2_recompute r);
 

@@ -806,9 +806,7 @@ static int start_grad_sync(struct rank *r)
 
 	if (!r->cfg->parallel.overlap || !r->grp.dp)
 		return 0;
-	if (grad_sync_start(&r->sync, r->grp.dp, r->ops,
-			    (size_t)GPT2_NUM_TENSORS *
-				    (size_t)(r->lay.last_layer - r->lay.first_layer + 1),
+	if (grad_sync_start(&r->sync, r->grp.dp, r->ops, gpt2_grad_pieces(&r->model),
 			    gpu ? sync_thread_on_gpu : NULL, r) < 0)
 		return fail(r, STORK_EXIT_INTERNAL, "cannot start the gradient all-reduce thread");
 	if (r->lay.pp > 1) /* the stage's last micro-batch makes its layers' gradients final */

@@ -327,8 +327,7 @@ static void *rank_main(void *p)
 	}
 	make(&m, &s, a->ops);
 	if (a->overlap)
-		ck_assert_int_eq(grad_sync_start(&a->sync, c, a->ops,
-						 GPT2_NUM_TENSORS * (small.num_layers + 1),
+		ck_assert_int_eq(grad_sync_start(&a->sync, c, a->ops, gpt2_grad_pieces(&m),
 						 a->ops != &ops_cpu ? sync_on_gpu : NULL, NULL),
 				 0);
 	for (int k = 0; k < STEPS; k++)
