@@ -277,7 +277,7 @@ static const struct key keys[] = {
 	{ .path = "parallel.overlap", .off = OFF(parallel.overlap),
 	  .type = K_BOOL,
 	  .dflt = "false",
-	  .help = "all-reduce each layer's gradients during the backward pass (parallel.pipeline 1, parallel.zero 0)" },
+	  .help = "all-reduce each layer's gradients over the replicas during the backward pass" },
 	{ .path = "notify.url", .off = OFF(notify.url),
 	  .type = K_STR, .flags = EMPTY_OK | REDACT,
 	  .dflt = "\"\"", .help = "http(s) URL run events are POSTed to (or STORK_NOTIFY_URL); empty: none" },
