@@ -1000,8 +1000,8 @@ static int reduce_gradients(struct rank *r)
 		rc = grad_sync_wait(r->sync, &busy, &wait);
 		r->sync_ms = 1e3 * busy;
 		r->sync_wait_ms = 1e3 * wait;
-		if (!rc && r->lay.zero)
-			zero_average(&r->zero, m);
+		if (!rc && r->lay.zero) /* as zero_reduce_scatter ends (comm.h: the same bits) */
+			zero_scale(&r->zero, m, 1.0f / (float)r->zero.D);
 		return rc;
 	}
 	if (r->lay.zero)

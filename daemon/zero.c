@@ -76,16 +76,8 @@ int zero_reduce_scatter(struct zero_plan *z, struct gpt2 *m, struct comm *dp)
 		if (dp)
 			o->copy(m->grads + s->lo, z->recv, (s->hi - s->lo) * sizeof(float));
 	}
-	zero_average(z, m);
+	zero_scale(z, m, 1.0f / (float)z->D); /* the mean over the replicas */
 	return 0;
-}
-
-void zero_average(const struct zero_plan *z, struct gpt2 *m)
-{
-	float inv = 1.0f / (float)z->D;
-
-	for (int k = 0; k < z->nseg; k++)
-		m->ops->scale(m->grads + z->seg[k].lo, z->seg[k].hi - z->seg[k].lo, inv);
 }
 
 /*

@@ -60,13 +60,6 @@ void zero_plan_layout(struct zero_plan *z, const size_t sizes[GPT2_NUM_TENSORS],
  */
 int zero_reduce_scatter(struct zero_plan *z, struct gpt2 *m, struct comm *dp);
 
-/*
- * Divide this rank's parts of m->grads by the number of replicas: what
- * zero_reduce_scatter ends with, for gradients an all-reduce has summed
- * (parallel.overlap; comm.h: the same bits as the reduce-scatter's).
- */
-void zero_average(const struct zero_plan *z, struct gpt2 *m);
-
 /* Sum of squares of this rank's parts of the gradients, replicas left out. */
 double zero_sumsq(const struct zero_plan *z, const struct gpt2 *m);
 
