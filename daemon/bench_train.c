@@ -102,6 +102,20 @@ static void t_attention_backward(float *dqkv, const float *dout, const float *qk
 	TIMED(K_ATTENTION, base->attention_backward(dqkv, dout, qkv, stats, B, T, NH, HS));
 }
 
+static void t_attention_fused_forward(float *out, float *stats, const float *qkv, int B, int T,
+				      int NH, int HS)
+{
+	TIMED(K_ATTENTION, base->attention_fused_forward(out, stats, qkv, B, T, NH, HS));
+}
+
+static void t_attention_fused_backward(float *dqkv, const float *dout, const float *out,
+				       const float *qkv, const float *stats, int B, int T, int NH,
+				       int HS)
+{
+	TIMED(K_ATTENTION,
+	      base->attention_fused_backward(dqkv, dout, out, qkv, stats, B, T, NH, HS));
+}
+
 static void t_gelu_forward(float *out, const float *inp, size_t n)
 {
 	TIMED(K_GELU, base->gelu_forward(out, inp, n));
@@ -184,6 +198,8 @@ static struct ops timed_ops(const struct ops *b)
 	o.softmax_xent_fused = b->softmax_xent_fused ? t_softmax_xent_fused : NULL;
 	o.residual_layernorm_forward =
 		b->residual_layernorm_forward ? t_residual_layernorm_forward : NULL;
+	o.attention_fused_forward = b->attention_fused_forward ? t_attention_fused_forward : NULL;
+	o.attention_fused_backward = b->attention_fused_backward ? t_attention_fused_backward : NULL;
 	o.adamw = t_adamw;
 	o.zero = t_zero;
 	return o;
@@ -301,8 +317,9 @@ static void print_memory_and_kernels(FILE *out, const struct gpt2_config *c, con
 	fprintf(out, "activations: %.2f MiB with recompute %s (none: %.2f MiB, %.2f MiB saved)\n",
 		kept * sizeof(float) / (1 << 20), gpt2_recompute_name(m->recompute),
 		all * sizeof(float) / (1 << 20), (all - kept) * sizeof(float) / (1 << 20));
-	fprintf(out, "fused kernels: %s\n",
-		m->fused ? "classifier, residual + LayerNorm" : "none (train.fused: false)");
+	fprintf(out, "fused kernels: %s%s\n",
+		m->fused ? "classifier, residual + LayerNorm" : "none (train.fused: false)",
+		m->fused && m->ops->attention_fused_forward ? ", attention" : "");
 }
 
 static void print_step(FILE *out, const struct gpt2_config *c, const struct gpt2 *m,

@@ -1112,7 +1112,10 @@ static int block_forward(struct gpt2 *m, int l)
 
 	o->layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, N, C);
 	o->matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, d.qkv_oc);
-	o->attention_forward(a.atty, a.att_stats, a.qkv, B, T, d.NH, d.HS);
+	if (m->fused && o->attention_fused_forward)
+		o->attention_fused_forward(a.atty, a.att_stats, a.qkv, B, T, d.NH, d.HS);
+	else
+		o->attention_forward(a.atty, a.att_stats, a.qkv, B, T, d.NH, d.HS);
 	o->matmul_forward(a.res2, a.atty, w.attprojw, row_parallel_bias(m, w.attprojb), N, d.att_c,
 			  C);
 	if (tp_allreduce(m, a.res2, (size_t)N * C))
@@ -1191,7 +1194,11 @@ static int block_backward(struct gpt2 *m, int l)
 	o->zero(g->dln, (size_t)N * C);
 	o->matmul_backward(g->datty, dw.attprojw, dw.attprojb, g->dres, a.atty, w.attprojw, N,
 			   d.att_c, C);
-	o->attention_backward(g->dqkv, g->datty, a.qkv, a.att_stats, B, T, d.NH, d.HS);
+	if (m->fused && o->attention_fused_backward)
+		o->attention_fused_backward(g->dqkv, g->datty, a.atty, a.qkv, a.att_stats, B, T,
+					    d.NH, d.HS);
+	else
+		o->attention_backward(g->dqkv, g->datty, a.qkv, a.att_stats, B, T, d.NH, d.HS);
 	o->matmul_backward(g->dln, dw.qkvw, dw.qkvb, g->dqkv, a.ln1, w.qkvw, N, C, d.qkv_oc);
 	if (tp_allreduce(m, g->dln, (size_t)N * C))
 		return -1;

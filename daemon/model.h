@@ -275,7 +275,8 @@ int gpt2_set_recompute(struct gpt2 *m, enum gpt2_recompute r);
  * default; storkd follows train.fused), the separate softmax and its
  * backward run: the reference. The losses
  * and gradients are the same bit for bit either way (for the expected
- * scale).
+ * scale), except where the backend also has a fused attention (CUDA):
+ * that one sums its tiles in another order, the same within rounding.
  */
 void gpt2_set_fused(struct gpt2 *m, int on, float loss_scale);
 

@@ -28,14 +28,20 @@ KERNELS_LIBS = kernels/libkernels.a $(BLAS_LIBS) -lpthread -lm
 # nvcc compiles every .cu file; the objects join the same archive.
 CUDA_SOURCES = kernels/cuda/device_cuda.cu kernels/cuda/ops_cuda.cu kernels/cuda/check_cuda.cu \
 	kernels/cuda/memory.cu kernels/cuda/encoder.cu kernels/cuda/layernorm.cu \
-	kernels/cuda/matmul.cu kernels/cuda/attention.cu kernels/cuda/softmax_xent.cu \
+	kernels/cuda/matmul.cu kernels/cuda/attention.cu kernels/cuda/flash_attention.cu \
+	kernels/cuda/softmax_xent.cu \
 	kernels/cuda/elementwise.cu kernels/cuda/reduce.cu
 EXTRA_DIST += kernels/cuda/common.cuh
 EXTRA_DIST += $(CUDA_SOURCES)
 if HAVE_CUDA
 # per-thread default streams: ranks that are threads of one process never
 # serialise on the legacy stream (kernels/cuda/common.cuh)
-AM_NVCCFLAGS = -O3 --default-stream per-thread
+# Machine code for Turing, Ampere and Hopper, and Hopper's PTX for later
+# GPUs: the tensor-core tiles of the fused attention (WMMA bf16 and TF32)
+# exist only in sm_80+ code, and a GPU running code built for an older one
+# would fall back to its plain fp32 tiles.
+AM_NVCCFLAGS = -O3 --default-stream per-thread -gencode arch=compute_75,code=sm_75 \
+	-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 SUFFIXES += .cu
 .cu.o:
 	$(AM_V_GEN)$(MKDIR_P) $(@D) && $(NVCC) $(AM_NVCCFLAGS) $(NVCCFLAGS) -std=c++17 $(CUDA_CFLAGS) $(DEFS) \

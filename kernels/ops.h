@@ -97,6 +97,19 @@ struct ops {
 	void (*attention_backward)(float *dqkv, const float *dout, const float *qkv,
 				   const float *stats, int B, int T, int NH, int HS);
 
+	/*
+	 * The same attention fused (NULL where a backend has none): the
+	 * scores never leave on-chip memory, the stats are the same two
+	 * floats a row. The backward pass also takes out, the forward's
+	 * output (rowsum(dout * out) is the softmax backward's row term).
+	 * Equal to the entries above within the rounding of the precision.
+	 */
+	void (*attention_fused_forward)(float *out, float *stats, const float *qkv, int B, int T,
+					int NH, int HS);
+	void (*attention_fused_backward)(float *dqkv, const float *dout, const float *out,
+					 const float *qkv, const float *stats, int B, int T, int NH,
+					 int HS);
+
 	/* out (n) = GELU(inp); dinp += GELU'(inp) * dout. */
 	void (*gelu_forward)(float *out, const float *inp, size_t n);
 	void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);

@@ -46,7 +46,7 @@ enum ops_precision cuda_precision(void);
 void *cuda_scratch(int slot, size_t bytes);
 enum { SCRATCH_ATT_QKV, SCRATCH_ATT_Y, SCRATCH_ATT_P, SCRATCH_ATT_DATT, SCRATCH_ATT_DQKV, SCRATCH_COLS,
        SCRATCH_SUMSQ, SCRATCH_TOKENS, SCRATCH_BF16_INP, SCRATCH_BF16_WEIGHT, SCRATCH_BF16_DOUT,
-       SCRATCH_NUM };
+       SCRATCH_ATT_ROWDOT, SCRATCH_NUM };
 
 /* Sum over a warp, in a fixed butterfly order (every lane gets the same bits). */
 __device__ static inline float warp_sum(float v)
@@ -95,6 +95,11 @@ void cuda_attention_forward(float *out, float *stats, const float *qkv, int B, i
 			    int HS);
 void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
 			     const float *stats, int B, int T, int NH, int HS);
+void cuda_attention_fused_forward(float *out, float *stats, const float *qkv, int B, int T,
+				  int NH, int HS);
+void cuda_attention_fused_backward(float *dqkv, const float *dout, const float *out,
+				   const float *qkv, const float *stats, int B, int T, int NH,
+				   int HS);
 void cuda_gelu_forward(float *out, const float *inp, size_t n);
 void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void cuda_residual_forward(float *out, const float *a, const float *b, size_t n);

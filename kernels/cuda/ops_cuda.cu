@@ -6,6 +6,7 @@
  *   layernorm.cu     LayerNorm, a warp per row (and fused with the residual before it)
  *   matmul.cu        linear layers on cuBLAS, bias and its gradient
  *   attention.cu     causal self-attention on batched cuBLAS products
+ *   flash_attention.cu  the same fused: tiles in shared memory, online softmax
  *   softmax_xent.cu  softmax + cross-entropy over the padded vocabulary (and fused with its backward)
  *   elementwise.cu   GELU, residual, AdamW, zero, scale
  *   reduce.cu        sum of squares and column sums, without atomics
@@ -32,6 +33,8 @@ static struct ops make_ops_cuda(void)
 	o.matmul_backward = cuda_matmul_backward;
 	o.attention_forward = cuda_attention_forward;
 	o.attention_backward = cuda_attention_backward;
+	o.attention_fused_forward = cuda_attention_fused_forward;
+	o.attention_fused_backward = cuda_attention_fused_backward;
 	o.gelu_forward = cuda_gelu_forward;
 	o.gelu_backward = cuda_gelu_backward;
 	o.residual_forward = cuda_residual_forward;

@@ -71,8 +71,11 @@ static int *tokens(size_t n, int V, int **dev)
 	return t;
 }
 
-/* The device copy agrees with the host copy within TOL. */
-static void agree(const struct pair *p, const char *what)
+/*
+ * The device copy agrees with the host copy within tol (|cuda - cpu| / (1 +
+ * |cpu|)); returns that largest difference.
+ */
+static double agree_within(const struct pair *p, const char *what, double tol)
 {
 	float *g = malloc((p->n ? p->n : 1) * sizeof(float));
 	double worst = 0.0;
@@ -88,9 +91,16 @@ static void agree(const struct pair *p, const char *what)
 			at = i;
 		}
 	}
-	ck_assert_msg(worst <= TOL, "%s: element %zu: cuda %.8g cpu %.8g", what, at, g[at],
-		      p->h[at]);
+	ck_assert_msg(worst <= tol, "%s: element %zu: cuda %.8g reference %.8g (tolerance %g)", what,
+		      at, g[at], p->h[at], tol);
 	free(g);
+	return worst;
+}
+
+/* The device copy agrees with the host copy within TOL. */
+static void agree(const struct pair *p, const char *what)
+{
+	agree_within(p, what, TOL);
 }
 
 static void drop(struct pair *p)
@@ -298,8 +308,7 @@ static void same_bits(const float *d, const float *want, size_t n, const char *w
 {
 	float *got = fetch(d, n);
 
-	ck_assert_msg(!memcmp(got, want, n * sizeof(float)), "%s: not the unfused kernels' bits",
-		      what);
+	ck_assert_msg(!memcmp(got, want, n * sizeof(float)), "%s: other bits than the reference's", what);
 	free(got);
 }
 
@@ -478,6 +487,73 @@ START_TEST(test_memory_round_trip_and_out_of_memory)
 }
 END_TEST
 
+/*
+ * The fused attention against the unfused one (fp32, on the GPU), forward
+ * and backward, in each precision of its tiles, at T up to 2048 and heads
+ * 8 to 128 wide (padded to 32, 64, 128). fp32 sums the same terms in
+ * another order: TOL. TF32 and bf16 round q, k, v, the weights and the
+ * score gradients to 10 and 7 mantissa bits (relative 5e-4 and 4e-3) and
+ * sum in fp32: 5e-3 and 3e-2, well below what a wrong tile or mask gives.
+ * The backward pass repeats its bits (no atomics). A precision that leaves
+ * every output as fp32's did not run.
+ */
+struct att_dims {
+	int B, T, NH, HS;
+};
+static const struct att_dims att_sizes[] = {
+	{ 4, 64, 4, 32 }, { 3, 17, 5, 8 },  { 2, 1, 5, 8 },      { 1, 150, 2, 32 },
+	{ 1, 300, 3, 96 }, { 1, 512, 2, 128 }, { 2, 1024, 12, 64 }, { 1, 2048, 2, 64 },
+};
+#define NATT ((int)(sizeof att_sizes / sizeof att_sizes[0]))
+static const enum ops_precision att_precisions[] = { OPS_FP32, OPS_TF32, OPS_BF16 };
+static const double att_tol[] = { TOL, 5e-3, 3e-2 };
+
+/* The device copy of p into its host copy: the reference the next call is measured against. */
+static void keep(struct pair *p)
+{
+	ops_cuda.download(p->h, p->d, p->n * sizeof(float));
+}
+
+START_TEST(test_fused_attention)
+{
+	const struct att_dims *z = &att_sizes[_i / 3];
+	enum ops_precision prec = att_precisions[_i % 3];
+	double tol = att_tol[_i % 3], worst[3];
+	int B = z->B, T = z->T, NH = z->NH, HS = z->HS;
+	size_t nq = (size_t)B * T * 3 * NH * HS, no = (size_t)B * T * NH * HS;
+	struct pair qkv = rnd(nq, 1.0f), out = rnd(no, 1.0f), dout = rnd(no, 1.0f);
+	struct pair stats = rnd((size_t)B * NH * T * OPS_ATT_STATS, 1.0f), dqkv = rnd(nq, 1.0f);
+	float *start = malloc(nq * sizeof(float)), *again = malloc(nq * sizeof(float));
+
+	use_gpu();
+	ck_assert_ptr_nonnull(start);
+	ck_assert_ptr_nonnull(again);
+	memcpy(start, dqkv.h, nq * sizeof(float));
+	ops_cuda.attention_forward(out.d, stats.d, qkv.d, B, T, NH, HS);
+	ops_cuda.attention_backward(dqkv.d, dout.d, qkv.d, stats.d, B, T, NH, HS);
+	keep(&out), keep(&stats), keep(&dqkv);
+
+	ops_cuda.set_precision(prec);
+	ops_cuda.upload(dqkv.d, start, nq * sizeof(float));
+	ops_cuda.attention_fused_forward(out.d, stats.d, qkv.d, B, T, NH, HS);
+	worst[0] = agree_within(&out, "fused attention out", tol);
+	agree_within(&stats, "fused attention rows' max and exp-sum", tol);
+	ops_cuda.attention_fused_backward(dqkv.d, dout.d, out.d, qkv.d, stats.d, B, T, NH, HS);
+	worst[1] = agree_within(&dqkv, "fused attention dqkv", tol);
+	ops_cuda.download(again, dqkv.d, nq * sizeof(float));
+	ops_cuda.upload(dqkv.d, start, nq * sizeof(float));
+	ops_cuda.attention_fused_backward(dqkv.d, dout.d, out.d, qkv.d, stats.d, B, T, NH, HS);
+	same_bits(dqkv.d, again, nq, "fused attention dqkv, run again");
+	ops_cuda.set_precision(OPS_FP32);
+	printf("fused attention %s B=%d T=%d NH=%d HS=%d: worst difference out %.2g, dqkv %.2g\n",
+	       ops_precision_name(prec), B, T, NH, HS, worst[0], worst[1]);
+	if (prec != OPS_FP32)
+		ck_assert_msg(worst[0] > 0.0, "%s: the output is fp32's", ops_precision_name(prec));
+	free(start), free(again);
+	drop(&qkv), drop(&out), drop(&dout), drop(&stats), drop(&dqkv);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ops_cuda");
@@ -496,6 +572,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_matmul, 0, NSIZES);
 	tcase_add_loop_test(tc, test_matmul_bf16, 0, NSIZES);
 	tcase_add_loop_test(tc, test_attention, 0, NSIZES);
+	tcase_add_loop_test(tc, test_fused_attention, 0, 3 * NATT);
 	tcase_add_loop_test(tc, test_softmax_xent, 0, NSIZES);
 	tcase_add_loop_test(tc, test_fused_kernels, 0, NSIZES);
 	tcase_add_test(tc, test_elementwise);
