@@ -2,29 +2,33 @@
  * kernels/cuda/flash_attention.cu - causal self-attention fused: the T x T
  * scores live only in shared memory, a tile at a time.
  *
- * The forward pass (one block per tile of FWD_ROWS query rows of one
- * (batch, head) pair) walks the key tiles up to the diagonal with the
- * online softmax: each new tile of scores raises the rows' running max,
- * rescales what the output has summed so far, and adds its weights times
- * the values. What stays in global memory is the output and, per row, the
- * max and the exp-sum (ops.h's stats), as the unfused path keeps them.
+ * Every kernel is a block of WARPS warps over one (batch, head) pair; each
+ * warp owns 16 rows of the block's 64 (query rows, or keys), so after a
+ * tile is loaded the warps work alone and meet only at the next load.
+ *
+ * The forward pass (a block per 64 query rows) walks the key tiles up to
+ * the diagonal with the online softmax: each tile of scores raises the
+ * rows' running max, rescales what the output has summed so far, and adds
+ * its weights times the values. What stays in global memory is the output
+ * and, per row, the max and the exp-sum (ops.h's stats), as the unfused
+ * path keeps them.
  *
  * The backward pass needs D = rowsum(dout * out) per row (the softmax
  * backward's rowsum(p * dp), which equals it), computed first; then two
  * kernels compute the weights again from the stats with the formula both
  * passes share (math_attention_weight):
- *   by key tile:   dv += p^T dout,  dk += ds^T q   over the query tiles below,
- *   by query tile: dq += ds k                      over the key tiles before,
+ *   a block per key tile:   dv += p^T dout,  dk += ds^T q   over the query tiles after it,
+ *   a block per query tile: dq += ds k                      over the key tiles up to it,
  * with dp = dout v^T and ds = math_attention_dscore(p, dp, D, scale). Each
- * gradient element is summed by one block in a fixed order: no atomics,
- * so a run repeats its bits.
+ * gradient element is summed by one warp in a fixed order: no atomics, so a
+ * run repeats its bits. The sums stay in registers for the whole loop.
  *
- * The tile products run on the tensor cores (WMMA: bf16 or TF32 inputs,
- * fp32 sums) as the thread's precision says (ops->set_precision), or as
- * plain fp32 multiply-adds under fp32, the reference the other two are
- * measured against. Heads up to 128 wide are padded with zeros to 32, 64
- * or 128 columns; wider heads, or a GPU whose shared memory is too small,
- * take the unfused path (attention.cu).
+ * The products run on the tensor cores (WMMA: bf16 or TF32 inputs, fp32
+ * sums) as the thread's precision says (ops->set_precision), or as plain
+ * fp32 multiply-adds under fp32, the reference the other two are measured
+ * against (and on GPUs before sm_80). Heads up to 128 wide are padded with
+ * zeros to 32, 64 or 128 columns; wider heads, or a GPU whose shared
+ * memory per block is too small, take the unfused path (attention.cu).
  */
 #include "config.h"
 #include "kernels/cuda/common.cuh"
@@ -36,12 +40,19 @@
 #include <mma.h>
 #include <type_traits>
 
-#define FA_THREADS 256
-#define FA_WARPS (FA_THREADS / 32)
-#define FWD_ROWS 64 /* query rows of a forward block */
-#define BWD_ROWS 32 /* query rows a backward block takes at a time */
-#define KEYS 64     /* keys of a tile, in every kernel */
-#define PAD 8       /* elements after each shared row: fewer bank conflicts, WMMA alignment kept */
+#define WARPS 4
+#define FA_THREADS (32 * WARPS)
+#define ROWS (16 * WARPS) /* query rows, or keys, of a block */
+#define KEYS 64           /* keys of a tile the query rows meet */
+#define PAD 8             /* elements after each shared row: fewer bank conflicts, WMMA alignment kept */
+#define LK (KEYS + PAD)   /* leading dimension of a warp's scores (16 x KEYS, or 16 x ROWS) */
+static_assert(ROWS == KEYS, "a backward block's keys are a forward block's query rows");
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define FA_TENSOR_CORES 1
+#else
+#define FA_TENSOR_CORES 0
+#endif
 
 /* What the tiles of q, k, v and the weights are stored as in shared memory. */
 template <int P> struct fa_elem {
@@ -66,78 +77,95 @@ __device__ static inline void put(__nv_bfloat16 *dst, float x)
 }
 
 /*
- * C (M x N fp32, row-major, leading dimension ldc) = or += op(A) op(B), every
- * operand in shared memory. op(A) is M x K: A[m * lda + k], or with TA
- * A[k * lda + m]; op(B) is K x N: B[k * ldb + n], or with TB B[n * ldb + k].
- * M and N are multiples of 16, K of 16. The block's threads all call it.
+ * A 16 x 16 fp32 sum held by one warp, and the products that add into it:
+ * mma(A, B, K) adds op(A) op(B), op(A) 16 x K and op(B) K x 16, both in
+ * shared memory; op(A) is A[m * lda + k], or with TA A[k * lda + m]; op(B)
+ * is B[k * ldb + n], or with TB B[n * ldb + k]. This one computes in fp32
+ * multiply-adds (lane l holds elements l + 32 e); the specialisation below
+ * on the tensor cores.
  */
-template <int P, bool TA, bool TB, typename E>
-__device__ static void tile_fma(float *C, int ldc, const E *A, int lda, const E *B, int ldb,
-				int M, int N, int K, bool add)
-{
-	for (int i = threadIdx.x; i < M * N; i += FA_THREADS) {
-		int m = i / N, n = i % N;
-		float s = add ? C[m * ldc + n] : 0.0f;
+template <int P, bool TC = FA_TENSOR_CORES && P != OPS_FP32> struct warp_tile {
+	float x[8];
 
-		for (int k = 0; k < K; k++)
-			s += (float)(TA ? A[k * lda + m] : A[m * lda + k]) *
-			     (float)(TB ? B[n * ldb + k] : B[k * ldb + n]);
-		C[m * ldc + n] = s;
+	__device__ void zero()
+	{
+		_Pragma("unroll") for (int e = 0; e < 8; e++)
+			x[e] = 0.0f;
 	}
-}
+	__device__ void load(const float *C, int ldc)
+	{
+		_Pragma("unroll") for (int e = 0; e < 8; e++) {
+			int i = threadIdx.x % 32 + 32 * e;
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-template <int P, bool TA, bool TB, typename E>
-__device__ static void tile_wmma(float *C, int ldc, const E *A, int lda, const E *B, int ldb,
-				 int M, int N, int K, bool add)
-{
-	using namespace nvcuda;
-	typedef typename std::conditional<P == OPS_BF16, __nv_bfloat16, wmma::precision::tf32>::type W;
-	typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
-	typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LB;
-	constexpr int KS = P == OPS_BF16 ? 16 : 8;
-	int tiles_n = N / 16;
+			x[e] = C[i / 16 * ldc + i % 16];
+		}
+	}
+	__device__ void store(float *C, int ldc) const
+	{
+		_Pragma("unroll") for (int e = 0; e < 8; e++) {
+			int i = threadIdx.x % 32 + 32 * e;
 
-	for (int t = threadIdx.x / 32; t < (M / 16) * tiles_n; t += FA_WARPS) {
-		int tm = t / tiles_n * 16, tn = t % tiles_n * 16;
-		wmma::fragment<wmma::accumulator, 16, 16, KS, float> acc;
+			C[i / 16 * ldc + i % 16] = x[e];
+		}
+	}
+	template <bool TA, bool TB, typename E>
+	__device__ void mma(const E *A, int lda, const E *B, int ldb, int K)
+	{
+		_Pragma("unroll") for (int e = 0; e < 8; e++) {
+			int i = threadIdx.x % 32 + 32 * e, m = i / 16, n = i % 16;
+			float s = x[e];
 
-		if (add)
-			wmma::load_matrix_sync(acc, C + tm * ldc + tn, ldc, wmma::mem_row_major);
-		else
-			wmma::fill_fragment(acc, 0.0f);
+			_Pragma("unroll 1") for (int k = 0; k < K; k++)
+				s += (float)(TA ? A[k * lda + m] : A[m * lda + k]) *
+				     (float)(TB ? B[n * ldb + k] : B[k * ldb + n]);
+			x[e] = s;
+		}
+	}
+};
+
+#if FA_TENSOR_CORES
+template <int P> struct warp_tile<P, true> {
+	typedef typename std::conditional<P == OPS_BF16, __nv_bfloat16,
+					  nvcuda::wmma::precision::tf32>::type W;
+	static constexpr int KS = P == OPS_BF16 ? 16 : 8;
+	nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, KS, float> f;
+
+	__device__ void zero()
+	{
+		nvcuda::wmma::fill_fragment(f, 0.0f);
+	}
+	__device__ void load(const float *C, int ldc)
+	{
+		nvcuda::wmma::load_matrix_sync(f, C, ldc, nvcuda::wmma::mem_row_major);
+	}
+	__device__ void store(float *C, int ldc) const
+	{
+		nvcuda::wmma::store_matrix_sync(C, f, ldc, nvcuda::wmma::mem_row_major);
+	}
+	template <bool TA, bool TB, typename E>
+	__device__ void mma(const E *A, int lda, const E *B, int ldb, int K)
+	{
+		using namespace nvcuda;
+		typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
+		typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LB;
+
 		for (int k = 0; k < K; k += KS) {
 			wmma::fragment<wmma::matrix_a, 16, 16, KS, W, LA> a;
 			wmma::fragment<wmma::matrix_b, 16, 16, KS, W, LB> b;
 
-			wmma::load_matrix_sync(a, TA ? A + k * lda + tm : A + tm * lda + k, lda);
-			wmma::load_matrix_sync(b, TB ? B + tn * ldb + k : B + k * ldb + tn, ldb);
+			wmma::load_matrix_sync(a, TA ? A + k * lda : A + k, lda);
+			wmma::load_matrix_sync(b, TB ? B + k : B + k * ldb, ldb);
 			if constexpr (P == OPS_TF32) {
 				for (int e = 0; e < a.num_elements; e++)
 					a.x[e] = wmma::__float_to_tf32(a.x[e]);
 				for (int e = 0; e < b.num_elements; e++)
 					b.x[e] = wmma::__float_to_tf32(b.x[e]);
 			}
-			wmma::mma_sync(acc, a, b, acc);
+			wmma::mma_sync(f, a, b, f);
 		}
-		wmma::store_matrix_sync(C + tm * ldc + tn, acc, ldc, wmma::mem_row_major);
 	}
-}
+};
 #endif
-
-/* The tile product of precision P: tensor cores for tf32 and bf16 where the GPU has them. */
-template <int P, bool TA, bool TB, typename E>
-__device__ static void tile_product(float *C, int ldc, const E *A, int lda, const E *B, int ldb,
-				    int M, int N, int K, bool add)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	if constexpr (P != OPS_FP32) {
-		tile_wmma<P, TA, TB>(C, ldc, A, lda, B, ldb, M, N, K, add);
-		return;
-	}
-#endif
-	tile_fma<P, TA, TB>(C, ldc, A, lda, B, ldb, M, N, K, add);
-}
 
 /*
  * Rows t0 .. t0+R-1 of one head's (T, HS) slice of src (row t at src + t *
@@ -179,52 +207,61 @@ __device__ static fa_head head_at(const float *qkv, int T, int NH, int HS, int b
 	return x;
 }
 
-/* Shared memory of the forward kernel, in bytes, for head width D and storage E. */
+/* The 16 x D sums of a warp (D / 16 tiles) through its staging area into dst rows t0.. (+=). */
+template <int P, int D>
+__device__ static void add_rows(float *dst, size_t stride, const warp_tile<P> *acc, float *stage,
+				int t0, int T, int HS)
+{
+	#pragma unroll
+	for (int n = 0; n < D / 16; n++)
+		acc[n].store(stage + n * 16, D + PAD);
+	__syncwarp();
+	for (int i = threadIdx.x % 32; i < 16 * HS; i += 32) {
+		int r = i / HS, d = i % HS;
+
+		if (t0 + r < T)
+			dst[(size_t)(t0 + r) * stride + d] += stage[r * (D + PAD) + d];
+	}
+	__syncwarp();
+}
+
+/* Shared memory of the forward kernel: q, k, v tiles, then per warp its scores, weights, output. */
 template <typename E> static size_t forward_smem(int D)
 {
-	return (size_t)(FWD_ROWS + 2 * KEYS) * (D + PAD) * sizeof(E) +
-	       (size_t)FWD_ROWS * (KEYS + PAD) * (sizeof(E) + sizeof(float)) +
-	       (size_t)FWD_ROWS * (D + PAD) * sizeof(float) + 2 * FWD_ROWS * sizeof(float);
+	return (size_t)(ROWS + 2 * KEYS) * (D + PAD) * sizeof(E) +
+	       (size_t)WARPS * 16 * (LK * (sizeof(float) + sizeof(E)) + (D + PAD) * sizeof(float));
 }
 
 /*
- * One tile of scores into the running softmax of its rows: S (scores q.k,
- * unscaled) becomes the weights exp(s - max) in Pt (as E), the rows' max
- * and sum are updated and O's rows rescaled to the new max. Rows past T
- * and keys after a row's own position are masked.
+ * One tile of a warp's 16 rows of scores S (q.k, unscaled) into their
+ * running softmax: the weights exp(s - max) into Pw, the rows' max and sum
+ * (m, l: two lanes a row, each with both) updated, and the output Ow
+ * rescaled to the new max. Keys after a row's position, and rows past T,
+ * are masked.
  */
 template <typename E>
-__device__ static void online_softmax(E *Pt, const float *S, float *O, float *row_max,
-				      float *row_sum, int q0, int k0, int T, int D, float scale)
+__device__ static void online_softmax(E *Pw, const float *S, float *Ow, float &m, float &l, int t,
+				      int k0, int T, int D, float scale)
 {
-	constexpr int per_row = FA_THREADS / FWD_ROWS; /* threads a row, adjacent lanes */
-	int r = threadIdx.x / per_row, sub = threadIdx.x % per_row, t = q0 + r;
-	float m_old = row_max[r], m_new = m_old, sum = 0.0f;
+	int lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
+	float m_new = m, sum = 0.0f, alpha;
 
-	for (int c = sub; c < KEYS; c += per_row)
+	for (int c = half; c < KEYS; c += 2)
 		if (t < T && k0 + c <= t)
-			m_new = fmaxf(m_new, S[r * (KEYS + PAD) + c] * scale);
-	for (int o = per_row / 2; o > 0; o >>= 1)
-		m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, o));
-	for (int c = sub; c < KEYS; c += per_row) {
-		float p = t < T && k0 + c <= t ?
-				  math_softmax_exp(S[r * (KEYS + PAD) + c] * scale, m_new) :
-				  0.0f;
+			m_new = fmaxf(m_new, S[r * LK + c] * scale);
+	m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, 1));
+	for (int c = half; c < KEYS; c += 2) {
+		float p = t < T && k0 + c <= t ? math_softmax_exp(S[r * LK + c] * scale, m_new) : 0.0f;
 
-		put(Pt + r * (KEYS + PAD) + c, p);
+		put(Pw + r * LK + c, p);
 		sum += p;
 	}
-	for (int o = per_row / 2; o > 0; o >>= 1)
-		sum += __shfl_xor_sync(0xffffffffu, sum, o);
-	float alpha = math_softmax_exp(m_old, m_new);
-
-	for (int d = sub; d < D; d += per_row)
-		O[r * (D + PAD) + d] *= alpha;
-	__syncwarp();
-	if (sub == 0) {
-		row_max[r] = m_new;
-		row_sum[r] = row_sum[r] * alpha + sum;
-	}
+	sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+	alpha = math_softmax_exp(m, m_new);
+	for (int d = half; d < D; d += 2)
+		Ow[r * (D + PAD) + d] *= alpha;
+	m = m_new;
+	l = l * alpha + sum;
 }
 
 template <int P, int D>
@@ -233,44 +270,55 @@ __global__ static void __launch_bounds__(FA_THREADS)
 {
 	typedef typename fa_elem<P>::type E;
 	extern __shared__ __align__(128) unsigned char smem[];
-	E *Qs = (E *)smem, *Ks = Qs + FWD_ROWS * (D + PAD), *Vs = Ks + KEYS * (D + PAD);
-	E *Pt = Vs + KEYS * (D + PAD);
-	float *S = (float *)(Pt + FWD_ROWS * (KEYS + PAD)), *O = S + FWD_ROWS * (KEYS + PAD);
-	float *row_max = O + FWD_ROWS * (D + PAD), *row_sum = row_max + FWD_ROWS;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+	E *Qs = (E *)smem, *Ks = Qs + ROWS * (D + PAD), *Vs = Ks + KEYS * (D + PAD);
+	float *S = (float *)(Vs + KEYS * (D + PAD)) + w * 16 * LK;
+	E *Pw = (E *)((float *)(Vs + KEYS * (D + PAD)) + WARPS * 16 * LK) + w * 16 * LK;
+	float *Ow = (float *)((E *)((float *)(Vs + KEYS * (D + PAD)) + WARPS * 16 * LK) +
+			      WARPS * 16 * LK) +
+		    w * 16 * (D + PAD);
 	/* the longest rows (last tiles) first: the short ones fill in behind them */
-	int q0 = (gridDim.x - 1 - blockIdx.x) * FWD_ROWS, kend = min(T, q0 + FWD_ROWS);
+	int q0 = (gridDim.x - 1 - blockIdx.x) * ROWS, kend = min(T, q0 + ROWS);
+	int t = q0 + 16 * w + lane / 2; /* this lane's row */
+	float m = -FLT_MAX, l = 0.0f;
 	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
 
-	load_rows(Qs, x.q, x.row3, q0, FWD_ROWS, D, T, HS);
-	for (int i = threadIdx.x; i < FWD_ROWS * (D + PAD); i += FA_THREADS)
-		O[i] = 0.0f;
-	for (int r = threadIdx.x; r < FWD_ROWS; r += FA_THREADS)
-		row_max[r] = -FLT_MAX, row_sum[r] = 0.0f;
+	load_rows(Qs, x.q, x.row3, q0, ROWS, D, T, HS);
+	for (int i = lane; i < 16 * (D + PAD); i += 32)
+		Ow[i] = 0.0f;
 	for (int k0 = 0; k0 < kend; k0 += KEYS) {
 		__syncthreads();
 		load_rows(Ks, x.k, x.row3, k0, KEYS, D, T, HS);
 		load_rows(Vs, x.v, x.row3, k0, KEYS, D, T, HS);
 		__syncthreads();
-		tile_product<P, false, true>(S, KEYS + PAD, Qs, D + PAD, Ks, D + PAD, FWD_ROWS, KEYS,
-					     D, false);
-		__syncthreads();
-		online_softmax(Pt, S, O, row_max, row_sum, q0, k0, T, D, scale);
-		__syncthreads();
-		tile_product<P, false, false>(O, D + PAD, Pt, KEYS + PAD, Vs, D + PAD, FWD_ROWS, D,
-					      KEYS, true);
-	}
-	__syncthreads();
-	for (int i = threadIdx.x; i < FWD_ROWS * HS; i += FA_THREADS) {
-		int r = i / HS, d = i % HS, t = q0 + r;
+		for (int n = 0; n < KEYS / 16; n++) {
+			warp_tile<P> s;
 
-		if (t < T)
-			out[x.off + (size_t)t * x.row + d] = O[r * (D + PAD) + d] / row_sum[r];
-	}
-	for (int r = threadIdx.x; r < FWD_ROWS; r += FA_THREADS)
-		if (q0 + r < T) {
-			stats[(x.bh * T + q0 + r) * OPS_ATT_STATS] = row_max[r];
-			stats[(x.bh * T + q0 + r) * OPS_ATT_STATS + 1] = row_sum[r];
+			s.zero();
+			s.template mma<false, true>(Qs + 16 * w * (D + PAD), D + PAD,
+						    Ks + 16 * n * (D + PAD), D + PAD, D);
+			s.store(S + 16 * n, LK);
 		}
+		__syncwarp();
+		online_softmax(Pw, S, Ow, m, l, t, k0, T, D, scale);
+		__syncwarp();
+		#pragma unroll
+		for (int n = 0; n < D / 16; n++) {
+			warp_tile<P> o;
+
+			o.load(Ow + 16 * n, D + PAD);
+			o.template mma<false, false>(Pw, LK, Vs + 16 * n, D + PAD, KEYS);
+			o.store(Ow + 16 * n, D + PAD);
+		}
+		__syncwarp();
+	}
+	for (int i = lane % 2; i < HS; i += 2)
+		if (t < T)
+			out[x.off + (size_t)t * x.row + i] = Ow[lane / 2 * (D + PAD) + i] / l;
+	if (t < T && lane % 2 == 0) {
+		stats[(x.bh * T + t) * OPS_ATT_STATS] = m;
+		stats[(x.bh * T + t) * OPS_ATT_STATS + 1] = l;
+	}
 }
 
 /* D (B, NH, T) = rowsum(dout * out) of each head's row: one warp a row, in a fixed order. */
@@ -293,36 +341,44 @@ __global__ static void rowdot_kernel(float *rowdot, const float *dout, const flo
 }
 
 /*
- * The shared memory of a backward block: q and dout of BWD_ROWS query rows,
- * k and v of a key tile, the weights and their score gradients as E (for
- * the products) and as fp32, and the rows' stats.
+ * The shared memory of a backward block: q and dout of ROWS query rows, k
+ * and v of KEYS keys, the query rows' stats and D, and per warp its 16 x 64
+ * scores and their gradients in fp32 (also the staging area of its sums)
+ * and as E for the products.
  */
 template <typename E> struct bwd_tiles {
-	E *Qs, *dOs, *Ks, *Vs, *Pt, *dSt;
-	float *S, *dP, *row_max, *row_sum, *rowdot;
-	float *acc; /* the block's sums: dk and dv (2 x KEYS rows), or dq (BWD_ROWS rows) */
+	E *Qs, *dOs, *Ks, *Vs;
+	float *row_max, *row_sum, *rowdot;
+	float *S, *dP; /* this warp's */
+	E *Pw, *dSw;   /* this warp's */
 };
 
-template <typename E> static size_t backward_smem(int D, int acc_rows)
+template <typename E> static size_t backward_smem(int D)
 {
-	return (size_t)(2 * BWD_ROWS + 2 * KEYS) * (D + PAD) * sizeof(E) +
-	       (size_t)2 * BWD_ROWS * (KEYS + PAD) * (sizeof(E) + sizeof(float)) +
-	       3 * BWD_ROWS * sizeof(float) + (size_t)acc_rows * (D + PAD) * sizeof(float);
+	return (size_t)(2 * ROWS + 2 * KEYS) * (D + PAD) * sizeof(E) + 3 * ROWS * sizeof(float) +
+	       (size_t)WARPS * 2 * 16 * LK * (sizeof(float) + sizeof(E));
 }
 
 template <typename E> __device__ static bwd_tiles<E> bwd_layout(unsigned char *smem, int D)
 {
+	int w = threadIdx.x / 32;
 	bwd_tiles<E> s;
+	float *f;
+	E *e;
 
 	s.Qs = (E *)smem;
-	s.dOs = s.Qs + BWD_ROWS * (D + PAD);
-	s.Ks = s.dOs + BWD_ROWS * (D + PAD);
+	s.dOs = s.Qs + ROWS * (D + PAD);
+	s.Ks = s.dOs + ROWS * (D + PAD);
 	s.Vs = s.Ks + KEYS * (D + PAD);
-	s.Pt = s.Vs + KEYS * (D + PAD);
-	s.dSt = s.Pt + BWD_ROWS * (KEYS + PAD);
-	s.S = (float *)(s.dSt + BWD_ROWS * (KEYS + PAD));
-	s.dP = s.S + BWD_ROWS * (KEYS + PAD);
-	s.acc = s.dP + BWD_ROWS * (KEYS + PAD);
+	f = (float *)(s.Vs + KEYS * (D + PAD));
+	s.S = f + w * 2 * 16 * LK;
+	s.dP = s.S + 16 * LK;
+	e = (E *)(f + WARPS * 2 * 16 * LK);
+	s.Pw = e + w * 2 * 16 * LK;
+	s.dSw = s.Pw + 16 * LK;
+	s.row_max = (float *)(e + WARPS * 2 * 16 * LK);
+	s.row_sum = s.row_max + ROWS;
+	s.rowdot = s.row_sum + ROWS;
 	return s;
 }
 
@@ -332,9 +388,9 @@ __device__ static void load_query_rows(bwd_tiles<E> &s, const fa_head &x, const 
 				       const float *stats, const float *rowdot, int q0, int T, int D,
 				       int HS)
 {
-	load_rows(s.Qs, x.q, x.row3, q0, BWD_ROWS, D, T, HS);
-	load_rows(s.dOs, dout + x.off, x.row, q0, BWD_ROWS, D, T, HS);
-	for (int r = threadIdx.x; r < BWD_ROWS; r += FA_THREADS) {
+	load_rows(s.Qs, x.q, x.row3, q0, ROWS, D, T, HS);
+	load_rows(s.dOs, dout + x.off, x.row, q0, ROWS, D, T, HS);
+	for (int r = threadIdx.x; r < ROWS; r += FA_THREADS) {
 		int t = q0 + r < T ? q0 + r : T - 1;
 
 		s.row_max[r] = stats[(x.bh * T + t) * OPS_ATT_STATS];
@@ -343,33 +399,29 @@ __device__ static void load_query_rows(bwd_tiles<E> &s, const fa_head &x, const 
 	}
 }
 
-/*
- * The weights p of the query rows against the key tile at k0, computed again
- * from the stats, and their score gradients ds, into Pt and dSt (masked
- * entries 0). Between two syncs of the caller's.
- */
-template <int P, int D, typename E>
-__device__ static void weights_and_dscores(bwd_tiles<E> &s, int q0, int k0, int T, float scale)
+/* One weight and its score gradient from a score and its weight's gradient, 0 where masked. */
+template <typename E>
+__device__ static void weight_and_dscore(E *p_out, E *ds_out, float s, float dp, const float *m,
+					 const float *l, const float *rowdot, int r, bool visible,
+					 float scale)
 {
-	tile_product<P, false, true>(s.S, KEYS + PAD, s.Qs, D + PAD, s.Ks, D + PAD, BWD_ROWS, KEYS,
-				     D, false);
-	tile_product<P, false, true>(s.dP, KEYS + PAD, s.dOs, D + PAD, s.Vs, D + PAD, BWD_ROWS, KEYS,
-				     D, false);
-	__syncthreads();
-	for (int i = threadIdx.x; i < BWD_ROWS * KEYS; i += FA_THREADS) {
-		int r = i / KEYS, c = i % KEYS, t = q0 + r, at = r * (KEYS + PAD) + c;
-		float p = 0.0f, ds = 0.0f;
+	float p = 0.0f, ds = 0.0f;
 
-		if (t < T && k0 + c <= t) {
-			p = math_attention_weight(s.S[at] * scale, s.row_max[r], s.row_sum[r]);
-			ds = math_attention_dscore(p, s.dP[at], s.rowdot[r], scale);
-		}
-		put(s.Pt + at, p);
-		put(s.dSt + at, ds);
+	if (visible) {
+		p = math_attention_weight(s * scale, m[r], l[r]);
+		ds = math_attention_dscore(p, dp, rowdot[r], scale);
 	}
+	if (p_out)
+		put(p_out, p);
+	put(ds_out, ds);
 }
 
-/* dk, dv of one key tile: the sums over every query row at or after it. */
+/*
+ * dk, dv of one block of keys (a warp's 16 each): the sums over every query
+ * row at or after them. A warp computes its keys' scores transposed (k
+ * q^T, v dout^T: 16 keys x 64 query rows), so its sums are products of
+ * its own tiles.
+ */
 template <int P, int D>
 __global__ static void __launch_bounds__(FA_THREADS)
 	backward_kv_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats,
@@ -378,41 +430,52 @@ __global__ static void __launch_bounds__(FA_THREADS)
 	typedef typename fa_elem<P>::type E;
 	extern __shared__ __align__(128) unsigned char smem[];
 	bwd_tiles<E> s = bwd_layout<E>(smem, D);
-	float *dK = s.acc, *dV = s.acc + KEYS * (D + PAD);
-	int k0 = blockIdx.x * KEYS;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, k0 = blockIdx.x * KEYS;
+	const E *Kw, *Vw;
+	warp_tile<P> dK[D / 16], dV[D / 16];
 	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
 
-	s.row_max = dV + KEYS * (D + PAD);
-	s.row_sum = s.row_max + BWD_ROWS;
-	s.rowdot = s.row_sum + BWD_ROWS;
 	load_rows(s.Ks, x.k, x.row3, k0, KEYS, D, T, HS);
 	load_rows(s.Vs, x.v, x.row3, k0, KEYS, D, T, HS);
-	for (int i = threadIdx.x; i < 2 * KEYS * (D + PAD); i += FA_THREADS)
-		s.acc[i] = 0.0f;
-	for (int q0 = k0; q0 < T; q0 += BWD_ROWS) {
+	Kw = s.Ks + 16 * w * (D + PAD);
+	Vw = s.Vs + 16 * w * (D + PAD);
+	#pragma unroll
+	for (int n = 0; n < D / 16; n++)
+		dK[n].zero(), dV[n].zero();
+	for (int q0 = k0 / ROWS * ROWS; q0 < T; q0 += ROWS) {
 		__syncthreads();
 		load_query_rows(s, x, dout, stats, rowdot, q0, T, D, HS);
 		__syncthreads();
-		weights_and_dscores<P, D>(s, q0, k0, T, scale);
-		__syncthreads();
-		tile_product<P, true, false>(dV, D + PAD, s.Pt, KEYS + PAD, s.dOs, D + PAD, KEYS, D,
-					     BWD_ROWS, true);
-		tile_product<P, true, false>(dK, D + PAD, s.dSt, KEYS + PAD, s.Qs, D + PAD, KEYS, D,
-					     BWD_ROWS, true);
-	}
-	__syncthreads();
-	for (int i = threadIdx.x; i < KEYS * HS; i += FA_THREADS) {
-		int r = i / HS, d = i % HS, t = k0 + r;
-		size_t at = (x.k - qkv) + (size_t)t * x.row3 + d;
+		for (int n = 0; n < ROWS / 16; n++) {
+			warp_tile<P> a;
 
-		if (t < T) {
-			dqkv[at] += dK[r * (D + PAD) + d];
-			dqkv[at + x.row] += dV[r * (D + PAD) + d];
+			a.zero();
+			a.template mma<false, true>(Kw, D + PAD, s.Qs + 16 * n * (D + PAD), D + PAD, D);
+			a.store(s.S + 16 * n, LK);
+			a.zero();
+			a.template mma<false, true>(Vw, D + PAD, s.dOs + 16 * n * (D + PAD), D + PAD, D);
+			a.store(s.dP + 16 * n, LK);
+		}
+		__syncwarp();
+		for (int i = lane; i < 16 * ROWS; i += 32) {
+			int kr = i / ROWS, qc = i % ROWS, t = q0 + qc;
+
+			weight_and_dscore(s.Pw + kr * LK + qc, s.dSw + kr * LK + qc, s.S[kr * LK + qc],
+					  s.dP[kr * LK + qc], s.row_max, s.row_sum, s.rowdot, qc,
+					  t < T && k0 + 16 * w + kr <= t, scale);
+		}
+		__syncwarp();
+		#pragma unroll
+		for (int n = 0; n < D / 16; n++) {
+			dV[n].template mma<false, false>(s.Pw, LK, s.dOs + 16 * n, D + PAD, ROWS);
+			dK[n].template mma<false, false>(s.dSw, LK, s.Qs + 16 * n, D + PAD, ROWS);
 		}
 	}
+	add_rows<P, D>(dqkv + (x.k - qkv), x.row3, dK, s.S, k0 + 16 * w, T, HS);
+	add_rows<P, D>(dqkv + (x.v - qkv), x.row3, dV, s.S, k0 + 16 * w, T, HS);
 }
 
-/* dq of BWD_ROWS query rows: the sum over the key tiles up to the diagonal. */
+/* dq of a block of query rows (a warp's 16 each): the sum over the key tiles up to the diagonal. */
 template <int P, int D>
 __global__ static void __launch_bounds__(FA_THREADS)
 	backward_q_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats,
@@ -421,33 +484,47 @@ __global__ static void __launch_bounds__(FA_THREADS)
 	typedef typename fa_elem<P>::type E;
 	extern __shared__ __align__(128) unsigned char smem[];
 	bwd_tiles<E> s = bwd_layout<E>(smem, D);
-	float *dQ = s.acc;
-	int q0 = (gridDim.x - 1 - blockIdx.x) * BWD_ROWS, kend = min(T, q0 + BWD_ROWS);
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+	int q0 = (gridDim.x - 1 - blockIdx.x) * ROWS, kend = min(T, q0 + ROWS);
+	const E *Qw, *dOw;
+	warp_tile<P> dQ[D / 16];
 	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
 
-	s.row_max = dQ + BWD_ROWS * (D + PAD);
-	s.row_sum = s.row_max + BWD_ROWS;
-	s.rowdot = s.row_sum + BWD_ROWS;
 	load_query_rows(s, x, dout, stats, rowdot, q0, T, D, HS);
-	for (int i = threadIdx.x; i < BWD_ROWS * (D + PAD); i += FA_THREADS)
-		dQ[i] = 0.0f;
+	Qw = s.Qs + 16 * w * (D + PAD);
+	dOw = s.dOs + 16 * w * (D + PAD);
+	#pragma unroll
+	for (int n = 0; n < D / 16; n++)
+		dQ[n].zero();
 	for (int k0 = 0; k0 < kend; k0 += KEYS) {
 		__syncthreads();
 		load_rows(s.Ks, x.k, x.row3, k0, KEYS, D, T, HS);
 		load_rows(s.Vs, x.v, x.row3, k0, KEYS, D, T, HS);
 		__syncthreads();
-		weights_and_dscores<P, D>(s, q0, k0, T, scale);
-		__syncthreads();
-		tile_product<P, false, false>(dQ, D + PAD, s.dSt, KEYS + PAD, s.Ks, D + PAD, BWD_ROWS,
-					      D, KEYS, true);
-	}
-	__syncthreads();
-	for (int i = threadIdx.x; i < BWD_ROWS * HS; i += FA_THREADS) {
-		int r = i / HS, d = i % HS, t = q0 + r;
+		for (int n = 0; n < KEYS / 16; n++) {
+			warp_tile<P> a;
 
-		if (t < T)
-			dqkv[(x.q - qkv) + (size_t)t * x.row3 + d] += dQ[r * (D + PAD) + d];
+			a.zero();
+			a.template mma<false, true>(Qw, D + PAD, s.Ks + 16 * n * (D + PAD), D + PAD, D);
+			a.store(s.S + 16 * n, LK);
+			a.zero();
+			a.template mma<false, true>(dOw, D + PAD, s.Vs + 16 * n * (D + PAD), D + PAD, D);
+			a.store(s.dP + 16 * n, LK);
+		}
+		__syncwarp();
+		for (int i = lane; i < 16 * KEYS; i += 32) {
+			int r = i / KEYS, c = i % KEYS, t = q0 + 16 * w + r;
+
+			weight_and_dscore((E *)nullptr, s.dSw + r * LK + c, s.S[r * LK + c],
+					  s.dP[r * LK + c], s.row_max, s.row_sum, s.rowdot,
+					  16 * w + r, t < T && k0 + c <= t, scale);
+		}
+		__syncwarp();
+		#pragma unroll
+		for (int n = 0; n < D / 16; n++)
+			dQ[n].template mma<false, false>(s.dSw, LK, s.Ks + 16 * n, D + PAD, KEYS);
 	}
+	add_rows<P, D>(dqkv + (x.q - qkv), x.row3, dQ, s.S, q0 + 16 * w, T, HS);
 }
 
 /* The tile width D of heads HS wide, or 0: too wide for the fused kernels. */
@@ -490,7 +567,7 @@ template <int P, int D>
 static bool forward_with(float *out, float *stats, const float *qkv, int B, int T, int NH, int HS)
 {
 	size_t bytes = forward_smem<typename fa_elem<P>::type>(D);
-	dim3 grid((T + FWD_ROWS - 1) / FWD_ROWS, B * NH);
+	dim3 grid((T + ROWS - 1) / ROWS, B * NH);
 
 	if (!allow_smem(forward_kernel<P, D>, bytes))
 		return false;
@@ -505,17 +582,17 @@ static bool backward_with(float *dqkv, const float *dout, const float *qkv, cons
 			  const float *rowdot, int B, int T, int NH, int HS)
 {
 	typedef typename fa_elem<P>::type E;
-	size_t kv_bytes = backward_smem<E>(D, 2 * KEYS), q_bytes = backward_smem<E>(D, BWD_ROWS);
+	size_t bytes = backward_smem<E>(D);
 	float scale = 1.0f / sqrtf((float)HS);
 
-	if (!allow_smem(backward_kv_kernel<P, D>, kv_bytes) ||
-	    !allow_smem(backward_q_kernel<P, D>, q_bytes))
+	if (!allow_smem(backward_kv_kernel<P, D>, bytes) ||
+	    !allow_smem(backward_q_kernel<P, D>, bytes))
 		return false;
-	backward_kv_kernel<P, D><<<dim3((T + KEYS - 1) / KEYS, B * NH), FA_THREADS, kv_bytes>>>(
+	backward_kv_kernel<P, D><<<dim3((T + ROWS - 1) / ROWS, B * NH), FA_THREADS, bytes>>>(
 		dqkv, dout, qkv, stats, rowdot, T, NH, HS, scale);
 	LAUNCHED("flash attention backward dk dv");
-	backward_q_kernel<P, D><<<dim3((T + BWD_ROWS - 1) / BWD_ROWS, B * NH), FA_THREADS,
-				  q_bytes>>>(dqkv, dout, qkv, stats, rowdot, T, NH, HS, scale);
+	backward_q_kernel<P, D><<<dim3((T + ROWS - 1) / ROWS, B * NH), FA_THREADS, bytes>>>(
+		dqkv, dout, qkv, stats, rowdot, T, NH, HS, scale);
 	LAUNCHED("flash attention backward dq");
 	return true;
 }
