@@ -167,16 +167,49 @@ template <int P> struct warp_tile<P, true> {
 };
 #endif
 
-/*
- * Rows t0 .. t0+R-1 of one head's (T, HS) slice of src (row t at src + t *
- * stride) into dst (R x D, leading dimension D + PAD); rows past T and
- * columns past HS are zeros, so the padded products are the true ones.
- */
-template <typename E>
-__device__ static void load_rows(E *dst, const float *src, size_t stride, int t0, int R, int D,
-				 int T, int HS)
+__device__ static inline void put4(float *dst, float4 v)
 {
-	for (int i = threadIdx.x; i < R * D; i += FA_THREADS) {
+	*(float4 *)dst = v;
+}
+
+__device__ static inline void put4(__nv_bfloat16 *dst, float4 v)
+{
+	put(dst, v.x), put(dst + 1, v.y), put(dst + 2, v.z), put(dst + 3, v.w);
+}
+
+/*
+ * Rows t0 .. t0+ROWS-1 of one head's (T, HS) slice of src (row t at src + t
+ * * stride) into dst (ROWS x D, leading dimension D + PAD); rows past T and
+ * columns past HS are zeros, so the padded products are the true ones.
+ * Where the rows are whole float4s (HS and the strides multiples of 4),
+ * each thread issues all its loads before it stores any: a tile's loads
+ * are in flight together instead of one latency after another.
+ */
+template <int D, typename E>
+__device__ static void load_rows(E *dst, const float *src, size_t stride, int t0, int T, int HS)
+{
+	constexpr int V = D / 4, PER = ROWS * V / FA_THREADS;
+	static_assert(ROWS * V % FA_THREADS == 0, "a tile is whole float4s per thread");
+
+	if (HS % 4 == 0 && stride % 4 == 0 && (uintptr_t)src % 16 == 0) {
+		float4 buf[PER];
+
+#pragma unroll
+		for (int j = 0; j < PER; j++) {
+			int i = threadIdx.x + j * FA_THREADS, t = t0 + i / V, c = i % V * 4;
+
+			buf[j] = t < T && c < HS ? *(const float4 *)(src + (size_t)t * stride + c) :
+						   make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		}
+#pragma unroll
+		for (int j = 0; j < PER; j++) {
+			int i = threadIdx.x + j * FA_THREADS;
+
+			put4(dst + i / V * (D + PAD) + i % V * 4, buf[j]);
+		}
+		return;
+	}
+	for (int i = threadIdx.x; i < ROWS * D; i += FA_THREADS) {
 		int r = i / D, d = i % D, t = t0 + r;
 
 		put(dst + r * (D + PAD) + d, t < T && d < HS ? src[(size_t)t * stride + d] : 0.0f);
@@ -283,13 +316,13 @@ __global__ static void __launch_bounds__(FA_THREADS)
 	float m = -FLT_MAX, l = 0.0f;
 	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
 
-	load_rows(Qs, x.q, x.row3, q0, ROWS, D, T, HS);
+	load_rows<D>(Qs, x.q, x.row3, q0, T, HS);
 	for (int i = lane; i < 16 * (D + PAD); i += 32)
 		Ow[i] = 0.0f;
 	for (int k0 = 0; k0 < kend; k0 += KEYS) {
 		__syncthreads();
-		load_rows(Ks, x.k, x.row3, k0, KEYS, D, T, HS);
-		load_rows(Vs, x.v, x.row3, k0, KEYS, D, T, HS);
+		load_rows<D>(Ks, x.k, x.row3, k0, T, HS);
+		load_rows<D>(Vs, x.v, x.row3, k0, T, HS);
 		__syncthreads();
 		for (int n = 0; n < KEYS / 16; n++) {
 			warp_tile<P> s;
@@ -383,13 +416,12 @@ template <typename E> __device__ static bwd_tiles<E> bwd_layout(unsigned char *s
 }
 
 /* The query rows' q, dout, stats and D; the caller syncs after. */
-template <typename E>
+template <int D, typename E>
 __device__ static void load_query_rows(bwd_tiles<E> &s, const fa_head &x, const float *dout,
-				       const float *stats, const float *rowdot, int q0, int T, int D,
-				       int HS)
+				       const float *stats, const float *rowdot, int q0, int T, int HS)
 {
-	load_rows(s.Qs, x.q, x.row3, q0, ROWS, D, T, HS);
-	load_rows(s.dOs, dout + x.off, x.row, q0, ROWS, D, T, HS);
+	load_rows<D>(s.Qs, x.q, x.row3, q0, T, HS);
+	load_rows<D>(s.dOs, dout + x.off, x.row, q0, T, HS);
 	for (int r = threadIdx.x; r < ROWS; r += FA_THREADS) {
 		int t = q0 + r < T ? q0 + r : T - 1;
 
@@ -435,8 +467,8 @@ __global__ static void __launch_bounds__(FA_THREADS)
 	warp_tile<P> dK[D / 16], dV[D / 16];
 	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
 
-	load_rows(s.Ks, x.k, x.row3, k0, KEYS, D, T, HS);
-	load_rows(s.Vs, x.v, x.row3, k0, KEYS, D, T, HS);
+	load_rows<D>(s.Ks, x.k, x.row3, k0, T, HS);
+	load_rows<D>(s.Vs, x.v, x.row3, k0, T, HS);
 	Kw = s.Ks + 16 * w * (D + PAD);
 	Vw = s.Vs + 16 * w * (D + PAD);
 	#pragma unroll
@@ -444,7 +476,7 @@ __global__ static void __launch_bounds__(FA_THREADS)
 		dK[n].zero(), dV[n].zero();
 	for (int q0 = k0 / ROWS * ROWS; q0 < T; q0 += ROWS) {
 		__syncthreads();
-		load_query_rows(s, x, dout, stats, rowdot, q0, T, D, HS);
+		load_query_rows<D>(s, x, dout, stats, rowdot, q0, T, HS);
 		__syncthreads();
 		for (int n = 0; n < ROWS / 16; n++) {
 			warp_tile<P> a;
@@ -490,7 +522,7 @@ __global__ static void __launch_bounds__(FA_THREADS)
 	warp_tile<P> dQ[D / 16];
 	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
 
-	load_query_rows(s, x, dout, stats, rowdot, q0, T, D, HS);
+	load_query_rows<D>(s, x, dout, stats, rowdot, q0, T, HS);
 	Qw = s.Qs + 16 * w * (D + PAD);
 	dOw = s.dOs + 16 * w * (D + PAD);
 	#pragma unroll
@@ -498,8 +530,8 @@ __global__ static void __launch_bounds__(FA_THREADS)
 		dQ[n].zero();
 	for (int k0 = 0; k0 < kend; k0 += KEYS) {
 		__syncthreads();
-		load_rows(s.Ks, x.k, x.row3, k0, KEYS, D, T, HS);
-		load_rows(s.Vs, x.v, x.row3, k0, KEYS, D, T, HS);
+		load_rows<D>(s.Ks, x.k, x.row3, k0, T, HS);
+		load_rows<D>(s.Vs, x.v, x.row3, k0, T, HS);
 		__syncthreads();
 		for (int n = 0; n < KEYS / 16; n++) {
 			warp_tile<P> a;
