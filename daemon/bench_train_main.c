@@ -3,12 +3,13 @@
  * bench_train() (the same figures as `stork bench train`).
  *
  *   daemon/bench-train [--cuda | --cuda-tf32 | --cuda-bf16] [--overlap RANKS]
- *                      [LAYERS HEADS CHANNELS VOCAB B T STEPS]
+ *                      [--recompute none|gelu|block] [LAYERS HEADS CHANNELS VOCAB B T STEPS]
  *
  * --cuda runs the steps on the first GPU in fp32, --cuda-tf32 with TF32,
  * --cuda-bf16 with bf16 matrix products (bench_train_cuda). --overlap
  * RANKS runs RANKS data-parallel ranks as threads, the gradient all-reduce
  * after the backward pass and then overlapped with it (bench_overlap).
+ * --recompute is train.recompute: what the forward pass keeps.
  *
  * Defaults: GPT-2 124M (12 12 768 50257), B=4, T=64, 5 steps. Like storkd,
  * the program sets OpenBLAS's variables and re-executes itself once
@@ -26,9 +27,20 @@
 static int usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [--cuda | --cuda-tf32 | --cuda-bf16] [--overlap RANKS] "
-			"[LAYERS HEADS CHANNELS VOCAB B T STEPS]\n",
+			"[--recompute none|gelu|block] [LAYERS HEADS CHANNELS VOCAB B T STEPS]\n",
 		argv0);
 	return 2;
+}
+
+/* The train.recompute mode called name into *r; false for no such mode. */
+static int recompute_named(const char *name, enum gpt2_recompute *r)
+{
+	for (int m = GPT2_RECOMPUTE_NONE; m <= GPT2_RECOMPUTE_BLOCK; m++)
+		if (!strcmp(name, gpt2_recompute_name((enum gpt2_recompute)m))) {
+			*r = (enum gpt2_recompute)m;
+			return 1;
+		}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -51,6 +63,9 @@ int main(int argc, char **argv)
 			o.precision = OPS_BF16;
 		} else if (!strcmp(argv[k], "--overlap") && k + 1 < argc && atoi(argv[k + 1]) > 0) {
 			overlap = atoi(argv[++k]);
+		} else if (!strcmp(argv[k], "--recompute") && k + 1 < argc &&
+			   recompute_named(argv[k + 1], &o.recompute)) {
+			k++;
 		} else {
 			return usage(argv[0]);
 		}

@@ -16,7 +16,7 @@
  * The backward pass needs D = rowsum(dout * out) per row (the softmax
  * backward's rowsum(p * dp), which equals it), computed first; then two
  * kernels compute the weights again from the stats with the formula both
- * passes share (math_attention_weight):
+ * passes share (fused_weight):
  *   a block per key tile:   dv += p^T dout,  dk += ds^T q   over the query tiles after it,
  *   a block per query tile: dq += ds k                      over the key tiles up to it,
  * with dp = dout v^T and ds = math_attention_dscore(p, dp, D, scale). Each
@@ -67,13 +67,29 @@ __device__ static inline void put(float *dst, float x)
 	*dst = x;
 }
 
-/* bf16 as the matmul file and the CPU emulation round it (math_bf16_bits). */
+/* bf16 rounded to nearest even, as math_bf16_bits rounds (one instruction on sm_80+). */
 __device__ static inline void put(__nv_bfloat16 *dst, float x)
 {
-	__nv_bfloat16_raw r;
+	*dst = __float2bfloat16_rn(x);
+}
 
-	r.x = math_bf16_bits(x);
-	*dst = __nv_bfloat16(r);
+/*
+ * exp(score - max): the weights' numerator in both passes. These kernels
+ * spend more instructions on the weights than on the products, so they use
+ * the GPU's exponential (ex2.approx: a multiply and one instruction, about
+ * 2 ulp) rather than math_exp's polynomial; both passes call this one, so
+ * the backward pass still sees the forward's weights, and the result
+ * agrees with the unfused path and the CPU within fp32 rounding.
+ */
+__device__ static inline float fused_exp(float score, float max)
+{
+	return __expf(score - max);
+}
+
+/* A weight from its score, its row's max and the reciprocal of its row's exp-sum. */
+__device__ static inline float fused_weight(float score, float max, float inv_sum)
+{
+	return fused_exp(score, max) * inv_sum;
 }
 
 /*
@@ -284,13 +300,13 @@ __device__ static void online_softmax(E *Pw, const float *S, float *Ow, float &m
 			m_new = fmaxf(m_new, S[r * LK + c] * scale);
 	m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, 1));
 	for (int c = half; c < KEYS; c += 2) {
-		float p = t < T && k0 + c <= t ? math_softmax_exp(S[r * LK + c] * scale, m_new) : 0.0f;
+		float p = t < T && k0 + c <= t ? fused_exp(S[r * LK + c] * scale, m_new) : 0.0f;
 
 		put(Pw + r * LK + c, p);
 		sum += p;
 	}
 	sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-	alpha = math_softmax_exp(m, m_new);
+	alpha = fused_exp(m, m_new);
 	for (int d = half; d < D; d += 2)
 		Ow[r * (D + PAD) + d] *= alpha;
 	m = m_new;
@@ -381,7 +397,7 @@ __global__ static void rowdot_kernel(float *rowdot, const float *dout, const flo
  */
 template <typename E> struct bwd_tiles {
 	E *Qs, *dOs, *Ks, *Vs;
-	float *row_max, *row_sum, *rowdot;
+	float *row_max, *row_inv, *rowdot; /* row_inv: 1 / the row's exp-sum */
 	float *S, *dP; /* this warp's */
 	E *Pw, *dSw;   /* this warp's */
 };
@@ -410,8 +426,8 @@ template <typename E> __device__ static bwd_tiles<E> bwd_layout(unsigned char *s
 	s.Pw = e + w * 2 * 16 * LK;
 	s.dSw = s.Pw + 16 * LK;
 	s.row_max = (float *)(e + WARPS * 2 * 16 * LK);
-	s.row_sum = s.row_max + ROWS;
-	s.rowdot = s.row_sum + ROWS;
+	s.row_inv = s.row_max + ROWS;
+	s.rowdot = s.row_inv + ROWS;
 	return s;
 }
 
@@ -426,7 +442,7 @@ __device__ static void load_query_rows(bwd_tiles<E> &s, const fa_head &x, const 
 		int t = q0 + r < T ? q0 + r : T - 1;
 
 		s.row_max[r] = stats[(x.bh * T + t) * OPS_ATT_STATS];
-		s.row_sum[r] = stats[(x.bh * T + t) * OPS_ATT_STATS + 1];
+		s.row_inv[r] = 1.0f / stats[(x.bh * T + t) * OPS_ATT_STATS + 1];
 		s.rowdot[r] = rowdot[x.bh * T + t];
 	}
 }
@@ -434,13 +450,13 @@ __device__ static void load_query_rows(bwd_tiles<E> &s, const fa_head &x, const 
 /* One weight and its score gradient from a score and its weight's gradient, 0 where masked. */
 template <typename E>
 __device__ static void weight_and_dscore(E *p_out, E *ds_out, float s, float dp, const float *m,
-					 const float *l, const float *rowdot, int r, bool visible,
+					 const float *inv_sum, const float *rowdot, int r, bool visible,
 					 float scale)
 {
 	float p = 0.0f, ds = 0.0f;
 
 	if (visible) {
-		p = math_attention_weight(s * scale, m[r], l[r]);
+		p = fused_weight(s * scale, m[r], inv_sum[r]);
 		ds = math_attention_dscore(p, dp, rowdot[r], scale);
 	}
 	if (p_out)
@@ -493,7 +509,7 @@ __global__ static void __launch_bounds__(FA_THREADS)
 			int kr = i / ROWS, qc = i % ROWS, t = q0 + qc;
 
 			weight_and_dscore(s.Pw + kr * LK + qc, s.dSw + kr * LK + qc, s.S[kr * LK + qc],
-					  s.dP[kr * LK + qc], s.row_max, s.row_sum, s.rowdot, qc,
+					  s.dP[kr * LK + qc], s.row_max, s.row_inv, s.rowdot, qc,
 					  t < T && k0 + 16 * w + kr <= t, scale);
 		}
 		__syncwarp();
@@ -548,7 +564,7 @@ __global__ static void __launch_bounds__(FA_THREADS)
 			int r = i / KEYS, c = i % KEYS, t = q0 + 16 * w + r;
 
 			weight_and_dscore((E *)nullptr, s.dSw + r * LK + c, s.S[r * LK + c],
-					  s.dP[r * LK + c], s.row_max, s.row_sum, s.rowdot,
+					  s.dP[r * LK + c], s.row_max, s.row_inv, s.rowdot,
 					  16 * w + r, t < T && k0 + c <= t, scale);
 		}
 		__syncwarp();
