@@ -319,7 +319,9 @@ static void print_memory_and_kernels(FILE *out, const struct gpt2_config *c, con
 		all * sizeof(float) / (1 << 20), (all - kept) * sizeof(float) / (1 << 20));
 	fprintf(out, "fused kernels: %s%s\n",
 		m->fused ? "classifier, residual + LayerNorm" : "none (train.fused: false)",
-		m->fused && m->ops->attention_fused_forward ? ", attention" : "");
+		m->fused && m->ops->attention_fused_forward ?
+			", attention (its own tiles in bf16; cuBLAS products in fp32/tf32)" :
+			"");
 }
 
 static void print_step(FILE *out, const struct gpt2_config *c, const struct gpt2 *m,

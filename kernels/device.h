@@ -63,6 +63,16 @@ int kernels_cuda_check(FILE *out);
 /* Whether p points into device memory (cudaMalloc); 0 for host memory and without CUDA. */
 int kernels_cuda_is_device_ptr(const void *p);
 
+/*
+ * Where the calling thread's fused attention runs its own kernels
+ * (kernels/cuda/flash_attention.cu). By default only in bf16: in fp32 and
+ * TF32, cuBLAS's unfused products measured faster on an H100, so the
+ * fused entries run those there. On (1), the fused kernels run in every
+ * precision: the tests compare them with the unfused ones, and they keep
+ * the T x T scores out of memory. Nothing without CUDA.
+ */
+void kernels_cuda_fused_attention_everywhere(int on);
+
 #ifdef __cplusplus
 }
 #endif

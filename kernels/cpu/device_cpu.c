@@ -84,4 +84,9 @@ int kernels_cuda_is_device_ptr(const void *p)
 	(void)p;
 	return 0;
 }
+
+void kernels_cuda_fused_attention_everywhere(int on)
+{
+	(void)on;
+}
 #endif

@@ -526,6 +526,7 @@ START_TEST(test_fused_attention)
 	float *start = malloc(nq * sizeof(float)), *again = malloc(nq * sizeof(float));
 
 	use_gpu();
+	kernels_cuda_fused_attention_everywhere(1);
 	ck_assert_ptr_nonnull(start);
 	ck_assert_ptr_nonnull(again);
 	memcpy(start, dqkv.h, nq * sizeof(float));
@@ -545,6 +546,7 @@ START_TEST(test_fused_attention)
 	ops_cuda.attention_fused_backward(dqkv.d, dout.d, out.d, qkv.d, stats.d, B, T, NH, HS);
 	same_bits(dqkv.d, again, nq, "fused attention dqkv, run again");
 	ops_cuda.set_precision(OPS_FP32);
+	kernels_cuda_fused_attention_everywhere(0);
 	printf("fused attention %s B=%d T=%d NH=%d HS=%d: worst difference out %.2g, dqkv %.2g\n",
 	       ops_precision_name(prec), B, T, NH, HS, worst[0], worst[1]);
 	if (prec != OPS_FP32)

@@ -141,6 +141,7 @@ START_TEST(test_twenty_steps_match_the_cpu)
 
 	use_gpu();
 	fused = _i;
+	kernels_cuda_fused_attention_everywhere(fused); /* fp32: its own kernels, not cuBLAS's */
 	make(&g, &gs, &ops_cuda);
 	make(&c, &cs, &ops_cpu);
 	for (int k = 0; k < STEPS; k++) {
@@ -149,6 +150,7 @@ START_TEST(test_twenty_steps_match_the_cpu)
 		assert_close(lg, lc, fused ? "loss (fused)" : "loss", k);
 	}
 	fused = 0;
+	kernels_cuda_fused_attention_everywhere(0);
 	gpt2_free(&g);
 	gpt2_free(&c);
 	adamw_free(&gs);
@@ -219,6 +221,7 @@ START_TEST(test_recompute_is_bit_exact_on_the_gpu)
 
 	use_gpu();
 	fused = 1; /* the fused attention's backward too repeats its bits */
+	kernels_cuda_fused_attention_everywhere(1);
 	for (int r = GPT2_RECOMPUTE_NONE; r <= GPT2_RECOMPUTE_BLOCK; r++) {
 		struct gpt2 g;
 		struct adamw_state gs;
@@ -246,6 +249,7 @@ START_TEST(test_recompute_is_bit_exact_on_the_gpu)
 			      gpt2_recompute_name(r));
 	}
 	fused = 0;
+	kernels_cuda_fused_attention_everywhere(0);
 }
 END_TEST
 
