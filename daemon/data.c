@@ -136,6 +136,12 @@ static int shard_check(struct data_shard *s, const struct data_config *cfg,
 		     s->path, h[2]);
 		goto out;
 	}
+	if (cfg->vocab_size && h[DATA_HEADER_VOCAB] > cfg->vocab_size) {
+		fail(err, errlen, rc, "%s: made for a %d-token vocabulary, more than the model's "
+		     "%d: set model.vocab_size: %d", s->path, h[DATA_HEADER_VOCAB],
+		     cfg->vocab_size, h[DATA_HEADER_VOCAB]);
+		goto out;
+	}
 	s->ntok = (uint64_t)h[2];
 	want = DATA_HEADER_BYTES + 2 * s->ntok;
 	if ((uint64_t)st.st_size != want) {

@@ -10,6 +10,14 @@
  * line. Both files are streamed (memory stays small), written under a
  * temporary name, fsynced, renamed into place and the directory fsynced: a
  * reader sees the old file or the new one, never a partial shard.
+ *
+ * The defaults fit the configuration's: the shards go to data/ (made if
+ * missing), where data.train and data.val look, their headers say the
+ * vocabulary (DATA_HEADER_VOCAB, which `stork run` holds model.vocab_size
+ * against), and prep prints the configuration lines that use them. Input
+ * that is not text (a NUL byte near its start, or a compressed file's
+ * magic number) is refused unless --binary says to take its bytes anyway:
+ * a .gz tokenised as text trains a model on compressed noise.
  */
 #include "config.h"
 #include "launcher/prep.h"
@@ -32,6 +40,8 @@
 #include <unistd.h>
 
 #define PREP_BUF_TOKENS 65536
+#define PREP_DEFAULT_DIR "data"
+#define PREP_SNIFF_BYTES 65536 /* how much of a file is looked at for signs of binary data */
 
 /* One output shard being written. */
 struct shard_out {
@@ -46,16 +56,20 @@ struct shard_out {
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: stork prep [--val-share F] [--out DIR] [--name NAME] TEXTFILE...\n"
+		"usage: stork prep [--val-share F] [--out DIR] [--name NAME] [--binary] TEXTFILE...\n"
 		"\n"
 		"Turn text files into byte-level llm.c token shards DIR/NAME_train.bin and\n"
 		"DIR/NAME_val.bin (token = byte value, %d = end of text before each file,\n"
-		"vocabulary %d).\n"
+		"vocabulary %d), and print the configuration lines that train on them.\n"
 		"\n"
 		"  --val-share F  share of the tokens for validation, 0 < F < 1 (default 0.1)\n"
-		"  --out DIR      output directory (default: the current directory)\n"
+		"  --out DIR      output directory, made if missing (default: %s, where\n"
+		"                 data.train and data.val look by default)\n"
 		"  --name NAME    file name prefix (default: the first file's name without\n"
-		"                 its extension)\n", PREP_EOT, PREP_VOCAB_SIZE);
+		"                 its extension)\n"
+		"  --binary       take the bytes of files that do not look like text\n"
+		"                 (compressed, or with NUL bytes) instead of refusing them\n",
+		PREP_EOT, PREP_VOCAB_SIZE, PREP_DEFAULT_DIR);
 }
 
 static int out_open(struct shard_out *o, const char *dir, const char *name, const char *kind)
@@ -99,6 +113,8 @@ static int out_put(struct shard_out *o, uint16_t tok)
 static int out_commit(struct shard_out *o)
 {
 	int32_t h[DATA_HEADER_INTS] = { DATA_MAGIC, DATA_VERSION, (int32_t)o->ntok };
+
+	h[DATA_HEADER_VOCAB] = PREP_VOCAB_SIZE;
 
 	if (out_flush(o))
 		return -1;
@@ -170,6 +186,54 @@ out:
 	return rc;
 }
 
+/*
+ * Why the file at path does not look like text, or NULL: the magic number
+ * of a compressed format, or a NUL byte in its first PREP_SNIFF_BYTES
+ * (UTF-8 and every 8-bit text encoding have none).
+ */
+static const char *not_text(const char *path)
+{
+	static const struct {
+		const char *magic;
+		size_t len;
+		const char *what;
+	} formats[] = {
+		{ "\x1f\x8b", 2, "gzip-compressed (zcat it into a text file first)" },
+		{ "BZh", 3, "bzip2-compressed (bzcat it into a text file first)" },
+		{ "\xfd" "7zXZ", 5, "xz-compressed (xzcat it into a text file first)" },
+		{ "\x28\xb5\x2f\xfd", 4, "zstd-compressed (zstdcat it into a text file first)" },
+		{ "PK\x03\x04", 4, "a zip archive (unzip it first)" },
+	};
+	unsigned char buf[PREP_SNIFF_BYTES];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL; /* emit_file names the error */
+	n = read(fd, buf, sizeof buf);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+		if ((size_t)n >= formats[i].len && !memcmp(buf, formats[i].magic, formats[i].len))
+			return formats[i].what;
+	if (memchr(buf, 0, (size_t)n))
+		return "binary: it has NUL bytes, which text does not";
+	return NULL;
+}
+
+/* The configuration lines that train on what prep wrote. */
+static void print_config(const char *dir, const char *name)
+{
+	printf("to train on them, in stork.yaml:\n"
+	       "  model:\n"
+	       "    vocab_size: %d\n"
+	       "  data:\n"
+	       "    train: [\"%s/%s_train.bin\"]\n"
+	       "    val: [\"%s/%s_val.bin\"]\n",
+	       PREP_VOCAB_SIZE, dir, name, dir, name);
+}
+
 /* Default NAME: the first file's base name without its extension. */
 static void default_name(const char *path, char *name, size_t len)
 {
@@ -196,16 +260,17 @@ int cmd_prep(int argc, char **argv)
 		{ "val-share", required_argument, NULL, 'v' },
 		{ "out", required_argument, NULL, 'o' },
 		{ "name", required_argument, NULL, 'n' },
+		{ "binary", no_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *dir = ".", *name_opt = NULL;
+	const char *dir = PREP_DEFAULT_DIR, *name_opt = NULL, *why;
 	char name[NAME_MAX];
 	double share = 0.1;
 	struct shard_out *train = NULL, *val = NULL;
 	struct splitter sp = { 0 };
 	uint64_t total = 0, nval;
-	int c, rc = STORK_EXIT_USAGE;
+	int c, binary = 0, rc = STORK_EXIT_USAGE;
 
 	optind = 0;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -219,6 +284,7 @@ int cmd_prep(int argc, char **argv)
 			break;
 		case 'o': dir = optarg; break;
 		case 'n': name_opt = optarg; break;
+		case 'b': binary = 1; break;
 		case 'h': usage(stdout); return STORK_EXIT_OK;
 		default: usage(stderr); return STORK_EXIT_USAGE;
 		}
@@ -248,6 +314,11 @@ int cmd_prep(int argc, char **argv)
 			stork_error("prep: %s: not a regular file", argv[i]);
 			return STORK_EXIT_DATA;
 		}
+		if (!binary && (why = not_text(argv[i]))) {
+			stork_error("prep: %s: not text: %s; --binary takes its bytes anyway",
+				    argv[i], why);
+			return STORK_EXIT_DATA;
+		}
 		total += (uint64_t)st.st_size + 1;
 	}
 	if (total > INT32_MAX) {
@@ -275,6 +346,10 @@ int cmd_prep(int argc, char **argv)
 		goto fail;
 	}
 	train->fd = val->fd = -1;
+	if (mkdir_p(dir, 0700) < 0) {
+		stork_error("prep: cannot create %s: %s", dir, strerror(errno));
+		goto fail;
+	}
 	if (out_open(train, dir, name, "train") || out_open(val, dir, name, "val"))
 		goto fail;
 	for (int i = optind; i < argc; i++)
@@ -292,6 +367,7 @@ int cmd_prep(int argc, char **argv)
 	printf("wrote %s: %llu tokens\n", val->path, (unsigned long long)val->ntok);
 	printf("vocabulary: %d tokens (bytes 0-255, end of text %d)\n",
 	       PREP_VOCAB_SIZE, PREP_EOT);
+	print_config(dir, name);
 	rc = STORK_EXIT_OK;
 fail:
 	if (train)

@@ -13,7 +13,7 @@
 #define PREP_VOCAB_SIZE 257
 
 /*
- * stork prep [--val-share F] [--out DIR] [--name NAME] TEXTFILE...
+ * stork prep [--val-share F] [--out DIR] [--name NAME] [--binary] TEXTFILE...
  * argv[0] is "prep". Writes DIR/NAME_train.bin and DIR/NAME_val.bin
  * atomically and prints their token counts; returns an exit code.
  */

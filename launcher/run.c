@@ -19,6 +19,7 @@
 #include "launcher/notify.h"
 #include "launcher/stage.h"
 #include "launcher/run_metrics.h"
+#include "launcher/vocab_check.h"
 
 #include "lib/atomic_file.h"
 #include "lib/clock.h"
@@ -769,6 +770,11 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (check_budget(&cfg, &asked, err, sizeof err) < 0) {
+		stork_error("%s", err);
+		code = STORK_EXIT_CONFIG;
+		goto out;
+	}
+	if (vocab_check(&cfg, err, sizeof err) < 0) {
 		stork_error("%s", err);
 		code = STORK_EXIT_CONFIG;
 		goto out;

@@ -4,6 +4,11 @@
  * DATA_HEADER_INTS little-endian int32 (DATA_MAGIC, DATA_VERSION, the token
  * count, then zeros) followed by that many uint16 tokens. The format is
  * llm.c's, so its data preparation scripts and Stork's are interchangeable.
+ *
+ * One int of the header's zeros carries what llm.c leaves unsaid: int
+ * DATA_HEADER_VOCAB is the vocabulary the tokens were made for (`stork
+ * prep` writes 257), 0 where the writer did not say (llm.c's scripts).
+ * llm.c's readers ignore it.
  */
 #ifndef STORK_TOKEN_SHARD_H
 #define STORK_TOKEN_SHARD_H
@@ -12,5 +17,6 @@
 #define DATA_VERSION 1
 #define DATA_HEADER_INTS 256
 #define DATA_HEADER_BYTES (DATA_HEADER_INTS * 4)
+#define DATA_HEADER_VOCAB 3
 
 #endif

@@ -72,6 +72,23 @@ shard() {
 	[ "$status" -eq 0 ]
 }
 
+@test "stork prep's shards with model.vocab_size left at GPT-2's: exit 3 naming the key, no run directory; set, it trains" {
+	sed -i '/vocab_size: 257/d' tiny.yaml
+	run "$STORK" run tiny.yaml
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"data/docs_train.bin"*"257"*"model.vocab_size: 257"* ]]
+	[ ! -e runs ]
+	run "$STORK" run tiny.yaml --set model.vocab_size=257 --set train.steps=2
+	[ "$status" -eq 0 ]
+	# GPT-2's vocabulary asked for by name: honoured
+	run "$STORK" run tiny.yaml --set model.vocab_size=50257 --set train.steps=1 --set run.name=gpt2vocab
+	[ "$status" -eq 0 ]
+	# a model smaller than the shards' vocabulary cannot hold their tokens
+	run "$STORK" run tiny.yaml --set model.vocab_size=200 --set run.name=small
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"more than model.vocab_size = 200"* ]]
+}
+
 @test "a checkpoint of another shape is refused naming both shapes, and kept" {
 	"$STORK" run tiny.yaml --set train.steps=3 >/dev/null
 	ckpt=runs/tiny__job=local__task=0/checkpoints/step_00000003

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -487,6 +488,7 @@ static uint16_t *read_shard(const char *path, long *n)
 	ck_assert_int_eq(fread(h, sizeof h, 1, f), 1);
 	ck_assert_int_eq(h[0], DATA_MAGIC);
 	ck_assert_int_eq(h[1], DATA_VERSION);
+	ck_assert_int_eq(h[DATA_HEADER_VOCAB], PREP_VOCAB_SIZE);
 	*n = h[2];
 	t = malloc((size_t)*n * 2 + 2);
 	ck_assert_int_eq(fread(t, 2, (size_t)*n, f), (size_t)*n);
@@ -581,6 +583,80 @@ START_TEST(prep_refuses_bad_arguments)
 }
 END_TEST
 
+START_TEST(prep_makes_its_output_directory)
+{
+	char p1[600], out[700], shard[800];
+	char *argv[] = { "prep", "--out", out, p1, NULL };
+	struct stat st;
+
+	write_text("made.txt", "a line of text\nand another one\n", p1, sizeof p1);
+	snprintf(out, sizeof out, "%s/new/deeper", dir);
+	ck_assert_int_eq(cmd_prep(4, argv), 0);
+	ck_assert_int_eq(stat(out, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0700);
+	snprintf(shard, sizeof shard, "%s/made_train.bin", out);
+	ck_assert_int_eq(access(shard, R_OK), 0);
+}
+END_TEST
+
+/* A file of n bytes starting with head (hn bytes), the rest letters. */
+static void write_bytes(const char *name, const char *head, size_t hn, size_t n, char *path,
+			size_t len)
+{
+	char *b = malloc(n);
+	FILE *f;
+
+	for (size_t i = 0; i < n; i++)
+		b[i] = i < hn ? head[i] : (char)('a' + i % 26);
+	snprintf(path, len, "%s/%s", dir, name);
+	ck_assert_ptr_nonnull(f = fopen(path, "wb"));
+	fwrite(b, 1, n, f);
+	fclose(f);
+	free(b);
+}
+
+START_TEST(prep_refuses_what_is_not_text_unless_told)
+{
+	char gz[600], nul[600], out[700];
+	char *gz_argv[] = { "prep", "--out", out, gz, NULL };
+	char *nul_argv[] = { "prep", "--out", out, nul, NULL };
+	char *forced[] = { "prep", "--binary", "--out", out, "--name", "forced", nul, NULL };
+
+	snprintf(out, sizeof out, "%s/binary", dir);
+	write_bytes("notes.txt.gz", "\x1f\x8b\x08", 3, 500, gz, sizeof gz);
+	write_bytes("blob.txt", "abc\0def", 7, 500, nul, sizeof nul);
+	ck_assert_int_eq(cmd_prep(4, gz_argv), STORK_EXIT_DATA);
+	ck_assert_int_eq(cmd_prep(4, nul_argv), STORK_EXIT_DATA);
+	ck_assert_int_eq(access(out, F_OK), -1); /* refused before anything was written */
+	ck_assert_int_eq(cmd_prep(7, forced), 0);
+	snprintf(out, sizeof out, "%s/binary/forced_train.bin", dir);
+	ck_assert_int_eq(access(out, R_OK), 0);
+}
+END_TEST
+
+START_TEST(a_shard_made_for_a_larger_vocabulary_is_refused)
+{
+	char *p = write_shard("big.bin", 1, 100);
+	const char *globs[] = { p };
+	struct data_config c = config(globs, 1, 2, 4);
+	struct data_loader *dl;
+	int32_t vocab = 50257;
+	FILE *f = fopen(p, "r+b");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, DATA_HEADER_VOCAB * 4, SEEK_SET), 0);
+	ck_assert_int_eq(fwrite(&vocab, sizeof vocab, 1, f), 1);
+	fclose(f);
+	c.vocab_size = 257;
+	ck_assert_int_eq(data_open(&dl, &c, err, sizeof err), STORK_EXIT_DATA);
+	ck_assert_msg(strstr(err, p) && strstr(err, "50257") && strstr(err, "model.vocab_size"),
+		      "%s", err);
+	c.vocab_size = 50257;
+	dl = open_ok(&c);
+	data_close(dl);
+}
+END_TEST
+
 static Suite *data_suite(void)
 {
 	Suite *s = suite_create("data");
@@ -609,6 +685,9 @@ static Suite *data_suite(void)
 	tcase_add_test(tp, prep_round_trips_the_text);
 	tcase_add_test(tp, prep_output_is_readable_by_the_loader);
 	tcase_add_test(tp, prep_refuses_bad_arguments);
+	tcase_add_test(tp, prep_makes_its_output_directory);
+	tcase_add_test(tp, prep_refuses_what_is_not_text_unless_told);
+	tcase_add_test(te, a_shard_made_for_a_larger_vocabulary_is_refused);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, te);
 	suite_add_tcase(s, tp);
