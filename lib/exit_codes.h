@@ -12,7 +12,7 @@ enum stork_exit_code {
 	STORK_EXIT_INTERNAL = 1,        /* a bug or an unexpected system error */
 	STORK_EXIT_USAGE = 2,           /* bad command line */
 	STORK_EXIT_CONFIG = 3,          /* reason "config_error": bad YAML, unknown key, bad value */
-	STORK_EXIT_DATA = 4,            /* unreadable or malformed data file */
+	STORK_EXIT_DATA = 4,            /* reason "data_error": unreadable or malformed data file */
 	STORK_EXIT_CHECKPOINT_BAD = 5,  /* checkpoint unreadable or of another model shape */
 	STORK_EXIT_PREEMPTED = 10,      /* reason "preempted_requeued" */
 	STORK_EXIT_TIMEOUT = 11,        /* reason "timeout_requeued" */

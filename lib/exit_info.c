@@ -33,9 +33,9 @@ static const struct {
 	{ STORK_EXIT_DIVERGED, "diverged" },
 	{ STORK_EXIT_NODE_LOST, "node_lost_requeued" },
 	{ STORK_EXIT_CONFIG, "config_error" },
+	{ STORK_EXIT_DATA, "data_error" },
 	/* Bad input of other kinds keeps its own exit code but reports one of
 	 * the reasons of DESIGN's fixed list; the message says which input. */
-	{ STORK_EXIT_DATA, "config_error" },
 	{ STORK_EXIT_CHECKPOINT_BAD, "config_error" },
 	{ STORK_EXIT_USAGE, "config_error" },
 	{ STORK_EXIT_INTERNAL, "rank_failed" },

@@ -47,11 +47,12 @@ shard() {
 	[[ "$output" == *"nowhere.yaml"* ]]
 }
 
-@test "a shard with the wrong magic: exit 4, naming the file" {
+@test "a shard with the wrong magic: exit 4, naming the file, reason data_error" {
 	shard data/bad.bin 12345 1 1000 1000
 	run "$STORK" run tiny.yaml --set 'data.train=data/bad.bin'
 	[ "$status" -eq 4 ]
-	[[ "$output" == *"data/bad.bin"*"magic"* ]]
+	[[ "$output" == *"data_error (exit 4)"*"data/bad.bin"*"magic"* ]]
+	grep -q '"reason": "data_error"' runs/tiny__job=local__task=0/exit_info.json
 }
 
 @test "a truncated shard: exit 4, naming the file" {
