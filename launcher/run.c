@@ -760,6 +760,15 @@ int cmd_run(int argc, char **argv)
 
 	if (parse_run_options(argc, argv, &o) < 0)
 		return STORK_EXIT_USAGE;
+	/*
+	 * A run outlives whatever reads its output: `stork run ... | head`
+	 * closes the pipe after a few lines, and a SIGPIPE would end the
+	 * launcher and storkd (which inherits the disposition) mid-training.
+	 * Ignored, a write to the closed pipe fails instead, the training,
+	 * the rank logs and exit_info.json carry on, and the exit code says
+	 * how the run ended.
+	 */
+	signal(SIGPIPE, SIG_IGN);
 	fault_delay("STORK_FAULT_START_DELAY"); /* preemption signals are blocked here */
 	if (load_config(&o, &cfg) < 0) {
 		code = STORK_EXIT_CONFIG;

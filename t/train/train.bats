@@ -114,6 +114,14 @@ setup() {
 	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000020 ]
 }
 
+@test "stork run | head: the run outlives the closed pipe, trains every step, exit_info says completed" {
+	run bash -c '"$1" run tiny.yaml | head -n 1; echo "rc ${PIPESTATUS[0]}"' _ "$STORK"
+	[[ "$output" == *"rc 0"* ]]
+	grep -q '"reason": "completed"' runs/tiny__job=local__task=0/exit_info.json
+	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000020 ]
+	[ "$(run_losses runs/tiny__job=local__task=0 | wc -l)" -eq 20 ]
+}
+
 @test "data.prefetch: the run trains the same bits with and without the read-ahead thread" {
 	"$STORK" run tiny.yaml --set run.name=on --local-ranks 2 >/dev/null
 	"$STORK" run tiny.yaml --set run.name=off --set data.prefetch=false --local-ranks 2 >/dev/null
