@@ -14,7 +14,7 @@
 
 static int bench_usage(FILE *out)
 {
-	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--ranks W] [--set KEY=VALUE]...\n"
+	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--ranks W] [--overlap W] [--set KEY=VALUE]... [KEY=VALUE]...\n"
 		     "       stork bench checkpoint CONFIG [--dir DIR] [--repeat N]\n"
 		     "       stork bench launch CONFIG [--nodes N] [--repeat R]   (inside an allocation)\n"
 		     "       stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"

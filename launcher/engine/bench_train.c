@@ -2,6 +2,7 @@
  * launcher/engine/bench_train.c - `stork bench train`: training speed.
  *
  *   stork bench train CONFIG [--steps N] [--ranks W] [--overlap W] [--set KEY=VALUE]...
+ *                     [KEY=VALUE]...
  *
  * The model of CONFIG at train.batch_size x train.seq_len on one
  * process: ms/step, tokens/s, model FLOPs per token and MFU against the
@@ -9,7 +10,8 @@
  * --ranks W, first the memory every rank of the configured layout
  * (parallel.tensor, parallel.pipeline, parallel.zero) over W ranks holds:
  * parameters, gradients, optimizer moments and activations, from the same
- * sizes storkd allocates (--steps 0: only that). With --overlap W, instead
+ * sizes storkd allocates (--steps 0: only that; without --ranks, over one
+ * data-parallel replica: tensor x pipeline ranks). With --overlap W, instead
  * of the one-process figures: W data-parallel ranks as threads, the
  * gradient all-reduce after the backward pass beside it overlapped
  * (parallel.overlap), step times and the all-reduce time hidden.
@@ -31,11 +33,29 @@
 #include <string.h>
 #include <unistd.h>
 
-static int usage(void)
+static int usage(FILE *out)
 {
-	fprintf(stderr, "usage: stork bench train CONFIG [--steps N] [--ranks W] [--overlap W] "
-			"[--set KEY=VALUE]...\n");
-	return STORK_EXIT_USAGE;
+	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--ranks W] [--overlap W] "
+		     "[--set KEY=VALUE]... [KEY=VALUE]...\n");
+	return out == stdout ? STORK_EXIT_OK : STORK_EXIT_USAGE;
+}
+
+/* The configuration of argv's CONFIG with its --set and KEY=VALUE overrides, validated. */
+static int load(struct stork_config *cfg, int argc, char **argv, const struct option *longopts,
+		int config_at, char *err, size_t errlen)
+{
+	int c;
+
+	if (config_load(cfg, argv[config_at], err, errlen) < 0)
+		return -1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+		if (c == 's' && config_set(cfg, optarg, err, errlen) < 0)
+			return -1;
+	for (int i = config_at + 1; i < argc; i++)
+		if (config_set(cfg, argv[i], err, errlen) < 0)
+			return -1;
+	return config_validate(cfg, err, errlen);
 }
 
 /*
@@ -121,6 +141,7 @@ int cmd_bench_train(int argc, char **argv)
 		{ "set", required_argument, NULL, 's' },
 		{ "ranks", required_argument, NULL, 'r' },
 		{ "overlap", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct stork_config cfg;
@@ -131,7 +152,7 @@ int cmd_bench_train(int argc, char **argv)
 
 	/* config_load initialises cfg */
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (c == 'n') {
 			steps = atoi(optarg);
 			if (steps < 0 || (steps == 0 && strcmp(optarg, "0"))) {
@@ -150,25 +171,29 @@ int cmd_bench_train(int argc, char **argv)
 				stork_error("--overlap: '%s' is not a number of ranks >= 2", optarg);
 				return STORK_EXIT_USAGE;
 			}
+		} else if (c == 'h') {
+			return usage(stdout);
 		} else if (c != 's') {
-			return usage();
+			return usage(stderr);
 		}
 	}
-	if (optind != argc - 1)
-		return usage();
-	if (config_load(&cfg, argv[optind], err, sizeof err) < 0)
-		goto fail;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1)
-		if (c == 's' && config_set(&cfg, optarg, err, sizeof err) < 0)
-			goto fail;
-	if (config_validate(&cfg, err, sizeof err) < 0)
+	if (optind >= argc)
+		return usage(stderr);
+	for (int i = optind + 1; i < argc; i++)
+		if (!strchr(argv[i], '=')) {
+			stork_error("unexpected argument '%s': overrides look like train.steps=50",
+				    argv[i]);
+			return usage(stderr);
+		}
+	if (load(&cfg, argc, argv, longopts, optind, err, sizeof err) < 0)
 		goto fail;
 	g = (struct gpt2_config){
 		.max_seq_len = cfg.model.max_seq_len, .vocab_size = cfg.model.vocab_size,
 		.padded_vocab_size = cfg.model.padded_vocab_size, .num_layers = cfg.model.layers,
 		.num_heads = cfg.model.heads, .channels = cfg.model.channels,
 	};
+	if (!ranks && steps == 0) /* the memory table is all --steps 0 asks for */
+		ranks = cfg.parallel.tensor * cfg.parallel.pipeline;
 	if (ranks && (code = bench_memory(&cfg, &g, ranks, stdout))) {
 		config_free(&cfg);
 		return code;

@@ -209,6 +209,30 @@ one_rank() {
 		exit !(a < w * 0.35 && b < w * 0.35 && a / b < 1.03 && b / a < 1.03) }'
 }
 
+@test "stork bench train --steps 0: the memory table of one replica, and KEY=VALUE overrides as stork run takes them" {
+	cat >g124.yaml <<-YAML
+	model: { layers: 12, heads: 12, channels: 768, max_seq_len: 1024, vocab_size: 50257 }
+	data: { train: ["data/docs_train.bin"] }
+	train: { batch_size: 8, seq_len: 64, grad_accum: 2 }
+	YAML
+	run "$STORK" bench train g124.yaml --steps 0 parallel.tensor=2 parallel.pipeline=2
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"dp 1 x tp 2 x pp 2 over 4 ranks"* ]]
+	[ "$(echo "$output" | awk '$1 ~ /^[0-9]+$/' | wc -l)" -eq 4 ]
+	run "$STORK" bench train g124.yaml --steps 0
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"dp 1 x tp 1 x pp 1 over 1 ranks"* ]]
+	run "$STORK" bench train g124.yaml --steps 0 parallel.tensr=2
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"tensr"* ]]
+	run "$STORK" bench train g124.yaml stray
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"'stray'"* ]]
+	run "$STORK" bench train --help
+	[ "$status" -eq 0 ]
+	[[ "$output" == "usage: stork bench train CONFIG"* ]]
+}
+
 @test "train.recompute gelu and block: a TP2xPP2 run's losses and gradient norms bit for bit, in less activation memory" {
 	run_layout none 2 2 0 >/dev/null
 	[ "$(metric_of none train_loss | wc -l)" -eq 20 ]
