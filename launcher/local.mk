@@ -8,7 +8,7 @@ launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
 	launcher/run.c launcher/run_metrics.c launcher/run_metrics.h \
 	launcher/report.c launcher/report.h launcher/report_data.c launcher/report_html.c \
 	launcher/notify.c launcher/notify.h launcher/stage.c launcher/stage.h \
-	launcher/prep.c launcher/prep.h launcher/vocab_check.c launcher/vocab_check.h \
+	launcher/prep.c launcher/prep.h launcher/preflight.c launcher/preflight.h \
 	launcher/bench.c launcher/bench_launch.c launcher/bench_report.c \
 	launcher/bench_util.c launcher/bench_util.h
 launcher_stork_CPPFLAGS = $(AM_CPPFLAGS) -DSTORK_PKGLIBEXECDIR='"$(pkglibexecdir)"' $(CURL_CFLAGS) $(CRYPTO_CFLAGS)

@@ -19,7 +19,7 @@
 #include "launcher/notify.h"
 #include "launcher/stage.h"
 #include "launcher/run_metrics.h"
-#include "launcher/vocab_check.h"
+#include "launcher/preflight.h"
 
 #include "lib/atomic_file.h"
 #include "lib/clock.h"
@@ -783,7 +783,7 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_CONFIG;
 		goto out;
 	}
-	if (vocab_check(&cfg, err, sizeof err) < 0) {
+	if (preflight(&cfg, err, sizeof err) < 0) {
 		stork_error("%s", err);
 		code = STORK_EXIT_CONFIG;
 		goto out;

@@ -90,6 +90,13 @@ shard() {
 	[[ "$output" == *"more than model.vocab_size = 200"* ]]
 }
 
+@test "run.resume_from that does not exist: exit 3 naming the path and why, no run directory" {
+	run "$STORK" run tiny.yaml --set run.resume_from=runs/gone/checkpoints
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"run.resume_from: runs/gone/checkpoints"*"No such file or directory"* ]]
+	[ ! -e runs ]
+}
+
 @test "a checkpoint of another shape is refused naming both shapes, and kept" {
 	"$STORK" run tiny.yaml --set train.steps=3 >/dev/null
 	ckpt=runs/tiny__job=local__task=0/checkpoints/step_00000003

@@ -1,6 +1,8 @@
 /*
- * launcher/vocab_check.c - model.vocab_size against the vocabulary the
- * data's shards say they were made for, before a run directory exists.
+ * launcher/preflight.c - what `stork run` checks before it makes a run
+ * directory, so a mistake costs seconds and leaves nothing behind: that
+ * run.resume_from exists, and model.vocab_size against the vocabulary the
+ * data's shards say they were made for.
  *
  * `stork prep` records its vocabulary (257) in the shard header
  * (lib/token_shard.h, DATA_HEADER_VOCAB); llm.c's scripts record none (0).
@@ -13,7 +15,7 @@
  * local shards are read: URLs are checked by storkd once staged.
  */
 #include "config.h"
-#include "launcher/vocab_check.h"
+#include "launcher/preflight.h"
 #include "lib/stork_config.h"
 #include "lib/token_shard.h"
 #include "lib/url.h"
@@ -25,6 +27,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The vocabulary path's header records, 0 if none (or not a readable shard: storkd says why). */
@@ -86,9 +89,22 @@ static int check_globs(const struct stork_config *c, const char *key,
 	return rc;
 }
 
-int vocab_check(const struct stork_config *c, char *err, size_t errlen)
+/* run.resume_from names something that exists (storkd then looks for a checkpoint in it). */
+static int check_resume_from(const struct stork_config *c, char *err, size_t errlen)
 {
-	if (check_globs(c, "data.train", &c->data.train, err, errlen) < 0)
+	const char *from = c->run.resume_from;
+	struct stat st;
+
+	if (!from || !*from || stat(from, &st) == 0)
+		return 0;
+	return refuse(err, errlen, "run.resume_from: %s (%s): %s", from,
+		      config_origin(c, "run.resume_from"), strerror(errno));
+}
+
+int preflight(const struct stork_config *c, char *err, size_t errlen)
+{
+	if (check_resume_from(c, err, errlen) < 0 ||
+	    check_globs(c, "data.train", &c->data.train, err, errlen) < 0)
 		return -1;
 	return check_globs(c, "data.val", &c->data.val, err, errlen);
 }
