@@ -32,6 +32,14 @@ setup() {
 	grep -qx 'rank 1 of 2 on n2, rank 0 is on n1' job.out
 }
 
+@test "stork-testcluster env puts the build's stork on PATH: srun stork runs it on both nodes" {
+	eval "$("$abs_top_builddir/contrib/testcluster/stork-testcluster" env)"
+	[ "$(command -v stork)" = "$abs_top_builddir/launcher/stork" ]
+	run srun -N2 -n2 stork --version
+	[ "$status" -eq 0 ]
+	[ "$(grep -c '^stork ' <<<"$output")" -eq 2 ]
+}
+
 @test "each node has a private /tmp" {
 	run srun -N2 -n2 bash -c 'hostname > /tmp/whoami; sleep 1; cat /tmp/whoami'
 	[ "$status" -eq 0 ]
