@@ -60,6 +60,13 @@ double kernels_cuda_peak_flops(const char *precision);
  */
 int kernels_cuda_check(FILE *out);
 
+/*
+ * Why this node has no usable CUDA device, given the CUDA runtime's error
+ * code e (0 when it counted none): no driver, a driver too old for this
+ * build, CUDA_VISIBLE_DEVICES hiding every device, or no device; into buf.
+ */
+void kernels_cuda_why_none(int e, char *buf, size_t len);
+
 /* Whether p points into device memory (cudaMalloc); 0 for host memory and without CUDA. */
 int kernels_cuda_is_device_ptr(const void *p);
 

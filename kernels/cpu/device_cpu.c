@@ -85,6 +85,12 @@ int kernels_cuda_is_device_ptr(const void *p)
 	return 0;
 }
 
+void kernels_cuda_why_none(int e, char *buf, size_t len)
+{
+	(void)e;
+	snprintf(buf, len, "this build has no CUDA backend");
+}
+
 void kernels_cuda_fused_attention_everywhere(int on)
 {
 	(void)on;

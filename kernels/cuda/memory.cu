@@ -160,8 +160,7 @@ extern "C" int kernels_cuda_use_device(int dev, char *desc, size_t desclen, char
 	if (desclen)
 		desc[0] = '\0';
 	if (e != cudaSuccess || n == 0) {
-		snprintf(err, errlen, "no CUDA device%s%s", e != cudaSuccess ? ": " : "",
-			 e != cudaSuccess ? cudaGetErrorString(e) : "");
+		kernels_cuda_why_none(e, err, errlen);
 		cudaGetLastError();
 		return -1;
 	}
