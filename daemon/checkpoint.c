@@ -235,6 +235,15 @@ static int write_state(const char *path, const struct ckpt_state *st,
 
 	if (v && st->global_batch > 0)
 		json_object_set_new(v, "global_batch", json_integer(st->global_batch));
+	if (v && st->was.batch_size > 0)
+		json_object_set_new(v, "settings",
+				    json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:f}",
+					      "batch_size", st->was.batch_size,
+					      "grad_accum", st->was.grad_accum,
+					      "seq_len", st->was.seq_len, "dp", st->was.dp,
+					      "tp", st->was.tp, "pp", st->was.pp,
+					      "zero", st->was.zero, "steps", (json_int_t)st->was.steps,
+					      "lr", st->was.lr));
 	if (v && l)
 		json_object_set_new(v, "layout", json_pack("{s:i, s:i, s:i, s:i, s:i}",
 							   "world", l->world, "dp", l->dp,
@@ -604,6 +613,20 @@ int ckpt_find(const char *root, char *dir, size_t len, ckpt_notice_fn notice, vo
 	return found;
 }
 
+/* The settings of state.json (all 0 where a checkpoint of an earlier version has none). */
+static void read_settings(const json_t *o, struct ckpt_settings *w)
+{
+	w->batch_size = (int)sj_int(o, "batch_size", 0);
+	w->grad_accum = (int)sj_int(o, "grad_accum", 0);
+	w->seq_len = (int)sj_int(o, "seq_len", 0);
+	w->dp = (int)sj_int(o, "dp", 0);
+	w->tp = (int)sj_int(o, "tp", 0);
+	w->pp = (int)sj_int(o, "pp", 0);
+	w->zero = (int)sj_int(o, "zero", 0);
+	w->steps = sj_int(o, "steps", 0);
+	w->lr = sj_real(o, "lr", 0.0);
+}
+
 int ckpt_read_state(const char *dir, struct ckpt_state *st, char *err, size_t errlen)
 {
 	char path[4096];
@@ -631,6 +654,7 @@ int ckpt_read_state(const char *dir, struct ckpt_state *st, char *err, size_t er
 	st->train.sample = (uint64_t)sa;
 	st->restart_count = (int)rc;
 	st->global_batch = sj_int(v, "global_batch", 0);
+	read_settings(json_object_get(v, "settings"), &st->was);
 	json_decref(v);
 	return 0;
 }

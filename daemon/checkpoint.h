@@ -26,6 +26,18 @@
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
 
+/*
+ * The settings a checkpoint was written under, so that a resume can say
+ * what changed since (and tell a new data-parallel width from a new batch
+ * size). All 0: not recorded (checkpoints of earlier versions).
+ */
+struct ckpt_settings {
+	int batch_size, grad_accum, seq_len;  /* train.* */
+	int dp, tp, pp, zero;                 /* the layout */
+	int64_t steps;                        /* train.steps: the run's target */
+	double lr;                            /* train.lr */
+};
+
 struct ckpt_state {
 	int64_t step;                 /* optimizer steps completed */
 	struct data_position train;   /* next training batch */
@@ -34,6 +46,7 @@ struct ckpt_state {
 	int restart_count;            /* SLURM_RESTART_COUNT when written */
 	int64_t global_batch;         /* sequences per optimizer step (B x grad_accum x D);
 				       * 0: not recorded (checkpoints of earlier versions) */
+	struct ckpt_settings was;     /* the settings it was written under */
 };
 
 /* Report a fallback or other notice (e.g. into the rank's log). */

@@ -533,7 +533,8 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 
 /*
  * Elastic resume: a run that comes back on another number of data-parallel
- * replicas (a requeue onto fewer or more nodes) keeps its global batch,
+ * replicas than its checkpoint recorded (a requeue onto fewer or more
+ * nodes) keeps its global batch,
  * the sequences of one optimizer step, by changing train.grad_accum, when
  * the latest checkpoint recorded it and the new width divides it. Every
  * daemon reads the same file and finds the same answer. The resolved
@@ -553,6 +554,10 @@ static void keep_global_batch(const struct options *o, struct stork_config *cfg,
 		return;
 	per_step = B * cfg->train.grad_accum * dp;
 	if (st.global_batch == per_step)
+		return;
+	/* the same width: a batch or grad_accum the user changed, which stands
+	 * (the ranks' resume block says so) */
+	if (st.was.dp == dp)
 		return;
 	accum = (int)(st.global_batch / (B * dp));
 	if (st.global_batch % (B * dp) || accum < cfg->parallel.pipeline) {

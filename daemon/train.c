@@ -626,6 +626,57 @@ static int find_checkpoint(struct rank *r, const char *root, char *dir, size_t l
 	return found;
 }
 
+/* The settings this run trains under, as a checkpoint records them. */
+static struct ckpt_settings settings_now(const struct rank *r)
+{
+	const struct stork_config *c = r->cfg;
+	struct ckpt_settings w = {
+		.batch_size = c->train.batch_size, .grad_accum = c->train.grad_accum,
+		.seq_len = c->train.seq_len, .dp = r->lay.dp, .tp = r->lay.tp, .pp = r->lay.pp,
+		.zero = r->lay.zero, .steps = c->train.steps, .lr = c->train.lr,
+	};
+	return w;
+}
+
+/*
+ * Rank 0 says, in one block at the start, every setting that differs from
+ * the checkpoint's: a resume that trains differently should never do so
+ * silently. Nothing for checkpoints that did not record their settings.
+ */
+static void say_changes(struct rank *r, const struct ckpt_state *st, const char *dir)
+{
+	const struct ckpt_settings was = st->was, now = settings_now(r);
+	const struct {
+		const char *key;
+		int64_t was, now;
+	} rows[] = {
+		{ "train.batch_size", was.batch_size, now.batch_size },
+		{ "train.grad_accum", was.grad_accum, now.grad_accum },
+		{ "train.seq_len", was.seq_len, now.seq_len },
+		{ "train.steps", was.steps, now.steps },
+		{ "data-parallel replicas", was.dp, now.dp },
+		{ "parallel.tensor", was.tp, now.tp },
+		{ "parallel.pipeline", was.pp, now.pp },
+		{ "parallel.zero", was.zero, now.zero },
+	};
+	char block[1024];
+	size_t n = 0;
+
+	if (r->rank != 0 || was.batch_size == 0)
+		return;
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n < sizeof block; i++)
+		if (rows[i].was != rows[i].now)
+			n += (size_t)snprintf(block + n, sizeof block - n, "\n  %s: %" PRId64 " -> %" PRId64,
+					      rows[i].key, rows[i].was, rows[i].now);
+	if (was.lr != now.lr && n < sizeof block)
+		n += (size_t)snprintf(block + n, sizeof block - n, "\n  train.lr: %g -> %g", was.lr,
+				      now.lr);
+	if (n == 0)
+		return;
+	rank_logf(&r->log, "resume: changed since %s (step %" PRId64 "):%s", dir, st->step, block);
+	printf("resume: changed since %s (step %" PRId64 "):%s\n", dir, st->step, block);
+}
+
 /*
  * The model and optimizer: from the newest valid checkpoint, else from
  * model.init_from, else built from the configured sizes and seed. Every rank
@@ -658,6 +709,16 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 		rank_logf(&r->log, "resumed from %s at step %" PRId64, dir, st.step);
 		if (r->rank == 0)
 			printf("resumed from %s at step %" PRId64 "\n", dir, st.step);
+		say_changes(r, &st, dir);
+		if (st.step >= c->train.steps && r->node->restart_count == 0 &&
+		    r->node->attempt == 0) {
+			snprintf(r->err, sizeof r->err,
+				 "train.steps = %d (%s) is not above the step of the checkpoint it "
+				 "resumes, %" PRId64 " (%s): nothing would train; set train.steps above "
+				 "%" PRId64, c->train.steps, config_origin(c, "train.steps"), st.step,
+				 dir, st.step);
+			return fail(r, STORK_EXIT_CONFIG, r->err);
+		}
 		if (st.step >= c->train.steps && r->node->restart_count > 0) {
 			/* Stork requeues only a run it stopped early: this attempt
 			 * comes from a requeue outside Stork, typically a batch
@@ -1282,6 +1343,7 @@ static int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 		.model_hash = config_model_hash(r->cfg),
 		.restart_count = r->node->restart_count,
 		.global_batch = (int64_t)r->cfg->train.batch_size * r->cfg->train.grad_accum * r->lay.dp,
+		.was = settings_now(r),
 	};
 	char root[4096];
 	double t0 = (clock_monotonic() * 1e3);

@@ -197,16 +197,31 @@ static int compute_layout(const struct run_options *o, const struct stork_config
 	return 0;
 }
 
-static int write_resolved_config(const char *run_dir, const struct stork_config *cfg)
+/*
+ * config/stork.yaml, what storkd reads, is this launch's resolved
+ * configuration; the first launcher also keeps it as config/stork.N.yaml,
+ * N counting the launches of this run directory (requeues, reruns), so a
+ * resume that changed a setting never erases what the earlier attempts
+ * trained with.
+ */
+static int write_resolved_config(const char *run_dir, const struct stork_config *cfg, int first)
 {
 	char path[4200], err[512];
 	char *yaml = config_to_yaml(cfg);
-	int rc;
+	int rc = 0;
 
 	if (!yaml)
 		return -1;
+	for (int n = 1; first && n < 100000; n++) {
+		snprintf(path, sizeof path, "%s/config/stork.%d.yaml", run_dir, n);
+		if (access(path, F_OK) == 0)
+			continue;
+		rc = atomic_write_file(path, yaml, strlen(yaml), err, sizeof err);
+		break;
+	}
 	snprintf(path, sizeof path, "%s/config/stork.yaml", run_dir);
-	rc = atomic_write_file(path, yaml, strlen(yaml), err, sizeof err);
+	if (rc == 0)
+		rc = atomic_write_file(path, yaml, strlen(yaml), err, sizeof err);
 	if (rc < 0)
 		stork_error("%s", err);
 	free(yaml);
@@ -795,7 +810,7 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}
-	if (write_resolved_config(run_dir, &cfg) < 0) {
+	if (write_resolved_config(run_dir, &cfg, l.index == 0) < 0) {
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}

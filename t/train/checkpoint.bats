@@ -68,3 +68,30 @@ setup() {
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"slurm_env.json lacks documented fields"* ]]
 }
+
+@test "a resume with a new train.batch_size says what changed in one block and keeps it; each launch's configuration is kept" {
+	"$STORK" run tiny.yaml --set train.steps=4 >/dev/null
+	run "$STORK" run tiny.yaml --set train.steps=8 --set train.batch_size=8
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"resume: changed since "*"step_00000004 (step 4):"* ]]
+	[[ "$output" == *"train.batch_size: 4 -> 8"* ]]
+	[[ "$output" == *"train.steps: 4 -> 8"* ]]
+	[[ "$output" != *"elastic"* ]]
+	dir=runs/tiny__job=local__task=0
+	grep -q '"batch_size": 8' $dir/checkpoints/step_00000008/state.json
+	grep -q '"grad_accum": 1' $dir/checkpoints/step_00000008/state.json
+	grep -q 'batch_size: 4' $dir/config/stork.1.yaml
+	grep -q 'batch_size: 8' $dir/config/stork.2.yaml
+	cmp $dir/config/stork.2.yaml $dir/config/stork.yaml
+}
+
+@test "train.steps at or below the resumed checkpoint's step is refused naming both" {
+	"$STORK" run tiny.yaml --set train.steps=4 >/dev/null
+	run "$STORK" run tiny.yaml --set run.name=again --set train.steps=3 \
+		--set run.resume_from=runs/tiny__job=local__task=0
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"train.steps = 3"*"not above the step of the checkpoint it resumes, 4"* ]]
+	run "$STORK" run tiny.yaml --set train.steps=4
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"set train.steps above 4"* ]]
+}

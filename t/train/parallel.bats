@@ -156,9 +156,15 @@ one_rank() {
 	paste <(metric_of one4 train_loss | tail -13) <(metric_of dst train_loss) | awk '
 		$1 != $3 { bad = 1; exit } { d = $2 - $4; if (d < 0) d = -d; if (d / $2 > w) w = d / $2 }
 		END { exit bad || !(NR == 13 && w <= 1e-5) }'
+	# a path that is not there: refused before the run directory, saying so
 	run "$STORK" run tiny.yaml --set run.name=none --set run.resume_from="$PWD/nowhere"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"run.resume_from: $PWD/nowhere"*"No such file or directory"* ]]
+	# a directory without a checkpoint
+	mkdir empty
+	run "$STORK" run tiny.yaml --set run.name=none --set run.resume_from="$PWD/empty"
 	[ "$status" -eq 5 ]
-	[[ "$output" == *"run.resume_from: $PWD/nowhere holds no usable checkpoint"* ]]
+	[[ "$output" == *"run.resume_from: $PWD/empty holds no usable checkpoint"* ]]
 }
 
 @test "stork export writes a sharded checkpoint's model as one llm.c file" {
