@@ -15,6 +15,7 @@
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
 #include "lib/rng.h"
+#include "lib/token_shard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +29,6 @@
 #include <unistd.h>
 
 #define DATA_RNG_STREAM 0x64617461ULL   /* "data" */
-#define DATA_MODEL_MAGIC 20240326       /* llm.c model files */
 
 struct data_shard {
 	char *path;
@@ -92,84 +92,32 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 
 /* ---------------------------------------------------------------- shards */
 
-/* Read and check path's header; fill s. */
+/* Read and check path's header (lib/token_shard.c) and what the run needs of it; fill s. */
 static int shard_check(struct data_shard *s, const struct data_config *cfg,
 		       char *err, size_t errlen)
 {
-	int32_t h[DATA_HEADER_INTS];
-	uint64_t need = (uint64_t)cfg->batch_size * (uint64_t)cfg->seq_len + 1, want;
-	struct stat st;
-	ssize_t n;
-	int fd = open(s->path, O_RDONLY | O_CLOEXEC), rc = STORK_EXIT_DATA;
+	uint64_t need = (uint64_t)cfg->batch_size * (uint64_t)cfg->seq_len + 1;
+	struct token_shard h;
+	int rc = token_shard_check(s->path, &h, err, errlen);
 
-	if (fd < 0)
-		return fail(err, errlen, STORK_EXIT_DATA, "%s: cannot open: %s",
-			    s->path, strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		fail(err, errlen, rc, "%s: cannot stat: %s", s->path, strerror(errno));
-		goto out;
-	}
-	n = pread(fd, h, sizeof h, 0);
-	if (n < 0) {
-		fail(err, errlen, rc, "%s: cannot read: %s", s->path, strerror(errno));
-		goto out;
-	}
-	if (n < (ssize_t)sizeof h) {
-		fail(err, errlen, rc, "%s: truncated: %lld bytes, smaller than the "
-		     "%d-byte header of an llm.c token shard", s->path,
-		     (long long)st.st_size, DATA_HEADER_BYTES);
-		goto out;
-	}
-	if (h[0] != DATA_MAGIC) {
-		fail(err, errlen, rc, "%s: wrong magic number %d (expected %d): not an "
-		     "llm.c token shard%s", s->path, h[0], DATA_MAGIC,
-		     h[0] == DATA_MODEL_MAGIC ? " (this is an llm.c model file)" : "");
-		goto out;
-	}
-	if (h[1] != DATA_VERSION) {
-		fail(err, errlen, rc, "%s: unsupported token shard version %d (expected %d)",
-		     s->path, h[1], DATA_VERSION);
-		goto out;
-	}
-	if (h[2] < 0) {
-		fail(err, errlen, rc, "%s: negative token count %d in the header",
-		     s->path, h[2]);
-		goto out;
-	}
-	if (cfg->vocab_size && h[DATA_HEADER_VOCAB] > cfg->vocab_size) {
-		fail(err, errlen, rc, "%s: made for a %d-token vocabulary, more than the model's "
-		     "%d: set model.vocab_size: %d", s->path, h[DATA_HEADER_VOCAB],
-		     cfg->vocab_size, h[DATA_HEADER_VOCAB]);
-		goto out;
-	}
-	s->ntok = (uint64_t)h[2];
-	want = DATA_HEADER_BYTES + 2 * s->ntok;
-	if ((uint64_t)st.st_size != want) {
-		fail(err, errlen, rc, "%s: %s: the header says %llu tokens (%llu bytes) "
-		     "but the file has %lld bytes", s->path,
-		     (uint64_t)st.st_size < want ? "truncated shard" : "trailing data",
-		     (unsigned long long)s->ntok, (unsigned long long)want,
-		     (long long)st.st_size);
-		goto out;
-	}
-	if (s->ntok < need) {
-		fail(err, errlen, rc, "%s: %llu tokens, fewer than the %llu one batch "
-		     "needs (batch_size %d x seq_len %d + 1): use a larger shard or a "
-		     "smaller train.batch_size or train.seq_len", s->path,
-		     (unsigned long long)s->ntok, (unsigned long long)need,
-		     cfg->batch_size, cfg->seq_len);
-		goto out;
-	}
-	if ((s->ntok - 1) / (uint64_t)cfg->seq_len > UINT32_MAX) {
-		fail(err, errlen, rc, "%s: too many samples in one shard (at most 2^32)",
-		     s->path);
-		goto out;
-	}
+	if (rc)
+		return rc;
+	if (cfg->vocab_size && h.vocab > cfg->vocab_size)
+		return fail(err, errlen, STORK_EXIT_DATA, "%s: made for a %d-token vocabulary, more "
+			    "than the model's %d: set model.vocab_size: %d", s->path, h.vocab,
+			    cfg->vocab_size, h.vocab);
+	s->ntok = h.ntok;
+	if (s->ntok < need)
+		return fail(err, errlen, STORK_EXIT_DATA, "%s: %llu tokens, fewer than the %llu one "
+			    "batch needs (batch_size %d x seq_len %d + 1): use a larger shard or a "
+			    "smaller train.batch_size or train.seq_len", s->path,
+			    (unsigned long long)s->ntok, (unsigned long long)need,
+			    cfg->batch_size, cfg->seq_len);
+	if ((s->ntok - 1) / (uint64_t)cfg->seq_len > UINT32_MAX)
+		return fail(err, errlen, STORK_EXIT_DATA, "%s: too many samples in one shard (at "
+			    "most 2^32)", s->path);
 	s->nsamples = (uint32_t)((s->ntok - 1) / (uint64_t)cfg->seq_len);
-	rc = 0;
-out:
-	close(fd);
-	return rc;
+	return 0;
 }
 
 /* Expand the globs into dl->shards. */

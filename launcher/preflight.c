@@ -1,8 +1,11 @@
 /*
  * launcher/preflight.c - what `stork run` checks before it makes a run
- * directory, so a mistake costs seconds and leaves nothing behind: that
- * run.resume_from exists, and model.vocab_size against the vocabulary the
- * data's shards say they were made for.
+ * directory (and all that `stork run --check` does), so a mistake costs
+ * seconds and leaves nothing behind: that run.resume_from exists, that
+ * run.device: cuda has a driver to talk to, that every local data glob
+ * matches shards whose headers hold (lib/token_shard.c, the loader's own
+ * check), and model.vocab_size against the vocabulary the shards say they
+ * were made for.
  *
  * `stork prep` records its vocabulary (257) in the shard header
  * (lib/token_shard.h, DATA_HEADER_VOCAB); llm.c's scripts record none (0).
@@ -16,6 +19,7 @@
  */
 #include "config.h"
 #include "launcher/preflight.h"
+#include "lib/exit_codes.h"
 #include "lib/stork_config.h"
 #include "lib/token_shard.h"
 #include "lib/url.h"
@@ -30,59 +34,69 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The vocabulary path's header records, 0 if none (or not a readable shard: storkd says why). */
-static int32_t recorded_vocab(const char *path)
-{
-	int32_t h[DATA_HEADER_INTS];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+static int refuse(int code, char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
-	if (fd < 0)
-		return 0;
-	n = pread(fd, h, sizeof h, 0);
-	close(fd);
-	if (n != (ssize_t)sizeof h || h[0] != DATA_MAGIC || h[DATA_HEADER_VOCAB] < 0)
-		return 0;
-	return h[DATA_HEADER_VOCAB];
-}
-
-static int refuse(char *err, size_t errlen, const char *fmt, ...)
+static int refuse(int code, char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
-	return -1;
+	return code;
 }
 
-/* The first shard of one key's globs whose recorded vocabulary does not fit c's model. */
-static int check_globs(const struct stork_config *c, const char *key,
-		       const struct stork_globs *globs, char *err, size_t errlen)
+/* A shard made for vocabulary v against c's model (see the top comment). */
+static int check_vocab(const struct stork_config *c, const char *key, const char *path, int v,
+		       char *err, size_t errlen)
 {
-	int vocab = c->model.vocab_size, is_default = !strcmp(config_origin(c, "model.vocab_size"),
-								"default");
+	int vocab = c->model.vocab_size;
+
+	if (v > vocab)
+		return refuse(STORK_EXIT_CONFIG, err, errlen,
+			      "%s: %s holds tokens of a %d-token vocabulary, more than "
+			      "model.vocab_size = %d (%s): set model.vocab_size: %d", key, path, v,
+			      vocab, config_origin(c, "model.vocab_size"), v);
+	if (v > 0 && v < vocab && !strcmp(config_origin(c, "model.vocab_size"), "default"))
+		return refuse(STORK_EXIT_CONFIG, err, errlen,
+			      "%s: %s was made for a %d-token vocabulary (stork prep's bytes), but "
+			      "model.vocab_size is the default %d (GPT-2's), whose extra rows only "
+			      "slow each step: set model.vocab_size: %d (or %d, to keep GPT-2's "
+			      "shape)", key, path, v, vocab, v, vocab);
+	return 0;
+}
+
+/* Every local glob of one key matches shards that hold, made for c's vocabulary. */
+static int check_globs(const struct stork_config *c, const char *key,
+		       const struct stork_globs *globs, struct preflight_data *seen, char *err,
+		       size_t errlen)
+{
 	int rc = 0;
 
 	for (size_t g = 0; g < globs->n && !rc; g++) {
 		glob_t gl;
+		int grc;
 
-		if (url_is_http(globs->v[g]) || glob(globs->v[g], 0, NULL, &gl))
-			continue;
+		if (url_is_http(globs->v[g]))
+			continue; /* staged by the job, checked by storkd */
+		grc = glob(globs->v[g], 0, NULL, &gl);
+		if (grc == GLOB_NOMATCH)
+			return refuse(STORK_EXIT_DATA, err, errlen, "%s: '%s' matches no file", key,
+				      globs->v[g]);
+		if (grc)
+			return refuse(STORK_EXIT_DATA, err, errlen, "%s: cannot expand '%s'", key,
+				      globs->v[g]);
 		for (size_t i = 0; i < gl.gl_pathc && !rc; i++) {
-			int32_t v = recorded_vocab(gl.gl_pathv[i]);
+			struct token_shard sh;
 
-			if (v > vocab)
-				rc = refuse(err, errlen, "%s: %s holds tokens of a %d-token vocabulary, "
-					    "more than model.vocab_size = %d (%s): set "
-					    "model.vocab_size: %d", key, gl.gl_pathv[i], (int)v,
-					    vocab, config_origin(c, "model.vocab_size"), (int)v);
-			else if (v > 0 && v < vocab && is_default)
-				rc = refuse(err, errlen, "%s: %s was made for a %d-token vocabulary "
-					    "(stork prep's bytes), but model.vocab_size is the default "
-					    "%d (GPT-2's), whose extra rows only slow each step: set "
-					    "model.vocab_size: %d (or %d, to keep GPT-2's shape)", key,
-					    gl.gl_pathv[i], (int)v, vocab, (int)v, vocab);
+			rc = token_shard_check(gl.gl_pathv[i], &sh, err, errlen);
+			if (!rc)
+				rc = check_vocab(c, key, gl.gl_pathv[i], sh.vocab, err, errlen);
+			if (!rc && seen) {
+				seen->shards++;
+				seen->tokens += sh.ntok;
+			}
 		}
 		globfree(&gl);
 	}
@@ -97,14 +111,39 @@ static int check_resume_from(const struct stork_config *c, char *err, size_t err
 
 	if (!from || !*from || stat(from, &st) == 0)
 		return 0;
-	return refuse(err, errlen, "run.resume_from: %s (%s): %s", from,
+	return refuse(STORK_EXIT_CONFIG, err, errlen, "run.resume_from: %s (%s): %s", from,
 		      config_origin(c, "run.resume_from"), strerror(errno));
 }
 
-int preflight(const struct stork_config *c, char *err, size_t errlen)
+/*
+ * run.device: cuda on a node without an NVIDIA driver can only fail; the
+ * kernel module's /proc file says so without loading CUDA (the launcher
+ * loads none). A node with a driver but no GPU for this step is storkd's
+ * to find.
+ */
+static int check_device(const struct stork_config *c, char *err, size_t errlen)
 {
-	if (check_resume_from(c, err, errlen) < 0 ||
-	    check_globs(c, "data.train", &c->data.train, err, errlen) < 0)
-		return -1;
-	return check_globs(c, "data.val", &c->data.val, err, errlen);
+	char host[256] = "this node";
+
+	if (c->run.device != STORK_DEVICE_CUDA || access("/proc/driver/nvidia/version", F_OK) == 0)
+		return 0;
+	gethostname(host, sizeof host - 1);
+	return refuse(STORK_EXIT_CONFIG, err, errlen,
+		      "run.device: cuda (%s), but %s has no NVIDIA driver (no "
+		      "/proc/driver/nvidia/version): run on GPU nodes, or set run.device: auto",
+		      config_origin(c, "run.device"), host);
+}
+
+int preflight(const struct stork_config *c, int on_node, struct preflight_data *seen, char *err,
+	      size_t errlen)
+{
+	int rc = check_resume_from(c, err, errlen);
+
+	if (!rc && on_node)
+		rc = check_device(c, err, errlen);
+	if (!rc)
+		rc = check_globs(c, "data.train", &c->data.train, seen, err, errlen);
+	if (!rc && c->train.val_every > 0)
+		rc = check_globs(c, "data.val", &c->data.val, NULL, err, errlen);
+	return rc;
 }

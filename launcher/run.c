@@ -56,6 +56,7 @@ struct run_options {
 	int local_ranks;        /* 0 = from the configuration */
 	char **overrides;
 	int noverrides;
+	int check;              /* --check: the checks of a start, and nothing else */
 };
 
 /* This launcher's place; the global ranks follow from storkd's rendezvous. */
@@ -91,7 +92,9 @@ static int env_count(const char *name, long long dflt, long long *out, char *err
 static void run_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: stork run CONFIG [--local-ranks N] [--set KEY=VALUE]... [KEY=VALUE]...\n"
+		"usage: stork run [--check] CONFIG [--local-ranks N] [--set KEY=VALUE]... [KEY=VALUE]...\n"
+		"  --check           check the configuration and the data as a start would, start\n"
+		"                    nothing (before sbatch, on a login node)\n"
 		"  --local-ranks N   ranks this launcher runs (default: parallel.local_ranks)\n"
 		"  --set KEY=VALUE   override a configuration key, e.g. train.steps=50\n");
 }
@@ -102,6 +105,7 @@ static int parse_run_options(int argc, char **argv, struct run_options *o)
 		{ "local-ranks", required_argument, NULL, 'l' },
 		{ "set", required_argument, NULL, 's' },
 		{ "storkd", required_argument, NULL, 'd' },
+		{ "check", no_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -127,6 +131,7 @@ static int parse_run_options(int argc, char **argv, struct run_options *o)
 		}
 		case 's': o->overrides[o->noverrides++] = optarg; break;
 		case 'd': o->storkd = optarg; break;
+		case 'c': o->check = 1; break;
 		case 'h': run_usage(stdout); exit(STORK_EXIT_OK);
 		default: run_usage(stderr); return -1;
 		}
@@ -762,6 +767,28 @@ static void notify_started(struct notify *nt, const char *run_dir)
 	notify_event(nt, "started", step, "", message);
 }
 
+/*
+ * stork run --check: the checks a start makes before its run directory
+ * (preflight.c), and nothing else: no run directory, no storkd. This
+ * node's driver counts only inside a job step, where the ranks would run;
+ * on a login node it is not the nodes'.
+ */
+static int check_only(const struct run_options *o, const struct stork_config *cfg)
+{
+	struct preflight_data seen = { 0 };
+	char err[1024];
+	int code = preflight(cfg, getenv("SLURM_STEP_ID") != NULL, &seen, err, sizeof err);
+
+	if (code) {
+		stork_error("%s", err);
+		return code;
+	}
+	printf("stork: %s: configuration and data check out: %d local shard(s) of data.train, "
+	       "%llu tokens, for a %d-token model; nothing was started\n", o->config, seen.shards,
+	       (unsigned long long)seen.tokens, cfg->model.vocab_size);
+	return STORK_EXIT_OK;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_options o;
@@ -789,6 +816,10 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_CONFIG;
 		goto out;
 	}
+	if (o.check) {
+		code = check_only(&o, &cfg);
+		goto out;
+	}
 	if (compute_layout(&o, &cfg, &l) < 0) {
 		code = STORK_EXIT_CONFIG;
 		goto out;
@@ -798,9 +829,9 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_CONFIG;
 		goto out;
 	}
-	if (preflight(&cfg, err, sizeof err) < 0) {
+	code = preflight(&cfg, 1, NULL, err, sizeof err);
+	if (code) {
 		stork_error("%s", err);
-		code = STORK_EXIT_CONFIG;
 		goto out;
 	}
 	if (rundir_path(run_dir, sizeof run_dir, cfg.run.dir, cfg.run.name) < 0 ||

@@ -19,4 +19,20 @@
 #define DATA_HEADER_BYTES (DATA_HEADER_INTS * 4)
 #define DATA_HEADER_VOCAB 3
 
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a shard's header says. */
+struct token_shard {
+	uint64_t ntok;                /* tokens after the header */
+	int vocab;                    /* DATA_HEADER_VOCAB; 0: not said */
+};
+
+/*
+ * Read path's header and hold it against the file: magic, version, token
+ * count, and the size the count implies. Returns 0 with s filled, or
+ * STORK_EXIT_DATA with err naming the file and what is wrong.
+ */
+int token_shard_check(const char *path, struct token_shard *s, char *err, size_t errlen);
+
 #endif
