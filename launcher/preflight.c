@@ -4,8 +4,9 @@
  * seconds and leaves nothing behind: that run.resume_from exists, that
  * run.device: cuda has a driver to talk to, that every local data glob
  * matches shards whose headers hold (lib/token_shard.c, the loader's own
- * check), and model.vocab_size against the vocabulary the shards say they
- * were made for.
+ * check), model.vocab_size against the vocabulary the shards say they
+ * were made for, and, in a job, its --signal against preempt.signal and
+ * its time limit (slurmctld's answer).
  *
  * `stork prep` records its vocabulary (257) in the shard header
  * (lib/token_shard.h, DATA_HEADER_VOCAB); llm.c's scripts record none (0).
@@ -20,6 +21,8 @@
 #include "config.h"
 #include "launcher/preflight.h"
 #include "lib/exit_codes.h"
+#include "lib/log.h"
+#include "lib/slurm_job.h"
 #include "lib/stork_config.h"
 #include "lib/token_shard.h"
 #include "lib/url.h"
@@ -27,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -134,10 +138,50 @@ static int check_device(const struct stork_config *c, char *err, size_t errlen)
 		      config_origin(c, "run.device"), host);
 }
 
+/*
+ * The job's --signal=SIG@LEAD (its batch script's) against the run: a
+ * signal other than preempt.signal would reach storkd as something it does
+ * not treat as a preemption, and a lead as long as the time limit tells
+ * every attempt to stop as it starts (each requeued attempt again: hours of
+ * requeues for minutes of work). A lead over half the limit is only said.
+ */
+static int check_signal(const struct stork_config *c, const struct slurm_job *job, char *err,
+			size_t errlen)
+{
+	int limit = (int)(job->limit_hours * 3600.0 + 0.5), signo, lead;
+	const char *want = config_signal_name(c->preempt.signal);
+
+	if (slurm_job_signal(job->id, &signo, &lead) < 0 || !signo)
+		return 0;
+	if (signo != c->preempt.signal)
+		return refuse(STORK_EXIT_CONFIG, err, errlen,
+			      "job %u asks Slurm for SIG%s before its end (--signal), but "
+			      "preempt.signal is %s (%s): storkd would not take it for a "
+			      "preemption; make them the same (--signal=%s@%d)", job->id,
+			      sigabbrev_np(signo) ? sigabbrev_np(signo) : "?", want,
+			      config_origin(c, "preempt.signal"), want, lead);
+	if (limit > 0 && lead >= limit)
+		return refuse(STORK_EXIT_CONFIG, err, errlen,
+			      "job %u asks for SIG%s %d s before its end (--signal=%s@%d), but its "
+			      "time limit is %d s: every attempt would be told to stop as it starts; "
+			      "keep the lead well under the limit (a checkpoint's time, not more)",
+			      job->id, want, lead, want, lead, limit);
+	if (limit > 0 && 2 * lead > limit)
+		stork_warn("job %u: --signal=%s@%d takes more than half of its %d s: each attempt "
+			   "trains less than half its time", job->id, want, lead, limit);
+	return 0;
+}
+
 int preflight(const struct stork_config *c, int on_node, struct preflight_data *seen, char *err,
 	      size_t errlen)
 {
+	uint32_t id = slurm_job_id_from_env();
+	struct slurm_job job;
+	char why[512];
 	int rc = check_resume_from(c, err, errlen);
+
+	if (!rc && id && slurm_job_query(id, &job, why, sizeof why) == 0)
+		rc = check_signal(c, &job, err, errlen);
 
 	if (!rc && on_node)
 		rc = check_device(c, err, errlen);

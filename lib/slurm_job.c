@@ -166,3 +166,60 @@ int slurm_job_set_comment(uint32_t id, const char *comment)
 	desc.comment = text;
 	return slurm_update_job(&desc) == SLURM_SUCCESS ? 0 : -1;
 }
+
+/*
+ * One --signal value, "[{R|B}:]SIG[@LEAD]" (SIG a name, with or without
+ * "SIG", or a number; LEAD 60 when left out, as sbatch takes it).
+ */
+static void parse_signal(const char *v, int *signo, int *lead)
+{
+	char name[16];
+	size_t n = strcspn(v, "@");
+
+	if ((v[0] == 'R' || v[0] == 'B') && v[1] == ':')
+		v += 2, n -= 2;
+	if (n == 0 || n >= sizeof name)
+		return;
+	memcpy(name, v, n);
+	name[n] = '\0';
+	*signo = (int)strtol(name, NULL, 10);
+	for (int s = 1; !*signo && s < NSIG; s++) {
+		const char *abbrev = sigabbrev_np(s);
+
+		if (abbrev && (!strcmp(name, abbrev) ||
+			       (!strncmp(name, "SIG", 3) && !strcmp(name + 3, abbrev))))
+			*signo = s;
+	}
+	*lead = v[n] == '@' ? (int)strtol(v + n + 1, NULL, 10) : 60;
+}
+
+int slurm_job_signal(uint32_t id, int *signo, int *lead)
+{
+	char *text = NULL, *line, *save = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	*signo = *lead = 0;
+	if (!f)
+		return -1;
+	if (slurm_job_batch_script(f, id) != SLURM_SUCCESS) {
+		fclose(f);
+		free(text);
+		return -1;
+	}
+	fclose(f);
+	/* sbatch reads #SBATCH lines until the first command */
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		const char *opt;
+
+		if (line[0] != '#' && line[strspn(line, " \t")] != '\0')
+			break;
+		if (strncmp(line, "#SBATCH", 7) || !(opt = strstr(line, "--signal")))
+			continue;
+		opt += 8;
+		if (*opt == '=' || *opt == ' ')
+			parse_signal(opt + 1 + strspn(opt + 1, " "), signo, lead);
+	}
+	free(text);
+	return 0;
+}

@@ -29,6 +29,15 @@ uint32_t slurm_job_id_from_env(void);
 int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen);
 
 /*
+ * The --signal of batch job id's script (#SBATCH --signal=[R:|B:]SIG[@LEAD]):
+ * *signo and *lead (seconds before the end), both 0 when the script asks
+ * for none. slurmctld keeps no record of it that libslurm returns, and a
+ * --signal given on sbatch's command line is not in the script: unseen.
+ * Returns 0, or -1 when the script cannot be read (not a batch job).
+ */
+int slurm_job_signal(uint32_t id, int *signo, int *lead);
+
+/*
  * Requeue the job: libslurm's slurm_requeue, then `scontrol requeue` if that
  * fails. Returns 0, or -1 with Slurm's message(s) in err.
  */

@@ -40,7 +40,7 @@ AM_TESTS_ENVIRONMENT = abs_top_srcdir='$(abs_top_srcdir)' abs_top_builddir='$(ab
 EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/cluster.bats \
 	t/integration/preempt.bats t/integration/rendezvous.bats t/integration/plugin.bats \
 	t/integration/multinode.bats \
-	t/integration/bench_comm.bats t/integration/package.bats
+	t/integration/bench_comm.bats t/integration/package.bats t/integration/start_checks.bats
 check_SCRIPTS += contrib/testcluster/stork-testcluster
 clean-local: clean-integration
 clean-integration:
