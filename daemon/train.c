@@ -1723,7 +1723,10 @@ static int run_steps(struct rank *r, int64_t start)
 		if (compute_gradients(r, step, &loss))
 			return r->res->exit_code;
 		slow_rank(r);
-		r->compute_ms = (clock_monotonic() - c0) * 1e3;
+		/* this rank's own work: under a pipeline, without the time it
+		 * stood waiting for its neighbours (pipeline_wait_ms says that) */
+		r->compute_ms = (clock_monotonic() - c0 - (r->lay.pp > 1 ? r->pipe.wait_seconds : 0.0)) *
+				1e3;
 		if (update(r, step, loss, &norm, &lr))
 			return r->res->exit_code;
 		if (r->rollback_pending) { /* the same on every rank: the norm is global */

@@ -137,6 +137,19 @@ static void print_problems(const struct run_report *rep)
 	}
 }
 
+/* Where each attempt but the last stopped, and why: the loss chart's markers in words. */
+static void print_stops(const struct run_report *rep)
+{
+	for (int i = 0; i + 1 < rep->nattempts; i++) {
+		const struct report_attempt *a = &rep->attempts[i];
+
+		if (!a->train_loss.n)
+			continue;
+		printf("stop %d: step %ld, %s%s%s\n", i + 1, a->train_loss.step[a->train_loss.n - 1],
+		       a->ended[0] ? a->ended : "restart", a->message[0] ? ": " : "", a->message);
+	}
+}
+
 static int report_text(const char *dir)
 {
 	struct run_report rep;
@@ -161,6 +174,7 @@ static int report_text(const char *dir)
 		       r0->median_step_ms);
 		print_ranks(&rep);
 	}
+	print_stops(&rep);
 	printf("latest checkpoint: %s\n", rep.latest_checkpoint[0] ? rep.latest_checkpoint : "none");
 	report_free(&rep);
 	return STORK_EXIT_OK;

@@ -35,6 +35,7 @@ struct report_attempt {
 struct report_rank {
 	int rank;                      /* from the file name rank-NNN */
 	struct series tps, step_ms, compute_ms; /* the latest value logged for each step */
+	struct series pipe_wait_ms, net_bytes; /* pipeline_wait_ms, net_bytes_sent (when logged) */
 	double median_step_ms, median_compute_ms, median_tps;
 	int straggler;
 };

@@ -119,7 +119,8 @@ static struct report_attempt *attempt_of(struct run_report *rep, const json_t *v
 static int take_line(struct run_report *rep, int r, const char *line, const char *path)
 {
 	static const char *const wanted[] = { "train_loss", "val_loss", "checkpoint_s",
-					      "step_time_ms", "compute_ms", "tokens_per_sec" };
+					      "step_time_ms", "compute_ms", "tokens_per_sec",
+					      "pipeline_wait_ms", "net_bytes_sent" };
 	struct report_rank *rk = &rep->ranks[r];
 	struct report_attempt *a;
 	const char *name = NULL;
@@ -143,6 +144,10 @@ static int take_line(struct run_report *rep, int r, const char *line, const char
 		rc = series_set(&rk->compute_ms, step, json_number_value(value));
 	} else if (!strcmp(name, "tokens_per_sec")) {
 		rc = series_set(&rk->tps, step, json_number_value(value));
+	} else if (!strcmp(name, "pipeline_wait_ms")) {
+		rc = series_set(&rk->pipe_wait_ms, step, json_number_value(value));
+	} else if (!strcmp(name, "net_bytes_sent")) {
+		rc = series_set(&rk->net_bytes, step, json_number_value(value));
 	} else if (!strcmp(name, "checkpoint_s")) {
 		rc = series_set(&rep->checkpoint_s, step, json_number_value(value));
 	} else {
@@ -319,6 +324,8 @@ void report_free(struct run_report *rep)
 		series_free(&rep->ranks[r].tps);
 		series_free(&rep->ranks[r].step_ms);
 		series_free(&rep->ranks[r].compute_ms);
+		series_free(&rep->ranks[r].pipe_wait_ms);
+		series_free(&rep->ranks[r].net_bytes);
 	}
 	free(rep->ranks);
 	series_free(&rep->train_loss);

@@ -51,10 +51,27 @@ static const char *json_text(const json_t *o, const char *key, const char *dflt)
 	return s ? s : dflt;
 }
 
-/* A chart's data ranges and their mapping onto the plot box. */
+/* A chart's data ranges, their tick steps, and their mapping onto the plot box. */
 struct chart {
 	double x0, x1, y0, y1;
+	double xstep, ystep;            /* between ticks: 1, 2 or 5 x a power of ten */
 };
+
+/* A round tick step for range, at most about 6 ticks: 1, 2 or 5 x 10^k. */
+static double tick_step(double range)
+{
+	double raw = range / 5, mag = pow(10, floor(log10(raw))), f = raw / mag;
+
+	return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+}
+
+/* Decimals that print every multiple of step exactly (0 for whole steps). */
+static int tick_decimals(double step)
+{
+	int d = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
+
+	return d > 6 ? 6 : d;
+}
 
 static double px(const struct chart *c, double x)
 {
@@ -80,7 +97,7 @@ static void widen(struct chart *c, const struct series *s)
 
 static void chart_empty(struct chart *c)
 {
-	*c = (struct chart){ INFINITY, -INFINITY, INFINITY, -INFINITY };
+	*c = (struct chart){ INFINITY, -INFINITY, INFINITY, -INFINITY, 1, 1 };
 }
 
 /* Pad the ranges so that curves do not touch the frame; a flat or empty
@@ -105,6 +122,15 @@ static void chart_finish(struct chart *c, int from_zero)
 	c->y1 += pad;
 	if (!from_zero)
 		c->y0 -= pad;
+	/* the ranges end on round ticks, which read as numbers (5.5, not 5.698) */
+	c->ystep = tick_step(c->y1 - c->y0);
+	c->y0 = floor(c->y0 / c->ystep) * c->ystep;
+	c->y1 = ceil(c->y1 / c->ystep) * c->ystep;
+	c->xstep = tick_step(c->x1 - c->x0);
+	if (c->xstep < 1)
+		c->xstep = 1; /* steps are whole */
+	c->x0 = floor(c->x0 / c->xstep) * c->xstep;
+	c->x1 = ceil(c->x1 / c->xstep) * c->xstep;
 }
 
 static void chart_begin(FILE *f, const struct chart *c, const char *id, const char *xlabel,
@@ -116,16 +142,19 @@ static void chart_begin(FILE *f, const struct chart *c, const char *id, const ch
 		   "viewBox=\"0 0 %d %d\" role=\"img\">\n", id, w, h, w, h);
 	fprintf(f, "<rect class=\"frame\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>\n", MARGIN_L,
 		MARGIN_T, PLOT_W, PLOT_H);
-	for (int i = 0; i <= 4; i++) {
-		double y = c->y0 + (c->y1 - c->y0) * i / 4, x = c->x0 + (c->x1 - c->x0) * i / 4;
+	for (int i = 0; c->y0 + i * c->ystep <= c->y1 + c->ystep * 1e-6; i++) {
+		double y = c->y0 + i * c->ystep;
 
 		fprintf(f, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
-			   "<text class=\"tick\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">",
-			MARGIN_L, MARGIN_L + PLOT_W, py(c, y), py(c, y), MARGIN_L - 6, py(c, y) + 4);
-		/* whole numbers for tokens/s and the like, four digits for losses */
-		fprintf(f, c->y1 >= 1000 ? "%.0f</text>\n" : "%.4g</text>\n", y);
-		fprintf(f, "<text class=\"tick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n",
-			px(c, x), MARGIN_T + PLOT_H + 16, x);
+			   "<text class=\"tick y-tick\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.*f"
+			   "</text>\n", MARGIN_L, MARGIN_L + PLOT_W, py(c, y), py(c, y), MARGIN_L - 6,
+			py(c, y) + 4, tick_decimals(c->ystep), y);
+	}
+	for (int i = 0; c->x0 + i * c->xstep <= c->x1 + c->xstep * 1e-6; i++) {
+		double x = c->x0 + i * c->xstep;
+
+		fprintf(f, "<text class=\"tick x-tick\" x=\"%.1f\" y=\"%d\" "
+			   "text-anchor=\"middle\">%.0f</text>\n", px(c, x), MARGIN_T + PLOT_H + 16, x);
 	}
 	fprintf(f, "<text class=\"label\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
 		MARGIN_L + PLOT_W / 2, MARGIN_T + PLOT_H + 36, xlabel);
@@ -220,10 +249,68 @@ static void attempt_name(char *buf, size_t len, const struct report_attempt *a, 
 		snprintf(buf, len, "requeue %d, attempt %d", a->requeue, a->attempt);
 }
 
+/* The last trained step of attempt a, or -1 when it trained none. */
+static long stop_step(const struct report_attempt *a)
+{
+	return a->train_loss.n ? a->train_loss.step[a->train_loss.n - 1] : -1;
+}
+
+/*
+ * A marker where each attempt but the last stopped, at its last trained
+ * step: a dashed line and its number, on one of three rows in turn so that
+ * close stops do not write over each other, kept inside the plot box; the
+ * numbers' reasons are listed under the chart (stop_list).
+ */
+static void stop_markers(FILE *f, const struct run_report *rep, const struct chart *c)
+{
+	for (int i = 0, k = 0; i + 1 < rep->nattempts; i++) {
+		const struct report_attempt *a = &rep->attempts[i];
+		long step = stop_step(a);
+		double x, tx;
+
+		if (step < 0)
+			continue;
+		x = px(c, (double)step);
+		tx = fmin(fmax(x, MARGIN_L + 8.0), MARGIN_L + PLOT_W - 8.0);
+		k++;
+		fprintf(f, "<g class=\"restart-marker\" data-step=\"%ld\" data-n=\"%d\"><line x1=\"%.1f\" "
+			   "x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\" "
+			   "text-anchor=\"middle\">%d</text><title>", step, k, x, x, MARGIN_T,
+			MARGIN_T + PLOT_H, tx, MARGIN_T + 12 + 12 * ((k - 1) % 3), k);
+		put_escaped(f, a->ended[0] ? a->ended : "restart");
+		fprintf(f, " at step %ld: ", step);
+		put_escaped(f, a->message);
+		fprintf(f, "</title></g>\n");
+	}
+}
+
+/* The stops the markers number, one line each: step, reason, message. */
+static void stop_list(FILE *f, const struct run_report *rep)
+{
+	int k = 0;
+
+	for (int i = 0; i + 1 < rep->nattempts; i++) {
+		const struct report_attempt *a = &rep->attempts[i];
+		long step = stop_step(a);
+
+		if (step < 0)
+			continue;
+		if (!k++)
+			fprintf(f, "<ol class=\"stops\">\n");
+		fprintf(f, "<li data-step=\"%ld\">step %ld: <b>", step, step);
+		put_escaped(f, a->ended[0] ? a->ended : "restart");
+		fprintf(f, "</b>%s", a->message[0] ? ": " : "");
+		put_escaped(f, a->message);
+		fprintf(f, "</li>\n");
+	}
+	if (k)
+		fprintf(f, "</ol>\n");
+}
+
 /*
  * Loss against step, one curve per attempt (train solid, validation
- * dashed), and a marker where each attempt but the last stopped: its last
- * trained step, labelled with the reason node 0 recorded for it.
+ * dashed), and a numbered marker where each attempt but the last stopped:
+ * its last trained step, the reason node 0 recorded for it listed below.
  */
 static void section_loss(FILE *f, const struct run_report *rep)
 {
@@ -251,24 +338,7 @@ static void section_loss(FILE *f, const struct run_report *rep)
 		snprintf(title, sizeof title, "validation loss, %s", name);
 		chart_curve(f, &c, &a->val_loss, attrs, COLOUR(i), title);
 	}
-	for (int i = 0; i + 1 < rep->nattempts; i++) {
-		const struct report_attempt *a = &rep->attempts[i];
-		const char *why = a->ended[0] ? a->ended : "restart";
-		long step;
-		double x;
-
-		if (!a->train_loss.n)
-			continue;
-		step = a->train_loss.step[a->train_loss.n - 1];
-		x = px(&c, (double)step);
-		fprintf(f, "<g class=\"restart-marker\" data-step=\"%ld\"><line x1=\"%.1f\" x2=\"%.1f\" "
-			   "y1=\"%d\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\">", step, x, x, MARGIN_T,
-			MARGIN_T + PLOT_H, x + 3, MARGIN_T - 6);
-		put_escaped(f, why);
-		fprintf(f, " at step %ld</text><title>", step);
-		put_escaped(f, a->message[0] ? a->message : why);
-		fprintf(f, "</title></g>\n");
-	}
+	stop_markers(f, rep, &c);
 	chart_end(f);
 	fprintf(f, "<p class=\"legend\">");
 	for (int i = 0; i < rep->nattempts; i++) {
@@ -284,8 +354,33 @@ static void section_loss(FILE *f, const struct run_report *rep)
 		fprintf(f, "</span> ");
 	}
 	fprintf(f, "(solid: train, dashed: validation). Final train loss %.4f, last validation loss "
-		   "%.4f.</p>\n</section>\n", series_last(&rep->train_loss),
-		series_last(&rep->val_loss));
+		   "%.4f.</p>\n", series_last(&rep->train_loss), series_last(&rep->val_loss));
+	stop_list(f, rep);
+	fprintf(f, "</section>\n");
+}
+
+/* Which colour is which rank, under each per-rank chart. */
+static void rank_legend(FILE *f, const struct run_report *rep)
+{
+	fprintf(f, "<p class=\"legend rank-legend\">");
+	for (int r = 0; r < rep->nranks; r++) {
+		const struct report_rank *rk = &rep->ranks[r];
+
+		fprintf(f, "<span data-rank=\"%d\" style=\"color:%s\">&#9632; rank %d%s</span> ",
+			rk->rank, rk->straggler ? "#d62728" : COLOUR(r), rk->rank,
+			rk->straggler ? " (straggler)" : "");
+	}
+	fprintf(f, "</p>\n");
+}
+
+/* Whether any rank logged a value of the series pick chooses. */
+static int any_rank_has(const struct run_report *rep,
+			const struct series *(*pick)(const struct report_rank *))
+{
+	for (int r = 0; r < rep->nranks; r++)
+		if (pick(&rep->ranks[r])->n)
+			return 1;
+	return 0;
 }
 
 /* One chart with a curve per rank of the series member picks. */
@@ -309,6 +404,7 @@ static void rank_chart(FILE *f, const struct run_report *rep, const char *id, co
 		chart_curve(f, &c, pick(rk), attrs, rk->straggler ? "#d62728" : COLOUR(r), title);
 	}
 	chart_end(f);
+	rank_legend(f, rep);
 }
 
 static const struct series *pick_step_ms(const struct report_rank *r)
@@ -324,6 +420,16 @@ static const struct series *pick_compute_ms(const struct report_rank *r)
 static const struct series *pick_tps(const struct report_rank *r)
 {
 	return &r->tps;
+}
+
+static const struct series *pick_pipe_wait(const struct report_rank *r)
+{
+	return &r->pipe_wait_ms;
+}
+
+static const struct series *pick_net_bytes(const struct report_rank *r)
+{
+	return &r->net_bytes;
 }
 
 static void section_ranks(FILE *f, const struct run_report *rep)
@@ -349,14 +455,33 @@ static void section_ranks(FILE *f, const struct run_report *rep)
 	rank_chart(f, rep, "compute-chart", "compute-time", "compute (ms)", pick_compute_ms);
 	fprintf(f, "<h3>Tokens/s per rank</h3>\n");
 	rank_chart(f, rep, "tps-chart", "tokens-per-sec", "tokens/s", pick_tps);
+	if (any_rank_has(rep, pick_pipe_wait)) {
+		fprintf(f, "<h3>Pipeline wait per rank (a stage waiting for its neighbours: the "
+			   "bubble)</h3>\n");
+		rank_chart(f, rep, "pipeline-wait-chart", "pipeline-wait", "wait (ms)", pick_pipe_wait);
+	}
+	if (any_rank_has(rep, pick_net_bytes)) {
+		fprintf(f, "<h3>Bytes sent to other nodes per rank and step</h3>\n");
+		rank_chart(f, rep, "net-bytes-chart", "net-bytes", "bytes", pick_net_bytes);
+	}
 	fprintf(f, "<table class=\"ranks\"><tr><th>rank</th><th>median step ms</th><th>median "
-		   "compute ms</th><th>median tokens/s</th><th>straggler</th></tr>\n");
+		   "compute ms</th><th>median tokens/s</th><th>median pipeline wait ms</th>"
+		   "<th>median bytes sent to other nodes</th><th>straggler</th></tr>\n");
 	for (int r = 0; r < rep->nranks; r++) {
 		const struct report_rank *rk = &rep->ranks[r];
 
-		fprintf(f, "<tr><td>%d</td><td>%.2f</td><td>%.2f</td><td>%.0f</td><td>%s</td></tr>\n",
-			rk->rank, rk->median_step_ms, rk->median_compute_ms, rk->median_tps,
-			rk->straggler ? "yes" : "no");
+		fprintf(f, "<tr><td>%d</td><td>%.2f</td><td>%.2f</td><td>%.0f</td>", rk->rank,
+			rk->median_step_ms, rk->median_compute_ms, rk->median_tps);
+		if (rk->pipe_wait_ms.n)
+			fprintf(f, "<td class=\"pipeline-wait\">%.2f</td>",
+				series_median(&rk->pipe_wait_ms));
+		else
+			fprintf(f, "<td>-</td>");
+		if (rk->net_bytes.n)
+			fprintf(f, "<td class=\"net-bytes\">%.0f</td>", series_median(&rk->net_bytes));
+		else
+			fprintf(f, "<td>-</td>");
+		fprintf(f, "<td>%s</td></tr>\n", rk->straggler ? "yes" : "no");
 	}
 	fprintf(f, "</table>\n</section>\n");
 }
@@ -560,7 +685,8 @@ static const char style[] =
 	"th{background:#f0f0f0}.frame{fill:#fff;stroke:#888}.grid{stroke:#eee}"
 	".tick{font-size:11px;fill:#555}.label{font-size:12px;fill:#222}"
 	"polyline{stroke-width:1.5}.restart-marker line{stroke:#d62728;stroke-dasharray:4 3}"
-	".restart-marker text{font-size:11px;fill:#d62728}.checkpoint{fill:#2ca02c}"
+	".restart-marker text{font-size:11px;font-weight:bold;fill:#d62728}"
+	".stops{color:#d62728;font-size:.9em}.checkpoint{fill:#2ca02c}"
 	".straggler{color:#d62728;font-weight:bold}.problems{color:#a00}";
 
 int report_write_html(const struct run_report *rep, FILE *f)

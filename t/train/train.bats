@@ -248,6 +248,35 @@ setup() {
 	[[ "$output" == *"cannot write /nonexistent/r.html: No such file or directory (choose another file with -o)"* ]]
 }
 
+@test "stork report after 6 stops: numbered markers with their steps listed, round ticks, a rank legend, the pipeline's wait; --text lists the stops" {
+	fault_injection || skip "needs --enable-fault-injection"
+	args=(--local-ranks 2 --set run.name=six --set parallel.pipeline=2 --set train.grad_accum=2)
+	for k in 1 2 3 4 5 6; do
+		run env STORK_STOP_AT_STEP=$((3 * k)) SLURM_RESTART_COUNT=$((k - 1)) "$STORK" run tiny.yaml "${args[@]}"
+		[ "$status" -eq 12 ]
+	done
+	SLURM_RESTART_COUNT=6 "$STORK" run tiny.yaml "${args[@]}" >/dev/null
+	run "$STORK" report --text runs/six__job=local__task=0
+	[ "$status" -eq 0 ]
+	[ "$(grep -c '^stop [0-9]: step ' <<<"$output")" -eq 6 ]
+	[[ "$output" == *"stop 1: step 3, "* && "$output" == *"stop 6: step 18, "* ]]
+	"$STORK" report runs/six__job=local__task=0 -o six.html >/dev/null
+	# six markers numbered 1-6, each inside the plot, and their steps listed under it
+	[ "$(grep -o '<g class="restart-marker" data-step="[0-9]*" data-n="[1-6]"' six.html | wc -l)" -eq 6 ]
+	[ "$(grep -o '<li data-step="[0-9]*">step [0-9]*: <b>' six.html | wc -l)" -eq 6 ]
+	# every tick is a round number: 5.5 or 0.25, never 5.698
+	grep -o 'class="tick [xy]-tick"[^>]*>[^<]*<' six.html | sed 's/.*>\(.*\)</\1/' >ticks
+	[ -s ticks ]
+	! grep -vE '^-?[0-9]+(\.(0|[0-9]?[25]|[0-9]5))?$' ticks
+	# which colour is which rank, under each per-rank chart
+	[ "$(grep -c '<p class="legend rank-legend">' six.html)" -ge 3 ]
+	grep -q '<span data-rank="1" style="color:[^"]*">&#9632; rank 1' six.html
+	# the pipeline's wait: a chart and a column
+	grep -q 'id="pipeline-wait-chart"' six.html
+	[ "$(grep -c '<td class="pipeline-wait">' six.html)" -eq 2 ]
+	check_report_html six.html
+}
+
 @test "notifications: a receiver that is down, asleep or answers 404 costs the run a log line, never the run; the URL's secret is never shown" {
 	# down: nothing listens on port 1
 	run "$STORK" run tiny.yaml --set run.name=down --set train.steps=4 \
