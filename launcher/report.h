@@ -53,6 +53,7 @@ struct run_report {
 	double median_compute_ms;      /* the median of the ranks' medians */
 	int stragglers;
 	char *sacct;                   /* metrics/sacct.csv's text, or NULL */
+	int sacct_refreshed;           /* sacct asked again: the job had ended since */
 	char latest_checkpoint[256];   /* checkpoints/latest's target, or "" */
 	char problems[2048];           /* files missing or damaged, one per line */
 };

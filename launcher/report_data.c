@@ -10,6 +10,7 @@
  */
 #include "config.h"
 #include "launcher/report.h"
+#include "launcher/run_metrics.h"
 
 #include "lib/bounded.h"
 #include "lib/exit_info.h"
@@ -113,6 +114,30 @@ static struct report_attempt *attempt_of(struct run_report *rep, const json_t *v
 	a->requeue = requeue;
 	a->attempt = attempt;
 	return a;
+}
+
+/*
+ * metrics/sacct.csv is what sacct said as the last attempt ended, while the
+ * job still ran ("RUNNING", no memory sample yet). A report made after the
+ * job ended asks sacct again and shows its final row (in memory only: the
+ * run directory's file stays as the run wrote it).
+ */
+static void refresh_sacct(struct run_report *rep)
+{
+	const char *job = json_string_value(json_object_get(rep->exit_info, "job_id"));
+	char *fresh;
+	int status;
+
+	if (!job || !rep->sacct || rep->sacct[0] == '#' || run_metrics_sacct_final(rep->sacct, job))
+		return;
+	fresh = run_metrics_sacct(job, &status);
+	if (fresh && status == 0 && run_metrics_sacct_final(fresh, job)) {
+		free(rep->sacct);
+		rep->sacct = fresh;
+		rep->sacct_refreshed = 1;
+		return;
+	}
+	free(fresh);
 }
 
 /* One metrics line of rank r: into the series the report shows. */
@@ -305,6 +330,7 @@ int report_load(const char *dir, struct run_report *rep)
 		free(rep->sacct); /* an empty file says nothing */
 		rep->sacct = NULL;
 	}
+	refresh_sacct(rep);
 	if (path_join(path, sizeof path, dir, "checkpoints/latest") == 0 &&
 	    (len = readlink(path, rep->latest_checkpoint, sizeof rep->latest_checkpoint - 1)) > 0)
 		rep->latest_checkpoint[len] = '\0';

@@ -654,6 +654,10 @@ static void section_resources(FILE *f, const struct run_report *rep)
 		return;
 	}
 	resources_summary(f, p);
+	fprintf(f, "<p class=\"sacct-when\">%s</p>\n", rep->sacct_refreshed ?
+		"As sacct reports the ended job now (metrics/sacct.csv holds what it said while the "
+		"job ran)." : "As metrics/sacct.csv holds it (sacct's answer when the last attempt "
+		"ended).");
 	fprintf(f, "<table class=\"sacct\">\n");
 	for (int row = 0; *p; row++) {
 		size_t len = strcspn(p, "\n");

@@ -30,21 +30,48 @@ static int job_row_missing(const char *out, const char *job)
 	return 1;
 }
 
+char *run_metrics_sacct(const char *job, int *status)
+{
+	char cmd[256];
+
+	*status = -1;
+	if (!*job || strspn(job, "0123456789_") != strlen(job))
+		return NULL; /* a job id only: this goes through a shell */
+	snprintf(cmd, sizeof cmd, "sacct -j %s --format=JobID,State,Elapsed,MaxRSS,ReqMem,"
+		 "AllocTRES%%30,ExitCode -P 2>&1", job);
+	return command_output(cmd, status);
+}
+
+int run_metrics_sacct_final(const char *text, const char *job)
+{
+	static const char *const running[] = { "RUNNING|", "PENDING|", "REQUEUED|", "SUSPENDED|",
+					       "COMPLETING|", "CONFIGURING|", "RESIZING|" };
+	size_t len = strlen(job);
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strncmp(l, job, len) || l[len] != '|')
+			continue;
+		for (size_t i = 0; i < sizeof running / sizeof *running; i++)
+			if (!strncmp(l + len + 1, running[i], strlen(running[i])))
+				return 0;
+		return 1;
+	}
+	return 0;
+}
+
 /* sacct.csv: the job's row(s), or a comment saying why there are none. */
 static void write_sacct(const char *run_dir, const char *job)
 {
-	char cmd[256], path[4200], err[512];
+	char path[4200], err[512];
 	char *out = NULL;
 	int status = -1;
 
-	snprintf(cmd, sizeof cmd, "sacct -j %s --format=JobID,State,Elapsed,MaxRSS,ReqMem,"
-		 "AllocTRES%%30,ExitCode -P 2>&1", job);
 	if (path_join(path, sizeof path, run_dir, "metrics/sacct.csv") < 0)
 		return;
 	/* up to 5 s for slurmdbd to record the running job's allocation */
 	for (int tries = 0; tries < 10; tries++) {
 		free(out);
-		out = command_output(cmd, &status);
+		out = run_metrics_sacct(job, &status);
 		if (!out || status != 0 || !job_row_missing(out, job))
 			break;
 		usleep(500 * 1000);

@@ -16,4 +16,14 @@
 
 void run_metrics_write(const char *run_dir, int node_index);
 
+/*
+ * sacct's rows of job (the header line first, fields | separated, as
+ * sacct.csv holds them), or NULL when sacct cannot run; *status is its
+ * exit status. The caller frees the text.
+ */
+char *run_metrics_sacct(const char *job, int *status);
+
+/* Whether the sacct text's row of job itself says the job has ended (COMPLETED, FAILED, ...). */
+int run_metrics_sacct_final(const char *text, const char *job);
+
 #endif

@@ -329,10 +329,16 @@ back_on_n1() {
 	stopped=$(jq -s '[.[] | select(.metric == "train_loss" and .requeue == 0) | .step] | max' "$dir/logs/rank-000.metrics.jsonl")
 	[ "$(jq .last_checkpoint.step "$dir/exit_info.node-000.restart-0.json")" -eq "$stopped" ]
 	[ "$(grep -c '<g class="restart-marker"' pre2.html)" -eq 1 ]
-	grep -q "<g class=\"restart-marker\" data-step=\"$stopped\">.*>preempted_requeued at step $stopped<" pre2.html
+	grep -q "<g class=\"restart-marker\" data-step=\"$stopped\" data-n=\"1\">" pre2.html
+	grep -q "<li data-step=\"$stopped\">step $stopped: <b>preempted_requeued</b>" pre2.html
 	[ "$(grep -o '<polyline class="step-time[^"]*" data-rank="[0-9]*"' pre2.html | sort -u | wc -l)" -eq 4 ]
 	# what the job was given and used, from slurmdbd (metrics/sacct.csv)
 	grep -q '<p class="resources-summary">Requested: [^<]*cpu=4,[^<]*node=2, memory ' pre2.html
+	# the job has ended: the page shows sacct's final row, not the RUNNING of the snapshot
+	wait_sacct_states "$job" "REQUEUED COMPLETED" 30
+	"$STORK" report "$dir" -o pre2.html
+	grep -q '<p class="sacct-when">As sacct reports the ended job now' pre2.html
+	grep -Eq "<tr><td>$job</td><td>COMPLETED</td>" pre2.html
 	check_report_html pre2.html
 	run "$STORK" report --text "$dir"
 	[[ "$output" == *"reason: completed (exit 0)"* ]]
