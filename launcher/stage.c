@@ -217,12 +217,34 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
+/*
+ * The partly downloaded file, for appending: never through a symbolic link
+ * (O_NOFOLLOW), and only a regular file of ours. NULL with errno set.
+ */
+static FILE *open_part(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	struct stat st;
+	FILE *f;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		close(fd);
+		errno = EPERM;
+		return NULL;
+	}
+	if (!(f = fdopen(fd, "ab")))
+		close(fd);
+	return f;
+}
+
 static int start(struct stage *s, struct shard *sh)
 {
 	CURL *c = curl_easy_init();
 	struct stat st;
 
-	if (!c || !(sh->f = fopen(sh->part, "ab"))) {
+	if (!c || !(sh->f = open_part(sh->part))) {
 		msg_format(s->err, sizeof s->err, "cannot stage %s into %s: %s", sh->shown, sh->part,
 			   c ? strerror(errno) : "libcurl cannot start");
 		if (c)
@@ -425,25 +447,55 @@ static int run_transfers(struct stage *s)
 
 /* ------------------------------------------------------------ the stage */
 
+/*
+ * The stage directory, made (0700) where missing, component by component,
+ * and trusted only if safe on a node shared with other users. In a
+ * directory anyone may create in (sticky and world-writable: /tmp,
+ * /var/tmp), whatever comes next must be ours and no link, checked before
+ * anything is made inside it: another user's /tmp/stork-USER, planted
+ * before us, would otherwise receive our shards or hand us theirs.
+ * Elsewhere the path is the user's choice (a project directory may well be
+ * a colleague's). The stage directory itself: ours, a real directory,
+ * closed to group and others.
+ */
 static int make_dirs(const char *dir, char *err, size_t errlen)
 {
 	char p[4096];
+	struct stat st, up = { 0 };
+	uid_t me = geteuid();
 
 	snprintf(p, sizeof p, "%s", dir);
-	for (char *c = p + 1; *c; c++) {
-		if (*c != '/')
+	for (char *c = p + 1;; c++) {
+		char saved = *c;
+
+		if (saved != '/' && saved != '\0')
 			continue;
 		*c = '\0';
-		if (mkdir(p, 0700) < 0 && errno != EEXIST)
-			goto fail;
-		*c = '/';
+		if (lstat(p, &st) < 0 && (errno != ENOENT || mkdir(p, 0700) < 0 || lstat(p, &st) < 0)) {
+			msg_format(err, errlen, "cannot make the stage directory %s: %s: %s", dir, p,
+				   strerror(errno));
+			return -1;
+		}
+		if ((up.st_mode & S_ISVTX) && (up.st_mode & S_IWOTH) &&
+		    (st.st_uid != me || !S_ISDIR(st.st_mode))) {
+			msg_format(err, errlen, "stage directory %s: %s, in a directory anyone may write, "
+				   "is %s: refused; choose another data.stage_dir", dir, p,
+				   !S_ISDIR(st.st_mode) ? "not a directory (a link?)" : "another user's");
+			return -1;
+		}
+		up = st;
+		if (!saved)
+			break;
+		*c = saved;
 	}
-	if (mkdir(p, 0700) < 0 && errno != EEXIST)
-		goto fail;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != me || (st.st_mode & 077)) {
+		msg_format(err, errlen, "stage directory %s: %s: refused; it must be this user's own "
+			   "directory, closed to group and others (mode 0700)", dir,
+			   !S_ISDIR(st.st_mode) ? "not a directory (a link?)" :
+			   st.st_uid != me ? "another user's" : "open to group or others");
+		return -1;
+	}
 	return 0;
-fail:
-	msg_format(err, errlen, "cannot make the stage directory %s: %s", p, strerror(errno));
-	return -1;
 }
 
 /* The node's launchers take turns: the first stages, the others find it done. */
@@ -454,7 +506,7 @@ static int lock_stage(const struct stage *s, char *err, size_t errlen)
 	int fd;
 
 	msg_format(path, sizeof path, "%s/.stork-stage.lock", s->dir);
-	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
 		msg_format(err, errlen, "cannot open %s: %s", path, strerror(errno));
 		return -1;
 	}

@@ -36,6 +36,7 @@ int stage_dir_resolve(const char *configured, char *out, size_t len)
 
 int stage_local_path(const char *dir, const char *url, char *out, size_t len)
 {
+	static const char hex[] = "0123456789abcdef";
 	const char *host_end, *p = url_host(url, &host_end);
 	size_t end, used;
 	int n;
@@ -47,16 +48,24 @@ int stage_local_path(const char *dir, const char *url, char *out, size_t len)
 	if (n < 0 || (size_t)n >= len)
 		return -1;
 	used = (size_t)n;
-	if (used + end >= len)
-		return -1;
 	for (size_t i = 0; i < end; i++) {
 		unsigned char c = (unsigned char)p[i];
 
-		out[used++] = isalnum(c) || c == '.' || c == '-' || c == '_' ? (char)c : '_';
+		if (used + 4 > len)
+			return -1;
+		if (isalnum(c) || c == '.' || c == '-') {
+			out[used++] = (char)c;
+		} else { /* escaped, '_' too: two URLs never share a name */
+			out[used++] = '_';
+			out[used++] = hex[c >> 4];
+			out[used++] = hex[c & 15];
+		}
 	}
 	out[used] = '\0';
 	/* a name of dots only would be the directory or its parent */
-	if (strspn(out + n, ".") == end)
-		out[n] = '_';
+	if (strspn(out + n, ".") == end && used + 3 < len) {
+		memmove(out + n + 3, out + n + 1, used - (size_t)n);
+		memcpy(out + n, "_2e", 3);
+	}
 	return 0;
 }

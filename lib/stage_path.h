@@ -17,10 +17,12 @@
 int stage_dir_resolve(const char *configured, char *out, size_t len);
 
 /*
- * The staged file of url under dir: its host and path, every character
- * but letters, digits, '.', '-' and '_' made '_' (so the name is never a
- * glob and never leaves dir), e.g. data.example.org_shards_x_train.bin.
- * The query is left out. 0, or -1 when the path does not fit.
+ * The staged file of url under dir: its host and path, every byte but
+ * letters, digits, '.' and '-' written as '_' and two hex digits ('/' as
+ * _2f, '_' as _5f), so the name is never a glob, never leaves dir, and
+ * two URLs never share it (h/a/b.bin and h/a_b.bin stay apart), e.g.
+ * data.example.org_2fshards_2fx_5ftrain.bin. The query is left out. 0, or
+ * -1 when the path does not fit.
  */
 int stage_local_path(const char *dir, const char *url, char *out, size_t len);
 

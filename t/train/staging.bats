@@ -38,7 +38,7 @@ gets() { served "$WORK/access.log" "$1"; }
 	diff <(losses local) <(losses url)
 	[ "$(gets docs_train.bin)" -eq 1 ]
 	[ "$(gets docs_val.bin)" -eq 1 ]
-	[ -f "$WORK/stage/127.0.0.1_${BASE##*:}_docs_train.bin" ]
+	[ -f "$WORK/stage/127.0.0.1_3a${BASE##*:}_2fdocs_5ftrain.bin" ]
 	# a second run (a requeue, another launcher of the node) downloads nothing
 	run url_run again
 	[ "$status" -eq 0 ]
@@ -46,7 +46,7 @@ gets() { served "$WORK/access.log" "$1"; }
 	[ "$(gets docs_train.bin)" -eq 1 ]
 	diff <(losses local) <(losses again)
 	# a damaged staged file is not used: it is staged again
-	truncate -s 2000 "$WORK/stage/127.0.0.1_${BASE##*:}_docs_train.bin"
+	truncate -s 2000 "$WORK/stage/127.0.0.1_3a${BASE##*:}_2fdocs_5ftrain.bin"
 	run url_run damaged
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"is not usable (it has 2000 bytes where its header says "*"): staging it again"* ]]
@@ -147,4 +147,49 @@ gets() { served "$WORK/access.log" "$1"; }
 	# the secrets are in no output or file of the runs
 	run grep -rlE 's3cret-pass|tok-123456' runs
 	[ "$status" -eq 1 ]
+}
+
+@test "staged names never collide: h/sub/x.bin and h/sub_x.bin are two files" {
+	mkdir -p data/sub
+	cp data/docs_train.bin data/sub/docs_train.bin
+	cp data/docs_train.bin data/sub_docs_train.bin
+	serve
+	run "$STORK" run tiny.yaml --set run.name=two --set data.stage_dir="$WORK/stage" \
+		--set "data.train=[$BASE/sub/docs_train.bin, $BASE/sub_docs_train.bin]" --set "data.val=[]"
+	[ "$status" -eq 0 ]
+	[ "$(gets sub/docs_train.bin)" -eq 1 ]
+	[ "$(gets sub_docs_train.bin)" -eq 1 ]
+	[ -f "$WORK/stage/127.0.0.1_3a${BASE##*:}_2fsub_2fdocs_5ftrain.bin" ]
+	[ -f "$WORK/stage/127.0.0.1_3a${BASE##*:}_2fsub_5fdocs_5ftrain.bin" ]
+}
+
+@test "a symbolic link planted at a partly downloaded shard's path is refused naming it; nothing outside is written" {
+	serve
+	mkdir -m 700 "$WORK/stage"
+	part="$WORK/stage/127.0.0.1_3a${BASE##*:}_2fdocs_5ftrain.bin.part"
+	ln -s "$WORK/outside.bin" "$part"
+	run url_run planted
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"cannot stage $BASE/docs_train.bin into $part: "* ]]
+	[ ! -e "$WORK/outside.bin" ]
+}
+
+@test "a stage directory another user made first in /tmp-like space, or one open to others, is refused naming it" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
+	id stork-other >/dev/null 2>&1 || useradd --system --no-create-home stork-other
+	serve
+	# a sticky world-writable directory, as /tmp is; the other user got there first
+	mkdir -m 1777 "$WORK/shared"
+	runuser -u stork-other -- mkdir -m 777 "$WORK/shared/stork-me"
+	run url_run theirs --set data.stage_dir="$WORK/shared/stork-me/job"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"$WORK/shared/stork-me, in a directory anyone may write, is another user's: refused"* ]]
+	[ ! -e "$WORK/shared/stork-me/job" ]
+	# our own, but open to others
+	mkdir -m 755 "$WORK/open"
+	run url_run open --set data.stage_dir="$WORK/open"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"stage directory $WORK/open: open to group or others: refused"* ]]
+	# nothing was downloaded into either
+	[ ! -e "$WORK/access.log" ] || [ "$(gets docs_train.bin)" -eq 0 ]
 }

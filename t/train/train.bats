@@ -267,7 +267,7 @@ setup() {
 	# every tick is a round number: 5.5 or 0.25, never 5.698
 	grep -o 'class="tick [xy]-tick"[^>]*>[^<]*<' six.html | sed 's/.*>\(.*\)</\1/' >ticks
 	[ -s ticks ]
-	! grep -vE '^-?[0-9]+(\.(0|[0-9]?[25]|[0-9]5))?$' ticks
+	[ "$(grep -cvE '^-?[0-9]+(\.(0|[0-9]?[25]|[0-9]5))?$' ticks)" -eq 0 ]
 	# which colour is which rank, under each per-rank chart
 	[ "$(grep -c '<p class="legend rank-legend">' six.html)" -ge 3 ]
 	grep -q '<span data-rank="1" style="color:[^"]*">&#9632; rank 1' six.html
