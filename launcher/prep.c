@@ -77,12 +77,11 @@ static int out_open(struct shard_out *o, const char *dir, const char *name, cons
 	static const char zero[DATA_HEADER_BYTES];
 
 	snprintf(o->path, sizeof o->path, "%s/%s_%s.bin", dir, name, kind);
-	snprintf(o->tmp, sizeof o->tmp, "%s/.%s_%s.bin.tmp.%ld", dir, name, kind,
-		 (long)getpid());
 	o->ntok = o->nbuf = 0;
-	o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	o->fd = atomic_tmp_open(o->path, o->tmp, sizeof o->tmp, 0644);
 	if (o->fd < 0) {
-		stork_error("prep: cannot create %s: %s", o->tmp, strerror(errno));
+		stork_error("prep: cannot create a temporary file beside %s: %s", o->path,
+			    strerror(errno));
 		return -1;
 	}
 	if (write_all(o->fd, zero, sizeof zero)) {

@@ -18,6 +18,7 @@
 #include "launcher/commands.h"
 #include "launcher/report.h"
 
+#include "lib/atomic_file.h"
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
@@ -236,8 +237,8 @@ static int report_html(const char *dir, const char *out)
 {
 	char path[4200], tmp[4300];
 	struct run_report rep;
-	FILE *f;
-	int rc = STORK_EXIT_OK;
+	FILE *f = NULL;
+	int rc = STORK_EXIT_OK, fd;
 
 	if (!out) {
 		if (path_join(path, sizeof path, dir, "report.html") < 0) {
@@ -246,12 +247,12 @@ static int report_html(const char *dir, const char *out)
 		}
 		out = path;
 	}
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid()) >= (int)sizeof tmp) {
-		stork_error("%s: path too long", out);
-		return STORK_EXIT_USAGE;
-	}
-	if (!(f = fopen(tmp, "w"))) {
+	if ((fd = atomic_tmp_open(out, tmp, sizeof tmp, 0666)) < 0 || !(f = fdopen(fd, "w"))) {
 		stork_error("cannot write %s: %s (choose another file with -o)", out, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp);
+		}
 		return STORK_EXIT_USAGE;
 	}
 	if (report_load(dir, &rep) < 0) {

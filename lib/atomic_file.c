@@ -12,14 +12,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static atomic_uint tmp_counter;
 
 static int fail(char *err, size_t errlen, const char *path, const char *what, int e)
 {
@@ -29,15 +28,36 @@ static int fail(char *err, size_t errlen, const char *path, const char *what, in
 	return -1;
 }
 
-/* The temporary name next to path; NULL on ENOMEM. */
+int atomic_tmp_open(const char *path, char *tmp, size_t len, mode_t mode)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		uint64_t r;
+		int fd;
+
+		if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+			return -1;
+		if (snprintf(tmp, len, "%s.tmp.%016llx", path, (unsigned long long)r) >= (int)len) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
+
+/* The temporary name beside path, for a symbolic link: unpredictable as atomic_tmp_open's. */
 static char *tmp_name(const char *path)
 {
-	unsigned n = atomic_fetch_add(&tmp_counter, 1);
-	size_t len = strlen(path) + 48;
+	size_t len = strlen(path) + 32;
 	char *tmp = malloc(len);
+	uint64_t r;
 
-	if (tmp)
-		snprintf(tmp, len, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+	if (tmp && getrandom(&r, sizeof r, 0) == (ssize_t)sizeof r)
+		snprintf(tmp, len, "%s.tmp.%016llx", path, (unsigned long long)r);
+	else if (tmp)
+		snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
 	return tmp;
 }
 
@@ -82,13 +102,14 @@ int fsync_parent(const char *path)
 
 int atomic_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen)
 {
-	char *tmp = tmp_name(path);
+	size_t tlen = strlen(path) + 32;
+	char *tmp = malloc(tlen);
 	int fd = -1, e;
 	const char *what;
 
 	if (!tmp)
 		return fail(err, errlen, path, "cannot write", ENOMEM);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	fd = atomic_tmp_open(path, tmp, tlen, 0666);
 	if (fd < 0) {
 		what = "cannot create a temporary file beside it";
 		goto fail_open;

@@ -16,10 +16,17 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Replace path with len bytes of data (mode 0666 & ~umask). The temporary
- * file is "PATH.tmp.PID.N" (N counts calls, so rank threads never share
- * one). Returns 0, or -1 with "PATH: what: strerror" in err and errno set. */
+/* Replace path with len bytes of data (mode 0666 & ~umask), through a
+ * temporary file of atomic_tmp_open's. Returns 0, or -1 with "PATH: what:
+ * strerror" in err and errno set. */
 int atomic_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
+/* A new temporary file beside path, for writing: "PATH.tmp.R" with R 64
+ * random bits (another user cannot guess it to plant a link there first),
+ * created with O_EXCL and O_NOFOLLOW (a file or link already there is never
+ * written through), mode & ~umask; its name in tmp (len bytes). Returns the
+ * descriptor, or -1 with errno set. */
+int atomic_tmp_open(const char *path, char *tmp, size_t len, mode_t mode);
 
 /* fsync a directory so that entries created, renamed or removed in it are
  * on disk. Returns 0, or -1 with errno set. */

@@ -163,6 +163,34 @@ START_TEST(failed_write_keeps_old_file_in_unwritable_dir)
 }
 END_TEST
 
+START_TEST(temporary_files_cannot_be_planted)
+{
+	char path[PATH_MAX + 64], link[PATH_MAX + 128], victim[PATH_MAX + 64];
+	char a[PATH_MAX + 128], b[PATH_MAX + 128];
+	int fa, fb;
+
+	/* a link another user planted at each name the former scheme used
+	 * (PATH.tmp.PID.N) is never written through */
+	snprintf(path, sizeof path, "%s", in_dir("state.json"));
+	snprintf(victim, sizeof victim, "%s", in_dir("victim"));
+	for (int n = 0; n < 4; n++) {
+		snprintf(link, sizeof link, "%s.tmp.%ld.%d", path, (long)getpid(), n);
+		ck_assert_int_eq(symlink(victim, link), 0);
+	}
+	ck_assert_int_eq(atomic_write_file(path, "ours\n", 5, err, sizeof err), 0);
+	ck_assert_str_eq(slurp(path), "ours\n");
+	ck_assert_int_eq(access(victim, F_OK), -1);
+	/* the names are unguessable: 64 random bits, not the pid and a count */
+	fa = atomic_tmp_open(path, a, sizeof a, 0600);
+	fb = atomic_tmp_open(path, b, sizeof b, 0600);
+	ck_assert_int_ge(fa, 0);
+	ck_assert_int_ge(fb, 0);
+	ck_assert_str_ne(a, b);
+	ck_assert_uint_eq(strlen(a), strlen(path) + 5 + 16);
+	close(fa), close(fb), unlink(a), unlink(b);
+}
+END_TEST
+
 START_TEST(failed_rename_removes_the_temporary_file)
 {
 	char path[PATH_MAX + 64];
@@ -365,6 +393,7 @@ static Suite *atomic_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, write_creates_then_replaces_content);
+	tcase_add_test(tc, temporary_files_cannot_be_planted);
 	tcase_add_test(tc, path_join_refuses_what_does_not_fit);
 	tcase_add_test(tc, msg_format_says_it_was_cut);
 	tcase_add_test(tc, failed_write_keeps_old_file_when_size_limit_hit);
