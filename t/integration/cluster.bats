@@ -91,6 +91,27 @@ setup() {
 	[ ! -e "$long" ]
 }
 
+@test "a socket directory another user made first, or a link, is refused by start, which starts nothing; the running cluster's is ours and 0700" {
+	local tc=$abs_top_builddir/contrib/testcluster/stork-testcluster rd
+	rd=$(readlink "$abs_top_builddir/t/testcluster/rundir")
+	[ "$(stat -c '%u %a' "$rd")" = "$(id -u) 700" ]
+	[ "$(stat -c '%u %a' "$rd/munge/munge.key")" = "$(id -u) 600" ]
+	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
+	id stork-other >/dev/null 2>&1 || useradd --system --no-create-home stork-other
+	rd=/var/tmp/stork-tc-planted-$$
+	runuser -u stork-other -- mkdir -m 777 "$rd"
+	run env STORK_TESTCLUSTER_RUNDIR="$rd" STORK_TESTCLUSTER_PORT=17870 "$tc" start "$WORK/tc"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$rd belongs to uid $(id -u stork-other), not to this user: refused"* ]]
+	[ -z "$(ls -A "$rd")" ]
+	rmdir "$rd"
+	ln -s /var/tmp "$rd"
+	run env STORK_TESTCLUSTER_RUNDIR="$rd" STORK_TESTCLUSTER_PORT=17870 "$tc" start "$WORK/tc"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$rd is not a directory of ours (a link or a file): refused"* ]]
+	rm "$rd"
+}
+
 @test "stork-testcluster start --nodes 3: three nodes that run a 3-node job step; stop leaves nothing behind" {
 	local tc=$abs_top_builddir/contrib/testcluster/stork-testcluster
 	run env STORK_TESTCLUSTER_PORT=17850 "$tc" start --nodes 9 "$WORK/tc3"
