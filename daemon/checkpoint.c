@@ -296,24 +296,6 @@ static int write_manifest(const char *dir, int64_t step, const struct digest *fi
 	return rc;
 }
 
-static void remove_tree(const char *dir)
-{
-	char path[4096];
-	struct dirent *e;
-	DIR *d = opendir(dir);
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
 /* Steps of the committed step_N directories under root, newest first. */
 static int list_steps(const char *root, int64_t **out)
 {

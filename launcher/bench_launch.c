@@ -14,6 +14,7 @@
 #include "lib/clock.h"
 #include "launcher/commands.h"
 
+#include "lib/atomic_file.h"
 #include "lib/bounded.h"
 #include "lib/io.h"
 #include "lib/metrics_file.h"
@@ -22,6 +23,7 @@
 #include "lib/rundir.h"
 #include "lib/stork_config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +83,8 @@ int cmd_bench_launch(int argc, char **argv)
 		{ 0 },
 	};
 	int nodes = 2, repeat = 5, c;
-	char cmd[8192], self[4096], run_dir[4096], name[64];
+	char self[4096], run_dir[4096], name[64], name_arg[80], count[16];
+	const char *what = "srun";
 	double bare[64], stork[64], rdv[64];
 	struct stork_config cfg;
 	char err[1024];
@@ -110,28 +113,32 @@ int cmd_bench_launch(int argc, char **argv)
 	}
 	n = readlink("/proc/self/exe", self, sizeof self - 1);
 	self[n > 0 ? n : 0] = '\0';
+	snprintf(count, sizeof count, "%d", nodes);
 	for (int i = 0; i < repeat; i++) {
 		double t0 = clock_wall();
 
-		snprintf(cmd, sizeof cmd, "srun -N %d -n %d --ntasks-per-node=1 true", nodes, nodes);
-		if (system(cmd) != 0)
+		char *bare_argv[] = { "srun", "-N", count, "-n", count, "--ntasks-per-node=1", "true",
+				      NULL };
+		char *stork_argv[] = { "srun", "-N", count, "-n", count, "--ntasks-per-node=1",
+				       "--mpi=pmix", self, "run", argv[optind], "train.steps=1",
+				       "train.val_every=0", name_arg, NULL };
+
+		what = "srun ... true";
+		if (spawn_wait(bare_argv, NULL) != 0)
 			goto failed;
 		bare[i] = clock_wall() - t0;
 
 		snprintf(name, sizeof name, "bench-launch-%d-%d", (int)getpid(), i);
+		snprintf(name_arg, sizeof name_arg, "run.name=%s", name);
 		rundir_path(run_dir, sizeof run_dir, cfg.run.dir, name);
-		snprintf(cmd, sizeof cmd,
-			 "srun -N %d -n %d --ntasks-per-node=1 --mpi=pmix '%s' run '%s' train.steps=1 "
-			 "train.val_every=0 run.name=%s >/dev/null",
-			 nodes, nodes, self, argv[optind], name);
 		t0 = clock_wall();
-		if (system(cmd) != 0)
+		what = "srun ... stork run";
+		if (spawn_wait(stork_argv, "/dev/null") != 0)
 			goto failed;
 		stork[i] = first_step_start(run_dir) - t0;
 		rdv[i] = rendezvous_seconds(run_dir);
-		snprintf(cmd, sizeof cmd, "rm -rf '%s'", run_dir);
-		if (system(cmd) != 0)
-			stork_warn("cannot remove %s", run_dir);
+		if (remove_tree(run_dir) < 0)
+			stork_warn("cannot remove %s: %s", run_dir, strerror(errno));
 		printf("run %d: srun true %.3f s, srun stork run to the first step %.3f s "
 		       "(rendezvous %.3f s)\n", i + 1, bare[i], stork[i], rdv[i]);
 	}
@@ -142,7 +149,7 @@ int cmd_bench_launch(int argc, char **argv)
 	config_free(&cfg);
 	return STORK_EXIT_OK;
 failed:
-	stork_error("'%s' failed", cmd);
+	stork_error("'%s' failed", what);
 	config_free(&cfg);
 	return STORK_EXIT_INTERNAL;
 usage:

@@ -45,4 +45,10 @@ int atomic_symlink_replace(const char *target, const char *linkpath);
  * when a component is a file). */
 int mkdir_p(const char *path, mode_t mode);
 
+/* Remove path and, for a directory, everything under it, as rm -rf does
+ * but without a shell (a path may hold any character) and never through a
+ * symbolic link. A path that is gone already is success. 0, or -1 with
+ * errno set. */
+int remove_tree(const char *path);
+
 #endif

@@ -3,10 +3,13 @@
 #include "lib/io.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* One call moves at most this much: well under what Linux does per call. */
@@ -132,4 +135,31 @@ char *file_text(const char *path, size_t max)
 	text = read_stream(f, max);
 	fclose(f);
 	return text;
+}
+
+extern char **environ;
+
+int spawn_wait(char *const argv[], const char *stdout_path)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int status, rc;
+
+	if (posix_spawn_file_actions_init(&fa))
+		return -1;
+	if (stdout_path && posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, stdout_path,
+							     O_WRONLY | O_CREAT | O_TRUNC, 0644)) {
+		posix_spawn_file_actions_destroy(&fa);
+		return -1;
+	}
+	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -41,6 +41,13 @@ FILE *fopen_regular(const char *path);
 char *command_output(const char *cmd, int *status);
 
 /*
+ * Run argv (argv[0] looked up in PATH) without a shell, its standard
+ * output to stdout_path when not NULL, and wait: its exit status, 128 +
+ * the signal that killed it, or -1 with errno set when it cannot start.
+ */
+int spawn_wait(char *const argv[], const char *stdout_path);
+
+/*
  * The first max bytes (at most) of the regular file at path, NUL-terminated
  * (malloc'd); NULL when it cannot be opened (errno set) or memory runs out.
  */

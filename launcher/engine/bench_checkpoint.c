@@ -1,14 +1,15 @@
 /*
  * launcher/engine/bench_checkpoint.c - `stork bench checkpoint CONFIG [--dir DIR]
  * [--repeat N]`: how fast a checkpoint of CONFIG's model commits, against a
- * plain sequential write of the same size by dd on the same disk, and what
+ * plain sequential write of the same size on the same disk (what dd
+ * if=/dev/zero bs=16M conv=fsync does, written here: no shell), and what
  * a resume pays before training: verifying the checkpoint against its
  * manifest, then loading it.
  *
  * The checkpoint is the real one (daemon/checkpoint.c: model, optimizer,
  * state, manifest with checksums, fsyncs, renames), so the figure is what a
- * preemption costs on this disk. dd writes with conv=fsync, so both numbers
- * include getting the data to stable storage. Verification and loading
+ * preemption costs on this disk. The plain write ends with an fsync, so
+ * both numbers include getting the data to stable storage. Verification and loading
  * read what was just written, mostly from the page cache, as a requeued
  * job on the same node would.
  */
@@ -23,10 +24,12 @@
 #include "daemon/optimizer.h"
 #include "lib/atomic_file.h"
 #include "lib/bounded.h"
+#include "lib/io.h"
 #include "lib/log.h"
 #include "lib/stork_config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -54,19 +57,23 @@ static uint64_t dir_bytes(const char *dir)
 /* dd of `bytes` zeros with conv=fsync; returns MB/s (1e6 bytes) or -1. */
 static double dd_rate(const char *dir, uint64_t bytes)
 {
-	char cmd[4400];
-	uint64_t count = (bytes + (16u << 20) - 1) / (16u << 20);
+	static char block[16u << 20]; /* zeros, as dd if=/dev/zero writes them */
+	char path[4200];
+	uint64_t count = (bytes + sizeof block - 1) / sizeof block;
 	double t0, t;
-	int rc;
+	int fd, ok = 1;
 
-	snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s/dd.bin' bs=16M count=%" PRIu64
-		 " conv=fsync status=none", dir, count);
+	snprintf(path, sizeof path, "%s/dd.bin", dir);
 	t0 = clock_monotonic();
-	rc = system(cmd);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	for (uint64_t i = 0; fd >= 0 && ok && i < count; i++)
+		ok = write_all(fd, block, sizeof block) == 0;
+	ok = ok && fd >= 0 && fsync(fd) == 0;
+	if (fd >= 0)
+		close(fd);
 	t = clock_monotonic() - t0;
-	snprintf(cmd, sizeof cmd, "%s/dd.bin", dir);
-	unlink(cmd);
-	return rc == 0 ? (double)count * (16u << 20) / t / 1e6 : -1;
+	unlink(path);
+	return ok ? (double)count * sizeof block / t / 1e6 : -1;
 }
 
 /* A notice of the checkpoint reader (a fallback): said, not fatal. */
@@ -88,7 +95,7 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	struct gpt2_config g;
 	struct gpt2 m = { 0 };
 	struct adamw_state opt = { 0 };
-	char err[1024], root[2200], cmd[2300];
+	char err[1024], root[2200];
 	int repeat = 3, c, code = STORK_EXIT_CONFIG;
 	double times[64], dd[64], commit[64], verify[64], load[64];
 	uint64_t bytes = 0;
@@ -177,8 +184,7 @@ int cmd_bench_checkpoint(int argc, char **argv)
 	       100.0 * bench_median(times, repeat) / bench_median(dd, repeat),
 	       bench_median(verify, repeat), bytes / bench_median(verify, repeat) / 1e6,
 	       bench_median(load, repeat));
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-	code = system(cmd) == 0 ? STORK_EXIT_OK : STORK_EXIT_INTERNAL;
+	code = remove_tree(root) == 0 ? STORK_EXIT_OK : STORK_EXIT_INTERNAL;
 out:
 	adamw_free(&opt);
 	gpt2_free(&m);

@@ -191,6 +191,32 @@ START_TEST(temporary_files_cannot_be_planted)
 }
 END_TEST
 
+START_TEST(remove_tree_removes_all_but_what_links_point_to)
+{
+	char top[PATH_MAX + 64], sub[PATH_MAX + 96], f[PATH_MAX + 128], outside[PATH_MAX + 64];
+	char link[PATH_MAX + 128];
+	FILE *o;
+
+	/* a name a shell would trip on, a file, a subdirectory, and a link out */
+	snprintf(top, sizeof top, "%s", in_dir("it's a dir"));
+	snprintf(sub, sizeof sub, "%s/sub", top);
+	snprintf(f, sizeof f, "%s/f.bin", sub);
+	snprintf(outside, sizeof outside, "%s", in_dir("outside"));
+	snprintf(link, sizeof link, "%s/to-outside", top);
+	ck_assert_int_eq(mkdir_p(sub, 0700), 0);
+	ck_assert_ptr_nonnull(o = fopen(f, "w"));
+	fclose(o);
+	ck_assert_ptr_nonnull(o = fopen(outside, "w"));
+	fputs("keep", o);
+	fclose(o);
+	ck_assert_int_eq(symlink(outside, link), 0);
+	ck_assert_int_eq(remove_tree(top), 0);
+	ck_assert_int_eq(access(top, F_OK), -1);
+	ck_assert_str_eq(slurp(outside), "keep");
+	ck_assert_int_eq(remove_tree(top), 0); /* gone already: success */
+}
+END_TEST
+
 START_TEST(failed_rename_removes_the_temporary_file)
 {
 	char path[PATH_MAX + 64];
@@ -394,6 +420,7 @@ static Suite *atomic_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, write_creates_then_replaces_content);
 	tcase_add_test(tc, temporary_files_cannot_be_planted);
+	tcase_add_test(tc, remove_tree_removes_all_but_what_links_point_to);
 	tcase_add_test(tc, path_join_refuses_what_does_not_fit);
 	tcase_add_test(tc, msg_format_says_it_was_cut);
 	tcase_add_test(tc, failed_write_keeps_old_file_when_size_limit_hit);
