@@ -25,6 +25,7 @@
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
+#include "lib/log.h"
 #include "lib/slurm_job.h"
 #include "lib/stage_path.h"
 #include "lib/url.h"
@@ -208,6 +209,27 @@ static int init_pipeline(struct rank *r)
 }
 
 /* Say that this rank computes on the CPU, and why: its log always, stdout once (rank 0). */
+/*
+ * A job given GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS) that trains on the
+ * CPU pays for GPUs it does not use: said loudly, once per node, with why
+ * no GPU was usable.
+ */
+static void warn_gpus_unused(struct rank *r)
+{
+	const char *step = getenv("SLURM_STEP_GPUS"), *job = getenv("SLURM_JOB_GPUS");
+	const char *given = step && *step ? step : job && *job ? job : NULL;
+	char why[256];
+
+	if (!given || r->local != 0)
+		return;
+	kernels_cuda_why_none(-1, why, sizeof why);
+	stork_warn("WARNING: %s was given GPUs (%s=%s) but trains on its CPUs: %s. The job is "
+		   "billed for GPUs it does not use; set run.device: cuda to stop instead, or ask "
+		   "for no GPUs", r->node->host, step && *step ? "SLURM_STEP_GPUS" : "SLURM_JOB_GPUS",
+		   given, why);
+	rank_logf(&r->log, "WARNING: given GPUs (%s) but training on the CPU: %s", given, why);
+}
+
 static void say_cpu(struct rank *r, const char *why)
 {
 	rank_logf(&r->log, "device: cpu (%s)", why);
@@ -259,6 +281,7 @@ static int choose_device(struct rank *r)
 	if (count == 0 && want == STORK_DEVICE_AUTO) {
 		say_cpu(r, HAVE_CUDA_BUILD ? "run.device: auto, and no CUDA device is visible" :
 					     "run.device: auto, and this build has no CUDA backend");
+		warn_gpus_unused(r);
 		cpu_precision(r);
 		return 0;
 	}

@@ -62,8 +62,9 @@ int kernels_cuda_check(FILE *out);
 
 /*
  * Why this node has no usable CUDA device, given the CUDA runtime's error
- * code e (0 when it counted none): no driver, a driver too old for this
- * build, CUDA_VISIBLE_DEVICES hiding every device, or no device; into buf.
+ * code e (0 when it counted none; -1: ask the runtime): no driver, a
+ * driver too old for this build, CUDA_VISIBLE_DEVICES hiding every device,
+ * or no device; into buf.
  */
 void kernels_cuda_why_none(int e, char *buf, size_t len);
 

@@ -43,8 +43,11 @@ extern "C" const char *kernels_cuda_versions(void)
  */
 extern "C" void kernels_cuda_why_none(int e, char *buf, size_t len)
 {
-	int drv = 0, rt = 0;
+	int drv = 0, rt = 0, n = 0;
 	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+
+	if (e < 0) /* ask the runtime again */
+		e = (int)cudaGetDeviceCount(&n);
 
 	cudaDriverGetVersion(&drv);
 	cudaRuntimeGetVersion(&rt);

@@ -171,6 +171,17 @@ no_gpu_here() {
 	grep -q "device: cpu (run.device: auto" runs/auto__job=local__task=0*/logs/rank-000.log
 }
 
+@test "a job given GPUs that trains on the CPU says so loudly, with why no GPU was usable" {
+	no_gpu_here
+	run env SLURM_JOB_GPUS=0,1 "$STORK" run tiny.yaml --set train.steps=2
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"WARNING: $(hostname) was given GPUs (SLURM_JOB_GPUS=0,1) but trains on its CPUs: "*"billed for GPUs it does not use"* ]]
+	grep -q 'WARNING: given GPUs (0,1) but training on the CPU' runs/tiny__job=local__task=0/logs/rank-000.log
+	# without GPUs given, no such word
+	run "$STORK" run tiny.yaml --set train.steps=4
+	[[ "$output" != *"was given GPUs"* ]]
+}
+
 @test "a malformed number in the environment: exit 3 naming the variable and its value" {
 	run env SLURM_RESTART_COUNT=1x "$STORK" run tiny.yaml
 	[ "$status" -eq 3 ]
