@@ -133,6 +133,13 @@ static int scontrol_requeue(uint32_t id, char *err, size_t errlen)
 
 int slurm_job_requeue(uint32_t id, char *err, size_t errlen)
 {
+	struct slurm_job job;
+
+	/* Slurm refuses to requeue a pending job. When slurmctld cannot be
+	 * asked, the requeue is tried all the same: it says why it failed, if
+	 * it does. */
+	if (slurm_job_query(id, &job, err, errlen) == 0 && job.pending)
+		return 0;
 	if (slurm_requeue(id, 0) == SLURM_SUCCESS)
 		return 0;
 	snprintf(err, errlen, "slurm_requeue(%u): %s", id, slurm_strerror(slurm_get_errno()));

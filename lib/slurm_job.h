@@ -30,7 +30,9 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 
 /*
  * Requeue the job: libslurm's slurm_requeue, then `scontrol requeue` if that
- * fails. Returns 0, or -1 with Slurm's message(s) in err.
+ * fails. Returns 0 when the job is requeued (now, or already by Slurm
+ * itself, as PreemptMode=REQUEUE does before its TERM), or -1 with Slurm's
+ * message(s) in err.
  */
 int slurm_job_requeue(uint32_t id, char *err, size_t errlen);
 

@@ -14,6 +14,14 @@ setup() {
 	sed -i 's/every: 0/every: 50/' run.yaml
 }
 
+# A test that failed may leave its job queued or running: end it for good
+# (requeue=0 first, so that nothing brings it back).
+teardown() {
+	[[ -n "${job:-}" ]] || return 0
+	scontrol update jobid="$job" requeue=0 2>/dev/null || true
+	scancel "$job" 2>/dev/null || true
+}
+
 # job_script NAME [SBATCH-LINES...]: a one-launcher, two-rank training job.
 job_script() {
 	local name=$1
@@ -73,6 +81,25 @@ reference() {
 	run grep -rl 'secret-token' "$dir" pre.out
 	[ "$status" -eq 1 ]
 	nodes_idle
+}
+
+@test "preempted by a job of a higher partition (PreemptMode=REQUEUE: Slurm requeues the job, then sends the same TERM as scancel): preempted_requeued, resumed bit for bit" {
+	reference
+	job_script prm --requeue
+	job=$(submit prm.sh)
+	dir=$(run_dir prm "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 20 120
+	# a job of partition urgent wants the whole node: Slurm preempts ours,
+	# requeues it itself and sends TERM
+	urgent=$(submit -p urgent -w "$(job_field "$job" NodeList)" --exclusive -o urgent.out --wrap 'sleep 2')
+	wait_job_state "$urgent" COMPLETED 120
+	wait_job_state "$job" COMPLETED 300
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+	diff <(losses "$REF") <(losses "$dir")
+	wait_sacct_states "$job" "PREEMPTED COMPLETED" 30
 }
 
 @test "three preemptions in a row, then the same losses as an uninterrupted run" {
