@@ -457,8 +457,8 @@ static int requeue_without_lost(const char *run_dir, const struct layout *l,
 		goto out;
 	/* Slurm may have requeued it already (NODE_FAIL of a --requeue job):
 	 * slurm_job_requeue counts that, and the exclusion is all that is left
-	 * to do. */
-	if (slurm_job_requeue(job, err, sizeof err) < 0 ||
+	 * to do. A cancelled job stays cancelled. */
+	if (slurm_job_requeue(job, err, sizeof err) != 0 ||
 	    slurm_job_exclude_nodes(job, hosts, err, sizeof err) < 0) {
 		stork_error("node(s) %s did not come back to the rendezvous of restart %d, and the "
 			    "requeue without them failed: %s", hosts, a->attempt, err);
