@@ -644,6 +644,7 @@ static void notify_end(struct notify *nt, int code, int restarting, const struct
 {
 	const char *event = restarting ? "restarted" :
 			    code == STORK_EXIT_OK ? "completed" :
+			    code == STORK_EXIT_CANCELLED ? "cancelled" :
 			    code == STORK_EXIT_PREEMPTED || code == STORK_EXIT_TIMEOUT ||
 					    code == STORK_EXIT_NODE_LOST ? "preempted" : "failed";
 

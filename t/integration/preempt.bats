@@ -292,14 +292,16 @@ wait_latest() {
 # cancel_mid_run NAME SCANCEL-ARGS...: a --requeue training job that would
 # run for hours, cancelled mid-run with `scancel SCANCEL-ARGS... JOB`. It
 # must end for good: CANCELLED in slurmctld and in accounting, never
-# requeued, exit_info.json saying cancelled (exit 16), and the checkpoint of
-# the step it stopped at committed within Slurm's KillWait (5 s here).
+# requeued, exit_info.json saying cancelled (exit 16), the checkpoint of the
+# step it stopped at committed within Slurm's KillWait (5 s here), and the
+# web hook told started, cancelled.
 cancel_mid_run() {
 	local name=$1 stopped
 	shift
 	sed -i 's/steps: 150/steps: 1000000/' run.yaml
 	job_script "$name" --requeue
-	job=$(submit "$name.sh")
+	start_webhook hook.log
+	job=$(STORK_NOTIFY_URL=$HOOK_URL submit "$name.sh")
 	dir=$(run_dir "$name" "$job")
 	wait_job_state "$job" RUNNING 60
 	wait_step "$dir" 20 120
@@ -318,6 +320,9 @@ cancel_mid_run() {
 	[ "$(readlink "$dir/checkpoints/latest")" = "step_$(printf %08d "$stopped")" ]
 	run grep -q "job $job requeued" "$dir/logs/rank-000.log"
 	[ "$status" -eq 1 ]
+	kill "$HOOK_PID"
+	check_events hook.log started cancelled
+	[ "$(jq -r 'select(.event == "cancelled") | .reason' hook.log)" = cancelled ]
 	wait_nodes_idle 30
 }
 
