@@ -4,8 +4,8 @@
  * Started by `stork run` (one per node, or one per task) with the resolved
  * configuration and this node's place in the world; runs one worker thread
  * per local rank (daemon/train.c) and exits with the most telling of their
- * exit codes. The preemption signal only sets a flag here: the ranks agree
- * on it at the next step boundary.
+ * exit codes. The stop signals only set a flag here (and note when the
+ * first came): the ranks agree on a stop at the next step boundary.
  */
 #include "config.h"
 #include "daemon/checkpoint.h"
@@ -46,9 +46,18 @@
  * both async-signal-safe and visible across threads. */
 static atomic_int stop_requested;
 
+/* When the first stop signal came (CLOCK_MONOTONIC ms; 0: none yet): a
+ * cancelled job has KillWait seconds from then until Slurm's KILL. */
+static atomic_llong stop_signal_ms;
+
 static void on_stop_signal(int sig)
 {
+	long long none = 0;
+
 	(void)sig;
+	/* clock_gettime is async-signal-safe */
+	atomic_compare_exchange_strong(&stop_signal_ms, &none,
+				       (long long)(clock_monotonic() * 1e3));
 	atomic_store(&stop_requested, 1);
 }
 
@@ -576,7 +585,8 @@ static int run(const struct options *o, struct stork_config *cfg)
 {
 	struct train_node node = {
 		.cfg = cfg, .run_dir = o->run_dir, .local_ranks = o->local_ranks,
-		.world_size = o->local_ranks, .attempt = o->attempt, .stop_requested = &stop_requested, .stall_rank = -1, .stall_step = -1,
+		.world_size = o->local_ranks, .attempt = o->attempt, .stop_requested = &stop_requested,
+		.stop_signal_ms = &stop_signal_ms, .stall_rank = -1, .stall_step = -1,
 	};
 	struct worker *w = calloc((size_t)o->local_ranks, sizeof *w);
 	struct run_layout layout = { 0 };

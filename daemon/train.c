@@ -1168,6 +1168,21 @@ static double checkpoint_need(const struct rank *r)
 	return est * 1.5 + 0.5;
 }
 
+/* Test builds: STORK_FAULT_NO_ROOM_RANK=R makes rank R believe that no
+ * checkpoint fits any more. */
+static void no_room_fault(const struct rank *r, double *left)
+{
+#ifdef STORK_FAULT_INJECTION
+	const char *s = getenv("STORK_FAULT_NO_ROOM_RANK");
+
+	if (s && *s && strtol(s, NULL, 10) == r->rank)
+		*left = 0;
+#else
+	(void)r;
+	(void)left;
+#endif
+}
+
 static int checkpoint_fits(struct rank *r, double *left, double *need)
 {
 	time_t end = r->node->job_end_time;
@@ -1176,15 +1191,24 @@ static int checkpoint_fits(struct rank *r, double *left, double *need)
 
 	*need = checkpoint_need(r);
 	*left = end ? (double)(end - time(NULL)) + grace : 1e30;
-#ifdef STORK_FAULT_INJECTION
-	{
-		/* Test builds: this rank believes no checkpoint fits any more. */
-		const char *s = getenv("STORK_FAULT_NO_ROOM_RANK");
+	no_room_fault(r, left);
+	return *left >= *need;
+}
 
-		if (s && *s && strtol(s, NULL, 10) == r->rank)
-			*left = 0;
-	}
-#endif
+/*
+ * A cancelled job gets Slurm's KILL KillWait seconds after the TERM
+ * (Slurm's default, 30 s, when slurmctld could not say), whatever its time
+ * limit: whether the stop's checkpoint fits in what is left of that since
+ * the first stop signal came.
+ */
+static int checkpoint_fits_kill(struct rank *r, double *left, double *need)
+{
+	long long ms = r->node->stop_signal_ms ? atomic_load(r->node->stop_signal_ms) : 0;
+	double since = ms > 0 ? clock_monotonic() - (double)ms / 1e3 : 0;
+
+	*need = checkpoint_need(r);
+	*left = (r->node->kill_wait >= 0 ? r->node->kill_wait : 30) - since;
+	no_room_fault(r, left);
 	return *left >= *need;
 }
 
@@ -1458,10 +1482,13 @@ static int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int 
  * ended took that long), and whether a stop checkpoint still fits before
  * the job's end. Only rank 0 answers the second (it timed the last commit,
  * which waits for every rank); the other ranks contribute 0, so one MAX
- * all-reduce carries both answers and no rank can stop differently.
+ * all-reduce carries both answers and no rank can stop differently. A stop
+ * in a Slurm job then asks whether it is a cancellation (agree_cancelled).
  */
+static int agree_cancelled(struct rank *r, int *no_room, int *cancelled);
+
 static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop,
-		      int *no_room)
+		      int *no_room, int *cancelled)
 {
 	int32_t v[2] = { atomic_load(r->node->stop_requested) ? 1 : 0, 0 };
 	double left, need;
@@ -1476,6 +1503,49 @@ static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *st
 		return fail_collective(r);
 	*stop = v[0];
 	*no_room = v[0] && v[1];
+	*cancelled = 0;
+	return *stop && r->node->slurm_job ? agree_cancelled(r, no_room, cancelled) : 0;
+}
+
+/* Rank 0: whether slurmctld says the job was cancelled (0 when it cannot
+ * be asked: then the stop is a preemption, as the requeue will find out). */
+static int job_cancelled(struct rank *r)
+{
+	struct slurm_job job;
+	char err[512];
+
+	if (slurm_job_query(r->node->slurm_job, &job, err, sizeof err) < 0) {
+		rank_logf(&r->log, "warning: %s; the stop is taken for a preemption", err);
+		return 0;
+	}
+	return job.cancelled;
+}
+
+/*
+ * A stop agreed in a Slurm job: is it a cancellation? scancel (with or
+ * without --signal=KILL) ends a job with SIGCONT and SIGTERM to every task
+ * and SIGKILL KillWait seconds later; but preemption (PreemptMode=REQUEUE
+ * or CANCEL) and the time limit send the same TERM, and scancel --signal
+ * sends anything. The signal cannot tell them apart; slurmctld can, since
+ * scancel sets the job's state to CANCELLED before any signal leaves
+ * (preemption sets PENDING or PREEMPTED, the time limit TIMEOUT). Rank 0
+ * asks, once, and a second MAX all-reduce gives every rank the answer and,
+ * for a cancellation, whether the checkpoint fits before the KILL.
+ */
+static int agree_cancelled(struct rank *r, int *no_room, int *cancelled)
+{
+	int32_t v[2] = { 0, 0 };
+	double left, need;
+
+	if (r->rank == 0 && job_cancelled(r)) {
+		v[0] = 1;
+		v[1] = !checkpoint_fits_kill(r, &left, &need);
+	}
+	if (comm_allreduce(r->comm, v, 2, COMM_INT32, COMM_MAX) < 0)
+		return fail_collective(r);
+	*cancelled = v[0];
+	if (v[0])
+		*no_room = v[1];
 	return 0;
 }
 
@@ -1583,6 +1653,41 @@ static void report_step(struct rank *r, int64_t step, float loss, float lr, floa
 }
 
 /*
+ * A cancellation (scancel): the job ends for good and nothing is requeued.
+ * checkpointed: the checkpoint of steps_done was committed before Slurm's
+ * KILL, for a new job to start from; else the previous one stays the
+ * latest.
+ */
+static int stop_cancelled(struct rank *r, int64_t steps_done, int checkpointed)
+{
+	double left, need;
+
+	rank_logf(&r->log, "job %s was cancelled: not requeued", r->node->job_id);
+	if (checkpointed) {
+		snprintf(r->res->message, sizeof r->res->message,
+			 "cancelled after step %" PRId64 ": checkpoint committed, job not requeued",
+			 steps_done);
+	} else if (r->rank == 0) {
+		checkpoint_fits_kill(r, &left, &need);
+		snprintf(r->res->message, sizeof r->res->message,
+			 "cancelled after step %" PRId64 ": %.0f s left before Slurm's KILL, too "
+			 "little for a checkpoint (~%.0f s): the previous one stays the latest; job "
+			 "not requeued", steps_done, left, need);
+	} else {
+		snprintf(r->res->message, sizeof r->res->message,
+			 "cancelled after step %" PRId64 ": no time for a checkpoint before Slurm's "
+			 "KILL, the previous one stays the latest; job not requeued", steps_done);
+	}
+	if (r->rank == 0) {
+		printf("job %s cancelled after step %" PRId64 ": not requeued\n", r->node->job_id,
+		       steps_done);
+		fflush(stdout);
+	}
+	r->res->exit_code = STORK_EXIT_CANCELLED;
+	return STORK_EXIT_CANCELLED;
+}
+
+/*
  * After the stop checkpoint is committed: global rank 0 requeues the job,
  * exactly once; every rank then ends with the same reason. A stop close to
  * the job's end time is a timeout (the --signal=USR1@N route), any other a
@@ -1593,7 +1698,7 @@ static int stop_and_requeue(struct rank *r, int64_t steps_done)
 	const struct train_node *n = r->node;
 	time_t now = time(NULL);
 	int timeout = n->job_end_time && n->job_end_time - now <= STOP_NEAR_END_S;
-	int code = timeout ? STORK_EXIT_TIMEOUT : STORK_EXIT_PREEMPTED;
+	int code = timeout ? STORK_EXIT_TIMEOUT : STORK_EXIT_PREEMPTED, rc;
 	char err[768];
 
 	rank_logf(&r->log, "stopping after step %" PRId64 " on request%s", steps_done,
@@ -1602,8 +1707,11 @@ static int stop_and_requeue(struct rank *r, int64_t steps_done)
 		if (!n->slurm_job) {
 			snprintf(err, sizeof err, "not a Slurm job: nothing to requeue; run the same command again to resume");
 			code = STORK_EXIT_REQUEUE_FAILED;
-		} else if (slurm_job_requeue(n->slurm_job, err, sizeof err) < 0) {
+		} else if ((rc = slurm_job_requeue(n->slurm_job, err, sizeof err)) < 0) {
 			code = STORK_EXIT_REQUEUE_FAILED;
+		} else if (rc == SLURM_JOB_WAS_CANCELLED) {
+			/* scancel came after the ranks agreed on a preemption */
+			return stop_cancelled(r, steps_done, 1);
 		} else {
 			rank_logf(&r->log, "job %u requeued", n->slurm_job);
 			printf("job %u requeued after step %" PRId64 "\n", n->slurm_job, steps_done);
@@ -1701,11 +1809,13 @@ static int stop_without_checkpoint(struct rank *r, int64_t steps_done)
 	if (r->rank == 0 && r->node->slurm_job) {
 		char why[512];
 		size_t l = strlen(r->err);
+		int rc = slurm_job_requeue(r->node->slurm_job, why, sizeof why);
 
-		if (slurm_job_requeue(r->node->slurm_job, why, sizeof why) == 0)
+		if (rc == 0)
 			snprintf(r->err + l, sizeof r->err - l, "; job requeued");
 		else
-			snprintf(r->err + l, sizeof r->err - l, "; requeue failed: %s", why);
+			snprintf(r->err + l, sizeof r->err - l, "; %s%s",
+				 rc == SLURM_JOB_WAS_CANCELLED ? "" : "requeue failed: ", why);
 	}
 	return fail_agreed(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
 }
@@ -1730,7 +1840,7 @@ static int run_steps(struct rank *r, int64_t start)
 {
 	const struct stork_config *c = r->cfg;
 	int64_t step;
-	int stop = 0, no_room = 0;
+	int stop = 0, no_room = 0, cancelled = 0;
 
 	for (step = start; step < c->train.steps; step++) {
 		double c0;
@@ -1766,10 +1876,14 @@ static int run_steps(struct rank *r, int64_t start)
 		report_step(r, step, loss, lr, norm, step_ms, comm_ucx_thread_bytes_sent() - sent0);
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);
-		if (agree_stop(r, step + 1, step_ms / 1e3, &stop, &no_room))
+		if (agree_stop(r, step + 1, step_ms / 1e3, &stop, &no_room, &cancelled))
 			return r->res->exit_code;
+		if (cancelled)
+			rank_logf(&r->log, "stopping after step %" PRId64 " on request: the job was "
+				  "cancelled", step + 1);
 		if (no_room)
-			return stop_without_checkpoint(r, step + 1);
+			return cancelled ? stop_cancelled(r, step + 1, 0) :
+					   stop_without_checkpoint(r, step + 1);
 		if (stop || step + 1 == c->train.steps ||
 		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0)) {
 			int failed;
@@ -1779,7 +1893,8 @@ static int run_steps(struct rank *r, int64_t start)
 				return r->res->exit_code;
 		}
 		if (stop)
-			return stop_and_requeue(r, step + 1);
+			return cancelled ? stop_cancelled(r, step + 1, 1) :
+					   stop_and_requeue(r, step + 1);
 	}
 	snprintf(r->res->message, sizeof r->res->message, "completed %d steps", c->train.steps);
 	return 0;

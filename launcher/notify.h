@@ -1,6 +1,7 @@
 /*
  * launcher/notify.h - run events POSTed to a web hook (notify.url, or
- * STORK_NOTIFY_URL): started, preempted, restarted, failed, completed.
+ * STORK_NOTIFY_URL): started, preempted, restarted, failed, completed,
+ * cancelled.
  *
  * Launcher 0 sends them from a thread of its own with a queue, so a slow or
  * absent receiver costs the run nothing: each delivery has notify.timeout

@@ -451,14 +451,6 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
  * (a job submitted with a node range, --nodes=1-2) instead of waiting for
  * them. Returns node_lost_requeued with the message in e, or code.
  */
-static int job_pending(uint32_t id)
-{
-	struct slurm_job j;
-	char err[512];
-
-	return slurm_job_query(id, &j, err, sizeof err) == 0 && j.pending;
-}
-
 static int requeue_without_lost(const char *run_dir, const struct layout *l,
 				const struct exit_attempt *a, int code, struct exit_info *e)
 {
@@ -485,8 +477,9 @@ static int requeue_without_lost(const char *run_dir, const struct layout *l,
 	if (!hosts[0] || used >= sizeof hosts)
 		goto out;
 	/* Slurm may have requeued it already (NODE_FAIL of a --requeue job):
-	 * then it is pending, and the exclusion is all that is left to do. */
-	if ((slurm_job_requeue(job, err, sizeof err) < 0 && !job_pending(job)) ||
+	 * slurm_job_requeue counts that, and the exclusion is all that is left
+	 * to do. A cancelled job stays cancelled. */
+	if (slurm_job_requeue(job, err, sizeof err) != 0 ||
 	    slurm_job_exclude_nodes(job, hosts, err, sizeof err) < 0) {
 		stork_error("node(s) %s did not come back to the rendezvous of restart %d, and the "
 			    "requeue without them failed: %s", hosts, a->attempt, err);
@@ -672,6 +665,7 @@ static void notify_end(struct notify *nt, int code, int restarting, const struct
 {
 	const char *event = restarting ? "restarted" :
 			    code == STORK_EXIT_OK ? "completed" :
+			    code == STORK_EXIT_CANCELLED ? "cancelled" :
 			    code == STORK_EXIT_PREEMPTED || code == STORK_EXIT_TIMEOUT ||
 					    code == STORK_EXIT_NODE_LOST ? "preempted" : "failed";
 

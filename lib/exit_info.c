@@ -32,6 +32,7 @@ static const struct {
 	{ STORK_EXIT_CHECKPOINT_FAILED, "checkpoint_failed" },
 	{ STORK_EXIT_DIVERGED, "diverged" },
 	{ STORK_EXIT_NODE_LOST, "node_lost_requeued" },
+	{ STORK_EXIT_CANCELLED, "cancelled" },
 	{ STORK_EXIT_CONFIG, "config_error" },
 	{ STORK_EXIT_DATA, "data_error" },
 	/* Bad input of other kinds keeps its own exit code but reports one of
@@ -49,7 +50,12 @@ const char *exit_reason_name(int exit_code)
 	return "rank_failed";
 }
 
-/* Rank of an exit code's severity: failures > stops > success. */
+/*
+ * Rank of an exit code's severity: failures > stops > success. Among the
+ * stops, one that leaves the job ended outranks a requeue: a cancellation
+ * that only rank 0 saw (scancel during the stop's checkpoint) is the
+ * run's reason.
+ */
 static int severity(int code)
 {
 	switch (code) {
@@ -57,6 +63,7 @@ static int severity(int code)
 	case STORK_EXIT_PREEMPTED:
 	case STORK_EXIT_TIMEOUT:
 	case STORK_EXIT_NODE_LOST: return 1;
+	case STORK_EXIT_CANCELLED:
 	case STORK_EXIT_REQUEUE_FAILED: return 2;
 	case STORK_EXIT_RANK_FAILED:
 	case STORK_EXIT_HANG: return 4;

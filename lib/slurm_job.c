@@ -44,6 +44,10 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 	job->requeue = msg->job_array[0].requeue != 0;
 	job->batch = msg->job_array[0].batch_flag != 0;
 	job->pending = (msg->job_array[0].job_state & JOB_STATE_BASE) == JOB_PENDING;
+	/* scancel sets CANCELLED (with COMPLETING while the steps end) before
+	 * its TERM reaches them; preemption sets PENDING (requeued) or
+	 * PREEMPTED, the time limit TIMEOUT */
+	job->cancelled = (msg->job_array[0].job_state & JOB_STATE_BASE) == JOB_CANCELLED;
 	job->limit_hours = msg->job_array[0].time_limit == INFINITE ||
 					   msg->job_array[0].time_limit == NO_VAL ?
 				   0 : msg->job_array[0].time_limit / 60.0;
@@ -133,6 +137,19 @@ static int scontrol_requeue(uint32_t id, char *err, size_t errlen)
 
 int slurm_job_requeue(uint32_t id, char *err, size_t errlen)
 {
+	struct slurm_job job;
+
+	/* Slurm refuses to requeue a pending job, and requeues a cancelled one
+	 * as readily as a running one. When slurmctld cannot be asked, the
+	 * requeue is tried all the same: it says why it failed, if it does. */
+	if (slurm_job_query(id, &job, err, errlen) == 0) {
+		if (job.cancelled) {
+			snprintf(err, errlen, "job %u was cancelled (scancel): not requeued", id);
+			return SLURM_JOB_WAS_CANCELLED;
+		}
+		if (job.pending)
+			return 0;
+	}
 	if (slurm_requeue(id, 0) == SLURM_SUCCESS)
 		return 0;
 	snprintf(err, errlen, "slurm_requeue(%u): %s", id, slurm_strerror(slurm_get_errno()));

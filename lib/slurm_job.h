@@ -1,8 +1,9 @@
 /*
  * lib/slurm_job.h - the few questions Stork asks slurmctld about its own job:
- * its end time and whether it may be requeued, the requeue itself, and the
- * job's Comment. Linked by the launcher and the daemon only (the plugin runs
- * inside Slurm's own processes and must not load libslurm again).
+ * its end time, whether it may be requeued and whether it was cancelled,
+ * the requeue itself, and the job's Comment. Linked by the launcher and
+ * the daemon only (the plugin runs inside Slurm's own processes and must
+ * not load libslurm again).
  */
 #ifndef STORK_SLURM_JOB_H
 #define STORK_SLURM_JOB_H
@@ -18,6 +19,7 @@ struct slurm_job {
 	int requeue;              /* the job may be requeued (--requeue / JobRequeue) */
 	int batch;                /* a batch job (only those can be requeued) */
 	int pending;              /* waiting to run (e.g. requeued by Slurm itself) */
+	int cancelled;            /* ended by scancel: state CANCELLED, never to be requeued */
 	double limit_hours;       /* the time limit, 0 when none */
 	int nodes, cpus, gpus;    /* allocated: nodes, CPUs and GPUs (gres/gpu) in all */
 };
@@ -27,6 +29,9 @@ uint32_t slurm_job_id_from_env(void);
 
 /* Ask slurmctld about job id. Returns 0, or -1 with Slurm's message. */
 int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen);
+
+/* slurm_job_requeue's answer when the job was cancelled. */
+#define SLURM_JOB_WAS_CANCELLED 1
 
 /*
  * The --signal of batch job id's script (#SBATCH --signal=[R:|B:]SIG[@LEAD]):
@@ -39,7 +44,12 @@ int slurm_job_signal(uint32_t id, int *signo, int *lead);
 
 /*
  * Requeue the job: libslurm's slurm_requeue, then `scontrol requeue` if that
- * fails. Returns 0, or -1 with Slurm's message(s) in err.
+ * fails; but never a cancelled job. Slurm requeues a job that scancel is
+ * ending as readily as a running one (it requeues ending jobs by design),
+ * so slurmctld is asked first. Returns 0 when the job is requeued (now, or
+ * already by Slurm itself, as PreemptMode=REQUEUE does before its TERM),
+ * SLURM_JOB_WAS_CANCELLED (nothing done, err says so), or -1 with Slurm's
+ * message(s) in err.
  */
 int slurm_job_requeue(uint32_t id, char *err, size_t errlen);
 

@@ -86,7 +86,7 @@ static const struct enum_name nonfinite_actions[] = {
 };
 static const struct enum_name notify_events[] = {
 	{ "started", 0 }, { "preempted", 1 }, { "restarted", 2 }, { "failed", 3 }, { "completed", 4 },
-	{ NULL, 0 },
+	{ "cancelled", 5 }, { NULL, 0 },
 };
 static const struct enum_name signals[] = {
 	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { NULL, 0 },
@@ -283,7 +283,7 @@ static const struct key keys[] = {
 	  .dflt = "\"\"", .help = "http(s) URL run events are POSTed to (or STORK_NOTIFY_URL); empty: none" },
 	{ .path = "notify.events", .off = OFF(notify.events),
 	  .type = K_GLOBS, .names = notify_events,
-	  .dflt = "[started, preempted, restarted, failed, completed]", .help = "the events that are sent" },
+	  .dflt = "[started, preempted, restarted, failed, completed, cancelled]", .help = "the events that are sent" },
 	{ .path = "notify.timeout", .off = OFF(notify.timeout),
 	  .type = K_DOUBLE, .lo = 0, .hi = 300, .flags = LO_OPEN,
 	  .dflt = "5", .help = "seconds per delivery attempt (three attempts)" },

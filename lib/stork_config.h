@@ -143,7 +143,7 @@ struct stork_config {
 	} restart;
 	struct {
 		char *url;                  /* where run events are POSTed; "" = nowhere */
-		struct stork_globs events;  /* started, preempted, restarted, failed, completed */
+		struct stork_globs events;  /* started, preempted, restarted, failed, completed, cancelled */
 		double timeout;             /* seconds per delivery attempt */
 	} notify;
 	struct {

@@ -346,6 +346,30 @@ back_on_n1() {
 	[[ "$output" == *"requeues: 1;"* ]]
 }
 
+@test "a 2-node run cancelled with scancel: both nodes stop at the same step with its checkpoint, reason cancelled, never requeued" {
+	sed -i 's/steps: 50/steps: 1000000/' run.yaml
+	two_node_script cnl2 pmix --requeue
+	job=$(submit cnl2.sh)
+	dir=$(run_dir cnl2 "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 30 120
+	scancel "$job"
+	wait_job_state "$job" CANCELLED 60 || { scontrol update jobid="$job" requeue=0; scancel "$job"; false; }
+	cat cnl2.out
+	[ "$(job_field "$job" Restarts)" = 0 ]
+	for n in 000 001; do
+		[ "$(jq -r .reason "$dir/exit_info.node-$n.restart-0.json")" = cancelled ]
+	done
+	[ "$(jq -r .reason "$dir/exit_info.json")" = cancelled ]
+	[ "$(jq -r .nodes "$dir/exit_info.json")" = 2 ]
+	stopped=$(jq -r .last_checkpoint.step "$dir/exit_info.json")
+	[ "$(readlink "$dir/checkpoints/latest")" = "step_$(printf %08d "$stopped")" ]
+	for r in 000 001 002 003; do
+		grep -q "stopping after step $stopped on request: the job was cancelled" "$dir/logs/rank-$r.log"
+	done
+	wait_nodes_idle 30
+}
+
 @test "URL shards on 2 nodes: each node downloads each shard once, and the run trains the losses of the local files" {
 	two_node_job files pmix
 	ref=$DIR

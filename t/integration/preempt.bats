@@ -14,6 +14,14 @@ setup() {
 	sed -i 's/every: 0/every: 50/' run.yaml
 }
 
+# A test that failed may leave its job queued or running: end it for good
+# (requeue=0 first, so that nothing brings it back).
+teardown() {
+	[[ -n "${job:-}" ]] || return 0
+	scontrol update jobid="$job" requeue=0 2>/dev/null || true
+	scancel "$job" 2>/dev/null || true
+}
+
 # job_script NAME [SBATCH-LINES...]: a one-launcher, two-rank training job.
 job_script() {
 	local name=$1
@@ -73,6 +81,25 @@ reference() {
 	run grep -rl 'secret-token' "$dir" pre.out
 	[ "$status" -eq 1 ]
 	nodes_idle
+}
+
+@test "preempted by a job of a higher partition (PreemptMode=REQUEUE: Slurm requeues the job, then sends the same TERM as scancel): preempted_requeued, resumed bit for bit" {
+	reference
+	job_script prm --requeue
+	job=$(submit prm.sh)
+	dir=$(run_dir prm "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 20 120
+	# a job of partition urgent wants the whole node: Slurm preempts ours,
+	# requeues it itself and sends TERM
+	urgent=$(submit -p urgent -w "$(job_field "$job" NodeList)" --exclusive -o urgent.out --wrap 'sleep 2')
+	wait_job_state "$urgent" COMPLETED 120
+	wait_job_state "$job" COMPLETED 300
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '"reason": "completed"' "$dir/exit_info.json"
+	diff <(losses "$REF") <(losses "$dir")
+	wait_sacct_states "$job" "PREEMPTED COMPLETED" 30
 }
 
 @test "three preemptions in a row, then the same losses as an uninterrupted run" {
@@ -260,4 +287,89 @@ wait_latest() {
 	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 	[ "$(losses "$dir" | wc -l)" -eq 150 ]
+}
+
+# cancel_mid_run NAME SCANCEL-ARGS...: a --requeue training job that would
+# run for hours, cancelled mid-run with `scancel SCANCEL-ARGS... JOB`. It
+# must end for good: CANCELLED in slurmctld and in accounting, never
+# requeued, exit_info.json saying cancelled (exit 16), the checkpoint of the
+# step it stopped at committed within Slurm's KillWait (5 s here), and the
+# web hook told started, cancelled.
+cancel_mid_run() {
+	local name=$1 stopped
+	shift
+	sed -i 's/steps: 150/steps: 1000000/' run.yaml
+	job_script "$name" --requeue
+	start_webhook hook.log
+	job=$(STORK_NOTIFY_URL=$HOOK_URL submit "$name.sh")
+	dir=$(run_dir "$name" "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 20 120
+	scancel "$@" "$job"
+	# a requeued job would go back to PENDING and never be CANCELLED
+	wait_job_state "$job" CANCELLED 60
+	cat "$name.out"
+	[ "$(job_field "$job" Restarts)" = 0 ]
+	wait_sacct_states "$job" "CANCELLED by $(id -u)" 30
+	[ "$(jq -r .reason "$dir/exit_info.json")" = cancelled ]
+	[ "$(jq -r .exit_code "$dir/exit_info.json")" = 16 ]
+	[ "$(jq -r .restart_count "$dir/exit_info.json")" = 0 ]
+	stopped=$(sed -n 's/.*stopping after step \([0-9]*\) on request.*/\1/p' "$dir/logs/rank-000.log")
+	[ -n "$stopped" ]
+	[ "$(jq -r .last_checkpoint.step "$dir/exit_info.json")" = "$stopped" ]
+	[ "$(readlink "$dir/checkpoints/latest")" = "step_$(printf %08d "$stopped")" ]
+	run grep -q "job $job requeued" "$dir/logs/rank-000.log"
+	[ "$status" -eq 1 ]
+	kill "$HOOK_PID"
+	check_events hook.log started cancelled
+	[ "$(jq -r 'select(.event == "cancelled") | .reason' hook.log)" = cancelled ]
+	wait_nodes_idle 30
+}
+
+@test "scancel JOB mid-run: the job ends, CANCELLED and never requeued; checkpoint committed; exit_info says cancelled" {
+	cancel_mid_run cnl
+}
+
+@test "scancel --signal=KILL JOB mid-run: the job ends, CANCELLED and never requeued; exit_info says cancelled" {
+	cancel_mid_run kil --signal=KILL
+}
+
+@test "scancel JOB with too little of KillWait left for a checkpoint (a fault switch): cancelled, the previous checkpoint stays the latest, never requeued" {
+	fault_injection || skip "built without --enable-fault-injection"
+	sed -i 's/steps: 150/steps: 1000000/' run.yaml
+	job_script nrm --requeue
+	sed -i "s|^srun |STORK_FAULT_NO_ROOM_RANK=0 srun |" nrm.sh
+	job=$(submit nrm.sh)
+	dir=$(run_dir nrm "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_latest "$dir" 50 120
+	scancel "$job"
+	wait_job_state "$job" CANCELLED 60
+	[ "$(job_field "$job" Restarts)" = 0 ]
+	[ "$(jq -r .reason "$dir/exit_info.json")" = cancelled ]
+	jq -r .message "$dir/exit_info.json" | grep 'too little for a checkpoint'
+	stopped=$(sed -n 's/.*stopping after step \([0-9]*\) on request.*/\1/p' "$dir/logs/rank-000.log")
+	[ -n "$stopped" ]
+	[ ! -e "$dir/checkpoints/step_$(printf %08d "$stopped")" ]
+	latest=$(readlink "$dir/checkpoints/latest")
+	[ "$(jq -r .last_checkpoint.step "$dir/exit_info.json")" = "$((10#${latest#step_}))" ]
+	((10#${latest#step_} < stopped))
+	wait_nodes_idle 30
+}
+
+@test "scancel JOB.0 mid-run: Slurm kills the step at once; the job ends and is never requeued" {
+	sed -i 's/steps: 150/steps: 1000000/' run.yaml
+	job_script stp --requeue
+	job=$(submit stp.sh)
+	dir=$(run_dir stp "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 20 120
+	scancel "$job.0"
+	# the batch script goes on after srun, and ends the job
+	wait_job_state "$job" 'COMPLETED|FAILED' 60
+	cat stp.out
+	grep -q 'STEP [0-9.]* ON n[12] CANCELLED' stp.out
+	[ "$(job_field "$job" Restarts)" = 0 ]
+	wait_sacct_states "$job" "$(job_field "$job" JobState)" 30
+	wait_nodes_idle 30
 }

@@ -84,6 +84,27 @@ START_TEST(two_nodes_summarise_to_the_worse_reason)
 }
 END_TEST
 
+/* scancel during a preemption's checkpoint: only rank 0, about to requeue,
+ * learns of it; its node's cancellation is the run's reason. */
+START_TEST(a_cancellation_outranks_a_requeue)
+{
+	struct exit_info sum;
+
+	make_dir();
+	write_node(0, STORK_EXIT_CANCELLED, "cancelled after step 40: checkpoint committed");
+	write_node(1, STORK_EXIT_PREEMPTED, "stopped after step 40 (preempted)");
+	ck_assert_int_eq(exit_info_summarise(dir, 2, &first_attempt, 0, &sum, err, sizeof err),
+			 STORK_EXIT_CANCELLED);
+	ck_assert_str_eq(sum.reason, "cancelled");
+	ck_assert_str_eq(sum.message, "cancelled after step 40: checkpoint committed");
+	write_node(0, STORK_EXIT_PREEMPTED, "stopped after step 40 (preempted)");
+	write_node(1, STORK_EXIT_CANCELLED, "cancelled after step 40: checkpoint committed");
+	ck_assert_int_eq(exit_info_summarise(dir, 2, &first_attempt, 0, &sum, err, sizeof err),
+			 STORK_EXIT_CANCELLED);
+	remove_dir();
+}
+END_TEST
+
 START_TEST(a_node_that_failed_in_consequence_does_not_set_the_reason)
 {
 	struct exit_info a, b, sum;
@@ -177,6 +198,7 @@ static Suite *exit_info_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, two_nodes_summarise_to_the_worse_reason);
+	tcase_add_test(tc, a_cancellation_outranks_a_requeue);
 	tcase_add_test(tc, a_node_that_failed_in_consequence_does_not_set_the_reason);
 	tcase_add_test(tc, a_truncated_node_file_is_named);
 	tcase_add_test(tc, a_node_file_of_wrong_types_is_named);
