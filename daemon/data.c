@@ -12,6 +12,7 @@
  */
 #include "config.h"
 #include "daemon/data.h"
+#include "lib/bounded.h"
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
 #include "lib/rng.h"
@@ -21,7 +22,6 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,21 +75,6 @@ struct data_loader {
 	struct prefetch pf;
 };
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 /* ---------------------------------------------------------------- shards */
 
 /* Read and check path's header (lib/token_shard.c) and what the run needs of it; fill s. */
@@ -103,18 +88,18 @@ static int shard_check(struct data_shard *s, const struct data_config *cfg,
 	if (rc)
 		return rc;
 	if (cfg->vocab_size && h.vocab > cfg->vocab_size)
-		return fail(err, errlen, STORK_EXIT_DATA, "%s: made for a %d-token vocabulary, more "
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: made for a %d-token vocabulary, more "
 			    "than the model's %d: set model.vocab_size: %d", s->path, h.vocab,
 			    cfg->vocab_size, h.vocab);
 	s->ntok = h.ntok;
 	if (s->ntok < need)
-		return fail(err, errlen, STORK_EXIT_DATA, "%s: %llu tokens, fewer than the %llu one "
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: %llu tokens, fewer than the %llu one "
 			    "batch needs (batch_size %d x seq_len %d + 1): use a larger shard or a "
 			    "smaller train.batch_size or train.seq_len", s->path,
 			    (unsigned long long)s->ntok, (unsigned long long)need,
 			    cfg->batch_size, cfg->seq_len);
 	if ((s->ntok - 1) / (uint64_t)cfg->seq_len > UINT32_MAX)
-		return fail(err, errlen, STORK_EXIT_DATA, "%s: too many samples in one shard (at "
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: too many samples in one shard (at "
 			    "most 2^32)", s->path);
 	s->nsamples = (uint32_t)((s->ntok - 1) / (uint64_t)cfg->seq_len);
 	return 0;
@@ -131,16 +116,16 @@ static int find_shards(struct data_loader *dl, char *err, size_t errlen)
 		struct data_shard *more;
 
 		if (grc == GLOB_NOMATCH)
-			return fail(err, errlen, STORK_EXIT_DATA, "%s: '%s' matches no file",
+			return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: '%s' matches no file",
 				    cfg->key, cfg->globs[g]);
 		if (grc)
-			return fail(err, errlen, STORK_EXIT_DATA, "%s: cannot expand '%s'%s",
+			return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: cannot expand '%s'%s",
 				    cfg->key, cfg->globs[g],
 				    grc == GLOB_ABORTED ? ": a directory is unreadable" : "");
 		more = realloc(dl->shards, (dl->nshards + gl.gl_pathc) * sizeof *more);
 		if (!more) {
 			globfree(&gl);
-			return fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
+			return msg_fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
 		}
 		dl->shards = more;
 		for (size_t i = 0; i < gl.gl_pathc; i++) {
@@ -149,14 +134,14 @@ static int find_shards(struct data_loader *dl, char *err, size_t errlen)
 			memset(s, 0, sizeof *s);
 			if (!(s->path = strdup(gl.gl_pathv[i]))) {
 				globfree(&gl);
-				return fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
+				return msg_fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
 			}
 			dl->nshards++;
 		}
 		globfree(&gl);
 	}
 	if (!dl->nshards)
-		return fail(err, errlen, STORK_EXIT_DATA, "%s: no file patterns given",
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: no file patterns given",
 			    cfg->key);
 	return 0;
 }
@@ -238,20 +223,20 @@ static int read_sample(struct data_loader *dl, size_t si, uint32_t sample,
 			close(dl->fd);
 		dl->fd = open(s->path, O_RDONLY | O_CLOEXEC);
 		if (dl->fd < 0)
-			return fail(err, errlen, STORK_EXIT_DATA, "%s: cannot open: %s",
+			return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: cannot open: %s",
 				    s->path, strerror(errno));
 		dl->fd_shard = si;
 	}
 	fault_sleep(dl->read_delay);
 	n = pread(dl->fd, dl->row, bytes, off);
 	if (n != (ssize_t)bytes)
-		return fail(err, errlen, STORK_EXIT_DATA, "%s: short read at token %llu%s%s: "
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: short read at token %llu%s%s: "
 			    "was the file changed during the run?", s->path,
 			    (unsigned long long)sample * (unsigned long long)T,
 			    n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
 	for (int t = 0; t <= T; t++) {
 		if (dl->cfg.vocab_size && dl->row[t] >= dl->cfg.vocab_size)
-			return fail(err, errlen, STORK_EXIT_DATA, "%s: token %u at position "
+			return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: token %u at position "
 				    "%llu is not below the vocabulary size %d", s->path,
 				    dl->row[t], (unsigned long long)sample * T + (unsigned)t,
 				    dl->cfg.vocab_size);
@@ -271,7 +256,7 @@ static int read_batch(struct data_loader *dl, int *inputs, int *targets, char *e
 
 	for (int i = 0; i < slots; i++) {
 		if ((rc = ensure_orders(dl)))
-			return fail(err, errlen, rc, "out of memory");
+			return msg_fail(err, errlen, rc, "out of memory");
 		if (i >= first && i < first + B) {
 			size_t row = (size_t)(i - first) * (size_t)T;
 
@@ -424,7 +409,7 @@ int data_set_position(struct data_loader *dl, const struct data_position *pos,
 	prefetch_cancel(dl);
 	save = dl->pos;
 	if (pos->shard >= dl->nshards || (dl->cfg.shuffle && !pos->rng))
-		return fail(err, errlen, STORK_EXIT_DATA, "%s: saved data position (epoch "
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: saved data position (epoch "
 			    "%llu, shard %llu) does not fit the %zu shard(s) found now: "
 			    "did the data change since the checkpoint?", dl->cfg.key,
 			    (unsigned long long)pos->epoch, (unsigned long long)pos->shard,
@@ -434,7 +419,7 @@ int data_set_position(struct data_loader *dl, const struct data_position *pos,
 	if ((rc = ensure_orders(dl)))
 		goto fail;
 	if (pos->sample >= dl->shards[dl->shard_order[pos->shard]].nsamples) {
-		rc = fail(err, errlen, STORK_EXIT_DATA, "%s: saved data position (sample "
+		rc = msg_fail(err, errlen, STORK_EXIT_DATA, "%s: saved data position (sample "
 			  "%llu of shard %s) is past the shard's %u samples: did the data "
 			  "change since the checkpoint?", dl->cfg.key,
 			  (unsigned long long)pos->sample,
@@ -459,14 +444,14 @@ int data_open(struct data_loader **out, const struct data_config *cfg,
 
 	*out = NULL;
 	if (!cfg->key)
-		return fail(err, errlen, STORK_EXIT_INTERNAL, "data: no config key given");
+		return msg_fail(err, errlen, STORK_EXIT_INTERNAL, "data: no config key given");
 	if (cfg->batch_size <= 0 || cfg->seq_len <= 0 || cfg->nranks <= 0 ||
 	    cfg->rank < 0 || cfg->rank >= cfg->nranks || cfg->nglobs < 0)
-		return fail(err, errlen, STORK_EXIT_CONFIG, "%s: batch_size %d, seq_len %d "
+		return msg_fail(err, errlen, STORK_EXIT_CONFIG, "%s: batch_size %d, seq_len %d "
 			    "and rank %d of %d must be positive and in range", cfg->key,
 			    cfg->batch_size, cfg->seq_len, cfg->rank, cfg->nranks);
 	if (!(dl = calloc(1, sizeof *dl)))
-		return fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
+		return msg_fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
 	dl->cfg = *cfg;
 	snprintf(dl->key, sizeof dl->key, "%s", cfg->key ? cfg->key : "data");
 	dl->cfg.key = dl->key;
@@ -479,14 +464,14 @@ int data_open(struct data_loader **out, const struct data_config *cfg,
 	dl->shard_order = malloc(dl->nshards * sizeof(uint32_t));
 	dl->row = malloc((size_t)(cfg->seq_len + 1) * sizeof(uint16_t));
 	if (!dl->shard_order || !dl->row) {
-		rc = fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
+		rc = msg_fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
 		goto fail;
 	}
 	dl->start_rng = rng_seed(cfg->seed, DATA_RNG_STREAM);
 	data_rewind(dl);
 	dl->read_delay = fault_seconds("STORK_FAULT_DATA_DELAY");
 	if (cfg->prefetch && prefetch_open(dl) < 0) {
-		rc = fail(err, errlen, STORK_EXIT_INTERNAL, "%s: cannot start the prefetch thread",
+		rc = msg_fail(err, errlen, STORK_EXIT_INTERNAL, "%s: cannot start the prefetch thread",
 			  dl->key);
 		goto fail;
 	}

@@ -20,6 +20,7 @@
  */
 #include "config.h"
 #include "launcher/preflight.h"
+#include "lib/bounded.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
 #include "lib/slurm_job.h"
@@ -31,25 +32,11 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int refuse(int code, char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int refuse(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return code;
-}
 
 /* A shard made for vocabulary v against c's model (see the top comment). */
 static int check_vocab(const struct stork_config *c, const char *key, const char *path, int v,
@@ -58,12 +45,12 @@ static int check_vocab(const struct stork_config *c, const char *key, const char
 	int vocab = c->model.vocab_size;
 
 	if (v > vocab)
-		return refuse(STORK_EXIT_CONFIG, err, errlen,
+		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
 			      "%s: %s holds tokens of a %d-token vocabulary, more than "
 			      "model.vocab_size = %d (%s): set model.vocab_size: %d", key, path, v,
 			      vocab, config_origin(c, "model.vocab_size"), v);
 	if (v > 0 && v < vocab && !strcmp(config_origin(c, "model.vocab_size"), "default"))
-		return refuse(STORK_EXIT_CONFIG, err, errlen,
+		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
 			      "%s: %s was made for a %d-token vocabulary (stork prep's bytes), but "
 			      "model.vocab_size is the default %d (GPT-2's), whose extra rows only "
 			      "slow each step: set model.vocab_size: %d (or %d, to keep GPT-2's "
@@ -86,10 +73,10 @@ static int check_globs(const struct stork_config *c, const char *key,
 			continue; /* staged by the job, checked by storkd */
 		grc = glob(globs->v[g], 0, NULL, &gl);
 		if (grc == GLOB_NOMATCH)
-			return refuse(STORK_EXIT_DATA, err, errlen, "%s: '%s' matches no file", key,
+			return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: '%s' matches no file", key,
 				      globs->v[g]);
 		if (grc)
-			return refuse(STORK_EXIT_DATA, err, errlen, "%s: cannot expand '%s'", key,
+			return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: cannot expand '%s'", key,
 				      globs->v[g]);
 		for (size_t i = 0; i < gl.gl_pathc && !rc; i++) {
 			struct token_shard sh;
@@ -115,7 +102,7 @@ static int check_resume_from(const struct stork_config *c, char *err, size_t err
 
 	if (!from || !*from || stat(from, &st) == 0)
 		return 0;
-	return refuse(STORK_EXIT_CONFIG, err, errlen, "run.resume_from: %s (%s): %s", from,
+	return msg_fail(err, errlen, STORK_EXIT_CONFIG, "run.resume_from: %s (%s): %s", from,
 		      config_origin(c, "run.resume_from"), strerror(errno));
 }
 
@@ -132,7 +119,7 @@ static int check_device(const struct stork_config *c, char *err, size_t errlen)
 	if (c->run.device != STORK_DEVICE_CUDA || access("/proc/driver/nvidia/version", F_OK) == 0)
 		return 0;
 	gethostname(host, sizeof host - 1);
-	return refuse(STORK_EXIT_CONFIG, err, errlen,
+	return msg_fail(err, errlen, STORK_EXIT_CONFIG,
 		      "run.device: cuda (%s), but %s has no NVIDIA driver (no "
 		      "/proc/driver/nvidia/version): run on GPU nodes, or set run.device: auto",
 		      config_origin(c, "run.device"), host);
@@ -154,14 +141,14 @@ static int check_signal(const struct stork_config *c, const struct slurm_job *jo
 	if (slurm_job_signal(job->id, &signo, &lead) < 0 || !signo)
 		return 0;
 	if (signo != c->preempt.signal)
-		return refuse(STORK_EXIT_CONFIG, err, errlen,
+		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
 			      "job %u asks Slurm for SIG%s before its end (--signal), but "
 			      "preempt.signal is %s (%s): storkd would not take it for a "
 			      "preemption; make them the same (--signal=%s@%d)", job->id,
 			      sigabbrev_np(signo) ? sigabbrev_np(signo) : "?", want,
 			      config_origin(c, "preempt.signal"), want, lead);
 	if (limit > 0 && lead >= limit)
-		return refuse(STORK_EXIT_CONFIG, err, errlen,
+		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
 			      "job %u asks for SIG%s %d s before its end (--signal=%s@%d), but its "
 			      "time limit is %d s: every attempt would be told to stop as it starts; "
 			      "keep the lead well under the limit (a checkpoint's time, not more)",

@@ -20,16 +20,32 @@ int path_join(char *dst, size_t len, const char *dir, const char *name)
 	return 0;
 }
 
+static void vmsg_format(char *dst, size_t len, const char *fmt, va_list ap)
+{
+	int n;
+
+	if (!dst || len == 0)
+		return;
+	n = vsnprintf(dst, len, fmt, ap);
+	if (n >= 0 && (size_t)n >= len && len > 4)
+		memcpy(dst + len - 4, "...", 4);
+}
+
 void msg_format(char *dst, size_t len, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
-	if (len == 0)
-		return;
 	va_start(ap, fmt);
-	n = vsnprintf(dst, len, fmt, ap);
+	vmsg_format(dst, len, fmt, ap);
 	va_end(ap);
-	if (n >= 0 && (size_t)n >= len && len > 4)
-		memcpy(dst + len - 4, "...", 4);
+}
+
+int msg_fail(char *dst, size_t len, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmsg_format(dst, len, fmt, ap);
+	va_end(ap);
+	return code;
 }

@@ -19,4 +19,9 @@ int path_join(char *dst, size_t len, const char *dir, const char *name);
 void msg_format(char *dst, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* msg_format into dst (NULL or len 0: nothing), then return code: the
+ * "say why and give the exit code" of a function that fails. */
+int msg_fail(char *dst, size_t len, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 #endif

@@ -4,32 +4,18 @@
  * before a run directory exists (the same messages in both).
  */
 #include "config.h"
+#include "lib/bounded.h"
 #include "lib/exit_codes.h"
 #include "lib/token_shard.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define DATA_MODEL_MAGIC 20240326 /* llm.c model files, a frequent mix-up */
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return STORK_EXIT_DATA;
-}
 
 /* The header of the open shard fd (of size bytes) into s. */
 static int check_header(const char *path, int fd, off_t size, struct token_shard *s, char *err,
@@ -40,24 +26,24 @@ static int check_header(const char *path, int fd, off_t size, struct token_shard
 	ssize_t n = pread(fd, h, sizeof h, 0);
 
 	if (n < 0)
-		return fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: cannot read: %s", path, strerror(errno));
 	if (n < (ssize_t)sizeof h)
-		return fail(err, errlen, "%s: truncated: %lld bytes, smaller than the %d-byte header "
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: truncated: %lld bytes, smaller than the %d-byte header "
 			    "of an llm.c token shard", path, (long long)size, DATA_HEADER_BYTES);
 	if (h[0] != DATA_MAGIC)
-		return fail(err, errlen, "%s: wrong magic number %d (expected %d): not an llm.c token "
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: wrong magic number %d (expected %d): not an llm.c token "
 			    "shard%s", path, h[0], DATA_MAGIC,
 			    h[0] == DATA_MODEL_MAGIC ? " (this is an llm.c model file)" : "");
 	if (h[1] != DATA_VERSION)
-		return fail(err, errlen, "%s: unsupported token shard version %d (expected %d)", path,
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: unsupported token shard version %d (expected %d)", path,
 			    h[1], DATA_VERSION);
 	if (h[2] < 0)
-		return fail(err, errlen, "%s: negative token count %d in the header", path, h[2]);
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: negative token count %d in the header", path, h[2]);
 	s->ntok = (uint64_t)h[2];
 	s->vocab = h[DATA_HEADER_VOCAB] > 0 ? h[DATA_HEADER_VOCAB] : 0;
 	want = DATA_HEADER_BYTES + 2 * s->ntok;
 	if ((uint64_t)size != want)
-		return fail(err, errlen, "%s: %s: the header says %llu tokens (%llu bytes) but the "
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: %s: the header says %llu tokens (%llu bytes) but the "
 			    "file has %lld bytes", path,
 			    (uint64_t)size < want ? "truncated shard" : "trailing data",
 			    (unsigned long long)s->ntok, (unsigned long long)want, (long long)size);
@@ -70,9 +56,9 @@ int token_shard_check(const char *path, struct token_shard *s, char *err, size_t
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	if (fd < 0)
-		return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: cannot open: %s", path, strerror(errno));
 	if (fstat(fd, &st) < 0)
-		rc = fail(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+		rc = msg_fail(err, errlen, STORK_EXIT_DATA, "%s: cannot stat: %s", path, strerror(errno));
 	else
 		rc = check_header(path, fd, st.st_size, s, err, errlen);
 	close(fd);
