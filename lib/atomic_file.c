@@ -29,37 +29,32 @@ static int fail(char *err, size_t errlen, const char *path, const char *what, in
 	return -1;
 }
 
+/* "PATH.tmp.R" into tmp, R 64 random bits: a name another user cannot guess. 0, or -1 with errno set. */
+static int tmp_path(const char *path, char *tmp, size_t len)
+{
+	uint64_t r;
+
+	if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+		return -1;
+	if (snprintf(tmp, len, "%s.tmp.%016llx", path, (unsigned long long)r) >= (int)len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
 int atomic_tmp_open(const char *path, char *tmp, size_t len, mode_t mode)
 {
 	for (int tries = 0; tries < 8; tries++) {
-		uint64_t r;
 		int fd;
 
-		if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+		if (tmp_path(path, tmp, len) < 0)
 			return -1;
-		if (snprintf(tmp, len, "%s.tmp.%016llx", path, (unsigned long long)r) >= (int)len) {
-			errno = ENAMETOOLONG;
-			return -1;
-		}
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;
 	}
 	return -1;
-}
-
-/* The temporary name beside path, for a symbolic link: unpredictable as atomic_tmp_open's. */
-static char *tmp_name(const char *path)
-{
-	size_t len = strlen(path) + 32;
-	char *tmp = malloc(len);
-	uint64_t r;
-
-	if (tmp && getrandom(&r, sizeof r, 0) == (ssize_t)sizeof r)
-		snprintf(tmp, len, "%s.tmp.%016llx", path, (unsigned long long)r);
-	else if (tmp)
-		snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-	return tmp;
 }
 
 int fsync_dir(const char *dir)
@@ -148,14 +143,16 @@ fail_open:
 
 int atomic_symlink_replace(const char *target, const char *linkpath)
 {
-	char *tmp = tmp_name(linkpath);
+	size_t len = strlen(linkpath) + 32;
+	char *tmp = malloc(len);
 	int e;
 
 	if (!tmp) {
 		errno = ENOMEM;
 		return -1;
 	}
-	if (symlink(target, tmp) < 0)
+	/* symlink(2) never replaces: a name taken already fails, as O_EXCL would */
+	if (tmp_path(linkpath, tmp, len) < 0 || symlink(target, tmp) < 0)
 		goto fail;
 	if (rename(tmp, linkpath) < 0) {
 		e = errno;
