@@ -15,6 +15,17 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The state field of sacct's row of job itself (what follows "JOB|"), or NULL when it has none. */
+static const char *job_state(const char *text, const char *job)
+{
+	size_t len = strlen(job);
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, job, len) && l[len] == '|')
+			return l + len + 1;
+	return NULL;
+}
+
 /*
  * Whether sacct's answer lacks the job's own row, or still has it pending:
  * slurmdbd learns of the job's start from slurmctld a moment after its
@@ -22,12 +33,9 @@
  */
 static int job_row_missing(const char *out, const char *job)
 {
-	size_t len = strlen(job);
+	const char *state = job_state(out, job);
 
-	for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-		if (!strncmp(l, job, len) && l[len] == '|')
-			return !strncmp(l + len + 1, "PENDING|", 8);
-	return 1;
+	return !state || !strncmp(state, "PENDING|", 8);
 }
 
 char *run_metrics_sacct(const char *job, int *status)
@@ -46,17 +54,12 @@ int run_metrics_sacct_final(const char *text, const char *job)
 {
 	static const char *const running[] = { "RUNNING|", "PENDING|", "REQUEUED|", "SUSPENDED|",
 					       "COMPLETING|", "CONFIGURING|", "RESIZING|" };
-	size_t len = strlen(job);
+	const char *state = job_state(text, job);
 
-	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		if (strncmp(l, job, len) || l[len] != '|')
-			continue;
-		for (size_t i = 0; i < sizeof running / sizeof *running; i++)
-			if (!strncmp(l + len + 1, running[i], strlen(running[i])))
-				return 0;
-		return 1;
-	}
-	return 0;
+	for (size_t i = 0; state && i < sizeof running / sizeof *running; i++)
+		if (!strncmp(state, running[i], strlen(running[i])))
+			return 0;
+	return state != NULL;
 }
 
 /* sacct.csv: the job's row(s), or a comment saying why there are none. */
