@@ -159,16 +159,13 @@ static int check_signal(const struct stork_config *c, const struct slurm_job *jo
 	return 0;
 }
 
-int preflight(const struct stork_config *c, int on_node, struct preflight_data *seen, char *err,
-	      size_t errlen)
+int preflight(const struct stork_config *c, const struct slurm_job *job, int on_node,
+	      struct preflight_data *seen, char *err, size_t errlen)
 {
-	uint32_t id = slurm_job_id_from_env();
-	struct slurm_job job;
-	char why[512];
 	int rc = check_resume_from(c, err, errlen);
 
-	if (!rc && id && slurm_job_query(id, &job, why, sizeof why) == 0)
-		rc = check_signal(c, &job, err, errlen);
+	if (!rc && job)
+		rc = check_signal(c, job, err, errlen);
 
 	if (!rc && on_node)
 		rc = check_device(c, err, errlen);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 struct stork_config;
+struct slurm_job;
 
 /* What the checks found of data.train's local shards. */
 struct preflight_data {
@@ -16,13 +17,15 @@ struct preflight_data {
 };
 
 /*
- * The checks of preflight.c on configuration c; on_node: they run where
- * the ranks will (a job step, or a run outside Slurm), so this node's
- * driver counts. Returns 0 (with seen, if not NULL, counting data.train's
- * local shards), or the exit code (3 configuration, 4 data) with a
- * message in err naming the key, the file and what to do.
+ * The checks of preflight.c on configuration c; job: slurmctld's answer
+ * about this job (NULL outside a job, or when there was none: its
+ * --signal then goes unchecked); on_node: the checks run where the ranks
+ * will (a job step, or a run outside Slurm), so this node's driver counts.
+ * Returns 0 (with seen, if not NULL, counting data.train's local shards),
+ * or the exit code (3 configuration, 4 data) with a message in err naming
+ * the key, the file and what to do.
  */
-int preflight(const struct stork_config *c, int on_node, struct preflight_data *seen, char *err,
-	      size_t errlen);
+int preflight(const struct stork_config *c, const struct slurm_job *job, int on_node,
+	      struct preflight_data *seen, char *err, size_t errlen);
 
 #endif

@@ -770,8 +770,12 @@ static void notify_started(struct notify *nt, const char *run_dir)
 static int check_only(const struct run_options *o, const struct stork_config *cfg)
 {
 	struct preflight_data seen = { 0 };
+	struct slurm_job job;
+	uint32_t id = slurm_job_id_from_env();
 	char err[1024];
-	int code = preflight(cfg, getenv("SLURM_STEP_ID") != NULL, &seen, err, sizeof err);
+	int known = id && slurm_job_query(id, &job, err, sizeof err) == 0;
+	int code = preflight(cfg, known ? &job : NULL, getenv("SLURM_STEP_ID") != NULL, &seen, err,
+			     sizeof err);
 
 	if (code) {
 		stork_error("%s", err);
@@ -823,7 +827,11 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_CONFIG;
 		goto out;
 	}
-	code = preflight(&cfg, 1, NULL, err, sizeof err);
+	/* one question to slurmctld serves the checks below and launcher 0's
+	 * check_job; unanswered, asked stays empty (id 0) and check_job says why */
+	if (!asked.id && slurm_job_id_from_env())
+		(void)slurm_job_query(slurm_job_id_from_env(), &asked, err, sizeof err);
+	code = preflight(&cfg, asked.id ? &asked : NULL, 1, NULL, err, sizeof err);
 	if (code) {
 		stork_error("%s", err);
 		goto out;
