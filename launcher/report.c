@@ -138,16 +138,15 @@ static void print_problems(const struct run_report *rep)
 	}
 }
 
-/* Where each attempt but the last stopped, and why: the loss chart's markers in words. */
+/* Where each attempt but the last stopped, and why: the loss chart's numbered markers in words. */
 static void print_stops(const struct run_report *rep)
 {
-	for (int i = 0; i + 1 < rep->nattempts; i++) {
+	for (int i = 0, k = 0; i + 1 < rep->nattempts; i++) {
 		const struct report_attempt *a = &rep->attempts[i];
 
-		if (!a->train_loss.n)
-			continue;
-		printf("stop %d: step %ld, %s%s%s\n", i + 1, a->train_loss.step[a->train_loss.n - 1],
-		       a->ended[0] ? a->ended : "restart", a->message[0] ? ": " : "", a->message);
+		if (report_stop_step(a) >= 0)
+			printf("stop %d: step %ld, %s%s%s\n", ++k, report_stop_step(a),
+			       report_stop_reason(a), a->message[0] ? ": " : "", a->message);
 	}
 }
 

@@ -65,6 +65,10 @@ void report_free(struct run_report *rep);
 double series_median(const struct series *s);
 double series_last(const struct series *s);
 
+/* Where attempt a stopped: its last trained step (-1 when it trained none), and why. */
+long report_stop_step(const struct report_attempt *a);
+const char *report_stop_reason(const struct report_attempt *a);
+
 /* The HTML page of rep on f. 0, or -1 when writing fails. */
 int report_write_html(const struct run_report *rep, FILE *f);
 

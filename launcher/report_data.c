@@ -67,6 +67,16 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+long report_stop_step(const struct report_attempt *a)
+{
+	return a->train_loss.n ? a->train_loss.step[a->train_loss.n - 1] : -1;
+}
+
+const char *report_stop_reason(const struct report_attempt *a)
+{
+	return a->ended[0] ? a->ended : "restart";
+}
+
 double series_median(const struct series *s)
 {
 	double *c, m;

@@ -249,12 +249,6 @@ static void attempt_name(char *buf, size_t len, const struct report_attempt *a, 
 		snprintf(buf, len, "requeue %d, attempt %d", a->requeue, a->attempt);
 }
 
-/* The last trained step of attempt a, or -1 when it trained none. */
-static long stop_step(const struct report_attempt *a)
-{
-	return a->train_loss.n ? a->train_loss.step[a->train_loss.n - 1] : -1;
-}
-
 /*
  * A marker where each attempt but the last stopped, at its last trained
  * step: a dashed line and its number, on one of three rows in turn so that
@@ -265,7 +259,7 @@ static void stop_markers(FILE *f, const struct run_report *rep, const struct cha
 {
 	for (int i = 0, k = 0; i + 1 < rep->nattempts; i++) {
 		const struct report_attempt *a = &rep->attempts[i];
-		long step = stop_step(a);
+		long step = report_stop_step(a);
 		double x, tx;
 
 		if (step < 0)
@@ -277,7 +271,7 @@ static void stop_markers(FILE *f, const struct run_report *rep, const struct cha
 			   "x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/><text x=\"%.1f\" y=\"%d\" "
 			   "text-anchor=\"middle\">%d</text><title>", step, k, x, x, MARGIN_T,
 			MARGIN_T + PLOT_H, tx, MARGIN_T + 12 + 12 * ((k - 1) % 3), k);
-		put_escaped(f, a->ended[0] ? a->ended : "restart");
+		put_escaped(f, report_stop_reason(a));
 		fprintf(f, " at step %ld: ", step);
 		put_escaped(f, a->message);
 		fprintf(f, "</title></g>\n");
@@ -291,14 +285,14 @@ static void stop_list(FILE *f, const struct run_report *rep)
 
 	for (int i = 0; i + 1 < rep->nattempts; i++) {
 		const struct report_attempt *a = &rep->attempts[i];
-		long step = stop_step(a);
+		long step = report_stop_step(a);
 
 		if (step < 0)
 			continue;
 		if (!k++)
 			fprintf(f, "<ol class=\"stops\">\n");
 		fprintf(f, "<li data-step=\"%ld\">step %ld: <b>", step, step);
-		put_escaped(f, a->ended[0] ? a->ended : "restart");
+		put_escaped(f, report_stop_reason(a));
 		fprintf(f, "</b>%s", a->message[0] ? ": " : "");
 		put_escaped(f, a->message);
 		fprintf(f, "</li>\n");
