@@ -14,7 +14,11 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/checkpoint.c daemon/checkpoint.h \
 	daemon/rank_log.c daemon/rank_log.h \
 	daemon/join.c daemon/join.h \
-	daemon/node_result.c daemon/node_result.h
+	daemon/node_result.c daemon/node_result.h \
+	daemon/program.c daemon/program.h \
+	daemon/program_env.c daemon/program_env.h \
+	daemon/program_error.c daemon/program_error.h \
+	daemon/program_output.c daemon/program_output.h
 daemon_libstorkd_a_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS)
 STORKD_LIBS = daemon/libstorkd.a daemon/libdata.a $(ENGINE_LIBS) $(COMM_LIBS) $(RDV_LIBS) \
 	lib/libstork_slurm.a lib/libstork_bind.la lib/libstork.la $(SLURM_LIBS) $(XXHASH_LIBS)

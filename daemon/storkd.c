@@ -12,6 +12,7 @@
 #include "daemon/join.h"
 #include "daemon/layout.h"
 #include "daemon/node_result.h"
+#include "daemon/program.h"
 #include "daemon/train.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
@@ -459,7 +460,9 @@ static int check_layout(const struct stork_config *cfg, struct run_layout *layou
 
 /*
  * Join the other nodes (a world of one when this is the only daemon), then
- * set the node's place in the world and its communicators.
+ * set the node's place in the world and its communicators. The engine's
+ * communicators have one member per rank thread; a run of the user's own
+ * program has one per daemon, for the daemons' own agreement.
  */
 static int join(const struct options *o, const struct stork_config *cfg, struct train_node *node,
 		struct run_layout *layout, struct comm_ucx **ucx, struct comm_hier **hier,
@@ -469,7 +472,7 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 	size_t addr_len = 0;
 	struct rdv_params p;
 	char *bindings = NULL;
-	int code;
+	int code, program = cfg->program.command.n > 0;
 
 	if (plan_bindings(node, &bindings, err, errlen) < 0)
 		return STORK_EXIT_CONFIG;
@@ -497,9 +500,9 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 	node->node_rank = layout->node_index;
 	node->rank_base = layout->nodes[layout->node_index].rank_base;
 	node->world_size = layout->world_size;
-	if ((code = check_layout(cfg, layout, err, errlen)))
+	if (!program && (code = check_layout(cfg, layout, err, errlen)))
 		return code;
-	node->world = comm_world_create(node->local_ranks);
+	node->world = comm_world_create(program ? 1 : node->local_ranks);
 	if (!node->world) {
 		snprintf(err, errlen, "out of memory");
 		return STORK_EXIT_INTERNAL;
@@ -513,7 +516,7 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 
 		for (int i = 0; addrs && counts && i < layout->nnodes; i++) {
 			addrs[i] = layout->nodes[i].ucx_addr;
-			counts[i] = layout->nodes[i].local_ranks;
+			counts[i] = program ? 1 : layout->nodes[i].local_ranks;
 		}
 		if (addrs && counts)
 			rc = comm_hier_create(node->world, *ucx, layout->node_index, layout->nnodes,
@@ -581,6 +584,28 @@ static void keep_global_batch(const struct options *o, struct stork_config *cfg,
 	cfg->train.grad_accum = accum;
 }
 
+/* `stork run -- PROGRAM`: the ranks are the program's processes (daemon/program.c). */
+static int run_program(const struct options *o, const struct stork_config *cfg,
+		       const struct train_node *node, const struct run_layout *layout,
+		       struct comm_hier *hier)
+{
+	struct program_run p = {
+		.cfg = cfg, .node = node, .layout = layout, .hier = hier,
+		.daemons = layout->nnodes > 1 ? node->rank_comm(node->rank_comm_arg, 0) : NULL,
+	};
+	json_t *result = NULL;
+	char *text;
+	int code = program_run(&p, &result);
+
+	if (o->result_fd >= 0 && result && (text = sj_compact(result))) {
+		if (dprintf(o->result_fd, "%s", text) < 0)
+			stork_error("cannot report the node's result to stork: %s", strerror(errno));
+		free(text);
+	}
+	json_decref(result);
+	return code;
+}
+
 static int run(const struct options *o, struct stork_config *cfg)
 {
 	struct train_node node = {
@@ -616,6 +641,10 @@ static int run(const struct options *o, struct stork_config *cfg)
 	if (code) {
 		stork_error("%s", err);
 		report_result(o->result_fd, code, w, 0, err);
+		goto out;
+	}
+	if (cfg->program.command.n) {
+		code = run_program(o, cfg, &node, &layout, hier);
 		goto out;
 	}
 	keep_global_batch(o, cfg, node.world_size);

@@ -22,6 +22,7 @@
 #include "launcher/preflight.h"
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
+#include "lib/io.h"
 #include "lib/log.h"
 #include "lib/slurm_job.h"
 #include "lib/stork_config.h"
@@ -32,6 +33,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -159,10 +161,46 @@ static int check_signal(const struct stork_config *c, const struct slurm_job *jo
 	return 0;
 }
 
+/*
+ * `stork run -- PROGRAM`: the program must be there, as the ranks will
+ * look for it (execvp: a name without a slash is searched in PATH), and
+ * the configuration must not set what only the engine reads: such a key
+ * would be silently ignored.
+ */
+static int check_program(const struct stork_config *c, char *err, size_t errlen)
+{
+	const char *prog = c->program.command.v[0];
+	char keys[1024], found[4096];
+	struct stat st;
+
+	if (config_engine_keys_set(c, keys, sizeof keys) > 0)
+		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
+				"stork run -- %s: %s: the training engine's keys, which a run of "
+				"your own program does not read; remove them (or leave out the "
+				"program to train with the engine)", prog, keys);
+	if (path_search(prog, found, sizeof found) < 0)
+		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
+				"stork run -- %s: no such program%s%s", prog,
+				strchr(prog, '/') ? "" : " in PATH=",
+				strchr(prog, '/') ? "" : (getenv("PATH") ? getenv("PATH") : ""));
+	if (stat(found, &st) < 0 || !S_ISREG(st.st_mode) || access(found, X_OK) < 0)
+		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
+				"stork run -- %s: %s is not an executable file", prog, found);
+	return 0;
+}
+
 int preflight(const struct stork_config *c, const struct slurm_job *job, int on_node,
 	      struct preflight_data *seen, char *err, size_t errlen)
 {
-	int rc = check_resume_from(c, err, errlen);
+	int rc;
+
+	if (c->program.command.n) {
+		rc = check_program(c, err, errlen);
+		if (!rc && job)
+			rc = check_signal(c, job, err, errlen);
+		return rc;
+	}
+	rc = check_resume_from(c, err, errlen);
 
 	if (!rc && job)
 		rc = check_signal(c, job, err, errlen);

@@ -51,7 +51,9 @@
 #include <unistd.h>
 
 struct run_options {
-	const char *config;
+	const char *config;     /* NULL: none given (the user's own program needs none) */
+	char **program;         /* after `--`: PROGRAM ARGS..., NULL-terminated; NULL: the engine */
+	int nprogram;
 	const char *storkd;
 	int local_ranks;        /* 0 = from the configuration */
 	char **overrides;
@@ -93,10 +95,14 @@ static void run_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: stork run [--check] CONFIG [--local-ranks N] [--set KEY=VALUE]... [KEY=VALUE]...\n"
+		"       stork run [--check] [CONFIG] [OPTIONS]... -- PROGRAM [ARGS]...\n"
 		"  --check           check the configuration and the data as a start would, start\n"
 		"                    nothing (before sbatch, on a login node)\n"
 		"  --local-ranks N   ranks this launcher runs (default: parallel.local_ranks)\n"
-		"  --set KEY=VALUE   override a configuration key, e.g. train.steps=50\n");
+		"  --set KEY=VALUE   override a configuration key, e.g. train.steps=50\n"
+		"  -- PROGRAM ARGS   every rank runs PROGRAM (a PyTorch script...) instead of the\n"
+		"                    engine, with torchrun's environment (stork(1): RUNNING YOUR\n"
+		"                    OWN PROGRAM)\n");
 }
 
 static int parse_run_options(int argc, char **argv, struct run_options *o)
@@ -115,6 +121,20 @@ static int parse_run_options(int argc, char **argv, struct run_options *o)
 	o->overrides = calloc((size_t)argc, sizeof *o->overrides);
 	if (!o->overrides)
 		return -1;
+	/* `--` ends stork's own arguments: what follows is the program's,
+	 * options and all, and getopt must not see it */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			o->program = argv + i + 1;
+			o->nprogram = argc - i - 1;
+			argc = i;
+			break;
+		}
+	if (o->program && o->nprogram == 0) {
+		stork_error("nothing after '--': name the program every rank runs");
+		run_usage(stderr);
+		return -1;
+	}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -136,11 +156,13 @@ static int parse_run_options(int argc, char **argv, struct run_options *o)
 		default: run_usage(stderr); return -1;
 		}
 	}
-	if (optind >= argc) {
+	if (optind >= argc && !o->program) {
 		run_usage(stderr);
 		return -1;
 	}
-	o->config = argv[optind++];
+	/* the CONFIG, unless the first word is already an override */
+	if (optind < argc && !(o->program && strchr(argv[optind], '=')))
+		o->config = argv[optind++];
 	/* Overrides may also follow the file as plain KEY=VALUE words. */
 	for (; optind < argc; optind++) {
 		if (!strchr(argv[optind], '=')) {
@@ -153,15 +175,49 @@ static int parse_run_options(int argc, char **argv, struct run_options *o)
 	return 0;
 }
 
+/* `-- PROGRAM ARGS`, over whatever program.command the configuration had. */
+static int set_program(struct stork_config *cfg, char **argv, int argc, char *err, size_t len)
+{
+	struct stork_globs *cmd = &cfg->program.command;
+	char **v = calloc((size_t)argc, sizeof *v);
+	int i;
+
+	for (i = 0; v && i < argc && *argv[i] && (v[i] = strdup(argv[i])); i++)
+		;
+	if (!v || i < argc) {
+		if (v && i < argc && !*argv[i])
+			snprintf(err, len, "stork run -- %s: argument %d is empty, which "
+				 "program.command cannot hold", argv[0], i);
+		else
+			snprintf(err, len, "out of memory");
+		while (v && i-- > 0)
+			free(v[i]);
+		free(v);
+		return -1;
+	}
+	for (size_t k = 0; k < cmd->n; k++)
+		free(cmd->v[k]);
+	free(cmd->v);
+	cmd->v = v;
+	cmd->n = (size_t)argc;
+	return 0;
+}
+
 static int load_config(const struct run_options *o, struct stork_config *cfg)
 {
 	char err[1024];
 
-	if (config_load(cfg, o->config, err, sizeof err) < 0)
-		goto fail;
+	if (o->config) {
+		if (config_load(cfg, o->config, err, sizeof err) < 0)
+			goto fail;
+	} else {
+		config_init(cfg); /* every key has a default */
+	}
 	for (int i = 0; i < o->noverrides; i++)
 		if (config_set(cfg, o->overrides[i], err, sizeof err) < 0)
 			goto fail;
+	if (o->program && set_program(cfg, o->program, o->nprogram, err, sizeof err) < 0)
+		goto fail;
 	if (config_validate(cfg, err, sizeof err) < 0)
 		goto fail;
 	return 0;
@@ -339,24 +395,13 @@ static void latest_checkpoint(const char *run_dir, struct exit_info *e)
 	e->last_checkpoint_step = strtoll(target + 5, NULL, 10);
 }
 
-static int note_step(const char *line, void *arg)
-{
-	const char *p = strstr(line, "\"step\":");
-
-	if (p)
-		*(int64_t *)arg = strtoll(p + 7, NULL, 10);
-	return 0;
-}
-
 /* The last step a rank logged: the "step" of its metrics file's last line. */
 static int64_t rank_last_step(const char *run_dir, int rank)
 {
 	char path[4200];
-	int64_t step = -1;
 
 	snprintf(path, sizeof path, "%s/logs/rank-%03d.metrics.jsonl", run_dir, rank);
-	metrics_file_lines(path, note_step, &step);
-	return step;
+	return metrics_file_last_step(path);
 }
 
 /*
@@ -421,14 +466,22 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 	if (json_is_integer(json_object_get(res->v, "failed_rank"))) {
 		struct exit_failure *f = &e->first_failure;
 
+		const char *signame = json_string_value(json_object_get(res->v, "failed_rank_signal"));
+		const char *error = json_string_value(json_object_get(res->v, "failed_rank_error"));
+		const char *frame = json_string_value(json_object_get(res->v, "failed_rank_frame"));
+
 		f->valid = 1;
 		f->rank = (int)sj_int(res->v, "failed_rank", -1);
 		snprintf(f->host, sizeof f->host, "%s", e->host);
-		f->pid = (int)pid;
+		/* a rank of the user's program is a process of its own */
+		f->pid = (int)sj_int(res->v, "failed_rank_pid", pid);
 		f->exit_code = (int)sj_int(res->v, "failed_rank_code", code);
+		snprintf(f->signal, sizeof f->signal, "%s", signame ? signame : "");
 		f->time = sj_real(res->v, "fail_time", clock_wall());
 		f->last_step = sj_int(res->v, "failed_rank_step", -1);
 		snprintf(f->what, sizeof f->what, "%s", msg ? msg : "");
+		snprintf(f->error, sizeof f->error, "%s", error ? error : "");
+		snprintf(f->frame, sizeof f->frame, "%s", frame ? frame : "");
 		f->secondary = json_is_true(json_object_get(res->v, "secondary"));
 	} else if (code == STORK_EXIT_HANG) {
 		struct exit_failure *f = &e->first_failure;
@@ -781,6 +834,11 @@ static int check_only(const struct run_options *o, const struct stork_config *cf
 		stork_error("%s", err);
 		return code;
 	}
+	if (cfg->program.command.n) {
+		printf("stork: %s: configuration and program check out; nothing was started\n",
+		       o->config ? o->config : cfg->program.command.v[0]);
+		return STORK_EXIT_OK;
+	}
 	printf("stork: %s: configuration and data check out: %d local shard(s) of data.train, "
 	       "%llu tokens, for a %d-token model; nothing was started\n", o->config, seen.shards,
 	       (unsigned long long)seen.tokens, cfg->model.vocab_size);
@@ -861,7 +919,8 @@ int cmd_run(int argc, char **argv)
 		nt = notify_open(&cfg, run_dir);
 		notify_started(nt, run_dir);
 	}
-	code = stage_data(&cfg, err, sizeof err);
+	/* the user's own program reads its own data */
+	code = cfg.program.command.n ? 0 : stage_data(&cfg, err, sizeof err);
 	if (code) {
 		stork_error("%s", err);
 		code = staging_failed(run_dir, &l, code, err, nt);

@@ -117,11 +117,12 @@ static void iso_time(double t, char *buf, size_t len)
 static json_t *failure_json(const struct exit_failure *f)
 {
 	char ts[40];
+	json_t *v;
 
 	if (!f->valid)
 		return json_null();
 	iso_time(f->time, ts, sizeof ts);
-	return json_pack("{s:o, s:o, s:i, s:o, s:o, s:s, s:o, s:I, s:o, s:b}",
+	v = json_pack("{s:o, s:o, s:i, s:o, s:o, s:s, s:o, s:I, s:o, s:b}",
 			 "rank", f->rank >= 0 ? json_integer(f->rank) : json_null(),
 			 "host", sj_text(f->host),
 			 "pid", f->pid,
@@ -132,6 +133,11 @@ static json_t *failure_json(const struct exit_failure *f)
 			 "last_step", (json_int_t)f->last_step,
 			 "what", sj_text(f->what),
 			 "secondary", f->secondary != 0);
+	if (v && f->error[0])
+		json_object_set_new(v, "error", sj_text(f->error));
+	if (v && f->frame[0])
+		json_object_set_new(v, "traceback_last_frame", sj_text(f->frame));
+	return v;
 }
 
 int exit_info_node_path(char *path, size_t len, const char *run_dir, int n, int restart_count,
@@ -268,6 +274,8 @@ static int read_node(const char *path, struct exit_info *e, char *why, size_t le
 		ff->last_step = sj_int(f, "last_step", -1);
 		ff->secondary = json_is_true(json_object_get(f, "secondary"));
 		str_field(f, "what", ff->what, sizeof ff->what);
+		str_field(f, "error", ff->error, sizeof ff->error);
+		str_field(f, "traceback_last_frame", ff->frame, sizeof ff->frame);
 	}
 	json_decref(v);
 	return 0;

@@ -23,6 +23,9 @@ struct exit_failure {
 	int64_t last_step;        /* last completed step; -1 unknown */
 	char what[256];
 	int secondary;            /* a consequence of another failure (e.g. a dead peer) */
+	/* what the user's own program said as it failed (stork run -- PROGRAM), "" when nothing */
+	char error[512];          /* "RuntimeError: boom": an uncaught exception's line */
+	char frame[512];          /* its traceback's last frame: 'File "t.py", line 9, in main' */
 };
 
 struct exit_info {

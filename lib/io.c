@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -162,4 +163,25 @@ int spawn_wait(char *const argv[], const char *stdout_path)
 		if (errno != EINTR)
 			return -1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int path_search(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH") ? getenv("PATH") : "/usr/local/bin:/usr/bin:/bin";
+	struct stat st;
+
+	if (!*name)
+		return -1;
+	if (strchr(name, '/'))
+		return (size_t)snprintf(buf, len, "%s", name) < len && access(name, F_OK) == 0 ? 0 : -1;
+	while (*path) {
+		size_t n = strcspn(path, ":");
+
+		/* an empty entry is the current directory, as for execvp */
+		if ((size_t)snprintf(buf, len, "%.*s%s%s", (int)n, n ? path : ".", "/", name) < len &&
+		    stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
+			return 0;
+		path += n + (path[n] == ':');
+	}
+	return -1;
 }

@@ -48,6 +48,14 @@ char *command_output(const char *cmd, int *status);
 int spawn_wait(char *const argv[], const char *stdout_path);
 
 /*
+ * Where execvp would find the program name: name itself when it holds a
+ * slash, else the first executable regular file of that name in PATH
+ * (the default search path when PATH is unset). 0 with the path in buf,
+ * or -1 when there is none.
+ */
+int path_search(const char *name, char *buf, size_t len);
+
+/*
  * The first max bytes (at most) of the regular file at path, NUL-terminated
  * (malloc'd); NULL when it cannot be opened (errno set) or memory runs out.
  */

@@ -33,3 +33,20 @@ int metrics_line_is(const char *line, const char *name)
 
 	return p && !strncmp(p + 10, name, len) && p[10 + len] == '"';
 }
+
+static int note_step(const char *line, void *arg)
+{
+	const char *p = strstr(line, "\"step\":");
+
+	if (p)
+		*(long long *)arg = strtoll(p + 7, NULL, 10);
+	return 0;
+}
+
+long long metrics_file_last_step(const char *path)
+{
+	long long step = -1;
+
+	metrics_file_lines(path, note_step, &step);
+	return step;
+}

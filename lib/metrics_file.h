@@ -18,6 +18,9 @@
  */
 int metrics_file_lines(const char *path, int (*each)(const char *line, void *arg), void *arg);
 
+/* The "step" of the file's last line that has one; -1 when none (or no file). */
+long long metrics_file_last_step(const char *path);
+
 /* Whether line is a metric named name ("metric":"NAME"), unparsed. */
 int metrics_line_is(const char *line, const char *name);
 

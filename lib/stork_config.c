@@ -91,6 +91,13 @@ static const struct enum_name notify_events[] = {
 static const struct enum_name signals[] = {
 	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { NULL, 0 },
 };
+static const struct enum_name program_signals[] = {
+	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { "INT", SIGINT },
+	{ "HUP", SIGHUP }, { NULL, 0 },
+};
+static const struct enum_name tees[] = {
+	{ "0", STORK_TEE_RANK0 }, { "all", STORK_TEE_ALL }, { "none", STORK_TEE_NONE }, { NULL, 0 },
+};
 
 #define OFF(field) offsetof(struct stork_config, field)
 #define BIG 2147483647.0
@@ -278,6 +285,21 @@ static const struct key keys[] = {
 	  .type = K_BOOL,
 	  .dflt = "false",
 	  .help = "all-reduce each layer's gradients over the replicas during the backward pass" },
+	{ .path = "program.command", .off = OFF(program.command),
+	  .type = K_GLOBS,
+	  .dflt = "[]", .help = "the program each rank runs, and its arguments (stork run -- PROGRAM ARGS); empty: the training engine" },
+	{ .path = "program.tee", .off = OFF(program.tee),
+	  .type = K_ENUM, .names = tees,
+	  .dflt = "0", .help = "0 | all | none: whose output the launcher repeats" },
+	{ .path = "program.signal", .off = OFF(program.signal),
+	  .type = K_ENUM, .names = program_signals,
+	  .dflt = "USR1", .help = "sent to every rank to ask for a checkpoint: USR1 | USR2 | TERM | INT | HUP" },
+	{ .path = "program.kill_grace", .off = OFF(program.kill_grace),
+	  .type = K_DOUBLE, .lo = 0, .hi = 3600,
+	  .dflt = "10", .help = "seconds between TERM and KILL when ranks are ended" },
+	{ .path = "program.checkpoint_grace", .off = OFF(program.checkpoint_grace),
+	  .type = K_DOUBLE, .lo = 0, .hi = DBL_MAX,
+	  .dflt = "0", .help = "seconds the ranks get to save and exit after the signal; 0 = what the time left allows, at most 600" },
 	{ .path = "notify.url", .off = OFF(notify.url),
 	  .type = K_STR, .flags = EMPTY_OK | REDACT,
 	  .dflt = "\"\"", .help = "http(s) URL run events are POSTed to (or STORK_NOTIFY_URL); empty: none" },
@@ -292,7 +314,8 @@ static const struct key keys[] = {
 #define NKEYS (sizeof keys / sizeof keys[0])
 
 static const char *const sections[] = {
-	"run", "model", "data", "train", "checkpoint", "preempt", "restart", "parallel", "notify", NULL,
+	"run", "model", "data", "train", "checkpoint", "preempt", "restart", "parallel", "notify",
+	"program", NULL,
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -704,6 +727,30 @@ const char *config_origin(const struct stork_config *c, const char *path)
 	int i = key_index(path, strlen(path));
 
 	return c->origin && i >= 0 && c->origin[i] ? c->origin[i] : "default";
+}
+
+int config_engine_keys_set(const struct stork_config *c, char *buf, size_t len)
+{
+	static const char *const engine[] = { "model.", "data.", "train.", "checkpoint.",
+					      "parallel.tensor", "parallel.pipeline",
+					      "parallel.zero", "parallel.overlap", NULL };
+	size_t used = 0;
+	int n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; c->origin && i < NKEYS; i++) {
+		int is_engine = 0;
+
+		for (int e = 0; engine[e]; e++)
+			is_engine |= !strncmp(keys[i].path, engine[e], strlen(engine[e]));
+		if (!is_engine || !c->origin[i])
+			continue;
+		n++;
+		if (used < len)
+			used += (size_t)snprintf(buf + used, len - used, "%s%s (%s)", used ? ", " : "",
+						 keys[i].path, c->origin[i]);
+	}
+	return n;
 }
 
 /* ------------------------------------------------------ parsing a value */

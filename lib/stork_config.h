@@ -60,6 +60,13 @@ enum stork_nonfinite {
 	STORK_NONFINITE_ROLLBACK = 2, /* reload the latest checkpoint, skip that step's batch */
 };
 
+/* program.tee: whose output the launcher's own output repeats. */
+enum stork_tee {
+	STORK_TEE_RANK0 = 0, /* rank 0's lines */
+	STORK_TEE_ALL = 1,   /* every rank's, prefixed with the rank */
+	STORK_TEE_NONE = 2,  /* none: the rank logs only */
+};
+
 /* run.device: where a rank computes. */
 enum stork_device {
 	STORK_DEVICE_AUTO = 0, /* its GPU when it has one (and the build has CUDA), else the CPU */
@@ -153,6 +160,13 @@ struct stork_config {
 		int zero;                   /* 0 or 1 */
 		bool overlap;               /* all-reduce gradients during the backward pass */
 	} parallel;
+	struct {
+		struct stork_globs command; /* PROGRAM ARGS... (`stork run -- ...`); empty: the engine */
+		enum stork_tee tee;
+		int signal;                 /* sent to every rank to ask for a checkpoint and exit */
+		double kill_grace;          /* seconds between TERM and KILL */
+		double checkpoint_grace;    /* seconds the ranks get to save and exit; 0 = auto */
+	} program;
 
 	/* Where each key got its value ("f.yaml:3:12", "override 'k=v'",
 	 * NULL = default); used in messages. Private to lib/config.c. */
@@ -210,5 +224,13 @@ void config_free(struct stork_config *c);
 
 /* Where key path got its value: "FILE:LINE:COLUMN", "--set", or "default". */
 const char *config_origin(const struct stork_config *c, const char *path);
+
+/*
+ * The keys only the training engine reads (model, data, train, checkpoint,
+ * parallel.tensor/pipeline/zero/overlap) that c sets itself (a file or an
+ * override, not a default): "train.steps (f.yaml:3:3), ..." in buf.
+ * Returns their number; a run of the user's own program refuses them.
+ */
+int config_engine_keys_set(const struct stork_config *c, char *buf, size_t len);
 
 #endif

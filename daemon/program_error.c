@@ -1,0 +1,103 @@
+/* daemon/program_error.c - see program_error.h. */
+#include "config.h"
+#include "daemon/program_error.h"
+
+#include "lib/io.h"
+#include "lib/stork_json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void stderr_tail_add(struct stderr_tail *t, const char *line)
+{
+	size_t len = strlen(line) + 1, cap = sizeof t->text - 1;
+
+	if (len > cap) {
+		line += len - cap;
+		len = cap;
+	}
+	if (t->used + len > cap) {
+		/* drop whole lines from the front until the new one fits */
+		size_t drop = t->used + len - cap;
+		char *nl = memchr(t->text + drop, '\n', t->used - drop);
+
+		drop = nl ? (size_t)(nl - t->text) + 1 : t->used;
+		memmove(t->text, t->text + drop, t->used - drop);
+		t->used -= drop;
+	}
+	memcpy(t->text + t->used, line, len - 1);
+	t->used += len - 1;
+	t->text[t->used++] = '\n';
+	t->text[t->used] = '\0';
+}
+
+/* Copy the line at p (up to its newline) into buf, without leading blanks. */
+static void copy_line(const char *p, char *buf, size_t len)
+{
+	size_t n;
+
+	p += strspn(p, " \t");
+	n = strcspn(p, "\n");
+	snprintf(buf, len, "%.*s", (int)n, p);
+}
+
+void program_error_from_traceback(const char *text, struct program_error *e)
+{
+	static const char start[] = "Traceback (most recent call last):";
+	const char *tb = NULL, *p, *frame = NULL, *last = NULL;
+
+	for (p = strstr(text, start); p; p = strstr(p + 1, start))
+		tb = p;
+	if (!tb)
+		return;
+	/* after the frames: the exception's line, the first that is not
+	 * indented; a chained exception starts another traceback, which the
+	 * search above already chose */
+	for (p = strchr(tb, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+		const char *line = p + 1;
+
+		if (!strncmp(line, "  File \"", 8) && !last)
+			frame = line;
+		else if (*line != ' ' && *line != '\t' && *line != '\n' && !last)
+			last = line;
+	}
+	if (frame)
+		copy_line(frame, e->frame, sizeof e->frame);
+	if (last)
+		copy_line(last, e->message, sizeof e->message);
+	if (frame || last)
+		e->source = "stderr";
+}
+
+void program_error_from_tail(const struct stderr_tail *t, struct program_error *e)
+{
+	program_error_from_traceback(t->text, e);
+}
+
+/*
+ * torch.distributed.elastic's error file: {"message": {"message": "Type:
+ * text", "extraInfo": {"py_callstack": "Traceback ...", "timestamp": ...}}},
+ * or a plain {"message": "..."} from a program that writes its own.
+ */
+void program_error_from_file(const char *path, struct program_error *e)
+{
+	char *text = file_text(path, 1 << 20), err[256];
+	json_t *v = text ? sj_parse(text, strlen(text), path, err, sizeof err) : NULL;
+	json_t *m = json_object_get(v, "message");
+	const char *msg = json_string_value(json_is_object(m) ? json_object_get(m, "message") : m);
+	const char *stack = json_string_value(
+		json_object_get(json_object_get(m, "extraInfo"), "py_callstack"));
+
+	if (msg) {
+		struct program_error from_stack = { 0 };
+
+		snprintf(e->message, sizeof e->message, "%s", msg);
+		if (stack)
+			program_error_from_traceback(stack, &from_stack);
+		snprintf(e->frame, sizeof e->frame, "%s", from_stack.frame);
+		e->source = "error_file";
+	}
+	json_decref(v);
+	free(text);
+}
