@@ -1,6 +1,7 @@
 /* daemon/program_env.c - see program_env.h. */
 #include "config.h"
 #include "daemon/program_env.h"
+#include "lib/env_number.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,6 +75,22 @@ static int named(const char *entry, const char *const *names)
 	return 0;
 }
 
+/* Whether entry names a variable storkd set for itself (lib/env_number.h). */
+static int storkd_own(const char *entry, const char *list)
+{
+	size_t len = strcspn(entry, "=");
+
+	if (!strncmp(entry, ENV_SET_OWN_LIST "=", sizeof ENV_SET_OWN_LIST))
+		return 1;
+	for (const char *p = list; p && *p; p += strcspn(p, ":"), p += *p == ':') {
+		size_t n = strcspn(p, ":");
+
+		if (n == len && !strncmp(entry, p, n))
+			return 1;
+	}
+	return 0;
+}
+
 static int has(char *const *base, const char *name)
 {
 	const char *const one[] = { name, NULL };
@@ -92,10 +109,12 @@ void program_rank_file(char *buf, size_t len, const char *run_dir, int rank, con
 char **program_env_make(char *const *base, const struct program_rank_place *p)
 {
 	struct env_list e = { 0 };
+	const char *own = getenv(ENV_SET_OWN_LIST);
 	char path[4200];
 
 	for (int i = 0; base && base[i]; i++)
-		if (!named(base[i], owned) && strncmp(base[i], "PMIX_", 5))
+		if (!named(base[i], owned) && strncmp(base[i], "PMIX_", 5) &&
+		    !storkd_own(base[i], own))
 			push(&e, strdup(base[i]));
 	setf(&e, "RANK", "%d", p->rank);
 	setf(&e, "LOCAL_RANK", "%d", p->local);

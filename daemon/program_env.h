@@ -28,10 +28,11 @@ struct program_rank_place {
 
 /*
  * A NULL-terminated "NAME=VALUE" array: base (environ) without the
- * variables set here and without PMIx's (the ranks are not PMIx clients
- * of this step), then the rank's own. The user's PYTHONFAULTHANDLER and
- * PYTHONUNBUFFERED win over the defaults given here. Free with
- * program_env_free. NULL when out of memory.
+ * variables set here, without PMIx's (the ranks are not PMIx clients of
+ * this step) and without those storkd set for itself (OpenBLAS's tuning:
+ * lib/env_number.h's env_set_own), then the rank's own. The user's
+ * PYTHONFAULTHANDLER and PYTHONUNBUFFERED win over the defaults given
+ * here. Free with program_env_free. NULL when out of memory.
  */
 char **program_env_make(char *const *base, const struct program_rank_place *p);
 

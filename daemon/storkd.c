@@ -711,7 +711,8 @@ int main(int argc, char **argv)
 	 * peer-failure handling instead, so a dead node is an error it can
 	 * report. `stork bench comm` leaves the fast same-host path on.
 	 */
-	setenv("STORK_UCX_PEER_ONLY", "1", 0);
+	if (!getenv("STORK_UCX_PEER_ONLY"))
+		env_set_own("STORK_UCX_PEER_ONLY", "1");
 	struct options o;
 	char err[1024];
 	int code;

@@ -27,3 +27,13 @@ int env_number(const char *name, long long min, long long max, long long dflt, l
 	*out = v;
 	return 0;
 }
+
+void env_set_own(const char *name, const char *value)
+{
+	const char *had = getenv(ENV_SET_OWN_LIST);
+	char list[1024];
+
+	setenv(name, value, 1);
+	snprintf(list, sizeof list, "%s%s%s", had ? had : "", had && *had ? ":" : "", name);
+	setenv(ENV_SET_OWN_LIST, list, 1);
+}

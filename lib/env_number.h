@@ -19,4 +19,14 @@
 int env_number(const char *name, long long min, long long max, long long dflt, long long *out,
 	       char *err, size_t errlen);
 
+/*
+ * setenv(name, value) for this process's own sake (a library's tuning,
+ * say), noting name in STORKD_SET_ENV ("A:B") so that the environment
+ * handed on to a user's program can leave it out (daemon/program_env.c).
+ */
+void env_set_own(const char *name, const char *value);
+
+/* The name of the variable env_set_own notes its names in. */
+#define ENV_SET_OWN_LIST "STORKD_SET_ENV"
+
 #endif

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 #include "kernels/cpu/cpu.h"
+#include "lib/env_number.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -68,11 +69,11 @@ void ops_cpu_blas_reexec(char **argv)
 	int changed = 0;
 
 	if (hint && !getenv("OPENBLAS_CORETYPE")) {
-		setenv("OPENBLAS_CORETYPE", hint, 1);
+		env_set_own("OPENBLAS_CORETYPE", hint);
 		changed = 1;
 	}
 	if (!getenv("OPENBLAS_NUM_THREADS")) {
-		setenv("OPENBLAS_NUM_THREADS", "1", 1);
+		env_set_own("OPENBLAS_NUM_THREADS", "1");
 		changed = 1;
 	}
 	if (changed)
