@@ -242,6 +242,15 @@ static int set_rank_env(spank_t sp, uint32_t rank, int local, const struct bind_
 	    set_env(sp, "MASTER_ADDR", "%s", master) < 0 || set_env(sp, "MASTER_PORT", "%u", port) < 0 ||
 	    set_env(sp, "OMP_NUM_THREADS", "%d", plan->omp_threads) < 0)
 		return -1;
+	/* the rest of what torchrun gives each worker, as `stork run --
+	 * PROGRAM` does: a step is one role, run once */
+	if (set_env(sp, "ROLE_RANK", "%u", rank) < 0 ||
+	    set_env(sp, "ROLE_WORLD_SIZE", "%u", s->total_tasks) < 0 ||
+	    set_env(sp, "ROLE_NAME", "default") < 0 ||
+	    set_env(sp, "TORCHELASTIC_RUN_ID", "%u", s->job_id) < 0 ||
+	    set_env(sp, "TORCHELASTIC_RESTART_COUNT", "0") < 0 ||
+	    set_env(sp, "TORCHELASTIC_MAX_RESTARTS", "0") < 0)
+		return -1;
 	if (plan->gpu >= 0)
 		return set_env(sp, "STORK_GPU", "%d", plan->gpu);
 	return spank_unsetenv(sp, "STORK_GPU") == ESPANK_SUCCESS ? 0 : -1;

@@ -1,0 +1,187 @@
+#!/usr/bin/env bats
+# `srun stork run -- PROGRAM` on the real cluster: a PyTorch DDP script
+# written for torchrun (gloo, CPU), and a shell program, under Stork's
+# launcher: environment, logs, failures, hangs, preemption and requeue.
+
+load helpers
+load ../training
+
+STORK=${abs_top_builddir:?set by make check}/launcher/stork
+PY=/usr/bin/python3
+DDP=${abs_top_srcdir:?}/t/integration/program/ddp_train.py
+
+setup() {
+	setup_workdir
+	"$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
+		skip "Debian's python3-torch (with gloo) is not installed"
+}
+
+teardown() {
+	[[ -n "${job:-}" ]] || return 0
+	scontrol update jobid="$job" requeue=0 2>/dev/null || true
+	scancel "$job" 2>/dev/null || true
+}
+
+# program_job NAME SBATCH-LINE PROGRAM-ARGS...: 2 nodes x 1 launcher x 2
+# ranks running the DDP script under stork run; its results in out-NAME.
+program_job() {
+	local name=$1 lines=$2
+	shift 2
+	{
+		echo '#!/bin/bash'
+		echo "#SBATCH -N2 --ntasks-per-node=1 -c2 --open-mode=append -o $name.out -J $name $lines"
+		echo "srun $STORK run --local-ranks 2 --set run.name=$name ${STORK_ARGS:-} -- $PY $DDP --out out-$name $*"
+	} >"$name.sh"
+}
+
+# env_of OUT RANK NAME: one variable as the script saw it.
+env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
+
+@test "stork run -- a DDP script: torchrun's environment on every rank, replicas equal, the same losses and variables as plain srun with the plugin" {
+	program_job prog "" --steps 6
+	run sbatch_wait prog.sh
+	[ "$status" -eq 0 ]
+	dir=$(ls -d "$WORK"/runs/prog__job=*__task=0)
+	# the same script, one srun task per rank, the plugin setting the variables
+	printf '#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=2 -c1 -o plain.out\nsrun %s %s --steps 6 --out out-plain\n' \
+		"$PY" "$DDP" >plain.sh
+	run sbatch_wait plain.sh
+	[ "$status" -eq 0 ]
+	for r in 0 1 2 3; do
+		[ "$(env_of out-prog $r RANK)" = $r ]
+		[ "$(env_of out-prog $r LOCAL_RANK)" = $((r % 2)) ]
+		[ "$(env_of out-prog $r WORLD_SIZE)" = 4 ]
+		[ "$(env_of out-prog $r LOCAL_WORLD_SIZE)" = 2 ]
+		[ "$(env_of out-prog $r NODE_RANK)" = $((r / 2)) ]
+		[ "$(env_of out-prog $r MASTER_ADDR)" = n1 ]
+		[ "$(env_of out-prog $r STORK_RUN_DIR)" = "$dir" ]
+		[ "$(env_of out-prog $r STORK_CHECKPOINT_DIR)" = "$dir/checkpoints" ]
+		[ "$(env_of out-prog $r TORCHELASTIC_ERROR_FILE)" = "$dir/logs/rank-00$r.error.json" ]
+		# every torchrun variable (the port aside: each step has its own)
+		# and the binding are what plain srun with the plugin gives
+		for v in RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK NODE_RANK ROLE_RANK \
+			ROLE_WORLD_SIZE ROLE_NAME MASTER_ADDR OMP_NUM_THREADS TORCHELASTIC_RESTART_COUNT \
+			TORCHELASTIC_MAX_RESTARTS host; do
+			[ "$(env_of out-prog $r $v)" = "$(env_of out-plain $r $v)" ] ||
+				{ echo "rank $r: $v differs" >&2; false; }
+		done
+		[ "$(jq -c .affinity out-prog/env.rank-$r.json)" = "$(jq -c .affinity out-plain/env.rank-$r.json)" ]
+		# each rank's output is in its log, prefixed
+		grep -q "^\[$r/$((r % 2)) n$((r / 2 + 1)) .*\] .*exited with 0" "$dir/logs/rank-00$r.log"
+	done
+	# DDP kept the replicas equal; the two launches trained the same
+	[ "$(cat out-prog/params.rank-*.txt | sort -u | wc -l)" -eq 1 ]
+	cmp out-prog/losses.txt out-plain/losses.txt
+	[ "$(wc -l <out-prog/losses.txt)" -eq 6 ]
+	# rank 0's output is on the launcher's
+	grep -q '^step 5 loss' prog.out
+	! grep -q '^step 5 loss' "$dir/logs/rank-001.log"
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	# the script's metrics feed the run's summary like the engine's
+	grep -q train_loss "$dir/metrics/summary.csv"
+}
+
+@test "stork run -- a DDP script, preempted with scancel --signal=USR1: saves, requeued once, resumes, losses equal an uninterrupted run's bit for bit" {
+	program_job ref "" --steps 24
+	run sbatch_wait ref.sh
+	[ "$status" -eq 0 ]
+	program_job pre --requeue --steps 24 --step-sleep 0.4
+	job=$(submit pre.sh)
+	dir=$(run_dir pre "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 5 120
+	scancel --signal=USR1 "$job"
+	wait_job_state "$job" 'PENDING|REQUEUED|RUNNING' 30
+	wait_job_state "$job" COMPLETED 300
+	[ "$(job_field "$job" Restarts)" -eq 1 ]
+	jq -e '.reason == "preempted_requeued"' "$dir"/exit_info.node-000.restart-0.json
+	grep -q 'every rank confirmed its checkpoint' "$dir"/exit_info.node-000.restart-0.json
+	[ -f "$dir/checkpoints/state.pt" ]
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	[ "$(env_of out-pre 0 STORK_RESTART_COUNT)" = 1 ]
+	# a step trained twice (before the stop and after) wrote the same loss
+	sort -u out-pre/losses.txt | sort -n | cmp - <(sort -n out-ref/losses.txt)
+	[ "$(wc -l <out-ref/losses.txt)" -eq 24 ]
+}
+
+@test "stork run -- a rank raising at step 3: exit_info names it, its host, the exception and its last frame; the job is over within 15 s; restart.max_restarts=1 completes" {
+	program_job fail "" --steps 8 --step-sleep 0.3 --fail-rank 3 --fail-step 3
+	run sbatch_wait fail.sh
+	[ "$status" -eq 1 ]
+	dir=$(ls -d "$WORK"/runs/fail__job=*__task=0)
+	info=$dir/exit_info.json
+	jq -e '.reason == "rank_failed" and .exit_code == 20' "$info"
+	jq -e '.first_failure.rank == 3 and .first_failure.host == "n2" and .first_failure.exit_code == 1' "$info"
+	jq -e '.first_failure.error == "RuntimeError: injected failure on rank 3 at step 3"' "$info"
+	jq -r .first_failure.traceback_last_frame "$info" | grep -q '^File ".*ddp_train.py", line [0-9]*, in '
+	# from the failure to the last launcher's record: the others did not hang
+	failed=$(jq .first_failure.timestamp "$info")
+	ended=$(stat -c %Y "$info")
+	echo "failure to the end of the run: $((ended - ${failed%.*})) s" >&3
+	[ $((ended - ${failed%.*})) -le 15 ]
+	grep -q 'rank_failed (exit 20): rank 3 on n2 exited with 1: RuntimeError' fail.out
+
+	STORK_ARGS="--set restart.max_restarts=1" program_job again "" --steps 8 --fail-rank 3 --fail-step 3
+	run sbatch_wait again.sh
+	[ "$status" -eq 0 ]
+	dir=$(ls -d "$WORK"/runs/again__job=*__task=0)
+	jq -e '.reason == "completed" and (.restarts | length) == 1 and .restarts[0].reason == "rank_failed"' \
+		"$dir/exit_info.json"
+	[ "$(env_of out-again 3 TORCHELASTIC_RESTART_COUNT)" = 1 ]
+	[ "$(wc -l <out-again/losses.txt)" -ge 8 ]
+}
+
+@test "stork run -- a rank that stops its heartbeat: reason hang, the silent rank named, every rank's Python stack in its log" {
+	STORK_ARGS="--set preempt.hang_timeout=4" program_job hang "" --steps 50 --step-sleep 0.2 \
+		--hang-rank 2 --hang-step 4
+	run sbatch_wait hang.sh
+	[ "$status" -eq 1 ]
+	dir=$(ls -d "$WORK"/runs/hang__job=*__task=0)
+	jq -e '.reason == "hang" and .exit_code == 21' "$dir/exit_info.json"
+	jq -r .message "$dir/exit_info.json" | grep -q 'rank 2 '
+	grep -q 'in stuck_here' "$dir/logs/rank-002.log"
+	for r in 0 1 2 3; do
+		grep -q 'most recent call first' "$dir/logs/rank-00$r.log" ||
+			{ echo "no stack in rank $r's log" >&2; false; }
+	done
+}
+
+@test "stork run -- kill -9 of one rank's process: the other ranks on both nodes are gone within 15 s" {
+	program_job kill9 "" --steps 400 --step-sleep 0.2
+	job=$(submit kill9.sh)
+	dir=$(run_dir kill9 "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 3 120
+	pid=$(jq -r .pid out-kill9/env.rank-3.json)
+	# rank 3 runs on n2, in that node's namespace: its pid is the host's too
+	kill -9 "$pid"
+	t0=$SECONDS
+	wait_job_state "$job" 'FAILED|COMPLETED' 30
+	echo "kill -9 to the job's end: $((SECONDS - t0)) s" >&3
+	[ $((SECONDS - t0)) -le 15 ]
+	for r in 0 1 2; do
+		! kill -0 "$(jq -r .pid out-kill9/env.rank-$r.json)" 2>/dev/null
+	done
+	jq -e '.first_failure.rank == 3 and .first_failure.signal == "SIGKILL"' "$dir/exit_info.json"
+	job=""
+}
+
+@test "stork run -- PROGRAM refuses a missing or non-executable program and the engine's keys, before anything starts" {
+	run "$STORK" run -- no-such-program-anywhere --x
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"stork run -- no-such-program-anywhere: no such program in PATH="* ]]
+	touch notexec.sh
+	run "$STORK" run -- ./notexec.sh
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"./notexec.sh is not an executable file"* ]]
+	printf 'train:\n  steps: 5\nrun:\n  name: x\n' >eng.yaml
+	run "$STORK" run eng.yaml --set model.layers=2 -- /bin/true
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"model.layers (override 'model.layers=2'), train.steps (eng.yaml:2:10)"* ]]
+	[ ! -e runs ]
+	run "$STORK" run --check -- /bin/true
+	[ "$status" -eq 0 ]
+	run "$STORK" run --set run.name=ok -- /bin/sh -c 'exit 3'
+	[ "$status" -eq 20 ]
+	jq -e '.first_failure.exit_code == 3' runs/ok__job=local__task=0/exit_info.json
+}
