@@ -42,6 +42,8 @@ extern char **environ;
 #define MAX_AUTO_GRACE_S 600
 /* How long ranks asked for their stacks get to print them. */
 #define STACKS_S 3
+/* How far ahead a hang's stacks are announced to the other nodes. */
+#define ANNOUNCE_S 1.0
 /* How long the output of exited ranks is still read (their children may hold it). */
 #define DRAIN_S 2
 
@@ -74,7 +76,9 @@ struct supervisor {
 	enum ending ending;
 	double stop_at;          /* monotonic: when the stop began */
 	double grace_end;        /* monotonic: when unconfirmed ranks are ended */
-	double stacks_at;        /* monotonic: when stacks were asked for */
+	double stacks_due;       /* monotonic: when to ask for the stacks; 0: never */
+	double stacks_at;        /* monotonic: when they were asked for; 0: not yet */
+	char hang_file[4200];    /* where a hang is announced to every node */
 	double term_at;          /* monotonic: when TERM went out; 0: not yet */
 	int timeout;             /* the stop came near the job's end */
 	int failed;              /* the first failed local rank, -1 none */
@@ -371,10 +375,52 @@ static int peer_lost(struct supervisor *s)
 	return 1;
 }
 
+/*
+ * A hang is announced to the other nodes through the run directory, which
+ * every node shares: a file naming the wall-clock time at which every
+ * node asks its ranks for their stacks. Asked at once, every rank prints
+ * where it waits; asked one node after the other, the first node's ranks
+ * would die and the others' would fail in their collectives instead.
+ */
+static void announce_hang(struct supervisor *s, double at)
+{
+	char text[64];
+	int fd = open(s->hang_file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0) {
+		stork_warn("cannot announce the hang in %s: %s", s->hang_file, strerror(errno));
+		return;
+	}
+	snprintf(text, sizeof text, "%.3f\n", at);
+	if (write(fd, text, strlen(text)) < 0)
+		stork_warn("cannot announce the hang in %s: %s", s->hang_file, strerror(errno));
+	close(fd);
+}
+
+/* Another node's announcement: when to ask for the stacks (wall clock), or 0. */
+static double hang_announced(const struct supervisor *s)
+{
+	char text[64] = "";
+	int fd = open(s->hang_file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	text[n] = '\0';
+	return strtod(text, NULL);
+}
+
+static void ask_for_stacks(struct supervisor *s, double wall)
+{
+	s->stacks_due = clock_monotonic() + (wall - clock_wall());
+}
+
 /* One look at everything that may end the ranks. */
 static void watch(struct supervisor *s)
 {
-	double now = clock_monotonic();
+	double now = clock_monotonic(), at;
 
 	if (s->ending == END_NONE) {
 		if (atomic_load(s->p->node->stop_requested))
@@ -384,20 +430,31 @@ static void watch(struct supervisor *s)
 	}
 	if (s->ending == END_NONE && find_hang(s)) {
 		s->ending = END_HANG;
-		s->stacks_at = now;
 		stork_error("%s", s->why);
-		for (int i = 0; i < s->n; i++)
-			if (s->r[i].running)
-				rank_logf(&s->r[i].log, "hang: asking for the stacks (SIGABRT)");
-		signal_ranks(s, SIGABRT, 0);
+		at = clock_wall() + ANNOUNCE_S;
+		announce_hang(s, at);
+		ask_for_stacks(s, at);
+	}
+	if (s->ending == END_NONE && (at = hang_announced(s)) > 0) {
+		s->ending = END_PEER;
+		snprintf(s->why, sizeof s->why, "the program's ranks on %s were ended: another node "
+			 "found a hang (every rank's stack is in its log)", s->p->node->host);
+		ask_for_stacks(s, at);
 	}
 	if (s->ending == END_NONE && peer_lost(s)) {
 		s->ending = END_PEER;
 		stork_error("%s", s->why);
 		terminate(s);
 	}
+	if (s->stacks_due && !s->stacks_at && now >= s->stacks_due) {
+		s->stacks_at = now;
+		for (int i = 0; i < s->n; i++)
+			if (s->r[i].running)
+				rank_logf(&s->r[i].log, "hang: asking for the stacks (SIGABRT)");
+		signal_ranks(s, SIGABRT, 0);
+	}
 	if ((s->ending == END_STOP && now >= s->grace_end) ||
-	    (s->ending == END_HANG && now >= s->stacks_at + STACKS_S))
+	    (s->stacks_at && now >= s->stacks_at + STACKS_S))
 		terminate(s);
 	if (s->term_at && now >= s->term_at + s->p->cfg->program.kill_grace)
 		signal_ranks(s, SIGKILL, 1);
@@ -476,7 +533,9 @@ static void add_failure(json_t *v, const struct supervisor *s, int secondary)
 		program_error_from_tail(&r->tail, &e);
 	json_object_set_new(v, "failed_rank", json_integer(r->rank));
 	json_object_set_new(v, "failed_rank_pid", json_integer(r->pid));
-	json_object_set_new(v, "fail_time", json_real(r->end ? r->end : clock_wall()));
+	/* a hang began when the rank went silent: the silent first are the cause */
+	json_object_set_new(v, "fail_time", json_real(s->ending == END_HANG && r->beat ? r->beat :
+						      r->end ? r->end : clock_wall()));
 	json_object_set_new(v, "failed_rank_step", json_integer(last_step(r)));
 	json_object_set_new(v, "failed_rank_code",
 			    json_integer(r->end && WIFEXITED(st) ? WEXITSTATUS(st) : -1));
@@ -663,6 +722,9 @@ int program_run(const struct program_run *p, json_t **result)
 		msg_format(s.why, sizeof s.why, "cannot create %s: %s", dir, strerror(errno));
 		goto out;
 	}
+	/* per attempt: an earlier attempt's hang is not this one's */
+	msg_format(s.hang_file, sizeof s.hang_file, "%s/logs/.hang.%s.%d.%d", p->node->run_dir,
+		   p->node->job_id, p->node->restart_count, p->node->attempt);
 	for (; opened < s.n; opened++)
 		if (open_rank(p, &s.r[opened], opened, err, sizeof err) < 0) {
 			snprintf(s.why, sizeof s.why, "%s", err);

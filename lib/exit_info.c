@@ -293,11 +293,13 @@ static void merge(struct exit_info *sum, const struct exit_info *node)
 	 * consequence (a collective broken by it) never outrank it. */
 	int worse = exit_code_worst(sum->exit_code, node->exit_code) != sum->exit_code &&
 		    !(only_secondary(node) && sum->first_failure.valid && !only_secondary(sum));
-	/* ... and, with the same reason, its message is the run's: it says
-	 * what happened, the others only that they were ended */
-	int cause = node->exit_code == sum->exit_code && node->first_failure.valid &&
-		    !node->first_failure.secondary &&
-		    (!sum->first_failure.valid || sum->first_failure.secondary);
+	/* ... and among failures as grave, the node of the first cause sets
+	 * the reason and the message (a hang that made other nodes' ranks
+	 * fail is a hang; the others only say they were ended) */
+	int cause = severity(node->exit_code) == severity(sum->exit_code) &&
+		    node->first_failure.valid && !node->first_failure.secondary &&
+		    (!sum->first_failure.valid || sum->first_failure.secondary ||
+		     node->first_failure.time < sum->first_failure.time);
 
 	if (worse || cause) {
 		sum->exit_code = node->exit_code;

@@ -102,6 +102,7 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	# a step trained twice (before the stop and after) wrote the same loss
 	sort -u out-pre/losses.txt | sort -n | cmp - <(sort -n out-ref/losses.txt)
 	[ "$(wc -l <out-ref/losses.txt)" -eq 24 ]
+	cmp out-pre/params.rank-0.txt out-ref/params.rank-0.txt
 }
 
 @test "stork run -- a rank raising at step 3: exit_info names it, its host, the exception and its last frame; the job is over within 15 s; restart.max_restarts=1 completes" {
