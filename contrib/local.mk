@@ -5,6 +5,12 @@ EXTRA_DIST += contrib/testcluster/stork-testcluster.in \
 	contrib/bench/gpu-figures contrib/bench/llmc-figures contrib/bench/llmc-cpu-figures
 noinst_SCRIPTS = contrib/testcluster/stork-testcluster
 
+# The Python helper of `stork run -- PROGRAM` (stork(1), RUNNING YOUR OWN
+# PROGRAM): one stdlib-only module, installed for PYTHONPATH to find
+# (PYTHONPATH=$(pkgdatadir)/python), not as a Python package.
+storkpythondir = $(pkgdatadir)/python
+dist_storkpython_DATA = contrib/python/stork_program.py
+
 # make deb: the Debian packages stork and stork-spank-plugin of the release
 # build, built from the distribution in a temporary directory (so any
 # configured tree will do) and put in deb/ (contrib/make-deb).

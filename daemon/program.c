@@ -42,6 +42,8 @@ extern char **environ;
 #define MAX_AUTO_GRACE_S 600
 /* How long ranks asked for their stacks get to print them. */
 #define STACKS_S 3
+/* How long a rank's death by a stop signal waits for the stop itself. */
+#define STOP_DEATH_S 2.0
 /* How far ahead a hang's stacks are announced to the other nodes. */
 #define ANNOUNCE_S 1.0
 /* How long the output of exited ranks is still read (their children may hold it). */
@@ -54,6 +56,7 @@ struct prank {
 	int status;             /* waitpid's, once it ended */
 	double start, end;      /* wall-clock seconds */
 	double beat;            /* wall-clock seconds of its last heartbeat; 0: none yet */
+	double stop_death;      /* monotonic: when it died of a stop signal before any stop; 0 */
 	struct rank_log log;
 	struct stderr_tail tail;
 	struct rank_output out;
@@ -233,6 +236,28 @@ static int failed_status(int status)
 	       (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != PROGRAM_CHECKPOINTED_EXIT);
 }
 
+static void fail(struct supervisor *s, int i)
+{
+	s->ending = END_FAILED;
+	s->failed = i;
+	terminate(s);
+}
+
+/*
+ * Slurm signals every process of the step, the ranks too, with the stop
+ * signals it sends the launcher (--signal, scancel, the time limit), and
+ * a rank that has not yet installed its handler (a Python program still
+ * importing torch) dies of it. Such a death waits for the launcher's own
+ * stop (STOP_DEATH_S) before it counts as a failure.
+ */
+static int stop_signal_death(const struct supervisor *s, int status)
+{
+	int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+
+	return sig == SIGTERM || sig == SIGINT || sig == s->p->cfg->program.signal ||
+	       sig == s->p->cfg->preempt.signal;
+}
+
 static void reap(struct supervisor *s)
 {
 	for (int i = 0; i < s->n; i++) {
@@ -251,11 +276,13 @@ static void reap(struct supervisor *s)
 		rank_logf(&r->log, "pid %d %s", (int)r->pid, how);
 		/* the first local failure, unless the node is ending already
 		 * (ranks ended by a stop, a hang or a dead peer did not fail) */
-		if (failed_status(r->status) && s->ending == END_NONE) {
-			s->ending = END_FAILED;
-			s->failed = i;
-			terminate(s);
+		if (!failed_status(r->status) || s->ending != END_NONE)
+			continue;
+		if (stop_signal_death(s, r->status)) {
+			r->stop_death = clock_monotonic(); /* see watch() */
+			continue;
 		}
+		fail(s, i);
 	}
 }
 
@@ -428,6 +455,9 @@ static void watch(struct supervisor *s)
 		else if (deadline_near(s))
 			begin_stop(s, "deadline guard: the job's end is near");
 	}
+	for (int i = 0; s->ending == END_NONE && i < s->n; i++)
+		if (s->r[i].stop_death && now - s->r[i].stop_death > STOP_DEATH_S)
+			fail(s, i);
 	if (s->ending == END_NONE && find_hang(s)) {
 		s->ending = END_HANG;
 		stork_error("%s", s->why);
@@ -491,6 +521,15 @@ static int pump(struct supervisor *s, int ms)
 	return nfds;
 }
 
+/* A rank's death by a stop signal still waits to be judged (see reap). */
+static int undecided(const struct supervisor *s)
+{
+	for (int i = 0; s->ending == END_NONE && i < s->n; i++)
+		if (s->r[i].stop_death)
+			return 1;
+	return 0;
+}
+
 static void supervise(struct supervisor *s)
 {
 	double all_ended = 0;
@@ -500,7 +539,7 @@ static void supervise(struct supervisor *s)
 
 		reap(s);
 		watch(s);
-		if (running_ranks(s))
+		if (running_ranks(s) || undecided(s))
 			continue;
 		if (!all_ended)
 			all_ended = clock_monotonic();

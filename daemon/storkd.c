@@ -69,13 +69,14 @@ struct options {
 	int result_fd;          /* where the launcher reads how the node ended; -1 none */
 	long long job_end;      /* --job-end: the end time launcher 0 learnt; -1 not given */
 	int attempt;            /* --attempt: restarts inside the job so far (restart.max_restarts) */
+	int program;            /* --program: the configuration runs the user's program */
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: storkd --config FILE --run-dir DIR [--local-ranks N|auto] [--result-fd FD]\n"
-		"              [--job-end SECONDS] [--attempt N]\n"
+		"              [--job-end SECONDS] [--attempt N] [--program|--engine]\n"
 		"       storkd --version\n"
 		"storkd is started by 'stork run'; see storkd(8).\n");
 }
@@ -136,6 +137,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "result-fd", required_argument, NULL, 'f' },
 		{ "job-end", required_argument, NULL, 'e' },
 		{ "attempt", required_argument, NULL, 'a' },
+		{ "program", no_argument, NULL, 'P' },
+		{ "engine", no_argument, NULL, 'E' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -151,6 +154,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'a': if (parse_int("--attempt", optarg, 0, &o->attempt)) return -1; break;
 		case 'f': if (parse_int("--result-fd", optarg, 0, &o->result_fd)) return -1; break;
 		case 'e': if (parse_seconds("--job-end", optarg, &o->job_end)) return -1; break;
+		case 'P': o->program = 1; break;
+		case 'E': o->program = 0; break;
 		case 'V': print_version(); exit(STORK_EXIT_OK);
 		case 'h': usage(stdout); exit(STORK_EXIT_OK);
 		default: usage(stderr); return -1;
@@ -700,11 +705,24 @@ out:
 	return code;
 }
 
+/* Whether the arguments (not yet parsed) say --program. */
+static int program_mode(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--program"))
+			return 1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct stork_config cfg;
 
-	ops_cpu_blas_reexec(argv);
+	/* OpenBLAS's tuning takes a second start of the process; the user's
+	 * own program (stork run -- PROGRAM, which says --program) uses no
+	 * BLAS of storkd's and starts sooner without it */
+	if (!program_mode(argc, argv))
+		ops_cpu_blas_reexec(argv);
 	/*
 	 * UCX 1.13 aborts the whole process when a peer on the same host dies
 	 * during a shared-memory transfer. storkd keeps every endpoint under
@@ -725,6 +743,14 @@ int main(int argc, char **argv)
 		stork_error("%s", err);
 		config_free(&cfg);
 		return STORK_EXIT_CONFIG;
+	}
+	if (o.program != (cfg.program.command.n > 0)) {
+		stork_error("%s: %s, but storkd was started with %s", o.config,
+			    cfg.program.command.n ? "program.command names a program" :
+						    "program.command is empty",
+			    o.program ? "--program" : "--engine (or neither)");
+		config_free(&cfg);
+		return STORK_EXIT_USAGE;
 	}
 	fault_delay("STORK_FAULT_START_DELAY"); /* a signal now must wait, not kill */
 	if (install_signals(cfg.preempt.signal) < 0) {

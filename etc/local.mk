@@ -2,7 +2,7 @@
 # administrators: the configuration and sbatch examples as documentation,
 # the plugstack.conf.d snippet where Debian's plugstack.conf includes it.
 examplesdir = $(docdir)/examples
-dist_examples_DATA = etc/stork.yaml etc/stork.sbatch
+dist_examples_DATA = etc/stork.yaml etc/stork.sbatch etc/program.sbatch
 
 # The installed snippet names the plugin where this build installs it
 # (the example assumes the default prefix); its plugin lines stay commented

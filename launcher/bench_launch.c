@@ -1,6 +1,8 @@
 /*
  * launcher/bench_launch.c - `stork bench launch CONFIG [--nodes N]
- * [--repeat R]`: what Stork adds to a job step's start.
+ * [--repeat R]`: what Stork adds to a job step's start; `stork bench
+ * launch --program [--nodes N] [--ranks R] [--repeat R]`: the same for
+ * the user's own program.
  *
  * Run inside an allocation (sbatch or salloc). It times a bare
  * `srun -N N true`, then `srun -N N --mpi=pmix stork run CONFIG` for one
@@ -75,14 +77,88 @@ static double rendezvous_seconds(const char *run_dir)
 	return s;
 }
 
+/* The latest of the times ("1795561546.102") the ranks printed in file. */
+static double latest_printed_time(const char *path)
+{
+	char *text = file_text(path, 1 << 20), *line, *save = NULL;
+	double latest = -1;
+
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
+		char *p = strrchr(line, ' '), *end;
+		double t = strtod(p ? p + 1 : line, &end);
+
+		if (*end == '\0' && t > latest)
+			latest = t;
+	}
+	free(text);
+	return latest;
+}
+
+/*
+ * --program: from srun's start to the last rank's first line (the rank
+ * prints its own clock, so both launches are timed alike), R ranks on each
+ * of N nodes: plain srun, one task per rank, with the plugin's environment
+ * (the floor), beside srun stork run --local-ranks R -- PROGRAM.
+ */
+static int bench_program(int nodes, int ranks, int repeat)
+{
+	char self[4096], out[64], per_node[40], count[16], total[16], local[16], name[96];
+	char *first_line[] = { "/bin/sh", "-c", "date +%s.%N", NULL };
+	double plain[64], stork[64];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+
+	self[n > 0 ? n : 0] = '\0';
+	snprintf(count, sizeof count, "%d", nodes);
+	snprintf(total, sizeof total, "%d", nodes * ranks);
+	snprintf(per_node, sizeof per_node, "--ntasks-per-node=%d", ranks);
+	snprintf(local, sizeof local, "%d", ranks);
+	snprintf(out, sizeof out, ".bench-launch-%d.out", (int)getpid());
+	for (int i = 0; i < repeat; i++) {
+		char *plain_argv[] = { "srun", "-N", count, "-n", total, per_node, first_line[0], first_line[1],
+				       first_line[2], NULL };
+		char *stork_argv[] = { "srun", "-N", count, "-n", count, "--ntasks-per-node=1", "--mpi=pmix", self,
+				       "run", "--local-ranks", local, "--set", name, "--set",
+				       "program.tee=all", "--", first_line[0], first_line[1],
+				       first_line[2], NULL };
+		char run_dir[4096];
+		double t0 = clock_wall();
+
+		if (spawn_wait(plain_argv, out) != 0) {
+			stork_error("'srun ... date' failed");
+			return STORK_EXIT_INTERNAL;
+		}
+		plain[i] = latest_printed_time(out) - t0;
+		snprintf(name, sizeof name, "run.name=bench-launch-%d-%d", (int)getpid(), i);
+		rundir_path(run_dir, sizeof run_dir, "runs", name + 9);
+		t0 = clock_wall();
+		if (spawn_wait(stork_argv, out) != 0) {
+			stork_error("'srun ... stork run -- date' failed");
+			return STORK_EXIT_INTERNAL;
+		}
+		stork[i] = latest_printed_time(out) - t0;
+		if (remove_tree(run_dir) < 0)
+			stork_warn("cannot remove %s: %s", run_dir, strerror(errno));
+		printf("run %d: srun (plugin) %.3f s, srun stork run -- %.3f s to every rank's first "
+		       "line\n", i + 1, plain[i], stork[i]);
+	}
+	unlink(out);
+	printf("median over %d runs, %d node(s) x %d rank(s): srun with the plugin %.3f s; stork "
+	       "run -- PROGRAM %.3f s; stork adds %.3f s\n", repeat, nodes, ranks,
+	       bench_median(plain, repeat), bench_median(stork, repeat),
+	       bench_median(stork, repeat) - bench_median(plain, repeat));
+	return STORK_EXIT_OK;
+}
+
 int cmd_bench_launch(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "nodes", required_argument, NULL, 'N' },
 		{ "repeat", required_argument, NULL, 'r' },
+		{ "program", no_argument, NULL, 'p' },
+		{ "ranks", required_argument, NULL, 'R' },
 		{ 0 },
 	};
-	int nodes = 2, repeat = 5, c;
+	int nodes = 2, repeat = 5, program = 0, ranks = 2, c;
 	char self[4096], run_dir[4096], name[64], name_arg[80], count[16];
 	const char *what = "srun";
 	double bare[64], stork[64], rdv[64];
@@ -96,15 +172,21 @@ int cmd_bench_launch(int argc, char **argv)
 			nodes = atoi(optarg);
 		else if (c == 'r' && atoi(optarg) > 0 && atoi(optarg) <= 64)
 			repeat = atoi(optarg);
+		else if (c == 'R' && atoi(optarg) > 0 && atoi(optarg) <= 4096)
+			ranks = atoi(optarg);
+		else if (c == 'p')
+			program = 1;
 		else
 			goto usage;
 	}
-	if (optind != argc - 1)
+	if (optind != argc - !program)
 		goto usage;
 	if (!getenv("SLURM_JOB_ID")) {
 		stork_error("bench launch runs srun: start it inside an allocation (sbatch or salloc)");
 		return STORK_EXIT_USAGE;
 	}
+	if (program)
+		return bench_program(nodes, ranks, repeat);
 	if (config_load(&cfg, argv[optind], err, sizeof err) < 0 ||
 	    config_validate(&cfg, err, sizeof err) < 0) {
 		stork_error("%s", err);
@@ -153,6 +235,7 @@ failed:
 	config_free(&cfg);
 	return STORK_EXIT_INTERNAL;
 usage:
-	fprintf(stderr, "usage: stork bench launch CONFIG [--nodes N] [--repeat R]\n");
+	fprintf(stderr, "usage: stork bench launch CONFIG [--nodes N] [--repeat R]\n"
+			"       stork bench launch --program [--nodes N] [--ranks R] [--repeat R]\n");
 	return STORK_EXIT_USAGE;
 }

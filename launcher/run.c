@@ -752,6 +752,8 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 		char *args[] = { (char *)storkd, "--config", (char *)config_path,
 				 "--run-dir", (char *)run_dir, "--local-ranks", (char *)nranks,
 				 "--attempt", attempt_s, "--result-fd", "@RESULT_FD@",
+				 /* what storkd must know before it reads the configuration */
+				 cfg->program.command.n ? "--program" : "--engine",
 				 l->index == 0 ? "--job-end" : NULL, (char *)job_end, NULL };
 		struct daemon_result res = { 0 };
 		pid_t pid = 0;

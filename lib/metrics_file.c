@@ -26,20 +26,41 @@ int metrics_file_lines(const char *path, int (*each)(const char *line, void *arg
 	return rc;
 }
 
+/*
+ * The value of "key" in line: what follows its colon, blanks skipped
+ * (a program's own writer may put a space there, as Python's json.dumps
+ * does), or NULL.
+ */
+static const char *value_of(const char *line, const char *key)
+{
+	size_t len = strlen(key);
+
+	for (const char *p = strchr(line, '"'); p; p = strchr(p + 1, '"')) {
+		if (strncmp(p + 1, key, len) || p[1 + len] != '"')
+			continue;
+		p += len + 2;
+		p += strspn(p, " \t");
+		if (*p != ':')
+			continue;
+		return p + 1 + strspn(p + 1, " \t");
+	}
+	return NULL;
+}
+
 int metrics_line_is(const char *line, const char *name)
 {
-	const char *p = strstr(line, "\"metric\":\"");
+	const char *p = value_of(line, "metric");
 	size_t len = strlen(name);
 
-	return p && !strncmp(p + 10, name, len) && p[10 + len] == '"';
+	return p && *p == '"' && !strncmp(p + 1, name, len) && p[1 + len] == '"';
 }
 
 static int note_step(const char *line, void *arg)
 {
-	const char *p = strstr(line, "\"step\":");
+	const char *p = value_of(line, "step");
 
 	if (p)
-		*(long long *)arg = strtoll(p + 7, NULL, 10);
+		*(long long *)arg = strtoll(p, NULL, 10);
 	return 0;
 }
 

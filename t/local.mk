@@ -41,6 +41,9 @@ EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/clus
 	t/integration/preempt.bats t/integration/rendezvous.bats t/integration/plugin.bats \
 	t/integration/multinode.bats \
 	t/integration/bench_comm.bats t/integration/package.bats t/integration/start_checks.bats
+# `stork run -- PROGRAM` on the cluster, and the programs it runs.
+EXTRA_DIST += t/integration/program.bats t/integration/program/ddp_train.py \
+	t/integration/program/rank.sh
 check_SCRIPTS += contrib/testcluster/stork-testcluster
 clean-local: clean-integration
 clean-integration:
