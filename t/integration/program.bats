@@ -186,3 +186,51 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	[ "$status" -eq 20 ]
 	jq -e '.first_failure.exit_code == 3' runs/ok__job=local__task=0/exit_info.json
 }
+
+# shell_job NAME SBATCH-LINE RANK.SH-ARGS...: the shell program, 2 nodes x 2 ranks.
+shell_job() {
+	local name=$1 lines=$2
+	shift 2
+	printf '#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=1 -c2 --open-mode=append -o %s.out -J %s %s\nsrun %s run --local-ranks 2 --set run.name=%s -- %s %s\n' \
+		"$name" "$name" "$lines" "$STORK" "$name" "$abs_top_srcdir/t/integration/program/rank.sh" "$*" >"$name.sh"
+}
+
+@test "stork run -- a shell program: its environment and logs, its exit code as the failure, USR1 saves, requeued, resumed to the end" {
+	shell_job code "" --steps 6 --fail-rank 1 --exit-code 7
+	run sbatch_wait code.sh
+	[ "$status" -eq 1 ]
+	dir=$(ls -d "$WORK"/runs/code__job=*__task=0)
+	jq -e '.reason == "rank_failed" and .first_failure.rank == 1 and .first_failure.exit_code == 7 and .first_failure.host == "n1"' \
+		"$dir/exit_info.json"
+	grep -q '^\[1/1 n1 .*\] rank 1: failing at step 2 with exit code 7$' "$dir/logs/rank-001.log"
+
+	shell_job sh --requeue --steps 40 --sleep 0.25
+	job=$(submit sh.sh)
+	dir=$(run_dir sh "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 4 60
+	scancel --signal=USR1 "$job"
+	wait_job_state "$job" COMPLETED 300
+	[ "$(job_field "$job" Restarts)" -eq 1 ]
+	jq -e '.reason == "preempted_requeued"' "$dir"/exit_info.node-001.restart-0.json
+	for r in 0 1 2 3; do
+		log=$dir/logs/rank-00$r.log
+		grep -q "\] rank $r of 4 local $((r % 2)) node $((r / 2)) master n1:[0-9]* restart 0$" "$log"
+		grep -q "\] rank $r of 4 local $((r % 2)) node $((r / 2)) master n1:[0-9]* restart 1$" "$log"
+		grep -q "\] rank $r: pid [0-9]* on .*, stderr$" "$log"
+		grep -q "\] rank $r: saved step [0-9]* in $dir/checkpoints/rank-$r.step$" "$log"
+		grep -q "\] rank $r: resuming after step" "$log"
+		grep -q "\] rank $r: done, 40 steps$" "$log"
+	done
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	job=""
+}
+
+@test "stork bench launch --program prints srun's and stork run's times to every rank's first line" {
+	printf '#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=2 -c1 -o bench.out\n%s bench launch --program --repeat 1\n' \
+		"$STORK" >bench.sh
+	run sbatch_wait bench.sh
+	[ "$status" -eq 0 ]
+	grep -E '^median over 1 runs, 2 node\(s\) x 2 rank\(s\): srun with the plugin [0-9.]+ s; stork run -- PROGRAM [0-9.]+ s; stork adds -?[0-9.]+ s$' bench.out
+	[ ! -e runs/bench-launch-* ]
+}
