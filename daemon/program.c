@@ -86,6 +86,7 @@ struct supervisor {
 	int timeout;             /* the stop came near the job's end */
 	int failed;              /* the first failed local rank, -1 none */
 	int agreed;              /* the daemons agreed on the end (else: abort them) */
+	int guard;               /* the deadline guard watches this run */
 	char why[1024];          /* the node's message */
 };
 
@@ -355,16 +356,41 @@ static double checkpoint_grace(const struct supervisor *s)
 	return grace > 1 ? grace : 1;
 }
 
+/* What the deadline guard keeps free before the job's end for a checkpoint. */
+static double guard_need(const struct stork_config *c)
+{
+	return (c->program.checkpoint_grace > 0 ? c->program.checkpoint_grace :
+						   GUARD_CHECKPOINT_S) + c->preempt.deadline_lead;
+}
+
 /* The deadline guard: whether the time left only fits a checkpoint. */
 static int deadline_near(const struct supervisor *s)
 {
+	time_t end = s->p->node->job_end_time;
+
+	return s->guard && end && (double)(end - time(NULL)) <= guard_need(s->p->cfg);
+}
+
+/*
+ * The guard watches a job whose time limit leaves more than it needs; in a
+ * shorter one it would stop the program as it starts (and every requeued
+ * attempt again): it is off, and the log says why.
+ */
+static void arm_guard(struct supervisor *s)
+{
 	const struct stork_config *c = s->p->cfg;
 	time_t end = s->p->node->job_end_time;
-	double need = c->program.checkpoint_grace > 0 ? c->program.checkpoint_grace :
-							GUARD_CHECKPOINT_S;
+	double left = (double)(end - time(NULL));
 
-	return c->preempt.deadline_guard && end &&
-	       (double)(end - time(NULL)) <= need + c->preempt.deadline_lead;
+	s->guard = c->preempt.deadline_guard && end;
+	if (s->guard && left <= 2 * guard_need(c)) {
+		s->guard = 0;
+		if (s->p->node->node_rank == 0)
+			stork_warn("deadline guard off: the job ends in %.0f s, and the guard keeps "
+				   "%.0f s free before the end (program.checkpoint_grace, or %d s, "
+				   "plus preempt.deadline_lead)", left, guard_need(c),
+				   GUARD_CHECKPOINT_S);
+	}
 }
 
 static void begin_stop(struct supervisor *s, const char *why)
@@ -769,6 +795,7 @@ int program_run(const struct program_run *p, json_t **result)
 			snprintf(s.why, sizeof s.why, "%s", err);
 			goto out;
 		}
+	arm_guard(&s);
 	for (int i = 0; i < s.n; i++)
 		if (start_rank(&s, &s.r[i], err, sizeof err) < 0) {
 			terminate(&s);

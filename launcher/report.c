@@ -84,10 +84,15 @@ static void print_layout(const json_t *env)
 	size_t i;
 	json_t *n;
 
-	printf("layout: dp %lld x tp %lld x pp %lld%s, %lld rank(s) on %zu node(s), rendezvous %s "
-	       "(%.3f s)\n", (long long)sj_int(par, "dp", 1), (long long)sj_int(par, "tp", 1),
-	       (long long)sj_int(par, "pp", 1), sj_int(par, "zero", 0) ? " with ZeRO-1" : "",
-	       (long long)sj_int(env, "world_size", 0), json_array_size(nodes),
+	/* a run of the user's own program has no layout of the engine's */
+	if (par)
+		printf("layout: dp %lld x tp %lld x pp %lld%s, ", (long long)sj_int(par, "dp", 1),
+		       (long long)sj_int(par, "tp", 1), (long long)sj_int(par, "pp", 1),
+		       sj_int(par, "zero", 0) ? " with ZeRO-1" : "");
+	else
+		printf("layout: the program's own, ");
+	printf("%lld rank(s) on %zu node(s), rendezvous %s "
+	       "(%.3f s)\n", (long long)sj_int(env, "world_size", 0), json_array_size(nodes),
 	       json_string_value(json_object_get(env, "rendezvous")) ?: "?",
 	       sj_real(env, "rendezvous_seconds", 0));
 	json_array_foreach(nodes, i, n) {
@@ -168,11 +173,17 @@ static int report_text(const char *dir)
 	if (rep.nranks > 0) {
 		const struct report_rank *r0 = &rep.ranks[0];
 
-		printf("steps: %zu; final train loss %.4f, last validation loss %.4f\n",
-		       rep.train_loss.n, series_last(&rep.train_loss), series_last(&rep.val_loss));
-		printf("throughput: median %.0f tokens/s, median step %.1f ms\n", r0->median_tps,
-		       r0->median_step_ms);
-		print_ranks(&rep);
+		/* what the run's metrics hold: a program may log only its loss */
+		printf("steps: %zu; final train loss %.4f", rep.train_loss.n,
+		       series_last(&rep.train_loss));
+		if (rep.val_loss.n)
+			printf(", last validation loss %.4f", series_last(&rep.val_loss));
+		printf("\n");
+		if (isfinite(r0->median_tps) || isfinite(r0->median_step_ms))
+			printf("throughput: median %.0f tokens/s, median step %.1f ms\n", r0->median_tps,
+			       r0->median_step_ms);
+		if (isfinite(rep.median_compute_ms))
+			print_ranks(&rep);
 	}
 	print_stops(&rep);
 	printf("latest checkpoint: %s\n", rep.latest_checkpoint[0] ? rep.latest_checkpoint : "none");

@@ -234,3 +234,20 @@ shell_job() {
 	grep -E '^median over 1 runs, 2 node\(s\) x 2 rank\(s\): srun with the plugin [0-9.]+ s; stork run -- PROGRAM [0-9.]+ s; stork adds -?[0-9.]+ s$' bench.out
 	[ ! -e runs/bench-launch-* ]
 }
+
+@test "stork run -- PROGRAM: the deadline guard asks the program to save before the job's end, requeues it (timeout_requeued), and the next attempt finishes" {
+	fault_injection || skip "needs a build with --enable-fault-injection (STORK_FAULT_JOB_END)"
+	STORK_ARGS="--set program.checkpoint_grace=5 --set preempt.deadline_lead=5"
+	shell_job guard --requeue --steps 160 --sleep 0.25
+	sed -i "s|^srun |export STORK_FAULT_JOB_END=40\nsrun |; s|run.name=guard|run.name=guard $STORK_ARGS|" guard.sh
+	job=$(submit guard.sh)
+	dir=$(run_dir guard "$job")
+	wait_job_state "$job" COMPLETED 240
+	[ "$(job_field "$job" Restarts)" -eq 1 ]
+	jq -e '.reason == "timeout_requeued"' "$dir"/exit_info.node-000.restart-0.json
+	grep -q 'deadline guard: the job.s end is near: SIGUSR1' guard.out
+	grep -q '\] rank 3: resuming after step' "$dir/logs/rank-003.log"
+	grep -q '\] rank 3: done, 160 steps$' "$dir/logs/rank-003.log"
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	job=""
+}
