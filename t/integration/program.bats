@@ -25,11 +25,11 @@ teardown() {
 # program_job NAME SBATCH-LINE PROGRAM-ARGS...: 2 nodes x 1 launcher x 2
 # ranks running the DDP script under stork run; its results in out-NAME.
 program_job() {
-	local name=$1 lines=$2
+	local name=$1 extra=$2
 	shift 2
 	{
 		echo '#!/bin/bash'
-		echo "#SBATCH -N2 --ntasks-per-node=1 -c2 --open-mode=append -o $name.out -J $name $lines"
+		echo "#SBATCH -N2 --ntasks-per-node=1 -c2 --open-mode=append -o $name.out -J $name $extra"
 		echo "srun $STORK run --local-ranks 2 --set run.name=$name ${STORK_ARGS:-} -- $PY $DDP --out out-$name $*"
 	} >"$name.sh"
 }
@@ -75,7 +75,8 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	[ "$(wc -l <out-prog/losses.txt)" -eq 6 ]
 	# rank 0's output is on the launcher's
 	grep -q '^step 5 loss' prog.out
-	! grep -q '^step 5 loss' "$dir/logs/rank-001.log"
+	run grep -c '^step 5 loss' "$dir/logs/rank-001.log"
+	[ "$output" = 0 ]
 	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
 	# the script's metrics feed the run's summary like the engine's
 	grep -q train_loss "$dir/metrics/summary.csv"
@@ -161,7 +162,10 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	echo "kill -9 to the job's end: $((SECONDS - t0)) s" >&3
 	[ $((SECONDS - t0)) -le 15 ]
 	for r in 0 1 2; do
-		! kill -0 "$(jq -r .pid out-kill9/env.rank-$r.json)" 2>/dev/null
+		if kill -0 "$(jq -r .pid out-kill9/env.rank-$r.json)" 2>/dev/null; then
+			echo "rank $r still runs" >&2
+			false
+		fi
 	done
 	jq -e '.first_failure.rank == 3 and .first_failure.signal == "SIGKILL"' "$dir/exit_info.json"
 	job=""
@@ -189,10 +193,10 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 
 # shell_job NAME SBATCH-LINE RANK.SH-ARGS...: the shell program, 2 nodes x 2 ranks.
 shell_job() {
-	local name=$1 lines=$2
+	local name=$1 extra=$2
 	shift 2
 	printf '#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=1 -c2 --open-mode=append -o %s.out -J %s %s\nsrun %s run --local-ranks 2 --set run.name=%s -- %s %s\n' \
-		"$name" "$name" "$lines" "$STORK" "$name" "$abs_top_srcdir/t/integration/program/rank.sh" "$*" >"$name.sh"
+		"$name" "$name" "$extra" "$STORK" "$name" "$abs_top_srcdir/t/integration/program/rank.sh" "$*" >"$name.sh"
 }
 
 @test "stork run -- a shell program: its environment and logs, its exit code as the failure, USR1 saves, requeued, resumed to the end" {
@@ -232,7 +236,7 @@ shell_job() {
 	run sbatch_wait bench.sh
 	[ "$status" -eq 0 ]
 	grep -E '^median over 1 runs, 2 node\(s\) x 2 rank\(s\): srun with the plugin [0-9.]+ s; stork run -- PROGRAM [0-9.]+ s; stork adds -?[0-9.]+ s$' bench.out
-	[ ! -e runs/bench-launch-* ]
+	[ -z "$(find . -maxdepth 2 -name 'bench-launch-*')" ]
 }
 
 @test "stork run -- PROGRAM: the deadline guard asks the program to save before the job's end, requeues it (timeout_requeued), and the next attempt finishes" {
