@@ -8,6 +8,9 @@
 noinst_LIBRARIES += lib/librendezvous.a
 lib_librendezvous_a_SOURCES = \
 	lib/rendezvous.c lib/rendezvous.h lib/rendezvous_impl.h \
-	lib/rendezvous_tcp.c lib/rendezvous_pmix.c
-lib_librendezvous_a_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS) $(HWLOC_CFLAGS)
-RDV_LIBS = lib/librendezvous.a lib/libstork_bind.la $(PMIX_LIBS) -lm -lpthread
+	lib/rendezvous_tcp.c lib/rendezvous_pmix.c \
+	lib/rendezvous_auth.c lib/rendezvous_auth.h
+lib_librendezvous_a_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS) $(HWLOC_CFLAGS) $(MUNGE_CFLAGS) \
+	$(CRYPTO_CFLAGS)
+RDV_LIBS = lib/librendezvous.a lib/libstork_bind.la $(PMIX_LIBS) $(MUNGE_LIBS) $(CRYPTO_LIBS) \
+	-lm -lpthread

@@ -1,25 +1,39 @@
 /*
  * lib/rendezvous_tcp.c - the rendezvous without PMIx: a star on launcher 0.
  *
- * Launcher 0 listens on the step's MASTER_PORT (any address, SO_REUSEADDR),
- * the others connect to MASTER_ADDR:MASTER_PORT, retrying until the deadline
- * (launcher 0 may start later than they do), and send a hello:
+ * Launcher 0 listens on the step's MASTER_PORT, on the address the others
+ * connect to (MASTER_ADDR, the step's first host), not on every address;
+ * the others connect, retrying until the deadline (launcher 0 may start
+ * later than they do), and send a hello:
  *
- *   magic "SRDV", version, job id, step id, count, index, blob length, blob
+ *   magic "SRDV", version, job id, step id, count, index, blob length,
+ *   credential length, credential, blob
  *
- * (integers big-endian, 32 bits except the 64-bit length). Launcher 0 serves
- * every connection from one poll loop, so a silent or slow peer never holds
- * up the others, and refuses what does not fit: a wrong magic or version is
- * a stranger and is closed without a word; another job or step, another
- * count, an index out of range or already seen get an error reply. When all
- * count-1 hellos are in, it closes the listener and sends everyone the reply
+ * (integers big-endian, 32 bits except the 64-bit length). The credential
+ * (lib/rendezvous_auth.h: munge) vouches for the hello's fields and the
+ * blob's hash with the sender's uid. Launcher 0 serves every connection
+ * from one poll loop, so a silent or slow peer never holds up the others,
+ * and refuses, naming the peer's address and why in its log: a wrong magic
+ * or version (closed without a word), another job, step or count, an index
+ * out of range or already taken, a blob or credential over the limits, a
+ * credential that is not the job user's or not for this hello or this
+ * blob (checked before the blob is even read, so a stranger never makes it
+ * allocate more than a credential), and a connection that has sent no
+ * valid hello within IDENTIFY_S. When all count-1 hellos are in, it closes
+ * the listener and sends each launcher the reply
  *
- *   magic, version, status 0, n, then n times (length, blob) in index order
+ *   magic, version, status 0, n, credential length, credential, then n
+ *   times (length, blob) in index order
  *
- * built once. At the deadline it sends the others status 1 and a message
- * naming the launchers that never arrived, and fails with the same message.
- * A launcher that connected but hears nothing by its own deadline (plus a
- * little, so launcher 0's verdict can arrive) says so.
+ * whose credential, one per launcher (munged refuses to decode one twice),
+ * vouches for the table. A launcher accepts only a reply credentialed by
+ * the job's user; a refused connection, a connection closed without a
+ * reply or a reply it cannot trust makes it connect again, with a new
+ * credential, until the deadline. At the deadline launcher 0 sends the
+ * others status 1 and a message naming the launchers that never arrived
+ * (credentialed too), and fails with the same message. A launcher that
+ * connected but hears nothing by its own deadline (plus a little, so
+ * launcher 0's verdict can arrive) says so.
  */
 #include "config.h"
 
@@ -39,12 +53,14 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/rendezvous_auth.h"
 #include "lib/rendezvous_impl.h"
 
 #define RDV_MAGIC 0x53524456u	/* "SRDV" */
-#define RDV_VERSION 1u
-#define HELLO_LEN 32
-#define REPLY_LEN 16
+#define RDV_VERSION 2u		/* 2: with credentials */
+#define HELLO_LEN 36
+#define REPLY_LEN 28
+#define IDENTIFY_S 10.0		/* seconds a connection has to send a valid hello */
 #define STATUS_OK 0u
 #define STATUS_ERROR 1u
 #define REPLY_GRACE 2.0		/* seconds a connected launcher waits past its deadline */
@@ -53,6 +69,7 @@
 struct hello {
 	uint32_t magic, version, job_id, step_id, count, index;
 	uint64_t len;
+	uint32_t cred_len;
 };
 
 /* A connection launcher 0 has accepted but not yet identified. */
@@ -60,8 +77,12 @@ struct conn {
 	int fd;
 	unsigned char hdr[HELLO_LEN];
 	struct hello h;
+	char cred[RDV_CRED_MAX];
+	char digest[65];	/* the blob's hash, as the verified credential says */
+	int identified;		/* its credential is the job user's, for this hello */
 	unsigned char *blob;
-	size_t have;		/* bytes of hdr, then of blob, received */
+	size_t have;		/* bytes of hdr, then cred, then blob, received */
+	double opened;		/* when it was accepted */
 	char from[64];		/* peer address, for messages */
 };
 
@@ -102,6 +123,29 @@ static void hello_decode(const unsigned char *b, struct hello *h)
 	h->count = get32(b + 16);
 	h->index = get32(b + 20);
 	h->len = get64(b + 24);
+	h->cred_len = get32(b + 32);
+}
+
+/* What a credential says a message is. */
+static void hello_what(const struct rdv_params *p, unsigned index, char *buf, size_t len)
+{
+	snprintf(buf, len, "hello job=%u step=%u port=%u count=%d index=%u", p->job_id, p->step_id,
+		 p->port, p->count, index);
+}
+
+static void reply_what(const struct rdv_params *p, unsigned index, unsigned status, char *buf,
+		       size_t len)
+{
+	snprintf(buf, len, "%s job=%u step=%u port=%u count=%d index=%u",
+		 status == 0 ? "table" : "error", p->job_id, p->step_id, p->port, p->count, index);
+}
+
+/* Credentials outlive the rendezvous' wait, within munged's own limit. */
+static int cred_ttl(const struct rdv_params *p)
+{
+	double t = (p->timeout > 0 ? p->timeout : RDV_DEFAULT_TIMEOUT) + 60;
+
+	return t > 3600 ? 3600 : (int)t;
 }
 
 /* ------------------------------------------------------------ socket I/O */
@@ -190,22 +234,33 @@ static int recv_all(int fd, void *buf, size_t len, double deadline)
 	return 0;
 }
 
-/* A reply with status 1 and a message. */
-static void send_error(int fd, const char *msg, double deadline)
+/* A reply with status 1 and a message, credentialed for launcher index. */
+static void send_error(const struct rdv_params *p, int fd, unsigned index, const char *msg,
+		       double deadline)
 {
-	size_t mlen = strlen(msg);
-	unsigned char *b = malloc(REPLY_LEN + 8 + mlen);
+	size_t mlen = strlen(msg), clen;
+	char what[256], *cred = NULL, why[512];
+	unsigned char *b;
 
-	if (!b)
+	reply_what(p, index, 1, what, sizeof what);
+	if (rdv_auth_sign(what, msg, mlen, cred_ttl(p), &cred, why, sizeof why) < 0) {
+		stork_warn("%s", why);
 		return;
-	put32(b, RDV_MAGIC);
-	put32(b + 4, RDV_VERSION);
-	put32(b + 8, STATUS_ERROR);
-	put32(b + 12, 0);
-	put64(b + 16, mlen);
-	memcpy(b + 24, msg, mlen);
-	(void)send_all(fd, b, REPLY_LEN + 8 + mlen, deadline);
-	free(b);
+	}
+	clen = strlen(cred);
+	if ((b = malloc(REPLY_LEN + clen + mlen))) {
+		put32(b, RDV_MAGIC);
+		put32(b + 4, RDV_VERSION);
+		put32(b + 8, STATUS_ERROR);
+		put32(b + 12, 0);
+		put32(b + 16, (uint32_t)clen);
+		put64(b + 20, mlen);
+		memcpy(b + REPLY_LEN, cred, clen);
+		memcpy(b + REPLY_LEN + clen, msg, mlen);
+		(void)send_all(fd, b, REPLY_LEN + clen + mlen, deadline);
+		free(b);
+	}
+	free(cred);
 }
 
 static void sockaddr_name(const struct sockaddr *sa, char *buf, size_t len)
@@ -227,44 +282,61 @@ static void sockaddr_name(const struct sockaddr *sa, char *buf, size_t len)
 
 /* ------------------------------------------------------------ launcher 0 */
 
-/* Listen on every address (IPv6 dual-stack when possible) at port. */
-static int listen_on(unsigned port, char *err, size_t errlen)
+/* A listening socket at sa, or -1 with errno. */
+static int listen_at(const struct sockaddr *sa, socklen_t sl)
 {
-	int families[2] = { AF_INET6, AF_INET };
-	int one = 1, zero = 0, saved = 0;
+	int one = 1, fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
-	for (int i = 0; i < 2; i++) {
-		int fd = socket(families[i], SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		struct sockaddr_storage ss = { 0 };
-		socklen_t sl;
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, sa, sl) == 0 && listen(fd, 128) == 0)
+		return fd;
+	one = errno;
+	close(fd);
+	errno = one;
+	return -1;
+}
 
-		if (fd < 0) {
-			saved = errno;
-			continue;
-		}
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (families[i] == AF_INET6) {
-			struct sockaddr_in6 *a = (void *)&ss;
-			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-			a->sin6_family = AF_INET6;
-			a->sin6_addr = in6addr_any;
-			a->sin6_port = htons((uint16_t)port);
-			sl = sizeof *a;
-		} else {
-			struct sockaddr_in *a = (void *)&ss;
-			a->sin_family = AF_INET;
-			a->sin_addr.s_addr = htonl(INADDR_ANY);
-			a->sin_port = htons((uint16_t)port);
-			sl = sizeof *a;
-		}
-		if (bind(fd, (struct sockaddr *)&ss, sl) == 0 && listen(fd, 128) == 0)
-			return fd;
+/*
+ * Listen at port on the address the other launchers connect to (the first
+ * of MASTER_ADDR's addresses that is this host's), so the rendezvous is not
+ * offered on every network of the node. Only when no address of that name
+ * is local (a MASTER_ADDR naming a proxy, say) on every address, with a
+ * warning.
+ */
+static int listen_on(const struct rdv_params *p, char *err, size_t errlen)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	struct sockaddr_in6 any = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT };
+	char port[16];
+	int fd = -1, saved = EADDRNOTAVAIL;
+
+	snprintf(port, sizeof port, "%u", p->port);
+	if (p->addr[0] && getaddrinfo(p->addr, port, &hints, &res) == 0)
+		for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+			if ((fd = listen_at(ai->ai_addr, ai->ai_addrlen)) < 0 &&
+			    (saved = errno) == EADDRINUSE)
+				break;
+	if (res)
+		freeaddrinfo(res);
+	if (fd < 0 && saved != EADDRINUSE) {
+		struct sockaddr_in any4 = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY),
+					    .sin_port = htons((uint16_t)p->port) };
+
+		stork_warn("rendezvous: no address of %s is this host's: listening on every address "
+			   "of port %u", p->addr[0] ? p->addr : "(MASTER_ADDR unset)", p->port);
+		any.sin6_port = htons((uint16_t)p->port);
+		/* IPv6 (dual-stack, Linux's default) when the host has it, else IPv4 */
+		fd = listen_at((struct sockaddr *)&any, sizeof any);
+		if (fd < 0 && errno != EADDRINUSE)
+			fd = listen_at((struct sockaddr *)&any4, sizeof any4);
 		saved = errno;
-		close(fd);
-		if (saved == EADDRINUSE)
-			break;
 	}
-	snprintf(err, errlen, "rendezvous: launcher 0 cannot listen on port %u: %s%s", port,
+	if (fd >= 0)
+		return fd;
+	snprintf(err, errlen, "rendezvous: launcher 0 cannot listen on port %u: %s%s", p->port,
 		 strerror(saved),
 		 saved == EADDRINUSE ? " (another program or step holds it; set MASTER_PORT to a "
 				       "free port for every launcher, or change the plugin's port_base)"
@@ -314,23 +386,92 @@ static int hello_check(const struct rdv_params *p, const struct hello *h, const 
 			 (unsigned long long)h->len, RDV_MAX_BLOB);
 		return 1;
 	}
+	if (h->cred_len == 0 || h->cred_len > RDV_CRED_MAX) {
+		snprintf(msg, len, "launcher %u sends a credential of %u bytes (1..%d)", h->index,
+			 h->cred_len, RDV_CRED_MAX);
+		return 1;
+	}
+	return 0;
+}
+
+/* Refuse c: say why in the log and, unless quiet, to the peer; close it. */
+static void refuse(const struct rdv_params *p, struct conn *c, const char *why, int quiet,
+		   double deadline)
+{
+	char claim[48] = "";
+
+	if (c->have >= HELLO_LEN)
+		snprintf(claim, sizeof claim, " claiming launcher %u", c->h.index);
+	stork_warn("rendezvous: refused a connection from %s%s: %s", c->from, claim, why);
+	if (!quiet)
+		send_error(p, c->fd, c->have >= HELLO_LEN ? c->h.index : 0, why, deadline);
+	conn_close(c);
+}
+
+/* The hello's header is in: check it, then make room for the credential. */
+static int header_done(const struct rdv_params *p, struct conn *c, const bool *arrived,
+		       double deadline)
+{
+	char msg[256];
+	int rc;
+
+	hello_decode(c->hdr, &c->h);
+	rc = hello_check(p, &c->h, arrived, msg, sizeof msg);
+	if (rc < 0)
+		refuse(p, c, "not a Stork rendezvous peer of this version", 1, deadline);
+	else if (rc > 0)
+		refuse(p, c, msg, 0, deadline);
+	return rc ? -1 : 0;
+}
+
+/*
+ * The credential is in: it must be the job user's, for this very hello;
+ * only then is room made for the blob (a stranger never gets launcher 0
+ * to allocate more than a credential).
+ */
+static int cred_done(const struct rdv_params *p, struct conn *c, double deadline)
+{
+	char what[256], why[512];
+
+	hello_what(p, c->h.index, what, sizeof what);
+	if (rdv_auth_verify_what(c->cred, c->h.cred_len, what, c->digest, why, sizeof why) < 0) {
+		char msg[640];
+
+		snprintf(msg, sizeof msg, "launcher %u's hello is not the job's: %s", c->h.index, why);
+		refuse(p, c, msg, 0, deadline);
+		return -1;
+	}
+	c->identified = 1;
+	if (!(c->blob = malloc(c->h.len ? c->h.len : 1))) {
+		conn_close(c);
+		return -1;
+	}
 	return 0;
 }
 
 /*
- * Read what is available on c. Returns 0 while incomplete, 1 when the hello
- * and blob are complete (c->blob is then ready), -1 when c was closed.
+ * Read what is available on c. Returns 0 while incomplete, 1 when the hello,
+ * its credential and its blob are complete and check out (c->blob is then
+ * ready), -1 when c was closed.
  */
 static int conn_progress(const struct rdv_params *p, struct conn *c, const bool *arrived,
 			 double deadline)
 {
 	for (;;) {
-		bool in_hdr = c->have < HELLO_LEN;
-		unsigned char *dst = in_hdr ? c->hdr + c->have : c->blob + (c->have - HELLO_LEN);
-		size_t want = in_hdr ? HELLO_LEN - c->have : HELLO_LEN + c->h.len - c->have;
+		size_t cred_end = HELLO_LEN + c->h.cred_len, end = cred_end + c->h.len;
+		bool in_hdr = c->have < HELLO_LEN, in_cred = !in_hdr && c->have < cred_end;
+		unsigned char *dst = in_hdr ? c->hdr + c->have :
+				     in_cred ? (unsigned char *)c->cred + (c->have - HELLO_LEN) :
+					       c->blob + (c->have - cred_end);
+		size_t want = in_hdr ? HELLO_LEN - c->have : in_cred ? cred_end - c->have : end - c->have;
 
-		if (want == 0)
+		if (want == 0) {
+			if (rdv_auth_check_data(c->digest, c->blob, c->h.len) < 0) {
+				refuse(p, c, "its credential vouches for another blob", 0, deadline);
+				return -1;
+			}
 			return 1;
+		}
 		ssize_t n = recv(c->fd, dst, want, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -343,27 +484,47 @@ static int conn_progress(const struct rdv_params *p, struct conn *c, const bool 
 			return -1;
 		}
 		c->have += (size_t)n;
-		if (in_hdr && c->have == HELLO_LEN) {
-			char msg[256];
-			hello_decode(c->hdr, &c->h);
-			int rc = hello_check(p, &c->h, arrived, msg, sizeof msg);
-			if (rc < 0)
-				stork_warn("rendezvous: refused a connection from %s: not a Stork "
-					   "rendezvous peer", c->from);
-			if (rc > 0) {
-				stork_warn("rendezvous: refused a connection from %s: %s", c->from, msg);
-				send_error(c->fd, msg, deadline);
-			}
-			if (rc != 0) {
-				conn_close(c);
-				return -1;
-			}
-			if (!(c->blob = malloc(c->h.len ? c->h.len : 1))) {
-				conn_close(c);
-				return -1;
-			}
-		}
+		if (in_hdr && c->have == HELLO_LEN && header_done(p, c, arrived, deadline) < 0)
+			return -1;
+		if (in_cred && c->have == cred_end && cred_done(p, c, deadline) < 0)
+			return -1;
 	}
+}
+
+/*
+ * Room for a new connection: a free slot, else the slot of the oldest
+ * connection that has not identified itself (one that sends nothing holds
+ * a slot for IDENTIFY_S at most, and never keeps out a launcher).
+ */
+static int free_slot(struct conn *conns, int nconns)
+{
+	int oldest = -1;
+
+	for (int i = 0; i < nconns; i++) {
+		if (conns[i].fd < 0)
+			return i;
+		if (!conns[i].identified && (oldest < 0 || conns[i].opened < conns[oldest].opened))
+			oldest = i;
+	}
+	if (oldest >= 0) {
+		stork_warn("rendezvous: too many connections: closed the one from %s, which had not "
+			   "identified itself", conns[oldest].from);
+		conn_close(&conns[oldest]);
+	}
+	return oldest;
+}
+
+/* Close the connections that sent no valid hello within IDENTIFY_S. */
+static void close_silent(struct conn *conns, int nconns)
+{
+	double now = rdv_now();
+
+	for (int i = 0; i < nconns; i++)
+		if (conns[i].fd >= 0 && !conns[i].identified && now - conns[i].opened > IDENTIFY_S) {
+			stork_warn("rendezvous: closed the connection from %s: no valid hello within "
+				   "%.0f s", conns[i].from, IDENTIFY_S);
+			conn_close(&conns[i]);
+		}
 }
 
 static void accept_all(int lfd, struct conn *conns, int nconns)
@@ -372,38 +533,31 @@ static void accept_all(int lfd, struct conn *conns, int nconns)
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof ss;
 		int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		int slot = -1;
+		int slot;
 
 		if (fd < 0)
 			return;
-		for (int i = 0; i < nconns && slot < 0; i++)
-			if (conns[i].fd < 0)
-				slot = i;
-		if (slot < 0) {
-			close(fd); /* too many unidentified connections: the peer retries */
+		if ((slot = free_slot(conns, nconns)) < 0) {
+			close(fd); /* every slot holds a launcher: this one is surplus */
 			continue;
 		}
 		set_socket_options(fd);
 		conns[slot].fd = fd;
+		conns[slot].opened = rdv_now();
 		sockaddr_name((struct sockaddr *)&ss, conns[slot].from, sizeof conns[slot].from);
 	}
 }
 
-/* The success reply: header, then (length, blob) for every launcher. */
+/* The success reply's table: (length, blob) for every launcher. */
 static unsigned char *build_table(const struct rdv_peer *peers, int n, size_t *out_len)
 {
-	size_t total = REPLY_LEN, off;
+	size_t total = 0, off = 0;
 	unsigned char *b;
 
 	for (int i = 0; i < n; i++)
 		total += 8 + peers[i].len;
-	if (!(b = malloc(total)))
+	if (!(b = malloc(total ? total : 1)))
 		return NULL;
-	put32(b, RDV_MAGIC);
-	put32(b + 4, RDV_VERSION);
-	put32(b + 8, STATUS_OK);
-	put32(b + 12, (uint32_t)n);
-	off = REPLY_LEN;
 	for (int i = 0; i < n; i++) {
 		put64(b + off, peers[i].len);
 		memcpy(b + off + 8, peers[i].blob, peers[i].len);
@@ -411,6 +565,33 @@ static unsigned char *build_table(const struct rdv_peer *peers, int n, size_t *o
 	}
 	*out_len = total;
 	return b;
+}
+
+/* The table to launcher index, with a credential of its own. */
+static int send_table(const struct rdv_params *p, int fd, int index, const unsigned char *table,
+		      size_t len, double deadline)
+{
+	unsigned char hdr[REPLY_LEN];
+	char what[256], *cred = NULL, why[512];
+	int rc = -1;
+
+	reply_what(p, (unsigned)index, 0, what, sizeof what);
+	if (rdv_auth_sign(what, table, len, cred_ttl(p), &cred, why, sizeof why) < 0) {
+		stork_warn("%s", why);
+		return -1;
+	}
+	put32(hdr, RDV_MAGIC);
+	put32(hdr + 4, RDV_VERSION);
+	put32(hdr + 8, STATUS_OK);
+	put32(hdr + 12, (uint32_t)p->count);
+	put32(hdr + 16, (uint32_t)strlen(cred));
+	put64(hdr + 20, len);
+	if (send_all(fd, hdr, REPLY_LEN, deadline) == 0 &&
+	    send_all(fd, cred, strlen(cred), deadline) == 0 &&
+	    send_all(fd, table, len, deadline) == 0)
+		rc = 0;
+	free(cred);
+	return rc;
 }
 
 /* Gather until everyone arrived or the deadline. Returns arrivals. */
@@ -434,10 +615,21 @@ static int gather(const struct rdv_params *p, int lfd, struct conn *conns, int n
 			break;
 		if (pfds[0].revents)
 			accept_all(lfd, conns, nconns);
+		close_silent(conns, nconns);
 		for (int i = 0; i < nconns; i++) {
 			if (conns[i].fd < 0 || conn_progress(p, &conns[i], arrived, deadline) != 1)
 				continue;
 			int idx = (int)conns[i].h.index;
+			/* two connections for one index may both pass the header's
+			 * check: the first complete hello takes the place */
+			if (arrived[idx]) {
+				char msg[128];
+
+				snprintf(msg, sizeof msg, "launcher %d arrived twice: two processes "
+					 "claim the same index", idx);
+				refuse(p, &conns[i], msg, 0, deadline);
+				continue;
+			}
 			peers[idx].blob = conns[i].blob;
 			peers[idx].len = conns[i].h.len;
 			fds[idx] = conns[i].fd;
@@ -471,7 +663,7 @@ static int serve(const struct rdv_params *p, struct rdv_peer *peers, double dead
 	for (int i = 0; i < p->count; i++)
 		fds[i] = -1;
 	arrived[0] = true;
-	if ((lfd = listen_on(p->port, err, errlen)) < 0)
+	if ((lfd = listen_on(p, err, errlen)) < 0)
 		goto fail;
 	got = gather(p, lfd, conns, nconns, peers, fds, arrived, deadline);
 	close(lfd);
@@ -482,7 +674,7 @@ static int serve(const struct rdv_params *p, struct rdv_peer *peers, double dead
 			 p->count - got, p->count, p->timeout, missing);
 		for (int i = 1; i < p->count; i++)
 			if (fds[i] >= 0)
-				send_error(fds[i], msg, rdv_now() + 1.0);
+				send_error(p, fds[i], (unsigned)i, msg, rdv_now() + 1.0);
 		snprintf(err, errlen, "%s", msg);
 		goto fail;
 	}
@@ -492,7 +684,7 @@ static int serve(const struct rdv_params *p, struct rdv_peer *peers, double dead
 	}
 	double send_deadline = rdv_now() + SEND_GRACE;
 	for (int i = 1; i < p->count; i++)
-		if (send_all(fds[i], table, table_len, send_deadline) < 0)
+		if (send_table(p, fds[i], i, table, table_len, send_deadline) < 0)
 			stork_warn("rendezvous: could not send the table to launcher %d: %s", i,
 				   strerror(errno));
 	rc = 0;
@@ -588,107 +780,168 @@ static int connect_master(const struct rdv_params *p, double deadline, char *err
 	return -1;
 }
 
-static int read_table(const struct rdv_params *p, int fd, struct rdv_peer *peers, double deadline,
-		      char *err, size_t errlen)
+/* Split the table (n times length, blob) into peers, within its bounds. */
+static int parse_table(const struct rdv_params *p, const unsigned char *t, size_t len,
+		       struct rdv_peer *peers, char *err, size_t errlen)
 {
+	size_t off = 0;
+
 	for (int i = 0; i < p->count; i++) {
-		unsigned char lb[8];
-		if (recv_all(fd, lb, 8, deadline) < 0)
-			goto io_fail;
-		uint64_t l = get64(lb);
-		if (l > RDV_MAX_BLOB) {
-			snprintf(err, errlen, "rendezvous: launcher 0 on %s:%u sent a blob of %llu bytes "
-				 "for launcher %d, more than the limit", p->addr, p->port,
-				 (unsigned long long)l, i);
+		uint64_t l;
+
+		if (len - off < 8 || (l = get64(t + off)) > len - off - 8) {
+			snprintf(err, errlen, "rendezvous: launcher %d: launcher 0's table ends inside "
+				 "launcher %d's blob", p->index, i);
 			return -1;
 		}
 		peers[i].index = i;
 		peers[i].len = l;
-		if (!(peers[i].blob = malloc(l ? l : 1))) {
+		if (!(peers[i].blob = rdv_dup(t + off + 8, l))) {
 			snprintf(err, errlen, "rendezvous: out of memory");
 			return -1;
 		}
-		if (recv_all(fd, peers[i].blob, l, deadline) < 0)
-			goto io_fail;
+		off += 8 + l;
 	}
 	return 0;
-io_fail:
-	snprintf(err, errlen, "rendezvous: launcher %d: reading the table from launcher 0 on %s:%u: %s",
-		 p->index, p->addr, p->port, strerror(errno));
-	return -1;
 }
 
-static int read_error(const struct rdv_params *p, int fd, double deadline, char *err, size_t errlen)
-{
-	unsigned char lb[8];
-	char msg[4096];
-	uint64_t l;
+/* What one connection to launcher 0 gave. */
+enum attempt { ATTEMPT_TABLE, ATTEMPT_ERROR, ATTEMPT_AGAIN };
 
-	if (recv_all(fd, lb, 8, deadline) < 0)
-		l = 0;
-	else
-		l = get64(lb);
-	if (l >= sizeof msg)
-		l = sizeof msg - 1;
-	if (l && recv_all(fd, msg, (size_t)l, deadline) < 0)
-		l = 0;
-	msg[l] = '\0';
-	snprintf(err, errlen, "rendezvous: launcher %d: launcher 0 on %s:%u reports: %s", p->index,
-		 p->addr, p->port, l ? msg : "(no message)");
-	return -1;
+/*
+ * Read launcher 0's reply: header, credential, body. A reply that is not
+ * credentialed by the job's user for this launcher (another user's process
+ * holding the port, or a forged answer) is refused and tried again.
+ */
+static enum attempt read_reply(const struct rdv_params *p, int fd, struct rdv_peer *peers,
+			       double deadline, char *why, size_t whylen, char *err, size_t errlen)
+{
+	unsigned char hdr[REPLY_LEN], *body = NULL;
+	char cred[RDV_CRED_MAX], what[256], digest[65];
+	uint32_t status, clen;
+	uint64_t blen, limit;
+	enum attempt got = ATTEMPT_AGAIN;
+
+	if (recv_all(fd, hdr, REPLY_LEN, deadline) < 0) {
+		snprintf(why, whylen, "launcher 0 closed the connection without a reply (%s)",
+			 errno == ECONNRESET ? "refused or dropped" : strerror(errno));
+		return ATTEMPT_AGAIN;
+	}
+	status = get32(hdr + 8);
+	clen = get32(hdr + 16);
+	blen = get64(hdr + 20);
+	limit = status == STATUS_OK ? (uint64_t)p->count * (8 + (uint64_t)RDV_MAX_BLOB) : 4096;
+	if (get32(hdr) != RDV_MAGIC || get32(hdr + 4) != RDV_VERSION) {
+		snprintf(why, whylen, "%s:%u is not a Stork rendezvous of this version (bad magic or "
+			 "version): another program holds the port", p->addr, p->port);
+		return ATTEMPT_AGAIN;
+	}
+	if (clen == 0 || clen > RDV_CRED_MAX || blen > limit ||
+	    (status == STATUS_OK && get32(hdr + 12) != (uint32_t)p->count)) {
+		snprintf(why, whylen, "launcher 0's reply is malformed (credential %u bytes, body "
+			 "%llu bytes, %u launchers)", clen, (unsigned long long)blen, get32(hdr + 12));
+		return ATTEMPT_AGAIN;
+	}
+	reply_what(p, (unsigned)p->index, status, what, sizeof what);
+	if (recv_all(fd, cred, clen, deadline) < 0 ||
+	    rdv_auth_verify_what(cred, clen, what, digest, why, whylen) < 0) {
+		char detail[512];
+
+		snprintf(detail, sizeof detail, "%s", why);
+		snprintf(why, whylen, "refused a reply from %s:%u that is not launcher 0's: %s",
+			 p->addr, p->port, errno == ECONNRESET ? "it closed the connection" : detail);
+		stork_warn("rendezvous: launcher %d: %s", p->index, why);
+		return ATTEMPT_AGAIN;
+	}
+	if (!(body = malloc(blen ? blen : 1)) || recv_all(fd, body, blen, deadline) < 0 ||
+	    rdv_auth_check_data(digest, body, blen) < 0) {
+		snprintf(why, whylen, "launcher 0's reply was cut short or does not match its "
+			 "credential");
+		free(body);
+		return ATTEMPT_AGAIN;
+	}
+	if (status != STATUS_OK) {
+		snprintf(err, errlen, "rendezvous: launcher %d: launcher 0 on %s:%u reports: %.*s",
+			 p->index, p->addr, p->port, (int)blen, (char *)body);
+		got = ATTEMPT_ERROR;
+	} else {
+		got = parse_table(p, body, blen, peers, err, errlen) == 0 ? ATTEMPT_TABLE : ATTEMPT_ERROR;
+	}
+	free(body);
+	return got;
+}
+
+/* The hello to send, with a fresh credential (munged refuses a replay). */
+static unsigned char *make_hello(const struct rdv_params *p, const void *blob, size_t len,
+				 size_t *out_len, char *err, size_t errlen)
+{
+	char what[256], *cred = NULL;
+	unsigned char *hello;
+	size_t clen;
+
+	hello_what(p, (unsigned)p->index, what, sizeof what);
+	if (rdv_auth_sign(what, blob, len, cred_ttl(p), &cred, err, errlen) < 0)
+		return NULL;
+	clen = strlen(cred);
+	if ((hello = malloc(HELLO_LEN + clen + len))) {
+		put32(hello, RDV_MAGIC);
+		put32(hello + 4, RDV_VERSION);
+		put32(hello + 8, p->job_id);
+		put32(hello + 12, p->step_id);
+		put32(hello + 16, (uint32_t)p->count);
+		put32(hello + 20, (uint32_t)p->index);
+		put64(hello + 24, len);
+		put32(hello + 32, (uint32_t)clen);
+		memcpy(hello + HELLO_LEN, cred, clen);
+		if (len)
+			memcpy(hello + HELLO_LEN + clen, blob, len);
+		*out_len = HELLO_LEN + clen + len;
+	} else {
+		snprintf(err, errlen, "rendezvous: out of memory for a blob of %zu bytes", len);
+	}
+	free(cred);
+	return hello;
 }
 
 static int join(const struct rdv_params *p, const void *blob, size_t len, struct rdv_peer *peers,
 		double deadline, char *err, size_t errlen)
 {
-	unsigned char *hello = malloc(HELLO_LEN + len), reply[REPLY_LEN];
 	double reply_deadline = deadline + REPLY_GRACE;
-	int fd = -1, rc = -1;
+	char why[1024] = "";
 
-	if (!hello) {
-		snprintf(err, errlen, "rendezvous: out of memory for a blob of %zu bytes", len);
-		return -1;
-	}
-	put32(hello, RDV_MAGIC);
-	put32(hello + 4, RDV_VERSION);
-	put32(hello + 8, p->job_id);
-	put32(hello + 12, p->step_id);
-	put32(hello + 16, (uint32_t)p->count);
-	put32(hello + 20, (uint32_t)p->index);
-	put64(hello + 24, len);
-	if (len)
-		memcpy(hello + HELLO_LEN, blob, len);
-	if ((fd = connect_master(p, deadline, err, errlen)) < 0)
-		goto fail;
-	if (send_all(fd, hello, HELLO_LEN + len, reply_deadline) < 0 ||
-	    recv_all(fd, reply, REPLY_LEN, reply_deadline) < 0) {
-		snprintf(err, errlen, "rendezvous: launcher %d: launcher 0 on %s:%u accepted the "
-			 "connection but sent no table within %g s (%s); its own error names the "
-			 "launchers that did not arrive", p->index, p->addr, p->port, p->timeout,
-			 errno == ECONNRESET ? "it closed the connection" : strerror(errno));
-		goto fail;
-	}
-	if (get32(reply) != RDV_MAGIC || get32(reply + 4) != RDV_VERSION) {
-		snprintf(err, errlen, "rendezvous: launcher %d: %s:%u is not a Stork rendezvous "
-			 "(bad magic or version): another program holds the port", p->index, p->addr,
-			 p->port);
-		goto fail;
-	}
-	if (get32(reply + 8) != STATUS_OK) {
-		read_error(p, fd, reply_deadline, err, errlen);
-		goto fail;
-	}
-	if (get32(reply + 12) != (uint32_t)p->count) {
-		snprintf(err, errlen, "rendezvous: launcher %d: launcher 0 on %s:%u sent %u blobs, "
-			 "expected %d", p->index, p->addr, p->port, get32(reply + 12), p->count);
-		goto fail;
-	}
-	rc = read_table(p, fd, peers, reply_deadline, err, errlen);
-fail:
-	if (fd >= 0)
+	/* until a trusted answer or the deadline: a refused, dropped or forged
+	 * exchange is tried again, as launcher 0 may still be starting */
+	while (rdv_now() < deadline) {
+		size_t hello_len;
+		unsigned char *hello = make_hello(p, blob, len, &hello_len, err, errlen);
+		enum attempt got = ATTEMPT_AGAIN;
+		int fd;
+
+		if (!hello)
+			return -1;
+		fd = connect_master(p, deadline, err, errlen);
+		if (fd < 0) {
+			free(hello);
+			if (why[0])
+				break; /* say what the earlier attempt met, below */
+			return -1;
+		}
+		if (send_all(fd, hello, hello_len, reply_deadline) < 0)
+			snprintf(why, sizeof why, "sending the hello: %s", strerror(errno));
+		else
+			got = read_reply(p, fd, peers, reply_deadline, why, sizeof why, err, errlen);
 		close(fd);
-	free(hello);
-	return rc;
+		free(hello);
+		if (got == ATTEMPT_TABLE)
+			return 0;
+		if (got == ATTEMPT_ERROR)
+			return -1;
+		sleep_seconds(0.2);
+	}
+	snprintf(err, errlen, "rendezvous: launcher %d: no trusted table from launcher 0 on %s:%u "
+		 "within %g s: %s", p->index, p->addr, p->port, p->timeout,
+		 why[0] ? why : "no answer");
+	return -1;
 }
 
 int rdv_tcp_exchange(const struct rdv_params *p, const void *blob, size_t len,
