@@ -394,6 +394,20 @@ static int hello_check(const struct rdv_params *p, const struct hello *h, const 
 	return 0;
 }
 
+/*
+ * Read and drop what the peer already sent (a little at most): a socket
+ * closed with unread data sends a reset, which may take the refusal's
+ * message with it.
+ */
+static void drain(int fd)
+{
+	unsigned char sink[4096];
+
+	shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 256 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+		;
+}
+
 /* Refuse c: say why in the log and, unless quiet, to the peer; close it. */
 static void refuse(const struct rdv_params *p, struct conn *c, const char *why, int quiet,
 		   double deadline)
@@ -405,6 +419,7 @@ static void refuse(const struct rdv_params *p, struct conn *c, const char *why, 
 	stork_warn("rendezvous: refused a connection from %s%s: %s", c->from, claim, why);
 	if (!quiet)
 		send_error(p, c->fd, c->have >= HELLO_LEN ? c->h.index : 0, why, deadline);
+	drain(c->fd);
 	conn_close(c);
 }
 

@@ -9,10 +9,16 @@
  *
  * Launchers are threads of the test process, each with its own rdv_exchange
  * call. Each test takes a free port from the kernel (bind to port 0, close).
+ * The credentials come from a munged of the test's own (a key, a socket and
+ * a slurm.conf naming it in a temporary directory), as on a cluster; a
+ * hello or a reply without the job user's credential, or with one for
+ * another message, is refused, and the exchange goes on without it.
  */
 #include "config.h"
+#include "lib/atomic_file.h"
 #include "lib/bind.h"
 #include "lib/rendezvous.h"
+#include "lib/rendezvous_auth.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -22,7 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -255,18 +264,38 @@ static ssize_t read_until_close(int fd, unsigned char *buf, size_t len)
 	}
 }
 
-/* A hello of another program (bad magic) or of another job (good magic). */
-static void send_stranger_hello(int fd, uint32_t magic, uint32_t job)
+/* A hello of another program (bad magic) or of another job (good magic),
+ * with cred (may be NULL) as its credential and a 3-byte blob. */
+static void send_hello_with(int fd, uint32_t magic, uint32_t job, uint32_t index, const char *cred)
 {
-	unsigned char h[32] = { 0 };
+	size_t clen = cred ? strlen(cred) : 0;
+	unsigned char h[36 + 4096 + 3] = { 0 };
 
 	put32(h, magic);
-	put32(h + 4, 1);
+	put32(h + 4, 2);
 	put32(h + 8, job);
 	put32(h + 12, 7);
 	put32(h + 16, 2);
-	put32(h + 20, 1);
-	ck_assert_int_eq(send(fd, h, sizeof h, 0), (ssize_t)sizeof h);
+	put32(h + 20, index);
+	put32(h + 28, 3); /* blob length, low word */
+	put32(h + 32, (uint32_t)clen);
+	memcpy(h + 36, cred, clen);
+	memcpy(h + 36 + clen, "abc", 3);
+	ck_assert_int_eq(send(fd, h, 36 + clen + 3, 0), (ssize_t)(36 + clen + 3));
+}
+
+static void send_stranger_hello(int fd, uint32_t magic, uint32_t job)
+{
+	send_hello_with(fd, magic, job, 1, NULL);
+}
+
+/* The message of an error reply read whole (header, credential, text). */
+static const char *error_text(unsigned char *buf, ssize_t n)
+{
+	ck_assert_int_gt(n, 28);
+	ck_assert_uint_eq(ntohl(*(uint32_t *)(buf + 8)), 1); /* status: error */
+	buf[n] = '\0';
+	return (const char *)buf + 28 + ntohl(*(uint32_t *)(buf + 16));
 }
 
 START_TEST(stranger_with_wrong_magic_is_closed_without_reply)
@@ -296,12 +325,138 @@ START_TEST(launcher_of_another_job_is_refused_with_a_reason)
 	int fd = connect_retry(port);
 	send_stranger_hello(fd, 0x53524456u /* "SRDV" */, 999);
 	ssize_t n = read_until_close(fd, buf, sizeof buf - 1);
+	const char *text = error_text(buf, n);
+
 	close(fd);
-	ck_assert_int_gt(n, 24);
-	buf[n] = '\0';
-	ck_assert_uint_eq(ntohl(*(uint32_t *)(buf + 8)), 1); /* status: error */
-	ck_assert_msg(strstr((char *)buf + 24, "job 4242 step 7, not of job 999 step 7"), "%s", buf + 24);
+	ck_assert_msg(strstr(text, "job 4242 step 7, not of job 999 step 7"), "%s", text);
 	second_launcher_completes_the_pair(l, port);
+}
+END_TEST
+
+/* A hello for index 1 whose credential is not for it: refused, named. */
+static void refused_hello(const char *cred, const char *reason)
+{
+	unsigned port = free_port();
+	struct launcher l[2];
+	unsigned char buf[8192];
+	const char *text;
+	ssize_t n;
+
+	params(&l[0].p, 0, 2, port, 10);
+	start(&l[0]);
+	int fd = connect_retry(port);
+	send_hello_with(fd, 0x53524456u, 4242, 1, cred);
+	n = read_until_close(fd, buf, sizeof buf - 1);
+	text = error_text(buf, n);
+	close(fd);
+	ck_assert_msg(strstr(text, "launcher 1's hello is not the job's: ") && strstr(text, reason),
+		      "%s", text);
+	second_launcher_completes_the_pair(l, port);
+}
+
+START_TEST(hello_with_a_forged_credential_is_refused)
+{
+	refused_hello("MUNGE:AAAAnot-a-credential", "its munge credential is not valid");
+}
+END_TEST
+
+START_TEST(hello_credentialed_for_another_message_is_refused)
+{
+	char *cred, err[512];
+
+	/* the job user's credential, captured from another exchange */
+	ck_assert_int_eq(rdv_auth_sign("hello job=4242 step=7 port=1 count=2 index=1", "abc", 3,
+				       60, &cred, err, sizeof err), 0);
+	refused_hello(cred, "for another message");
+	free(cred);
+}
+END_TEST
+
+/* Another user of the node (root can be one for a moment: uid nobody). */
+START_TEST(hello_of_another_user_is_refused)
+{
+	char cred[4096] = "", err[512], what[256];
+	int pipefd[2];
+	pid_t pid;
+	ssize_t n;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "hello_of_another_user_is_refused: needs root to act as another "
+				"user; the credential check itself is tested above\n");
+		return;
+	}
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid = fork();
+	if (pid == 0) {
+		char *c = NULL;
+
+		close(pipefd[0]);
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(1);
+		/* the uid is checked first: the port in the message does not matter */
+		snprintf(what, sizeof what, "hello job=4242 step=7 port=1 count=2 index=1");
+		if (rdv_auth_sign(what, "abc", 3, 60, &c, err, sizeof err) < 0)
+			_exit(2);
+		n = write(pipefd[1], c, strlen(c));
+		_exit(n > 0 ? 0 : 3);
+	}
+	close(pipefd[1]);
+	n = read(pipefd[0], cred, sizeof cred - 1);
+	close(pipefd[0]);
+	waitpid(pid, NULL, 0);
+	ck_assert_int_gt(n, 0);
+	refused_hello(cred, "of uid 65534, not of the job's user (uid 0)");
+}
+END_TEST
+
+/*
+ * An impostor that holds launcher 0's port answers launcher 1 with a
+ * table the job's user did not credential: refused, and named when the
+ * rendezvous gives up.
+ */
+static void *impostor(void *arg)
+{
+	unsigned port = *(unsigned *)arg;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				 .sin_port = htons((uint16_t)port) };
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	unsigned char hello[8192], reply[28 + 64] = { 0 };
+
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(lfd, (struct sockaddr *)&a, sizeof a) < 0 || listen(lfd, 4) < 0)
+		return NULL;
+	for (int i = 0; i < 3 && (fd = accept(lfd, NULL, NULL)) >= 0; i++) {
+		(void)recv(fd, hello, sizeof hello, 0);
+		put32(reply, 0x53524456u);
+		put32(reply + 4, 2);
+		put32(reply + 8, 0);          /* status: a table */
+		put32(reply + 12, 2);         /* of two launchers */
+		put32(reply + 16, 20);        /* a credential of 20 bytes */
+		put32(reply + 24, 32);        /* and a table of 32 */
+		memcpy(reply + 28, "MUNGE:forged-forged", 20);
+		(void)send(fd, reply, sizeof reply, MSG_NOSIGNAL);
+		close(fd);
+	}
+	close(lfd);
+	return NULL;
+}
+
+START_TEST(reply_not_credentialed_by_launcher_0_is_refused)
+{
+	unsigned port = free_port();
+	struct launcher l;
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, impostor, &port), 0);
+	usleep(100000);
+	params(&l.p, 1, 2, port, 2);
+	start(&l);
+	finish(&l);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(l.rc, -1);
+	ck_assert_msg(strstr(l.err, "no trusted table from launcher 0") &&
+		      strstr(l.err, "not launcher 0's: its munge credential is not valid"),
+		      "%s", l.err);
 }
 END_TEST
 
@@ -469,6 +624,10 @@ static Suite *rendezvous_suite(void)
 	tcase_add_test(tc, stranger_with_wrong_magic_is_closed_without_reply);
 	tcase_add_test(tc, launcher_of_another_job_is_refused_with_a_reason);
 	tcase_add_test(tc, a_busy_port_fails_launcher_0_at_once);
+	tcase_add_test(tc, hello_with_a_forged_credential_is_refused);
+	tcase_add_test(tc, hello_credentialed_for_another_message_is_refused);
+	tcase_add_test(tc, hello_of_another_user_is_refused);
+	tcase_add_test(tc, reply_not_credentialed_by_launcher_0_is_refused);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("environment");
 	tcase_add_test(tc, task_layout_names_the_host_of_a_launcher);
@@ -480,13 +639,78 @@ static Suite *rendezvous_suite(void)
 	return s;
 }
 
+/*
+ * A munged of the test's own, named by a slurm.conf of its own (SLURM_CONF),
+ * as Slurm's auth/munge names it: its pid, or -1 (the reason printed).
+ */
+static pid_t start_munged(char *dir)
+{
+	char key[600], sock[600], conf[600], log[600], pidf[600], seed[600], line[700];
+	unsigned char bytes[1024];
+	FILE *f, *r;
+	pid_t pid;
+
+	snprintf(key, sizeof key, "%s/munge.key", dir);
+	snprintf(sock, sizeof sock, "%s/munge.socket.2", dir);
+	snprintf(conf, sizeof conf, "%s/slurm.conf", dir);
+	snprintf(log, sizeof log, "%s/munged.log", dir);
+	snprintf(pidf, sizeof pidf, "%s/munged.pid", dir);
+	snprintf(seed, sizeof seed, "%s/munged.seed", dir);
+	if (!(r = fopen("/dev/urandom", "re")) || fread(bytes, 1, sizeof bytes, r) != sizeof bytes ||
+	    !(f = fopen(key, "we"))) {
+		fprintf(stderr, "cannot make a munge key in %s\n", dir);
+		return -1;
+	}
+	fclose(r);
+	fwrite(bytes, 1, sizeof bytes, f);
+	fclose(f);
+	chmod(key, 0600);
+	if (!(f = fopen(conf, "we")))
+		return -1;
+	snprintf(line, sizeof line, "AuthType=auth/munge\nAuthInfo=socket=%s\n", sock);
+	fputs(line, f);
+	fclose(f);
+	setenv("SLURM_CONF", conf, 1);
+	pid = fork();
+	if (pid == 0) {
+		char a1[700], a2[700], a3[700], a4[700], a5[700];
+
+		snprintf(a1, sizeof a1, "--socket=%s", sock);
+		snprintf(a2, sizeof a2, "--key-file=%s", key);
+		snprintf(a3, sizeof a3, "--log-file=%s", log);
+		snprintf(a4, sizeof a4, "--pid-file=%s", pidf);
+		snprintf(a5, sizeof a5, "--seed-file=%s", seed);
+		execl(MUNGED, MUNGED, "--foreground", "--force", a1, a2, a3, a4, a5, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 100; i++) {
+		struct stat st;
+
+		if (stat(sock, &st) == 0)
+			return pid;
+		usleep(50000);
+	}
+	fprintf(stderr, "munged (%s) did not start: see %s\n", MUNGED, log);
+	kill(pid, SIGTERM);
+	return -1;
+}
+
 int main(void)
 {
-	SRunner *sr = srunner_create(rendezvous_suite());
+	char dir[] = "/tmp/check_rendezvous.XXXXXX";
+	SRunner *sr;
+	pid_t munged;
 	int failed;
 
+	/* 0755: another user (hello_of_another_user_is_refused) reaches the socket */
+	if (!mkdtemp(dir) || chmod(dir, 0755) < 0 || (munged = start_munged(dir)) < 0)
+		return EXIT_FAILURE;
+	sr = srunner_create(rendezvous_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	kill(munged, SIGTERM);
+	waitpid(munged, NULL, 0);
+	remove_tree(dir);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

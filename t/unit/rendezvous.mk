@@ -3,7 +3,7 @@
 check_PROGRAMS += t/unit/check_rendezvous
 TESTS += t/unit/check_rendezvous
 t_unit_check_rendezvous_SOURCES = t/unit/check_rendezvous.c
-t_unit_check_rendezvous_CFLAGS = $(UNIT_CFLAGS) $(HWLOC_CFLAGS)
+t_unit_check_rendezvous_CFLAGS = $(UNIT_CFLAGS) $(HWLOC_CFLAGS) -DMUNGED='"$(MUNGED)"'
 t_unit_check_rendezvous_LDADD = $(RDV_LIBS) $(UNIT_LIBS) $(SLURM_LIBS)
 
 # One launcher of a rendezvous, run by t/integration/rendezvous.bats.
