@@ -91,10 +91,11 @@ setup() {
 	[ ! -e "$long" ]
 }
 
-@test "a socket directory another user made first, or a link, is refused by start, which starts nothing; the running cluster's is ours and 0700" {
+@test "a socket directory another user made first, or a link, is refused by start, which starts nothing; the running cluster's is ours and 0711 (munged's socket reachable, nothing listed)" {
 	local tc=$abs_top_builddir/contrib/testcluster/stork-testcluster rd
 	rd=$(readlink "$abs_top_builddir/t/testcluster/rundir")
-	[ "$(stat -c '%u %a' "$rd")" = "$(id -u) 700" ]
+	[ "$(stat -c '%u %a' "$rd")" = "$(id -u) 711" ]
+	[ "$(stat -c '%u %a' "$rd/munge")" = "$(id -u) 711" ]
 	[ "$(stat -c '%u %a' "$rd/munge/munge.key")" = "$(id -u) 600" ]
 	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
 	id stork-other >/dev/null 2>&1 || useradd --system --no-create-home stork-other

@@ -3,13 +3,16 @@
  * the test cluster (t/integration/rendezvous.bats).
  *
  *   rdv_probe [-m auto|pmix|tcp] [-t TIMEOUT] [-b BYTES] [-a INDEX -s SECONDS]
+ *             [-d INDEX:SECONDS] [-v]
  *
  * Run as every task of a step (srun -N2 -n4 [--mpi=pmix] rdv_probe). Each
  * task contributes "index=I host=H" plus BYTES bytes of a pattern, and prints
  *   launcher I of N on HOST via METHOD in MS ms: 0=n1 1=n1 2=n2 3=n2
  * after checking that every slot holds the blob of the launcher it belongs
  * to. With -a, launcher INDEX sleeps SECONDS instead of joining (a launcher
- * that never arrives). On failure it prints
+ * that never arrives); with -d, launcher INDEX joins SECONDS late; with -v,
+ * launcher 0 first prints "rdv_probe: job J step S: launcher 0 at HOST:PORT".
+ * On failure it prints
  *   rdv_probe: launcher I on HOST failed after S s: MESSAGE
  * and exits with STORK_EXIT_RENDEZVOUS.
  */
@@ -31,14 +34,18 @@ struct options {
 	size_t bytes;
 	int absent;
 	double absent_sleep;
+	int late;               /* -d INDEX:SECONDS: this launcher joins late */
+	double late_s;
+	int verbose;            /* -v: say where the rendezvous is, first */
 };
 
 static int parse(int argc, char **argv, struct options *o)
 {
 	int c;
 
-	*o = (struct options){ .method = RDV_AUTO, .timeout = 30, .absent = -1, .absent_sleep = 10 };
-	while ((c = getopt(argc, argv, "m:t:b:a:s:")) != -1) {
+	*o = (struct options){ .method = RDV_AUTO, .timeout = 30, .absent = -1, .absent_sleep = 10,
+			       .late = -1 };
+	while ((c = getopt(argc, argv, "m:t:b:a:s:d:v")) != -1) {
 		switch (c) {
 		case 'm':
 			if (rdv_method_parse(optarg, &o->method) < 0)
@@ -48,6 +55,11 @@ static int parse(int argc, char **argv, struct options *o)
 		case 'b': o->bytes = strtoul(optarg, NULL, 10); break;
 		case 'a': o->absent = atoi(optarg); break;
 		case 's': o->absent_sleep = atof(optarg); break;
+		case 'd':
+			if (sscanf(optarg, "%d:%lf", &o->late, &o->late_s) != 2)
+				return -1;
+			break;
+		case 'v': o->verbose = 1; break;
 		default: return -1;
 		}
 	}
@@ -102,7 +114,7 @@ int main(int argc, char **argv)
 
 	if (parse(argc, argv, &o) < 0) {
 		fprintf(stderr, "usage: rdv_probe [-m auto|pmix|tcp] [-t TIMEOUT] [-b BYTES] "
-			"[-a INDEX -s SECONDS]\n");
+			"[-a INDEX -s SECONDS] [-d INDEX:SECONDS] [-v]\n");
 		return STORK_EXIT_USAGE;
 	}
 	gethostname(host, sizeof host);
@@ -114,6 +126,13 @@ int main(int argc, char **argv)
 		usleep((useconds_t)(o.absent_sleep * 1e6));
 		return 0;
 	}
+	if (o.verbose && p.index == 0) {
+		printf("rdv_probe: job %u step %u: launcher 0 at %s:%u\n", p.job_id, p.step_id, p.addr,
+		       p.port);
+		fflush(stdout);
+	}
+	if (p.index == o.late)
+		usleep((useconds_t)(o.late_s * 1e6));
 	if (!(blob = make_blob(p.index, host, o.bytes, &len)))
 		return STORK_EXIT_INTERNAL;
 	struct timespec t0, t1;

@@ -11,3 +11,9 @@ check_PROGRAMS += t/integration/rdv_probe
 t_integration_rdv_probe_SOURCES = t/integration/rdv_probe.c
 t_integration_rdv_probe_CFLAGS = $(AM_CFLAGS)
 t_integration_rdv_probe_LDADD = $(RDV_LIBS) lib/libstork.la $(SLURM_LIBS)
+
+# Another user of the nodes against a job's TCP rendezvous (rendezvous.bats).
+check_PROGRAMS += t/integration/rdv_attack
+t_integration_rdv_attack_SOURCES = t/integration/rdv_attack.c
+t_integration_rdv_attack_CFLAGS = $(AM_CFLAGS) $(MUNGE_CFLAGS) $(CRYPTO_CFLAGS)
+t_integration_rdv_attack_LDADD = $(MUNGE_LIBS) $(CRYPTO_LIBS)
