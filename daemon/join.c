@@ -14,11 +14,14 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define BLOB_MAGIC "STK2"
+#define JOIN_MAX_LOCAL_RANKS 4096     /* as --local-ranks */
+#define JOIN_MAX_UCX_ADDR (1 << 20)   /* UCX worker addresses are a few KiB */
 
 static void *make_blob(const struct join_offer *o, size_t *len)
 {
@@ -66,6 +69,50 @@ static const char *segment(const struct rdv_peer *p, size_t *off, uint32_t *len)
 	return (const char *)b + *off - *len;
 }
 
+/* A host name as Slurm and DNS have them: letters, digits, '-', '.', '_'. */
+static int host_name_valid(const char *h)
+{
+	if (!*h || strlen(h) >= 63)
+		return 0;
+	for (; *h; h++)
+		if (!isalnum((unsigned char)*h) && !strchr("-._", *h))
+			return 0;
+	return 1;
+}
+
+/*
+ * Every field of a node's description within what a daemon sends: the
+ * rendezvous only vouches for who sent it, and the layout, the bindings
+ * and UCX trust what it says.
+ */
+static int check_node(int index, const struct run_node *n, char *err, size_t errlen)
+{
+	if (!host_name_valid(n->host)) {
+		snprintf(err, errlen, "launcher %d sent a malformed host name", index);
+		return -1;
+	}
+	if (n->local_ranks < 1 || n->local_ranks > JOIN_MAX_LOCAL_RANKS) {
+		snprintf(err, errlen, "launcher %d (%s) runs %d ranks (1..%d)", index, n->host,
+			 n->local_ranks, JOIN_MAX_LOCAL_RANKS);
+		return -1;
+	}
+	if (json_array_size(n->bindings) != (size_t)n->local_ranks) {
+		snprintf(err, errlen, "launcher %d (%s) binds %zu ranks but runs %d", index, n->host,
+			 json_array_size(n->bindings), n->local_ranks);
+		return -1;
+	}
+	if (n->job_end < 0 || n->pid < 0) {
+		snprintf(err, errlen, "launcher %d (%s) sent a negative pid or end time", index, n->host);
+		return -1;
+	}
+	if (n->ucx_len > JOIN_MAX_UCX_ADDR) {
+		snprintf(err, errlen, "launcher %d (%s) sent a UCX address of %zu bytes (at most %d)",
+			 index, n->host, n->ucx_len, JOIN_MAX_UCX_ADDR);
+		return -1;
+	}
+	return 0;
+}
+
 static int parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, size_t errlen)
 {
 	json_t *v = NULL, *bind = NULL;
@@ -105,11 +152,7 @@ static int parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, s
 	n->bindings = bind;
 	n->ucx_addr = p->len > off ? (const unsigned char *)p->blob + off : NULL;
 	n->ucx_len = p->len - off;
-	if (n->local_ranks < 1) {
-		snprintf(err, errlen, "launcher %d (%s) runs no ranks", p->index, n->host);
-		return -1;
-	}
-	return 0;
+	return check_node(p->index, n, err, errlen);
 }
 
 int join_run(struct run_layout *l, const struct rdv_params *p, const struct join_offer *offer,
@@ -142,6 +185,12 @@ int join_run(struct run_layout *l, const struct rdv_params *p, const struct join
 	for (int i = 0; i < l->nnodes; i++) {
 		if (parse_blob(&l->rdv.peers[i], &l->nodes[i], err, errlen) < 0)
 			return STORK_EXIT_RENDEZVOUS;
+		/* several daemons talk over UCX: each must say where */
+		if (l->nnodes > 1 && !l->nodes[i].ucx_len) {
+			snprintf(err, errlen, "launcher %d (%s) sent no UCX address", i,
+				 l->nodes[i].host);
+			return STORK_EXIT_RENDEZVOUS;
+		}
 		l->nodes[i].rank_base = base;
 		base += l->nodes[i].local_ranks;
 	}
