@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -280,13 +281,15 @@ static int start(struct stage *s, struct shard *sh)
 		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
 		curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, s->token);
 	}
-	sh->running = 1;
 	sh->tries++;
 	if (curl_multi_add_handle(s->multi, c) != CURLM_OK) {
 		msg_format(s->err, sizeof s->err, "cannot stage %s: libcurl refused the transfer", sh->shown);
+		/* not running: the cleanup at the end must not free it again */
+		sh->easy = NULL;
 		curl_easy_cleanup(c);
 		return -1;
 	}
+	sh->running = 1;
 	return 0;
 }
 
@@ -368,9 +371,14 @@ static void finished(struct stage *s, CURLMsg *m)
 	if (rc == CURLE_HTTP_RETURNED_ERROR)
 		msg_format(s->err, sizeof s->err, "data shard %s: HTTP status %ld%s", sh->shown, status,
 			   sh->tries > 1 ? " (after retries)" : "");
-	else
+	else {
+		/* libcurl's text may quote the URL, query and all */
+		char shown[CURL_ERROR_SIZE + 64];
+
+		url_public_text(sh->curl_err, shown, sizeof shown);
 		msg_format(s->err, sizeof s->err, "data shard %s: %s%s%s", sh->shown,
-			   curl_easy_strerror(rc), sh->curl_err[0] ? ": " : "", sh->curl_err);
+			   curl_easy_strerror(rc), shown[0] ? ": " : "", shown);
+	}
 	s->failed = STORK_EXIT_DATA;
 }
 
@@ -569,6 +577,17 @@ int stage_data(const struct stork_config *cfg, char *err, size_t errlen)
 			return STORK_EXIT_CONFIG;
 		}
 		snprintf(s.token, sizeof s.token, "%s", t);
+		for (int l = 0; l < 2; l++)
+			for (size_t i = 0; i < lists[l]->n; i++)
+				if (!strncasecmp(lists[l]->v[i], "http://", 7)) {
+					char shown[1024];
+
+					url_public(lists[l]->v[i], shown, sizeof shown);
+					msg_format(err, errlen, "data.token_env: %s would send the "
+						   "bearer token in clear over http; serve the data "
+						   "over https", shown);
+					return STORK_EXIT_CONFIG;
+				}
 	}
 	if (cfg->data.netrc[0] && access(cfg->data.netrc, R_OK) < 0) {
 		msg_format(err, errlen, "data.netrc: cannot read %s: %s", cfg->data.netrc, strerror(errno));

@@ -64,3 +64,32 @@ void url_public(const char *url, char *out, size_t len)
 	snprintf(out, len, "%.*s%.*s%s", scheme_len(url), url, (int)(q - host), host,
 		 *q ? "?<redacted>" : "");
 }
+
+void url_public_text(const char *text, char *out, size_t len)
+{
+	size_t used = 0;
+
+	if (!len)
+		return;
+	out[0] = '\0';
+	while (*text && used + 1 < len) {
+		const char *u = strstr(text, "http");
+		size_t plain;
+
+		while (u && !url_is_http(u))
+			u = strstr(u + 4, "http");
+		plain = u ? (size_t)(u - text) : strlen(text);
+		used += (size_t)snprintf(out + used, len - used, "%.*s", (int)plain, text);
+		if (!u || used + 1 >= len)
+			break;
+		{
+			size_t ulen = strcspn(u, " \t\r\n'\"<>");
+			char url[2048], shown[2048];
+
+			snprintf(url, sizeof url, "%.*s", (int)ulen, u);
+			url_public(url, shown, sizeof shown);
+			used += (size_t)snprintf(out + used, len - used, "%s", shown);
+			text = u + ulen;
+		}
+	}
+}

@@ -37,6 +37,12 @@ void url_redact(const char *url, char *out, size_t len);
  */
 void url_public(const char *url, char *out, size_t len);
 
+/*
+ * A message (libcurl's error text, say) with every http(s) URL in it shown
+ * as url_public shows it: no user information, no query.
+ */
+void url_public_text(const char *text, char *out, size_t len);
+
 /* Whether url carries user information (user:password@host). */
 int url_has_userinfo(const char *url);
 

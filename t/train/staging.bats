@@ -108,13 +108,18 @@ gets() { served "$WORK/access.log" "$1"; }
 	[[ "$output" == *"data.sha256: cannot read $WORK/none.sha256: No such file or directory"* ]]
 }
 
-@test "https: a certificate from an unknown CA is refused; with data.ca_file naming the CA it is trusted" {
+# make_certs: a test CA (ca.pem) and a certificate of 127.0.0.1 it signed.
+make_certs() {
 	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 \
 		-subj /CN=stork-test-ca 2>/dev/null
 	openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 2>/dev/null
 	printf 'subjectAltName=IP:127.0.0.1\n' >san.ext
 	openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 1 \
 		-extfile san.ext 2>/dev/null
+}
+
+@test "https: a certificate from an unknown CA is refused; with data.ca_file naming the CA it is trusted" {
+	make_certs
 	serve --tls srv.pem srv.key
 	run url_run untrusted
 	echo "$output"
@@ -137,11 +142,23 @@ gets() { served "$WORK/access.log" "$1"; }
 	echo "$output"
 	[ "$status" -eq 0 ]
 	kill "$SERVER_PID"
+	# a bearer token never crosses plain http
 	serve --bearer tok-123456
 	rm -rf "$WORK/stage"
+	before=$(gets docs_train.bin)
 	run env STORK_TEST_DATA_TOKEN=tok-123456 "$STORK" run tiny.yaml --set run.name=token \
 		--set data.stage_dir="$WORK/stage" --set "data.train=[$BASE/docs_train.bin]" \
 		--set "data.val=[$BASE/docs_val.bin]" --set data.token_env=STORK_TEST_DATA_TOKEN
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"data.token_env: $BASE/docs_train.bin would send the bearer token in clear over http; serve the data over https"* ]]
+	[ "$(gets docs_train.bin)" -eq "$before" ]
+	kill "$SERVER_PID"
+	make_certs
+	serve --bearer tok-123456 --tls srv.pem srv.key
+	run env STORK_TEST_DATA_TOKEN=tok-123456 "$STORK" run tiny.yaml --set run.name=token \
+		--set data.stage_dir="$WORK/stage" --set "data.train=[$BASE/docs_train.bin]" \
+		--set "data.val=[$BASE/docs_val.bin]" --set data.token_env=STORK_TEST_DATA_TOKEN \
+		--set data.ca_file="$WORK/ca.pem"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	# the secrets are in no output or file of the runs
