@@ -1124,6 +1124,15 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 		return fail(err, errlen, "%s: train.seq_len: %d exceeds model.max_seq_len = %d (%s)",
 			    config_origin(c, "train.seq_len"), c->train.seq_len, c->model.max_seq_len,
 			    config_origin(c, "model.max_seq_len"));
+	/* the engine counts a batch's tokens (and indexes its activations per
+	 * token) in int: a batch of more than 2^31-1 tokens is refused here
+	 * rather than wrapped around there */
+	if ((long long)c->train.batch_size * c->train.seq_len > INT_MAX)
+		return fail(err, errlen, "%s: train.batch_size: %d sequences of train.seq_len %d (%s) "
+			    "are %lld tokens per micro-step, more than %d; use a smaller batch and "
+			    "train.grad_accum", config_origin(c, "train.batch_size"), c->train.batch_size,
+			    c->train.seq_len, config_origin(c, "train.seq_len"),
+			    (long long)c->train.batch_size * c->train.seq_len, INT_MAX);
 	if (c->train.min_lr > c->train.lr)
 		return fail(err, errlen, "%s: train.min_lr: %g exceeds train.lr = %g (%s)",
 			    config_origin(c, "train.min_lr"), c->train.min_lr, c->train.lr, config_origin(c, "train.lr"));

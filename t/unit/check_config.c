@@ -430,6 +430,14 @@ START_TEST(cross_key_checks)
 		ck_assert_msg(strstr(err, cases[i][2]) && strstr(err, cases[i][0]), "%s", err);
 		config_free(&c);
 	}
+	/* a micro-batch of more tokens than an int counts */
+	config_init(&c);
+	ck_assert_int_eq(config_set(&c, "model.max_seq_len=2048", err, sizeof err), 0);
+	ck_assert_int_eq(config_set(&c, "train.seq_len=2048", err, sizeof err), 0);
+	ck_assert_int_eq(config_set(&c, "train.batch_size=1048576", err, sizeof err), 0);
+	ck_assert_msg(config_validate(&c, err, sizeof err) < 0, "2^31 tokens accepted");
+	ck_assert_msg(strstr(err, "2147483648 tokens per micro-step, more than 2147483647"), "%s", err);
+	config_free(&c);
 }
 END_TEST
 
