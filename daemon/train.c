@@ -241,16 +241,20 @@ static void say_cpu(struct rank *r, const char *why)
 
 /*
  * train.precision on the CPU: fp32 and tf32 compute fp32 (a CPU has no
- * TF32 arithmetic; stork.yaml(5) says so), bf16 is emulated exactly, and
- * said, since it is slower than fp32.
+ * TF32 arithmetic; stork.yaml(5) says so, and so does the run), bf16 is
+ * emulated exactly, and said, since it is slower than fp32.
  */
 static void cpu_precision(struct rank *r)
 {
-	static const char what[] = "bf16 matrix products emulated on the CPU (inputs rounded "
+	static const char bf16[] = "bf16 matrix products emulated on the CPU (inputs rounded "
 				   "to bf16, fp32 sums; slower than fp32)";
+	static const char tf32[] = "tf32 computes in fp32 on the CPU (a CPU has no TF32 "
+				   "arithmetic): the losses are fp32's";
+	const char *what = r->cfg->train.precision == STORK_PRECISION_BF16 ? bf16 :
+			   r->cfg->train.precision == STORK_PRECISION_TF32 ? tf32 : NULL;
 
 	r->ops->set_precision(layout_precision(r->cfg));
-	if (r->cfg->train.precision != STORK_PRECISION_BF16)
+	if (!what)
 		return;
 	rank_logf(&r->log, "precision: %s", what);
 	if (r->rank == 0) {
@@ -1638,14 +1642,17 @@ static void report_step(struct rank *r, int64_t step, float loss, float lr, floa
 	}
 	if (r->lay.pp > 1) /* the pipeline bubble: this stage waiting for its neighbours */
 		rank_metric(&r->log, step + 1, "pipeline_wait_ms", 1e3 * r->pipe.wait_seconds, "ms");
-	if (c->train.log_every > 0 && (step + 1) % c->train.log_every == 0)
-		rank_logf(&r->log, "step %" PRId64 " loss %.6f lr %.3e norm %.4f %.1f ms", step + 1,
-			  loss, lr, norm, ms);
-	if (r->rank == 0) {
-		char tail[96] = "";
+	/* rank 0's eta_s and job_left_s every step (metrics are), the step
+	 * lines every train.log_every steps and at the last */
+	char tail[96] = "";
 
-		if (step > r->first_step) /* the first step of an attempt pays for warming up */
-			progress_tail(r, step, ms, tail, sizeof tail);
+	if (r->rank == 0 && step > r->first_step) /* the first step of an attempt pays for warming up */
+		progress_tail(r, step, ms, tail, sizeof tail);
+	if ((step + 1) % c->train.log_every && step + 1 != c->train.steps)
+		return;
+	rank_logf(&r->log, "step %" PRId64 " loss %.6f lr %.3e norm %.4f %.1f ms", step + 1, loss, lr,
+		  norm, ms);
+	if (r->rank == 0) {
 		printf("step %" PRId64 "/%d | loss %.4f | lr %.2e | norm %.2f | %.1f ms | %.0f tok/s%s\n",
 		       step + 1, c->train.steps, loss, lr, norm, ms, tps, tail);
 		fflush(stdout);

@@ -61,6 +61,23 @@ setup() {
 	diff <(losses bf16 | head -7) <(losses mixed | head -7)
 }
 
+@test "train.precision tf32 on the CPU: said, and fp32's losses bit for bit" {
+	"$STORK" run tiny.yaml --set run.name=fp32 >/dev/null
+	run "$STORK" run tiny.yaml --set run.name=tf32 --set train.precision=tf32
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"precision: tf32 computes in fp32 on the CPU"* ]]
+	[ "$(losses tf32 | wc -l)" -eq 20 ]
+	diff <(losses fp32) <(losses tf32)
+}
+
+@test "train.log_every: rank 0's progress line and the rank logs' step lines every N steps and at the last" {
+	run "$STORK" run tiny.yaml --set run.name=every --set train.log_every=6
+	[ "$status" -eq 0 ]
+	[ "$(grep -o '^step [0-9]*/20 | loss' <<<"$output" | tr '\n' ' ')" = "step 6/20 | loss step 12/20 | loss step 18/20 | loss step 20/20 | loss " ]
+	[ "$(grep -o '\] step [0-9]* loss' runs/every__job=local__task=0/logs/rank-000.log | tr '\n' ' ')" = "] step 6 loss ] step 12 loss ] step 18 loss ] step 20 loss " ]
+	[ "$(losses every | wc -l)" -eq 20 ]
+}
+
 @test "data parallel: 2 ranks x batch B match 1 rank x batch 2B within 1e-5 relative over 10 steps" {
 	"$STORK" run tiny.yaml --set run.name=one --set train.batch_size=8 --set train.steps=10 --local-ranks 1 >/dev/null
 	"$STORK" run tiny.yaml --set run.name=two --set train.batch_size=4 --set train.steps=10 --local-ranks 2 >/dev/null
