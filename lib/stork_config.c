@@ -722,6 +722,16 @@ static void set_origin(struct stork_config *c, size_t idx, const char *where)
 	c->origin[idx] = where ? strdup(where) : NULL;
 }
 
+size_t config_key_count(void)
+{
+	return NKEYS;
+}
+
+const char *config_key_path(size_t i)
+{
+	return i < NKEYS ? keys[i].path : NULL;
+}
+
 const char *config_origin(const struct stork_config *c, const char *path)
 {
 	int i = key_index(path, strlen(path));

@@ -202,6 +202,11 @@ int config_write_yaml(const struct stork_config *c, FILE *f);
 /* The same text in a malloc'd NUL-terminated string (NULL on ENOMEM). */
 char *config_to_yaml(const struct stork_config *c);
 
+/* The keys stork.yaml has ("train.steps", ...), for tests that must cover
+ * every one: their number, and the i-th. */
+size_t config_key_count(void);
+const char *config_key_path(size_t i);
+
 /* True when every key of a and b has the same value. */
 bool config_equal(const struct stork_config *a, const struct stork_config *b);
 

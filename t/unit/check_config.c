@@ -543,10 +543,26 @@ START_TEST(hash_changes_with_every_key)
 		"checkpoint.every=100", "checkpoint.keep=1", "checkpoint.max_failures=1", "preempt.signal=TERM",
 		"preempt.hang_timeout=60", "preempt.deadline_guard=false", "preempt.deadline_lead=5", "parallel.local_ranks=2", "parallel.tensor=2",
 		"parallel.pipeline=2", "parallel.zero=1",
+		"run.resume_from=x", "run.max_gpu_hours=10", "data.prefetch=false", "data.stage_dir=x",
+		"data.sha256=x", "data.ca_file=x", "data.netrc=x", "data.token_env=X",
+		"data.downloads=2", "train.recompute=block", "train.fused=false",
+		"train.max_rollbacks=1", "restart.max_restarts=1", "parallel.overlap=true",
+		"program.command=[a, b]", "program.tee=all", "program.signal=TERM",
+		"program.kill_grace=1", "program.checkpoint_grace=5",
+		"notify.url=https://hooks.example.org/x", "notify.events=[failed]", "notify.timeout=9",
 	};
 	struct stork_config base, c;
 	uint64_t h0;
 
+	/* the list covers every key there is */
+	for (size_t k = 0; k < config_key_count(); k++) {
+		const char *path = config_key_path(k);
+		int listed = 0;
+
+		for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
+			listed |= !strncmp(sets[i], path, strlen(path)) && sets[i][strlen(path)] == '=';
+		ck_assert_msg(listed, "%s has no case in hash_changes_with_every_key", path);
+	}
 	config_init(&base);
 	ck_assert_int_eq(config_validate(&base, err, sizeof err), 0);
 	h0 = config_hash(&base);
