@@ -475,10 +475,15 @@ static void ask_for_stacks(struct supervisor *s, double wall)
 static void watch(struct supervisor *s)
 {
 	double now = clock_monotonic(), at;
+	char why[64];
+	int sig;
 
 	if (s->ending == END_NONE) {
-		if (atomic_load(s->p->node->stop_requested))
-			begin_stop(s, "stop requested");
+		if ((sig = atomic_load(s->p->node->stop_requested))) {
+			snprintf(why, sizeof why, "stop requested by SIG%s",
+				 sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+			begin_stop(s, why);
+		}
 		else if (deadline_near(s))
 			begin_stop(s, "deadline guard: the job's end is near");
 	}
