@@ -17,6 +17,7 @@
 #include "lib/slurm_job.h"
 #include "lib/stork_config.h"
 #include "lib/stork_json.h"
+#include "lib/stop_signals.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -248,15 +249,15 @@ static void fail(struct supervisor *s, int i)
  * Slurm signals every process of the step, the ranks too, with the stop
  * signals it sends the launcher (--signal, scancel, the time limit), and
  * a rank that has not yet installed its handler (a Python program still
- * importing torch) dies of it. Such a death waits for the launcher's own
- * stop (STOP_DEATH_S) before it counts as a failure.
+ * importing torch) dies of it. Such a death (of a signal that stops the
+ * run, lib/stop_signals.h, or of program.signal) waits for the launcher's
+ * own stop (STOP_DEATH_S) before it counts as a failure.
  */
 static int stop_signal_death(const struct supervisor *s, int status)
 {
 	int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
-	return sig == SIGTERM || sig == SIGINT || sig == s->p->cfg->program.signal ||
-	       sig == s->p->cfg->preempt.signal;
+	return sig && (stop_signal_stops(sig) || sig == s->p->cfg->program.signal);
 }
 
 static void reap(struct supervisor *s)
@@ -474,10 +475,15 @@ static void ask_for_stacks(struct supervisor *s, double wall)
 static void watch(struct supervisor *s)
 {
 	double now = clock_monotonic(), at;
+	char why[64];
+	int sig;
 
 	if (s->ending == END_NONE) {
-		if (atomic_load(s->p->node->stop_requested))
-			begin_stop(s, "stop requested");
+		if ((sig = atomic_load(s->p->node->stop_requested))) {
+			snprintf(why, sizeof why, "stop requested by SIG%s",
+				 sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+			begin_stop(s, why);
+		}
 		else if (deadline_near(s))
 			begin_stop(s, "deadline guard: the job's end is near");
 	}

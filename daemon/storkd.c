@@ -4,8 +4,9 @@
  * Started by `stork run` (one per node, or one per task) with the resolved
  * configuration and this node's place in the world; runs one worker thread
  * per local rank (daemon/train.c) and exits with the most telling of their
- * exit codes. The stop signals only set a flag here (and note when the
- * first came): the ranks agree on a stop at the next step boundary.
+ * exit codes. The signals that stop a run (lib/stop_signals.h) only set a
+ * flag here (and note which came first, and when): the ranks agree on a
+ * stop at the next step boundary. HUP is ignored with a line that says so.
  */
 #include "config.h"
 #include "daemon/checkpoint.h"
@@ -31,6 +32,7 @@
 #include "lib/version.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <getopt.h>
 #include <pmix.h>
 #include <ucp/api/ucp.h>
@@ -43,8 +45,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Set by the handler, read by every rank thread: a lock-free C11 atomic is
- * both async-signal-safe and visible across threads. */
+/* The first stop signal's number (0: none yet), set by the handler and read
+ * by every rank thread: a lock-free C11 atomic is both async-signal-safe
+ * and visible across threads. */
 static atomic_int stop_requested;
 
 /* When the first stop signal came (CLOCK_MONOTONIC ms; 0: none yet): a
@@ -54,12 +57,27 @@ static atomic_llong stop_signal_ms;
 static void on_stop_signal(int sig)
 {
 	long long none = 0;
+	int first = 0;
 
-	(void)sig;
 	/* clock_gettime is async-signal-safe */
 	atomic_compare_exchange_strong(&stop_signal_ms, &none,
 				       (long long)(clock_monotonic() * 1e3));
-	atomic_store(&stop_requested, 1);
+	atomic_compare_exchange_strong(&stop_requested, &first, sig);
+}
+
+/* HUP: a terminal hung up, or a person sent it; the run goes on, and says
+ * so with one write (stdio is not async-signal-safe). */
+static void on_ignored_signal(int sig)
+{
+	static const char line[] = "storkd: SIGHUP ignored: a hang-up does not stop a run "
+				   "(stork(1), SIGNALS); send TERM or USR1 to stop it with a "
+				   "checkpoint\n";
+	int saved = errno;
+	ssize_t n = write(STDERR_FILENO, line, sizeof line - 1);
+
+	(void)sig;
+	(void)n; /* a line that cannot be written has nowhere else to go */
+	errno = saved;
 }
 
 struct options {
@@ -168,16 +186,23 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-/* The stop signals' handler; -1 (errno set) when one cannot be installed. */
-static int install_signals(int preempt_signal)
+/*
+ * A handler for every signal the launcher forwards (lib/stop_signals.h):
+ * the stop, or HUP's line. 0, or the signal whose handler cannot be
+ * installed (errno set).
+ */
+static int install_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_stop_signal };
+	struct sigaction sa = { .sa_flags = SA_RESTART };
 
 	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
-	if (sigaction(preempt_signal, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0 ||
-	    sigaction(SIGINT, &sa, NULL) < 0)
-		return -1;
+	for (size_t i = 0; i < STOP_SIGNAL_COUNT; i++) {
+		int sig = stop_signal_list[i];
+
+		sa.sa_handler = stop_signal_stops(sig) ? on_stop_signal : on_ignored_signal;
+		if (sigaction(sig, &sa, NULL) < 0)
+			return sig;
+	}
 	return 0;
 }
 
@@ -733,7 +758,7 @@ int main(int argc, char **argv)
 		env_set_own("STORK_UCX_PEER_ONLY", "1");
 	struct options o;
 	char err[1024];
-	int code;
+	int code, sig;
 
 	stork_log_init("storkd", STORK_LOG_INFO);
 	if (parse_options(argc, argv, &o) < 0)
@@ -753,9 +778,8 @@ int main(int argc, char **argv)
 		return STORK_EXIT_USAGE;
 	}
 	fault_delay("STORK_FAULT_START_DELAY"); /* a signal now must wait, not kill */
-	if (install_signals(cfg.preempt.signal) < 0) {
-		stork_error("cannot handle signal %s: %s", config_signal_name(cfg.preempt.signal),
-			    strerror(errno));
+	if ((sig = install_signals())) {
+		stork_error("cannot handle signal SIG%s: %s", sigabbrev_np(sig), strerror(errno));
 		config_free(&cfg);
 		return STORK_EXIT_INTERNAL;
 	}

@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1694,6 +1695,18 @@ static int stop_cancelled(struct rank *r, int64_t steps_done, int checkpointed)
 	return STORK_EXIT_CANCELLED;
 }
 
+/* "SIGUSR2": the signal that asked this node to stop, for the log; "" when
+ * none did here (another node's, STORK_STOP_AT_STEP). */
+static const char *stop_cause(const struct rank *r, char *buf, size_t len)
+{
+	int sig = atomic_load(r->node->stop_requested);
+
+	if (!sig || !sigabbrev_np(sig))
+		return "";
+	snprintf(buf, len, "SIG%s", sigabbrev_np(sig));
+	return buf;
+}
+
 /*
  * After the stop checkpoint is committed: global rank 0 requeues the job,
  * exactly once; every rank then ends with the same reason. A stop close to
@@ -1706,10 +1719,14 @@ static int stop_and_requeue(struct rank *r, int64_t steps_done)
 	time_t now = time(NULL);
 	int timeout = n->job_end_time && n->job_end_time - now <= STOP_NEAR_END_S;
 	int code = timeout ? STORK_EXIT_TIMEOUT : STORK_EXIT_PREEMPTED, rc;
-	char err[768];
+	char err[768], cause[32];
 
-	rank_logf(&r->log, "stopping after step %" PRId64 " on request%s", steps_done,
-		  timeout ? " (the job's time limit is near)" : "");
+	if (*stop_cause(r, cause, sizeof cause))
+		rank_logf(&r->log, "stopping after step %" PRId64 " on request (%s%s)", steps_done,
+			  cause, timeout ? "; the job's time limit is near" : "");
+	else
+		rank_logf(&r->log, "stopping after step %" PRId64 " on request%s", steps_done,
+			  timeout ? " (the job's time limit is near)" : "");
 	if (r->rank == 0) {
 		if (!n->slurm_job) {
 			snprintf(err, sizeof err, "not a Slurm job: nothing to requeue; run the same command again to resume");
@@ -1848,6 +1865,7 @@ static int run_steps(struct rank *r, int64_t start)
 	const struct stork_config *c = r->cfg;
 	int64_t step;
 	int stop = 0, no_room = 0, cancelled = 0;
+	char cause[32];
 
 	for (step = start; step < c->train.steps; step++) {
 		double c0;
@@ -1885,7 +1903,10 @@ static int run_steps(struct rank *r, int64_t start)
 		heartbeat(r, step + 1);
 		if (agree_stop(r, step + 1, step_ms / 1e3, &stop, &no_room, &cancelled))
 			return r->res->exit_code;
-		if (cancelled)
+		if (cancelled && *stop_cause(r, cause, sizeof cause))
+			rank_logf(&r->log, "stopping after step %" PRId64 " on request: the job was "
+				  "cancelled (%s)", step + 1, cause);
+		else if (cancelled)
 			rank_logf(&r->log, "stopping after step %" PRId64 " on request: the job was "
 				  "cancelled", step + 1);
 		if (no_room)

@@ -55,7 +55,7 @@ struct train_node {
 	char job_id[32];
 	int restart_count;             /* SLURM_RESTART_COUNT: the job's requeues */
 	int attempt;                   /* restarts inside this allocation (storkd --attempt) */
-	atomic_int *stop_requested;    /* set by the signal handler */
+	atomic_int *stop_requested;    /* the first stop signal's number, 0 none: set by its handler */
 	atomic_llong *stop_signal_ms;  /* when the first stop signal came (CLOCK_MONOTONIC ms), 0 none */
 	int64_t stop_at_step;          /* STORK_STOP_AT_STEP: act as if stopped there (0 = off) */
 	uint32_t slurm_job;            /* 0 outside Slurm: nothing to requeue */

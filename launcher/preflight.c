@@ -128,11 +128,15 @@ static int check_device(const struct stork_config *c, char *err, size_t errlen)
 }
 
 /*
- * The job's --signal=SIG@LEAD (its batch script's) against the run: a
- * signal other than preempt.signal would reach storkd as something it does
- * not treat as a preemption, and a lead as long as the time limit tells
- * every attempt to stop as it starts (each requeued attempt again: hours of
- * requeues for minutes of work). A lead over half the limit is only said.
+ * The job's --signal=SIG@LEAD (its batch script's) against the run. A
+ * signal other than preempt.signal is refused: storkd would stop on it all
+ * the same if it is one that stops a run (lib/stop_signals.h), but the
+ * script and the configuration then disagree on the job's signal, and
+ * Slurm also sends it straight to the ranks of the user's own program,
+ * whose handler is for program.signal (USR1, as preempt.signal, unless
+ * set). A lead as long as the time limit tells every attempt to stop as
+ * it starts (each requeued attempt again: hours of requeues for minutes of
+ * work). A lead over half the limit is only said.
  */
 static int check_signal(const struct stork_config *c, const struct slurm_job *job, char *err,
 			size_t errlen)
@@ -145,8 +149,9 @@ static int check_signal(const struct stork_config *c, const struct slurm_job *jo
 	if (signo != c->preempt.signal)
 		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
 			      "job %u asks Slurm for SIG%s before its end (--signal), but "
-			      "preempt.signal is %s (%s): storkd would not take it for a "
-			      "preemption; make them the same (--signal=%s@%d)", job->id,
+			      "preempt.signal is %s (%s): the batch script and the configuration "
+			      "disagree on the job's stop signal; make them the same "
+			      "(--signal=%s@%d)", job->id,
 			      sigabbrev_np(signo) ? sigabbrev_np(signo) : "?", want,
 			      config_origin(c, "preempt.signal"), want, lead);
 	if (limit > 0 && lead >= limit)

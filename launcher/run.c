@@ -71,15 +71,19 @@ struct layout {
 /* storkd's pid, read by the signal handler: a lock-free atomic is safe there. */
 static _Atomic pid_t child_pid;
 
-/* A stop signal reached this launcher (and was passed to storkd). */
+/* A signal that stops the run reached this launcher (and was passed to
+ * storkd): storkd is not restarted after it. */
 static atomic_int stop_forwarded;
 
+/* Every signal of lib/stop_signals.h goes to storkd, which decides what it
+ * does (HUP: nothing but a line). */
 static void forward_signal(int sig)
 {
 	int saved = errno; /* the interrupted code may be about to read it */
 	pid_t pid = atomic_load(&child_pid);
 
-	atomic_store(&stop_forwarded, 1);
+	if (stop_signal_stops(sig))
+		atomic_store(&stop_forwarded, 1);
 	if (pid > 0)
 		kill(pid, sig);
 	errno = saved;

@@ -112,6 +112,122 @@ setup() {
 	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000001 ]
 }
 
+# signal_run SIGNAL [ARGS...]: `stork run` with ARGS (tiny.yaml, or `--
+# PROGRAM`) in the background, SIGNAL sent to the launcher alone once
+# rank 0 has logged step 3; the run's output in out.log and on ours, its
+# exit status in $status, its run directory in $dir.
+signal_run() {
+	local sig=$1 pid
+	shift
+	"$STORK" run "$@" >out.log 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do
+		dir=$(ls -d runs/*__job=local__task=0 2>/dev/null) && break
+		sleep 0.1
+	done
+	wait_step "$dir" 3 60 || { kill -KILL $pid; cat out.log; return 1; }
+	kill -"$sig" $pid
+	status=0
+	wait $pid || status=$?
+	cat out.log
+}
+
+# stopped_by SIGNAL: the engine's run stopped on SIGNAL: the checkpoint of
+# the step it stopped after is the latest, and, outside Slurm, nothing to
+# requeue (requeue_failed, 12); rank 0's log names the signal.
+stopped_by() {
+	local step
+	[ "$status" -eq 12 ]
+	step=$(sed -n "s/.*stopping after step \([0-9]*\) on request (SIG$1)$/\1/p" "$dir/logs/rank-000.log")
+	[ -n "$step" ]
+	[ "$step" -ge 3 ]
+	[ "$step" -lt 40 ]
+	[ "$(readlink "$dir/checkpoints/latest")" = "$(printf 'step_%08d' "$step")" ]
+	jq -e --argjson s "$step" '.reason == "requeue_failed" and .exit_code == 12 and
+		.last_checkpoint.step == $s and .first_failure == null and
+		(.message | startswith("stopped after step \($s), checkpoint committed") and
+		contains("not a Slurm job"))' "$dir/exit_info.json"
+}
+
+@test "USR1, the default preempt.signal, stops the run with the checkpoint of its step" {
+	fault_injection || skip "needs --enable-fault-injection"
+	STORK_FAULT_STEP_DELAY=0.1 signal_run USR1 tiny.yaml --set train.steps=40
+	stopped_by USR1
+}
+
+@test "USR2, the USR signal preempt.signal does not name, stops the run the same way, not killing storkd" {
+	fault_injection || skip "needs --enable-fault-injection"
+	STORK_FAULT_STEP_DELAY=0.1 signal_run USR2 tiny.yaml --set train.steps=40
+	stopped_by USR2
+}
+
+@test "with preempt.signal USR2, USR1 stops the run the same way" {
+	fault_injection || skip "needs --enable-fault-injection"
+	STORK_FAULT_STEP_DELAY=0.1 signal_run USR1 tiny.yaml --set train.steps=40 \
+		--set preempt.signal=USR2
+	stopped_by USR1
+}
+
+@test "TERM (the time limit, preemption, scancel) stops the run with the checkpoint of its step" {
+	fault_injection || skip "needs --enable-fault-injection"
+	STORK_FAULT_STEP_DELAY=0.1 signal_run TERM tiny.yaml --set train.steps=40
+	stopped_by TERM
+}
+
+@test "INT stops the run with the checkpoint of its step" {
+	fault_injection || skip "needs --enable-fault-injection"
+	STORK_FAULT_STEP_DELAY=0.1 signal_run INT tiny.yaml --set train.steps=40
+	stopped_by INT
+}
+
+@test "HUP is ignored: the run goes on to its last step, and its output says the hang-up was ignored" {
+	fault_injection || skip "needs --enable-fault-injection"
+	STORK_FAULT_STEP_DELAY=0.1 signal_run HUP tiny.yaml --set train.steps=40
+	[ "$status" -eq 0 ]
+	grep -q '^storkd: SIGHUP ignored: a hang-up does not stop a run' out.log
+	[ "$(losses tiny | wc -l)" -eq 40 ]
+	[ "$(readlink "$dir/checkpoints/latest")" = step_00000040 ]
+	jq -e '.reason == "completed" and .exit_code == 0' "$dir/exit_info.json"
+	run grep -c 'stopping after step' "$dir/logs/rank-000.log"
+	[ "$output" = 0 ]
+}
+
+# The shell program of the cluster tests: it saves its step and exits 10 on
+# $STORK_PREEMPT_SIGNAL (program.signal, USR1).
+RANK_SH=${abs_top_srcdir:?set by make check}/t/integration/program/rank.sh
+
+@test "stork run -- PROGRAM: USR1, USR2, TERM and INT each send program.signal to the ranks, which save their step" {
+	for sig in USR1 USR2 TERM INT; do
+		rm -rf runs
+		signal_run $sig --local-ranks 2 -- "$RANK_SH" --steps 40 --sleep 0.1
+		[ "$status" -eq 12 ]
+		jq -e '.reason == "requeue_failed" and .exit_code == 12 and
+			(.message | startswith("stopped on request (preempted): every rank confirmed its checkpoint (exit 10)"))' \
+			"$dir/exit_info.json"
+		for r in 0 1; do
+			log=$dir/logs/rank-00$r.log
+			grep -q "stop requested by SIG$sig: sending SIGUSR1$" "$log"
+			step=$(sed -n "s/.*\] rank $r: saved step \([0-9]*\) in .*/\1/p" "$log")
+			[ -n "$step" ]
+			[ "$step" -ge 3 ]
+			[ "$step" -lt 39 ]
+			[ "$(cat "$dir/checkpoints/rank-$r.step")" = "$step" ]
+		done
+	done
+}
+
+@test "stork run -- PROGRAM: HUP is ignored, the ranks get nothing and run to their end" {
+	signal_run HUP --local-ranks 2 -- "$RANK_SH" --steps 40 --sleep 0.1
+	[ "$status" -eq 0 ]
+	grep -q '^storkd: SIGHUP ignored: a hang-up does not stop a run' out.log
+	jq -e '.reason == "completed"' "$dir/exit_info.json"
+	for r in 0 1; do
+		grep -q "\] rank $r: done, 40 steps$" "$dir/logs/rank-00$r.log"
+		run grep -c 'sending SIG' "$dir/logs/rank-00$r.log"
+		[ "$output" = 0 ]
+	done
+}
+
 @test "a periodic checkpoint that fails (disk full) is skipped: training goes on, bit for bit" {
 	fault_injection || skip "needs --enable-fault-injection"
 	"$STORK" run tiny.yaml --set train.steps=20 --set checkpoint.every=5 --set run.name=ref >/dev/null
