@@ -667,6 +667,29 @@ static struct ckpt_settings settings_now(const struct rank *r)
 }
 
 /*
+ * Whether keys other than those say_changes lists changed since the
+ * checkpoint: the checkpoint's configuration hash against this
+ * configuration's with the listed keys put back to the checkpoint's values
+ * (a copy that shares the strings, only read by config_hash).
+ */
+static int other_keys_changed(const struct rank *r, const struct ckpt_state *st)
+{
+	struct stork_config then = *r->cfg;
+
+	if (!st->config_hash)
+		return 0;
+	then.train.batch_size = (int)st->was.batch_size;
+	then.train.grad_accum = (int)st->was.grad_accum;
+	then.train.seq_len = (int)st->was.seq_len;
+	then.train.steps = (int)st->was.steps;
+	then.train.lr = st->was.lr;
+	then.parallel.tensor = (int)st->was.tp;
+	then.parallel.pipeline = (int)st->was.pp;
+	then.parallel.zero = (int)st->was.zero;
+	return config_hash(&then) != st->config_hash;
+}
+
+/*
  * Rank 0 says, in one block at the start, every setting that differs from
  * the checkpoint's: a resume that trains differently should never do so
  * silently. Nothing for checkpoints that did not record their settings.
@@ -699,6 +722,10 @@ static void say_changes(struct rank *r, const struct ckpt_state *st, const char 
 	if (was.lr != now.lr && n < sizeof block)
 		n += (size_t)snprintf(block + n, sizeof block - n, "\n  train.lr: %g -> %g", was.lr,
 				      now.lr);
+	if (other_keys_changed(r, st) && n < sizeof block)
+		n += (size_t)snprintf(block + n, sizeof block - n, "\n  other settings (the "
+				      "configuration's hash differs; config/stork.N.yaml keeps each "
+				      "launch's)");
 	if (n == 0)
 		return;
 	rank_logf(&r->log, "resume: changed since %s (step %" PRId64 "):%s", dir, st->step, block);

@@ -83,6 +83,14 @@ setup() {
 	grep -q 'batch_size: 4' $dir/config/stork.1.yaml
 	grep -q 'batch_size: 8' $dir/config/stork.2.yaml
 	cmp $dir/config/stork.2.yaml $dir/config/stork.yaml
+	# a key the block has no line for: the configuration's hash says it
+	run "$STORK" run tiny.yaml --set train.steps=12 --set train.batch_size=8 --set train.weight_decay=0.05
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"resume: changed since "*"step_00000008 (step 8):"*"other settings (the configuration's hash differs"* ]]
+	# the same configuration again: nothing to say
+	run "$STORK" run tiny.yaml --set train.steps=16 --set train.batch_size=8 --set train.weight_decay=0.05
+	[[ "$output" == *"train.steps: 12 -> 16"* ]]
+	[[ "$output" != *"other settings"* ]]
 }
 
 @test "train.steps at or below the resumed checkpoint's step is refused naming both" {
