@@ -27,6 +27,7 @@
 #include "lib/stork_json.h"
 #include "lib/slurm_job.h"
 #include "lib/log.h"
+#include "lib/rendezvous_auth.h"
 #include "lib/stop_signals.h"
 #include "lib/stork_config.h"
 #include "lib/version.h"
@@ -511,6 +512,11 @@ static int join(const struct options *o, const struct stork_config *cfg, struct 
 		return STORK_EXIT_CONFIG;
 	}
 	rdv_params_for_attempt(&p, (unsigned)o->attempt);
+	/* where munged does not answer, the job's secret stands in for it
+	 * (lib/rendezvous_auth.h): launcher 0 makes it, the others wait for it */
+	snprintf(p.secret_file, sizeof p.secret_file, "%s/config/rendezvous.key", o->run_dir);
+	if (p.index == 0 && p.count > 1 && rdv_auth_make_secret(p.secret_file, err, errlen) < 0)
+		stork_warn("%s: the TCP rendezvous needs munged", err);
 	if (p.count > 1 && comm_ucx_open(ucx, &addr, &addr_len) < 0) {
 		snprintf(err, errlen, "cannot open UCX on %s", node->host);
 		free(bindings);

@@ -55,6 +55,9 @@ struct rdv_params {
 	char nodelist[4096];
 	char tasks_per_node[1024];
 	char distribution[64];
+	/* tcp on nodes without munged: the job's secret, a 0600 file of the
+	 * job's user (RUN_DIR/config/rendezvous.key); "" = munge or nothing */
+	char secret_file[4096];
 };
 
 #define RDV_DEFAULT_TIMEOUT 300.0

@@ -243,7 +243,7 @@ static void send_error(const struct rdv_params *p, int fd, unsigned index, const
 	unsigned char *b;
 
 	reply_what(p, index, 1, what, sizeof what);
-	if (rdv_auth_sign(what, msg, mlen, cred_ttl(p), &cred, why, sizeof why) < 0) {
+	if (rdv_auth_sign(what, msg, mlen, cred_ttl(p), p->secret_file, &cred, why, sizeof why) < 0) {
 		stork_warn("%s", why);
 		return;
 	}
@@ -449,7 +449,8 @@ static int cred_done(const struct rdv_params *p, struct conn *c, double deadline
 	char what[256], why[512];
 
 	hello_what(p, c->h.index, what, sizeof what);
-	if (rdv_auth_verify_what(c->cred, c->h.cred_len, what, c->digest, why, sizeof why) < 0) {
+	if (rdv_auth_verify_what(c->cred, c->h.cred_len, what, p->secret_file, c->digest, why,
+				 sizeof why) < 0) {
 		char msg[640];
 
 		snprintf(msg, sizeof msg, "launcher %u's hello is not the job's: %s", c->h.index, why);
@@ -591,7 +592,7 @@ static int send_table(const struct rdv_params *p, int fd, int index, const unsig
 	int rc = -1;
 
 	reply_what(p, (unsigned)index, 0, what, sizeof what);
-	if (rdv_auth_sign(what, table, len, cred_ttl(p), &cred, why, sizeof why) < 0) {
+	if (rdv_auth_sign(what, table, len, cred_ttl(p), p->secret_file, &cred, why, sizeof why) < 0) {
 		stork_warn("%s", why);
 		return -1;
 	}
@@ -859,7 +860,7 @@ static enum attempt read_reply(const struct rdv_params *p, int fd, struct rdv_pe
 	}
 	reply_what(p, (unsigned)p->index, status, what, sizeof what);
 	if (recv_all(fd, cred, clen, deadline) < 0 ||
-	    rdv_auth_verify_what(cred, clen, what, digest, why, whylen) < 0) {
+	    rdv_auth_verify_what(cred, clen, what, p->secret_file, digest, why, whylen) < 0) {
 		char detail[512];
 
 		snprintf(detail, sizeof detail, "%s", why);
@@ -888,15 +889,23 @@ static enum attempt read_reply(const struct rdv_params *p, int fd, struct rdv_pe
 
 /* The hello to send, with a fresh credential (munged refuses a replay). */
 static unsigned char *make_hello(const struct rdv_params *p, const void *blob, size_t len,
-				 size_t *out_len, char *err, size_t errlen)
+				 size_t *out_len, int *not_yet, char *err, size_t errlen)
 {
 	char what[256], *cred = NULL;
 	unsigned char *hello;
 	size_t clen;
 
 	hello_what(p, (unsigned)p->index, what, sizeof what);
-	if (rdv_auth_sign(what, blob, len, cred_ttl(p), &cred, err, errlen) < 0)
+	*not_yet = 0;
+	switch (rdv_auth_sign(what, blob, len, cred_ttl(p), p->secret_file, &cred, err, errlen)) {
+	case 0:
+		break;
+	case RDV_AUTH_NOT_YET:
+		*not_yet = 1; /* launcher 0 has not made the job's secret yet */
 		return NULL;
+	default:
+		return NULL;
+	}
 	clen = strlen(cred);
 	if ((hello = malloc(HELLO_LEN + clen + len))) {
 		put32(hello, RDV_MAGIC);
@@ -928,10 +937,16 @@ static int join(const struct rdv_params *p, const void *blob, size_t len, struct
 	 * exchange is tried again, as launcher 0 may still be starting */
 	while (rdv_now() < deadline) {
 		size_t hello_len;
-		unsigned char *hello = make_hello(p, blob, len, &hello_len, err, errlen);
+		int not_yet;
+		unsigned char *hello = make_hello(p, blob, len, &hello_len, &not_yet, err, errlen);
 		enum attempt got = ATTEMPT_AGAIN;
 		int fd;
 
+		if (!hello && not_yet) {
+			snprintf(why, sizeof why, "%s", err);
+			sleep_seconds(0.2);
+			continue;
+		}
 		if (!hello)
 			return -1;
 		fd = connect_master(p, deadline, err, errlen);

@@ -366,7 +366,7 @@ START_TEST(hello_credentialed_for_another_message_is_refused)
 
 	/* the job user's credential, captured from another exchange */
 	ck_assert_int_eq(rdv_auth_sign("hello job=4242 step=7 port=1 count=2 index=1", "abc", 3,
-				       60, &cred, err, sizeof err), 0);
+				       60, NULL, &cred, err, sizeof err), 0);
 	refused_hello(cred, "for another message");
 	free(cred);
 }
@@ -395,7 +395,7 @@ START_TEST(hello_of_another_user_is_refused)
 			_exit(1);
 		/* the uid is checked first: the port in the message does not matter */
 		snprintf(what, sizeof what, "hello job=4242 step=7 port=1 count=2 index=1");
-		if (rdv_auth_sign(what, "abc", 3, 60, &c, err, sizeof err) < 0)
+		if (rdv_auth_sign(what, "abc", 3, 60, NULL, &c, err, sizeof err) < 0)
 			_exit(2);
 		n = write(pipefd[1], c, strlen(c));
 		_exit(n > 0 ? 0 : 3);
@@ -612,6 +612,82 @@ START_TEST(method_names_parse)
 }
 END_TEST
 
+/*
+ * Nodes without munged: this test process's slurm.conf names a socket
+ * nobody listens on (munge_socket reads it once per process; every test
+ * runs in a process of its own).
+ */
+static void without_munged(char *dir)
+{
+	char conf[600];
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(conf, sizeof conf, "%s/slurm.conf", dir);
+	f = fopen(conf, "we");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "AuthType=auth/munge\nAuthInfo=socket=%s/no-munged.socket\n", dir);
+	fclose(f);
+	setenv("SLURM_CONF", conf, 1);
+}
+
+/* Two launchers with the job's secret at dir/rendezvous.key (made 0600). */
+static void pair_with_secret(struct launcher *l, const char *dir, mode_t mode)
+{
+	unsigned port = free_port();
+	char err[512];
+
+	for (int i = 0; i < 2; i++) {
+		params(&l[i].p, i, 2, port, 3);
+		snprintf(l[i].p.secret_file, sizeof l[i].p.secret_file, "%s/rendezvous.key", dir);
+	}
+	ck_assert_msg(rdv_auth_make_secret(l[0].p.secret_file, err, sizeof err) == 0, "%s", err);
+	ck_assert_int_eq(chmod(l[0].p.secret_file, mode), 0);
+	start(&l[0]);
+	start(&l[1]);
+	finish(&l[0]);
+	finish(&l[1]);
+}
+
+START_TEST(without_munged_the_jobs_secret_stands_in)
+{
+	char dir[] = "/tmp/check_rendezvous_secret.XXXXXX";
+	struct launcher l[2];
+
+	without_munged(dir);
+	pair_with_secret(l, dir, 0600);
+	assert_full_table(&l[0], 2);
+	assert_full_table(&l[1], 2);
+	remove_tree(dir);
+}
+END_TEST
+
+START_TEST(a_secret_others_can_read_is_refused)
+{
+	char dir[] = "/tmp/check_rendezvous_secret.XXXXXX";
+	struct launcher l[2];
+
+	without_munged(dir);
+	pair_with_secret(l, dir, 0640);
+	ck_assert_int_eq(l[1].rc, -1);
+	ck_assert_msg(strstr(l[1].err, "rendezvous.key is refused: it must be a regular file of uid") &&
+		      strstr(l[1].err, "mode 0640"), "%s", l[1].err);
+	remove_tree(dir);
+}
+END_TEST
+
+START_TEST(without_munged_or_secret_the_reason_is_given)
+{
+	char dir[] = "/tmp/check_rendezvous_secret.XXXXXX", err[512], *cred = NULL;
+
+	without_munged(dir);
+	ck_assert_int_eq(rdv_auth_sign("hello", "x", 1, 60, NULL, &cred, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "cannot make a munge credential") && strstr(err, "munged must run"),
+		      "%s", err);
+	remove_tree(dir);
+}
+END_TEST
+
 static Suite *rendezvous_suite(void)
 {
 	Suite *s = suite_create("rendezvous");
@@ -628,6 +704,9 @@ static Suite *rendezvous_suite(void)
 	tcase_add_test(tc, hello_credentialed_for_another_message_is_refused);
 	tcase_add_test(tc, hello_of_another_user_is_refused);
 	tcase_add_test(tc, reply_not_credentialed_by_launcher_0_is_refused);
+	tcase_add_test(tc, without_munged_the_jobs_secret_stands_in);
+	tcase_add_test(tc, a_secret_others_can_read_is_refused);
+	tcase_add_test(tc, without_munged_or_secret_the_reason_is_given);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("environment");
 	tcase_add_test(tc, task_layout_names_the_host_of_a_launcher);
