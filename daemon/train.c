@@ -1746,14 +1746,11 @@ static int stop_and_requeue(struct rank *r, int64_t steps_done)
 	time_t now = time(NULL);
 	int timeout = n->job_end_time && n->job_end_time - now <= STOP_NEAR_END_S;
 	int code = timeout ? STORK_EXIT_TIMEOUT : STORK_EXIT_PREEMPTED, rc;
-	char err[768], cause[32];
+	int32_t outcome;
+	char err[768] = "";
 
-	if (*stop_cause(r, cause, sizeof cause))
-		rank_logf(&r->log, "stopping after step %" PRId64 " on request (%s%s)", steps_done,
-			  cause, timeout ? "; the job's time limit is near" : "");
-	else
-		rank_logf(&r->log, "stopping after step %" PRId64 " on request%s", steps_done,
-			  timeout ? " (the job's time limit is near)" : "");
+	rank_logf(&r->log, "stopping after step %" PRId64 " on request%s", steps_done,
+		  timeout ? " (the job's time limit is near)" : "");
 	if (r->rank == 0) {
 		if (!n->slurm_job) {
 			snprintf(err, sizeof err, "not a Slurm job: nothing to requeue; run the same command again to resume");
@@ -1761,22 +1758,35 @@ static int stop_and_requeue(struct rank *r, int64_t steps_done)
 		} else if ((rc = slurm_job_requeue(n->slurm_job, err, sizeof err)) < 0) {
 			code = STORK_EXIT_REQUEUE_FAILED;
 		} else if (rc == SLURM_JOB_WAS_CANCELLED) {
-			/* scancel came after the ranks agreed on a preemption */
-			return stop_cancelled(r, steps_done, 1);
+			code = STORK_EXIT_CANCELLED; /* scancel came after the ranks agreed on a preemption */
 		} else {
 			rank_logf(&r->log, "job %u requeued", n->slurm_job);
 			printf("job %u requeued after step %" PRId64 "\n", n->slurm_job, steps_done);
 			fflush(stdout);
 		}
-		if (code == STORK_EXIT_REQUEUE_FAILED) {
+	}
+	/* every rank ends as rank 0's requeue went (a job submitted with
+	 * --no-requeue: requeue_failed on every node, not "requeued" on some) */
+	outcome = code;
+	if (n->world_size > 1 && comm_broadcast(r->comm, &outcome, 1, COMM_INT32, 0) < 0)
+		return fail_collective(r);
+	code = outcome;
+	if (code == STORK_EXIT_CANCELLED)
+		return stop_cancelled(r, steps_done, 1);
+	if (code == STORK_EXIT_REQUEUE_FAILED) {
+		if (r->rank == 0) {
 			rank_logf(&r->log, "requeue failed: %s", err);
 			fprintf(stderr, "storkd: checkpoint committed but the requeue failed: %s\n", err);
 			msg_format(r->res->message, sizeof r->res->message,
 				   "stopped after step %" PRId64 ", checkpoint committed, requeue "
 				   "failed: %s", steps_done, err);
-			r->res->exit_code = code;
-			return code;
+		} else {
+			msg_format(r->res->message, sizeof r->res->message,
+				   "stopped after step %" PRId64 ", checkpoint committed, requeue "
+				   "failed (rank 0's log says why)", steps_done);
 		}
+		r->res->exit_code = code;
+		return code;
 	}
 	snprintf(r->res->message, sizeof r->res->message,
 		 "stopped after step %" PRId64 " (%s), checkpoint committed, job requeued", steps_done,

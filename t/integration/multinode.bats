@@ -554,3 +554,19 @@ reshard_job() {
 		      printf "resume_from: worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
 		      exit !(n == 10 && w <= 1e-5) }'
 }
+
+@test "a --no-requeue job of 2 nodes receiving USR1: every node's record says requeue_failed, none says requeued" {
+	RUN_ARGS="train.steps=400" two_node_script noreq none --no-requeue
+	job=$(sbatch --parsable noreq.sh)
+	dir=$WORK/runs/noreq__job=${job}__task=0
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 5 120
+	scancel --signal=USR1 "$job"
+	wait_job_state "$job" 'COMPLETED|FAILED' 120
+	for n in 000 001; do
+		jq -e '.reason == "requeue_failed" and .exit_code == 12' "$dir/exit_info.node-$n.json"
+		if grep -q 'job requeued' "$dir/exit_info.node-$n.json"; then false; fi
+	done
+	jq -e '.reason == "requeue_failed"' "$dir/exit_info.json"
+	[ "$(job_field "$job" Restarts)" = 0 ]
+}
