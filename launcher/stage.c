@@ -9,6 +9,7 @@
 #include "lib/exit_codes.h"
 #include "lib/log.h"
 #include "lib/stage_path.h"
+#include "lib/atomic_file.h"
 #include "lib/token_shard.h"
 #include "lib/url.h"
 
@@ -158,32 +159,16 @@ out:
 
 /*
  * A staged file is usable when it is an llm.c token shard whose size its
- * header accounts for, and matches the manifest when there is one. 0, or
- * -1 with the reason in why.
+ * header accounts for (lib/token_shard.c, the loader's own check), and
+ * matches the manifest when there is one. 0, or -1 with the reason in why.
  */
 static int verify(const struct shard *sh, const char *path, char *why, size_t len)
 {
-	int32_t hdr[DATA_HEADER_INTS];
+	struct token_shard ts;
 	char got[65];
-	struct stat st;
-	FILE *f = fopen(path, "rb");
-	size_t n = f ? fread(hdr, 1, sizeof hdr, f) : 0;
 
-	if (f)
-		fclose(f);
-	if (!f || stat(path, &st) < 0) {
-		snprintf(why, len, "cannot read %s: %s", path, strerror(errno));
+	if (token_shard_check(path, &ts, why, len))
 		return -1;
-	}
-	if (n != sizeof hdr || hdr[0] != DATA_MAGIC || hdr[1] != DATA_VERSION || hdr[2] < 0) {
-		snprintf(why, len, "it is not an llm.c token shard (bad header)");
-		return -1;
-	}
-	if ((long long)st.st_size != DATA_HEADER_BYTES + 2LL * hdr[2]) {
-		snprintf(why, len, "it has %lld bytes where its header says %lld",
-			 (long long)st.st_size, DATA_HEADER_BYTES + 2LL * hdr[2]);
-		return -1;
-	}
 	if (!sh->sha256[0])
 		return 0;
 	if (file_sha256(path, got) < 0) {
@@ -192,6 +177,56 @@ static int verify(const struct shard *sh, const char *path, char *why, size_t le
 	}
 	if (strcmp(got, sh->sha256)) {
 		snprintf(why, len, "its sha256 is %s, data.sha256 says %s", got, sh->sha256);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * What staging recorded of a shard it moved into place: PATH.sha256, the
+ * SHA-256 of the bytes it downloaded. A staged file is used again only
+ * when it is a regular file of ours (no link) whose hash is that record's:
+ * a file that changed or appeared there since is staged anew.
+ */
+static void record_path(const struct shard *sh, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.sha256", sh->path);
+}
+
+static int record_staged(const struct shard *sh, char *why, size_t len)
+{
+	char rec[4200], hex[65], line[80];
+
+	record_path(sh, rec, sizeof rec);
+	if (file_sha256(sh->path, hex) < 0) {
+		msg_format(why, len, "cannot hash %s", sh->path);
+		return -1;
+	}
+	snprintf(line, sizeof line, "%s\n", hex);
+	return atomic_write_file(rec, line, strlen(line), why, len);
+}
+
+static int matches_record(const struct shard *sh, char *why, size_t len)
+{
+	char rec[4200], want[80] = "", got[65];
+	struct stat st;
+	FILE *f;
+
+	record_path(sh, rec, sizeof rec);
+	if (lstat(sh->path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		snprintf(why, len, "it is not a regular file of ours");
+		return -1;
+	}
+	if (!(f = fopen(rec, "re"))) {
+		snprintf(why, len, "staging left no record of its hash");
+		return -1;
+	}
+	if (!fgets(want, sizeof want, f))
+		want[0] = '\0';
+	fclose(f);
+	want[strcspn(want, "\n")] = '\0';
+	if (file_sha256(sh->path, got) < 0 || strcmp(got, want)) {
+		snprintf(why, len, "its sha256 is not the one recorded when it was staged");
 		return -1;
 	}
 	return 0;
@@ -318,6 +353,8 @@ static int publish(struct stage *s, struct shard *sh)
 		msg_format(s->err, sizeof s->err, "cannot move %s into place: %s", sh->part, strerror(errno));
 		return -1;
 	}
+	if (record_staged(sh, why, sizeof why) < 0)
+		stork_warn("%s: %s: it will be staged again next time", sh->shown, why);
 	if ((dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
 		fsync(dfd);
 		close(dfd);
@@ -536,11 +573,11 @@ static void reuse_staged(struct stage *s)
 {
 	for (int i = 0; i < s->n; i++) {
 		struct shard *sh = &s->shards[i];
-		char why[512];
+		char why[512], rec[4200];
 
 		if (access(sh->path, F_OK) < 0)
 			continue;
-		if (verify(sh, sh->path, why, sizeof why) == 0) {
+		if (verify(sh, sh->path, why, sizeof why) == 0 && matches_record(sh, why, sizeof why) == 0) {
 			struct stat st;
 
 			sh->done = 1;
@@ -550,6 +587,8 @@ static void reuse_staged(struct stage *s)
 		}
 		stork_warn("%s: the staged %s is not usable (%s): staging it again", sh->shown, sh->path, why);
 		unlink(sh->path);
+		record_path(sh, rec, sizeof rec);
+		unlink(rec);
 	}
 }
 

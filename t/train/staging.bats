@@ -49,8 +49,15 @@ gets() { served "$WORK/access.log" "$1"; }
 	truncate -s 2000 "$WORK/stage/127.0.0.1_3a${BASE##*:}_2fdocs_5ftrain.bin"
 	run url_run damaged
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"is not usable (it has 2000 bytes where its header says "*"): staging it again"* ]]
+	[[ "$output" == *"is not usable ("*"2000 bytes"*"): staging it again"* ]]
 	[ "$(gets docs_train.bin)" -eq 2 ]
+	# one token changed since it was staged (the header still holds): staged again
+	printf 'zz' | dd of="$WORK/stage/127.0.0.1_3a${BASE##*:}_2fdocs_5ftrain.bin" bs=1 seek=2000 conv=notrunc 2>/dev/null
+	run url_run changed
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"is not usable (its sha256 is not the one recorded when it was staged): staging it again"* ]]
+	[ "$(gets docs_train.bin)" -eq 3 ]
+	diff <(losses local) <(losses changed)
 }
 
 @test "a download cut in the middle goes on from where it stopped (HTTP Range), the first bytes not fetched again" {
