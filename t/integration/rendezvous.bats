@@ -99,28 +99,37 @@ failed_after() {
 }
 
 # Another Unix user of the nodes (created here), who knows the job and step
-# ids (squeue) and the port (the same formula as everyone's).
+# ids (squeue) and the port (the same formula as everyone's), and reaches
+# munged as every user does (SOCK: slurm.conf's AuthInfo socket).
 attacker() {
 	id stork-attacker >/dev/null 2>&1 ||
 		useradd --system --no-create-home --shell /usr/sbin/nologin stork-attacker
+	SOCK=$(sed -n 's/^AuthInfo=.*socket=\([^,]*\).*/\1/p' "$SLURM_CONF" | head -1)
+}
+
+# probe_job NAME LATE: a 2-launcher TCP rendezvous job, launcher LATE
+# (INDEX:SECONDS) joining late; sets JOB, STEP and PORT (launcher 0's) once
+# the job says them.
+probe_job() {
+	local name=$1 late=$2 where
+	printf '#!/bin/bash\n#SBATCH -N2 -n2 -o %s.out -e %s.err\nsrun -m block %s -m tcp -t 30 -d %s -v\n' \
+		"$name" "$name" "$probe" "$late" >"$name.sh"
+	JOB=$(sbatch --parsable "$name.sh")
+	for _ in $(seq 100); do grep -q 'launcher 0 at' "$name.out" 2>/dev/null && break; sleep 0.2; done
+	where=$(sed -n 's/^rdv_probe: job [0-9]* step \([0-9]*\): launcher 0 at [^:]*:\([0-9]*\)$/\1 \2/p' "$name.out")
+	read -r STEP PORT <<<"$where"
 }
 
 @test "TCP: another user's well-formed hello for launcher 1 is refused and named; the job meets its real launcher 1" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
 	attacker
-	sock=$(sed -n 's/^AuthInfo=.*socket=\([^,]*\).*/\1/p' "$SLURM_CONF" | head -1)
-	printf '#!/bin/bash\n#SBATCH -N2 -n2 -o atk.out -e atk.err\nsrun -m block %s -m tcp -t 30 -d 1:4 -v\n' \
-		"$probe" >atk.sh
-	job=$(sbatch --parsable atk.sh)
-	for _ in $(seq 100); do grep -q 'launcher 0 at' atk.out 2>/dev/null && break; sleep 0.2; done
-	port=$(sed -n 's/^rdv_probe: job [0-9]* step \([0-9]*\): launcher 0 at [^:]*:\([0-9]*\)$/\1 \2/p' atk.out)
-	read -r step port <<<"$port"
+	probe_job atk 1:4
 	sleep 0.5
-	run runuser -u stork-attacker -- env MUNGE_SOCKET="$sock" "$attack" 127.0.0.1 "$port" "$job" "$step" 2 1
+	run runuser -u stork-attacker -- env MUNGE_SOCKET="$SOCK" "$attack" 127.0.0.1 "$PORT" "$JOB" "$STEP" 2 1
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == "refused: launcher 1's hello is not the job's: its munge credential is of uid $(id -u stork-attacker), not of the job's user (uid 0)" ]]
-	wait_job_state "$job" COMPLETED 60
+	wait_job_state "$JOB" COMPLETED 60
 	grep -q "^launcher 1 of 2 on n2 via tcp in .*: 0=n1 1=n2$" atk.out
 	grep -q "rendezvous: refused a connection from 127.0.0.1:[0-9]* claiming launcher 1: launcher 1's hello is not the job's: its munge credential is of uid $(id -u stork-attacker)" atk.err
 }
@@ -128,18 +137,12 @@ attacker() {
 @test "TCP: another user holding launcher 0's port answers launcher 1 with a forged table: refused, named; the job meets its real launcher 0" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
 	attacker
-	sock=$(sed -n 's/^AuthInfo=.*socket=\([^,]*\).*/\1/p' "$SLURM_CONF" | head -1)
 	# launcher 0 comes 5 s late: the other user takes its port first
-	printf '#!/bin/bash\n#SBATCH -N2 -n2 -o fake.out -e fake.err\nsrun -m block %s -m tcp -t 30 -d 0:5 -v\n' \
-		"$probe" >fake.sh
-	job=$(sbatch --parsable fake.sh)
-	for _ in $(seq 100); do grep -q 'launcher 0 at' fake.out 2>/dev/null && break; sleep 0.2; done
-	port=$(sed -n 's/^rdv_probe: job [0-9]* step \([0-9]*\): launcher 0 at [^:]*:\([0-9]*\)$/\1 \2/p' fake.out)
-	read -r step port <<<"$port"
-	run runuser -u stork-attacker -- env MUNGE_SOCKET="$sock" "$attack" --reply "$port" "$job" "$step" 2 3
+	probe_job fake 0:5
+	run runuser -u stork-attacker -- env MUNGE_SOCKET="$SOCK" "$attack" --reply "$PORT" "$JOB" "$STEP" 2 3
 	echo "$output"
 	[[ "$output" =~ ^answered\ [1-9][0-9]*\ hello ]]
-	wait_job_state "$job" COMPLETED 60
+	wait_job_state "$JOB" COMPLETED 60
 	grep -q "^launcher 1 of 2 on n2 via tcp in .*: 0=n1 1=n2$" fake.out
-	grep -q "rendezvous: launcher 1: refused a reply from n1:$port that is not launcher 0's: its munge credential is of uid $(id -u stork-attacker), not of the job's user" fake.err
+	grep -q "rendezvous: launcher 1: refused a reply from n1:$PORT that is not launcher 0's: its munge credential is of uid $(id -u stork-attacker), not of the job's user" fake.err
 }
