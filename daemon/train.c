@@ -1747,10 +1747,14 @@ static int stop_and_requeue(struct rank *r, int64_t steps_done)
 	int timeout = n->job_end_time && n->job_end_time - now <= STOP_NEAR_END_S;
 	int code = timeout ? STORK_EXIT_TIMEOUT : STORK_EXIT_PREEMPTED, rc;
 	int32_t outcome;
-	char err[768] = "";
+	char err[768] = "", cause[32];
 
-	rank_logf(&r->log, "stopping after step %" PRId64 " on request%s", steps_done,
-		  timeout ? " (the job's time limit is near)" : "");
+	if (*stop_cause(r, cause, sizeof cause))
+		rank_logf(&r->log, "stopping after step %" PRId64 " on request (%s%s)", steps_done,
+			  cause, timeout ? "; the job's time limit is near" : "");
+	else
+		rank_logf(&r->log, "stopping after step %" PRId64 " on request%s", steps_done,
+			  timeout ? " (the job's time limit is near)" : "");
 	if (r->rank == 0) {
 		if (!n->slurm_job) {
 			snprintf(err, sizeof err, "not a Slurm job: nothing to requeue; run the same command again to resume");

@@ -228,6 +228,32 @@ RANK_SH=${abs_top_srcdir:?set by make check}/t/integration/program/rank.sh
 	done
 }
 
+@test "stork run -- PROGRAM that ignores the signal: ended when program.checkpoint_grace runs out, its checkpoint unconfirmed" {
+	# each rank beats (so the run is watched) and then ignores USR1
+	cat >deaf.sh <<'DEAF'
+#!/bin/sh
+trap '' USR1
+i=0
+while [ $i -lt 600 ]; do
+	printf '{"step":%d,"metric":"train_loss","value":1}\n' $i >>"$STORK_METRICS_FILE"
+	i=$((i + 1))
+	sleep 0.1
+done
+DEAF
+	chmod +x deaf.sh
+	SECONDS=0
+	signal_run USR1 --local-ranks 2 --set program.checkpoint_grace=2 --set program.kill_grace=1 -- ./deaf.sh
+	echo "signal to the end: $SECONDS s"
+	[ "$SECONDS" -lt 30 ]
+	[ "$status" -eq 12 ]
+	jq -e '.reason == "requeue_failed" and (.message | contains("a rank did not confirm its checkpoint (exit 10) before it ended, so the checkpoint is unconfirmed"))' \
+		"$dir/exit_info.json"
+	grep -q 'rank(s) 0, 1 on .* did not confirm a checkpoint' out.log
+	for r in 0 1; do
+		grep -q 'died of SIGTERM' "$dir/logs/rank-00$r.log"
+	done
+}
+
 @test "a periodic checkpoint that fails (disk full) is skipped: training goes on, bit for bit" {
 	fault_injection || skip "needs --enable-fault-injection"
 	"$STORK" run tiny.yaml --set train.steps=20 --set checkpoint.every=5 --set run.name=ref >/dev/null
