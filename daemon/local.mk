@@ -4,6 +4,16 @@ daemon_storkd_SOURCES = daemon/storkd.c
 daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS) $(UCX_CFLAGS) $(BLAS_CFLAGS)
 daemon_storkd_LDADD = $(STORKD_LIBS)
 
+# storkd-program: the per-node daemon of `stork run -- PROGRAM`, which runs
+# the user's program and links no engine (no CUDA, BLAS or NCCL): the
+# collectives' host part only (COMM_HOST_LIBS), the rendezvous, the node's
+# start.
+pkglibexec_PROGRAMS += daemon/storkd-program
+daemon_storkd_program_SOURCES = daemon/storkd_program.c
+daemon_storkd_program_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS) $(UCX_CFLAGS)
+daemon_storkd_program_LDADD = daemon/libstorkd.a $(COMM_HOST_LIBS) $(RDV_LIBS) \
+	lib/libstork_slurm.a lib/libstork_bind.la lib/libstork.la $(SLURM_LIBS)
+
 # The daemon's parts as an archive, so that stork-engine (stork bench,
 # export, check) and the tests link the same code as storkd.
 noinst_LIBRARIES += daemon/libstorkd.a
@@ -15,6 +25,7 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/rank_log.c daemon/rank_log.h \
 	daemon/join.c daemon/join.h \
 	daemon/node_result.c daemon/node_result.h \
+	daemon/node.c daemon/node.h \
 	daemon/program.c daemon/program.h \
 	daemon/program_env.c daemon/program_env.h \
 	daemon/program_error.c daemon/program_error.h \

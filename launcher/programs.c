@@ -46,6 +46,12 @@ void find_storkd(const char *given, char *buf, size_t len)
 		locate("STORK_STORKD", "../daemon/storkd", STORK_SBINDIR "/storkd", buf, len);
 }
 
+void find_program_daemon(char *buf, size_t len)
+{
+	locate("STORK_STORKD_PROGRAM", "../daemon/storkd-program",
+	       STORK_PKGLIBEXECDIR "/storkd-program", buf, len);
+}
+
 int engine_exec(int argc, char **argv)
 {
 	char engine[PATH_MAX], **args = calloc((size_t)argc + 2, sizeof *args);

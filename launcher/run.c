@@ -756,8 +756,6 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 		char *args[] = { (char *)storkd, "--config", (char *)config_path,
 				 "--run-dir", (char *)run_dir, "--local-ranks", (char *)nranks,
 				 "--attempt", attempt_s, "--result-fd", "@RESULT_FD@",
-				 /* what storkd must know before it reads the configuration */
-				 cfg->program.command.n ? "--program" : "--engine",
 				 l->index == 0 ? "--job-end" : NULL, (char *)job_end, NULL };
 		struct daemon_result res = { 0 };
 		pid_t pid = 0;
@@ -915,7 +913,11 @@ int cmd_run(int argc, char **argv)
 		printf("stork: run directory %s\n", run_dir);
 		snprintf(job_end, sizeof job_end, "%lld", (long long)check_job(&asked));
 	}
-	find_storkd(o.storkd, storkd, sizeof storkd);
+	/* the user's program has a daemon of its own, which loads no engine */
+	if (cfg.program.command.n)
+		find_program_daemon(storkd, sizeof storkd);
+	else
+		find_storkd(o.storkd, storkd, sizeof storkd);
 	snprintf(config_path, sizeof config_path, "%s/config/stork.yaml", run_dir);
 	if (l.local_ranks)
 		snprintf(nranks, sizeof nranks, "%d", l.local_ranks);

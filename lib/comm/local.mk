@@ -17,6 +17,9 @@ lib_libcomm_a_SOURCES = \
 lib_libcomm_a_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS) $(CUDA_CFLAGS) -ftree-vectorize \
 	-fvect-cost-model=dynamic
 COMM_LIBS = lib/libcomm.a $(UCX_LIBS) -lpthread
+# the host backends alone (shared memory, UCX, hierarchical), for a program
+# that moves no device buffers and loads no CUDA (daemon/storkd-program)
+COMM_HOST_LIBS = lib/libcomm.a $(UCX_LIBS) -lpthread
 if HAVE_CUDA
 # device.c's NCCL path (lib/comm/nccl.c)
 COMM_LIBS += $(CUDA_LIBS)

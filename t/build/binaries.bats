@@ -45,6 +45,12 @@ none_of() {
 	[ -z "$undef" ] || { echo "undefined: ${undef//$'\n'/ }"; false; }
 }
 
+@test "storkd-program, the daemon of stork run -- PROGRAM, loads no BLAS, CUDA or NCCL" {
+	# the user's program brings its own; the daemon starts in a few ms
+	none_of "$abs_top_builddir/daemon/storkd-program" '^lib(openblas|blas|cblas|gfortran|cudart|cublas|cublasLt|nccl|cuda)[.-]'
+	needed "$abs_top_builddir/daemon/storkd-program" | grep -q '^libucp\.'
+}
+
 @test "stork loads no UCX, PMIx, BLAS or CUDA" {
 	# stork run needs no PMIx either: the rendezvous runs in storkd.
 	none_of "$stork" '^lib(ucp|ucs|uct|ucm|pmix|openblas|blas|cblas|gfortran|cudart|cublas|nccl)[.-]'
