@@ -1,15 +1,18 @@
 /*
- * t/unit/check_hf.c - the promises of lib/hf_config (issue 25): a GPT-2
- * or Llama config.json reads into the struct with transformers' defaults
- * where keys are left out, anything the struct cannot say is refused by
- * name (file and key), what is written reads back and is what
- * from_pretrained needs.
+ * t/unit/check_hf.c - the promises of lib/hf_config and lib/hf_names
+ * (issue 25): a GPT-2 or Llama config.json reads into the struct with
+ * transformers' defaults where keys are left out, anything the struct
+ * cannot say is refused by name (file and key), what is written reads
+ * back and is what from_pretrained needs; every weight has its Hugging
+ * Face name, layout and shape, found in a file with or without the base
+ * model's prefix.
  *
  * The configs of real models (gpt2 on the Hub, Llama 3.1 8B) are quoted
  * here by their keys.
  */
 #include "config.h"
 #include "lib/hf_config.h"
+#include "lib/hf_names.h"
 #include "lib/io.h"
 
 #include <check.h>
@@ -354,6 +357,220 @@ START_TEST(written_config_is_what_from_pretrained_reads)
 }
 END_TEST
 
+/* --------------------------------------------------------------- names */
+
+START_TEST(every_weight_has_its_hugging_face_name)
+{
+	static const struct {
+		enum hf_arch arch;
+		enum hf_kind kind;
+		const char *name;
+	} cases[] = {
+		{ HF_LLAMA, HF_TOKEN_EMBED, "model.embed_tokens.weight" },
+		{ HF_LLAMA, HF_ATTN_NORM, "model.layers.3.input_layernorm.weight" },
+		{ HF_LLAMA, HF_Q, "model.layers.3.self_attn.q_proj.weight" },
+		{ HF_LLAMA, HF_K, "model.layers.3.self_attn.k_proj.weight" },
+		{ HF_LLAMA, HF_V, "model.layers.3.self_attn.v_proj.weight" },
+		{ HF_LLAMA, HF_ATTN_OUT, "model.layers.3.self_attn.o_proj.weight" },
+		{ HF_LLAMA, HF_MLP_NORM, "model.layers.3.post_attention_layernorm.weight" },
+		{ HF_LLAMA, HF_MLP_GATE, "model.layers.3.mlp.gate_proj.weight" },
+		{ HF_LLAMA, HF_MLP_UP, "model.layers.3.mlp.up_proj.weight" },
+		{ HF_LLAMA, HF_MLP_DOWN, "model.layers.3.mlp.down_proj.weight" },
+		{ HF_LLAMA, HF_FINAL_NORM, "model.norm.weight" },
+		{ HF_LLAMA, HF_LM_HEAD, "lm_head.weight" },
+		{ HF_GPT2, HF_TOKEN_EMBED, "transformer.wte.weight" },
+		{ HF_GPT2, HF_POS_EMBED, "transformer.wpe.weight" },
+		{ HF_GPT2, HF_ATTN_NORM, "transformer.h.3.ln_1.weight" },
+		{ HF_GPT2, HF_ATTN_NORM_BIAS, "transformer.h.3.ln_1.bias" },
+		{ HF_GPT2, HF_QKV, "transformer.h.3.attn.c_attn.weight" },
+		{ HF_GPT2, HF_QKV_BIAS, "transformer.h.3.attn.c_attn.bias" },
+		{ HF_GPT2, HF_ATTN_OUT, "transformer.h.3.attn.c_proj.weight" },
+		{ HF_GPT2, HF_ATTN_OUT_BIAS, "transformer.h.3.attn.c_proj.bias" },
+		{ HF_GPT2, HF_MLP_NORM, "transformer.h.3.ln_2.weight" },
+		{ HF_GPT2, HF_MLP_NORM_BIAS, "transformer.h.3.ln_2.bias" },
+		{ HF_GPT2, HF_MLP_UP, "transformer.h.3.mlp.c_fc.weight" },
+		{ HF_GPT2, HF_MLP_UP_BIAS, "transformer.h.3.mlp.c_fc.bias" },
+		{ HF_GPT2, HF_MLP_DOWN, "transformer.h.3.mlp.c_proj.weight" },
+		{ HF_GPT2, HF_MLP_DOWN_BIAS, "transformer.h.3.mlp.c_proj.bias" },
+		{ HF_GPT2, HF_FINAL_NORM, "transformer.ln_f.weight" },
+		{ HF_GPT2, HF_FINAL_NORM_BIAS, "transformer.ln_f.bias" },
+		{ HF_GPT2, HF_LM_HEAD, "lm_head.weight" },
+	};
+	char name[128], bare[128];
+	size_t n;
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *prefix = hf_base_prefix(cases[i].arch);
+		const char *want_bare = strncmp(cases[i].name, prefix, strlen(prefix)) ?
+			cases[i].name : cases[i].name + strlen(prefix);
+
+		ck_assert_int_eq(hf_weight_name(cases[i].arch, cases[i].kind, 3, true, name,
+						sizeof name), 0);
+		ck_assert_str_eq(name, cases[i].name);
+		ck_assert_int_eq(hf_weight_name(cases[i].arch, cases[i].kind, 3, false, bare,
+						sizeof bare), 0);
+		ck_assert_str_eq(bare, want_bare);
+	}
+	/* each table covers what the list above says, no more */
+	hf_weights(HF_LLAMA, &n);
+	ck_assert_uint_eq(n, 12);
+	hf_weights(HF_GPT2, &n);
+	ck_assert_uint_eq(n, 17);
+	/* kinds of the other architecture have no name */
+	ck_assert_int_eq(hf_weight_name(HF_LLAMA, HF_QKV, 0, true, name, sizeof name), -1);
+	ck_assert_int_eq(hf_weight_name(HF_GPT2, HF_MLP_GATE, 0, true, name, sizeof name), -1);
+	ck_assert_int_eq(hf_weight_name(HF_LLAMA, HF_MLP_UP, 3, true, name, 10), -1);
+}
+END_TEST
+
+START_TEST(conv1d_weights_are_stored_transposed)
+{
+	size_t n;
+	const struct hf_weight *w = hf_weights(HF_LLAMA, &n);
+
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(!w[i].transposed, "%s", w[i].name);
+	ck_assert(hf_transposed(HF_GPT2, HF_QKV));
+	ck_assert(hf_transposed(HF_GPT2, HF_ATTN_OUT));
+	ck_assert(hf_transposed(HF_GPT2, HF_MLP_UP));
+	ck_assert(hf_transposed(HF_GPT2, HF_MLP_DOWN));
+	ck_assert(!hf_transposed(HF_GPT2, HF_TOKEN_EMBED));
+	ck_assert(!hf_transposed(HF_GPT2, HF_QKV_BIAS));
+	ck_assert(!hf_transposed(HF_GPT2, HF_LM_HEAD));
+}
+END_TEST
+
+START_TEST(shapes_follow_config_json)
+{
+	struct hf_config c;
+	int64_t s[2];
+
+	ck_assert_int_eq(hf_config_read(config_of(llama31_8b), &c, err, sizeof err), 0);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_TOKEN_EMBED, s), 2);
+	ck_assert(s[0] == 128256 && s[1] == 4096);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_Q, s), 2);
+	ck_assert(s[0] == 4096 && s[1] == 4096);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_K, s), 2);       /* 8 kv heads of 128 */
+	ck_assert(s[0] == 1024 && s[1] == 4096);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_V, s), 2);
+	ck_assert(s[0] == 1024 && s[1] == 4096);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_ATTN_OUT, s), 2);
+	ck_assert(s[0] == 4096 && s[1] == 4096);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_MLP_GATE, s), 2);
+	ck_assert(s[0] == 14336 && s[1] == 4096);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_MLP_DOWN, s), 2);
+	ck_assert(s[0] == 4096 && s[1] == 14336);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_ATTN_NORM, s), 1);
+	ck_assert(s[0] == 4096);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_LM_HEAD, s), 2);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_QKV, s), 0);       /* GPT-2's */
+	c.tie_word_embeddings = true;
+	ck_assert_int_eq(hf_weight_shape(&c, HF_LM_HEAD, s), 0);
+	/* GPT-2: Conv1D weights [in, out] */
+	ck_assert_int_eq(hf_config_read(config_of(gpt2_hub), &c, err, sizeof err), 0);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_QKV, s), 2);
+	ck_assert(s[0] == 768 && s[1] == 3 * 768);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_QKV_BIAS, s), 1);
+	ck_assert(s[0] == 3 * 768);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_MLP_UP, s), 2);
+	ck_assert(s[0] == 768 && s[1] == 3072);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_MLP_DOWN, s), 2);
+	ck_assert(s[0] == 3072 && s[1] == 768);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_POS_EMBED, s), 2);
+	ck_assert(s[0] == 1024 && s[1] == 768);
+	ck_assert_int_eq(hf_weight_shape(&c, HF_LM_HEAD, s), 0);   /* tied */
+	ck_assert_int_eq(hf_weight_shape(&c, HF_MLP_GATE, s), 0);  /* Llama's */
+}
+END_TEST
+
+/* A tiny Llama (C 8, 2 heads of 4, 1 kv head, I 12, V 10, 2 layers) as a
+ * safetensors file, with or without the "model." prefix; one weight may
+ * be given a wrong shape. */
+static const char *tiny_llama(struct hf_config *c, bool prefixed, enum hf_kind bad)
+{
+	static float zeros[12 * 8];
+	struct st_out t[32];
+	static char names[32][96];
+	size_t n = 0, nw;
+	const struct hf_weight *w = hf_weights(HF_LLAMA, &nw);
+
+	ck_assert_int_eq(hf_config_read(config_of(
+		"{\"model_type\": \"llama\", \"hidden_size\": 8, \"num_hidden_layers\": 2,"
+		" \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"intermediate_size\": 12,"
+		" \"vocab_size\": 10, \"max_position_embeddings\": 16}"), c, err, sizeof err), 0);
+	for (size_t i = 0; i < nw; i++)
+		for (int l = 0; l < (w[i].per_layer ? c->num_layers : 1); l++) {
+			memset(&t[n], 0, sizeof t[n]);
+			t[n].ndim = hf_weight_shape(c, w[i].kind, t[n].shape);
+			ck_assert_int_eq(hf_weight_name(HF_LLAMA, w[i].kind, l, prefixed, names[n],
+							sizeof names[n]), 0);
+			t[n].name = names[n];
+			t[n].data = zeros;
+			if (w[i].kind == bad && l == 1)
+				t[n].shape[0]--;
+			n++;
+		}
+	ck_assert_int_eq(st_write(in_dir("model.safetensors"), t, n, ST_BF16, NULL, err,
+				  sizeof err), 0);
+	return in_dir("model.safetensors");
+}
+
+START_TEST(weights_are_found_with_or_without_the_prefix)
+{
+	for (int prefixed = 0; prefixed <= 1; prefixed++) {
+		struct hf_config c;
+		struct safetensors *st;
+		const struct st_tensor *t;
+		bool p;
+
+		tiny_llama(&c, prefixed, HF_NUM_KINDS);
+		st = st_open_dir(dir, err, sizeof err);
+		ck_assert_msg(st, "%s", err);
+		ck_assert_int_eq(hf_detect_prefix(st, HF_LLAMA, &p, err, sizeof err), 0);
+		ck_assert_int_eq(p, prefixed);
+		t = hf_weight_find(st, &c, "config.json", HF_K, 1, p, err, sizeof err);
+		ck_assert_msg(t, "%s", err);
+		ck_assert(t->shape[0] == 4 && t->shape[1] == 8);
+		ck_assert_ptr_nonnull(hf_weight_find(st, &c, "config.json", HF_LM_HEAD, 0, p, err,
+						     sizeof err));
+		/* GPT-2's names are not there */
+		ck_assert_int_eq(hf_detect_prefix(st, HF_GPT2, &p, err, sizeof err), -1);
+		ck_assert_msg(strstr(err, "neither transformer.wte.weight nor wte.weight is there: "
+				     "not the weights of a gpt2 model"), "%s", err);
+		st_close(st);
+	}
+}
+END_TEST
+
+START_TEST(a_wrong_shape_names_tensor_file_config_and_both_shapes)
+{
+	struct hf_config c;
+	struct safetensors *st;
+	const char *path = tiny_llama(&c, true, HF_MLP_UP);
+	char want[PATH_MAX + 256];
+
+	st = st_open_dir(dir, err, sizeof err);
+	ck_assert_msg(st, "%s", err);
+	ck_assert_ptr_nonnull(hf_weight_find(st, &c, "DIR/config.json", HF_MLP_UP, 0, true, err,
+					     sizeof err));
+	ck_assert_ptr_null(hf_weight_find(st, &c, "DIR/config.json", HF_MLP_UP, 1, true, err,
+					  sizeof err));
+	snprintf(want, sizeof want, "model.layers.1.mlp.up_proj.weight in %s is [11, 8], "
+		 "DIR/config.json says [12, 8]", path);
+	ck_assert_str_eq(err, want);
+	/* a missing layer */
+	ck_assert_ptr_null(hf_weight_find(st, &c, "DIR/config.json", HF_Q, 2, true, err, sizeof err));
+	snprintf(want, sizeof want, "model.layers.2.self_attn.q_proj.weight: not in %s", path);
+	ck_assert_str_eq(err, want);
+	/* a tied model has no LM head to find */
+	c.tie_word_embeddings = true;
+	ck_assert_ptr_null(hf_weight_find(st, &c, "DIR/config.json", HF_LM_HEAD, 0, true, err,
+					  sizeof err));
+	ck_assert_msg(strstr(err, "DIR/config.json: tie_word_embeddings is true"), "%s", err);
+	st_close(st);
+}
+END_TEST
+
 static Suite *hf_suite(void)
 {
 	Suite *s = suite_create("hf");
@@ -367,6 +584,11 @@ static Suite *hf_suite(void)
 	tcase_add_test(tc, gpt2_refusals_name_file_and_key);
 	tcase_add_test(tc, written_configs_read_back_equal);
 	tcase_add_test(tc, written_config_is_what_from_pretrained_reads);
+	tcase_add_test(tc, every_weight_has_its_hugging_face_name);
+	tcase_add_test(tc, conv1d_weights_are_stored_transposed);
+	tcase_add_test(tc, shapes_follow_config_json);
+	tcase_add_test(tc, weights_are_found_with_or_without_the_prefix);
+	tcase_add_test(tc, a_wrong_shape_names_tensor_file_config_and_both_shapes);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,4 +1,5 @@
-# t/unit/hf.mk: Hugging Face models in and out (see t/local.mk).
+# t/unit/hf.mk: Hugging Face models in and out (see t/local.mk):
+# safetensors files, config.json and the weights' names.
 check_PROGRAMS += t/unit/check_safetensors
 TESTS += t/unit/check_safetensors
 t_unit_check_safetensors_SOURCES = t/unit/check_safetensors.c
