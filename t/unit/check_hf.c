@@ -8,7 +8,9 @@
  * model's prefix.
  *
  * The configs of real models (gpt2 on the Hub, Llama 3.1 8B) are quoted
- * here by their keys.
+ * here by their keys; t/tools/safetensors_ref.py writes a Llama 3.1 and a
+ * GPT-2 config.json that must read value for value, and checks what
+ * hf_config_write makes of them.
  */
 #include "config.h"
 #include "lib/hf_config.h"
@@ -23,6 +25,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define REF_PY STORK_TEST_TOOLS "/safetensors_ref.py"
 
 static char dir[PATH_MAX];
 static char err[2048];
@@ -63,6 +67,13 @@ static const char *config_of(const char *text)
 	fputs(text, f);
 	fclose(f);
 	return path;
+}
+
+static int run_ref(const char *cmd, const char *a)
+{
+	char *argv[] = { "/usr/bin/python3", REF_PY, (char *)cmd, (char *)a, NULL };
+
+	return spawn_wait(argv, NULL);
 }
 
 /* The gpt2 checkpoint's config.json on the Hub (GPT2LMHeadModel). */
@@ -357,6 +368,43 @@ START_TEST(written_config_is_what_from_pretrained_reads)
 }
 END_TEST
 
+START_TEST(configs_of_the_python_reference_read_value_for_value)
+{
+	char path[PATH_MAX + 64];
+	struct hf_config c;
+
+	ck_assert_int_eq(run_ref("write-config", dir), 0);
+	snprintf(path, sizeof path, "%s", in_dir("llama/config.json"));
+	ck_assert_msg(hf_config_read(path, &c, err, sizeof err) == 0, "%s", err);
+	ck_assert_int_eq(c.arch, HF_LLAMA);
+	ck_assert_int_eq(c.hidden_size, 96);
+	ck_assert_int_eq(c.intermediate_size, 256);
+	ck_assert_int_eq(c.num_layers, 3);
+	ck_assert_int_eq(c.num_heads, 6);
+	ck_assert_int_eq(c.num_kv_heads, 2);
+	ck_assert_int_eq(c.head_dim, 16);
+	ck_assert_int_eq(c.vocab_size, 128256);
+	ck_assert_int_eq(c.max_position_embeddings, 131072);
+	ck_assert(c.norm_eps == 1e-5 && c.rope_theta == 500000.0);
+	ck_assert(c.rope_scaling && c.rope_factor == 8 && c.rope_low_freq_factor == 1 &&
+		  c.rope_high_freq_factor == 4 && c.rope_original_max_position_embeddings == 8192);
+	ck_assert(!c.tie_word_embeddings);
+	ck_assert_str_eq(c.torch_dtype, "bfloat16");
+	mkdir(in_dir("llama-out"), 0755);
+	ck_assert_int_eq(hf_config_write(in_dir("llama-out/config.json"), &c, err, sizeof err), 0);
+	snprintf(path, sizeof path, "%s", in_dir("gpt2/config.json"));
+	ck_assert_msg(hf_config_read(path, &c, err, sizeof err) == 0, "%s", err);
+	ck_assert_int_eq(c.arch, HF_GPT2);
+	ck_assert(c.hidden_size == 768 && c.num_layers == 12 && c.num_heads == 12);
+	ck_assert(c.max_position_embeddings == 1024 && c.vocab_size == 50257);
+	ck_assert(c.norm_eps == 1e-5 && c.tie_word_embeddings);
+	mkdir(in_dir("gpt2-out"), 0755);
+	ck_assert_int_eq(hf_config_write(in_dir("gpt2-out/config.json"), &c, err, sizeof err), 0);
+	/* and what was written back is what the reference expects */
+	ck_assert_int_eq(run_ref("check-config", dir), 0);
+}
+END_TEST
+
 /* --------------------------------------------------------------- names */
 
 START_TEST(every_weight_has_its_hugging_face_name)
@@ -584,6 +632,7 @@ static Suite *hf_suite(void)
 	tcase_add_test(tc, gpt2_refusals_name_file_and_key);
 	tcase_add_test(tc, written_configs_read_back_equal);
 	tcase_add_test(tc, written_config_is_what_from_pretrained_reads);
+	tcase_add_test(tc, configs_of_the_python_reference_read_value_for_value);
 	tcase_add_test(tc, every_weight_has_its_hugging_face_name);
 	tcase_add_test(tc, conv1d_weights_are_stored_transposed);
 	tcase_add_test(tc, shapes_follow_config_json);

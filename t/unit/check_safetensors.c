@@ -6,8 +6,11 @@
  * broken or hostile is refused with a message naming the file, the tensor
  * and what is wrong.
  *
- * The conversions are checked against arithmetic written here (and
- * against the compiler's _Float16 where it has one).
+ * Independent references: the conversions are checked against arithmetic
+ * written here (and against the compiler's _Float16 where it has one);
+ * t/tools/safetensors_ref.py, a stdlib-only Python implementation of the
+ * format, writes files this reader must read value for value and checks
+ * the files this writer writes.
  *
  * Broken files are made byte by byte by raw_file(); each test works in a
  * fresh directory under /tmp.
@@ -32,6 +35,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define REF_PY STORK_TEST_TOOLS "/safetensors_ref.py"
 
 static char dir[PATH_MAX];
 static char err[2048];
@@ -110,6 +115,13 @@ static void assert_refused(const char *path, ...)
 	for (const char *s; (s = va_arg(ap, const char *));)
 		ck_assert_msg(strstr(err, s), "\"%s\" not in: %s", s, err);
 	va_end(ap);
+}
+
+static int run_ref(const char *cmd, const char *a, const char *b)
+{
+	char *argv[] = { "/usr/bin/python3", REF_PY, (char *)cmd, (char *)a, (char *)b, NULL };
+
+	return spawn_wait(argv, NULL);
 }
 
 /* --------------------------------------------------------------- conversions */
@@ -221,7 +233,8 @@ END_TEST
 
 /* --------------------------------------------------------------- round trips */
 
-/* Fifteen fp32 values: ties, near-ties, overflow, subnormals, NaN. */
+/* Fifteen fp32 values: ties, near-ties, overflow, subnormals, NaN (the
+ * list safetensors_ref.py's C_BITS holds). */
 static const uint32_t values_bits[] = {
 	0x3F800000, 0x3F808000, 0x3F818000, 0x3F808001, 0x3F80FFFF,
 	0xBF817FFF, 0x7F7FFFFF, 0x7F7F7FFF, 0x00008000, 0x00018000,
@@ -229,7 +242,7 @@ static const uint32_t values_bits[] = {
 };
 #define NVALUES (sizeof values_bits / sizeof values_bits[0])
 
-/* Four tensors: values, matrix, scalar, empty. */
+/* The tensors safetensors_ref.py check-st expects: values, matrix, scalar, empty. */
 static void write_four(const char *path, enum st_dtype dtype)
 {
 	static float values[NVALUES], matrix[12], scalar = 42.5f;
@@ -771,6 +784,77 @@ END_TEST
 
 /* ------------------------------------------------- the Python reference */
 
+START_TEST(files_of_the_python_reference_read_value_for_value)
+{
+	static const float f32_want[] = { 1, -2.5f, FLT_MAX, 0x1p-149f, -0.0f, INFINITY,
+					  -INFINITY, NAN, 0.1f, FLT_MIN };
+	static const float bf16_want[] = { 1, -1.5f, 0.0078125f, 0x1.fep127f, 0x1p-133f,
+					   INFINITY, -INFINITY, NAN, -0.0f };
+	static const float f16_want[] = { 1, -2, 65504, 0x1p-24f, 0x3ffp-24f, 0x1p-14f,
+					  INFINITY, -INFINITY, NAN, -0.0f, 0.333251953125f,
+					  0.0999755859375f, -0x3p-24f };
+	static const struct {
+		const char *name;
+		const float *want;
+		size_t n;
+	} cases[] = {
+		{ "f32", f32_want, 10 }, { "bf16", bf16_want, 9 }, { "f16", f16_want, 13 },
+	};
+	struct safetensors *st;
+	const struct st_tensor *t;
+	float out[32];
+
+	ck_assert_int_eq(run_ref("write-st", dir, NULL), 0);
+	st = st_open(in_dir("ref.safetensors"), err, sizeof err);
+	ck_assert_msg(st, "%s", err);
+	ck_assert_uint_eq(st_count(st), 5);
+	ck_assert_str_eq(st_metadata(st, "writer"), "safetensors_ref.py");
+	for (size_t k = 0; k < 3; k++) {
+		t = st_find(st, cases[k].name);
+		ck_assert_ptr_nonnull(t);
+		ck_assert_int_eq(t->nelem, cases[k].n);
+		ck_assert_msg(st_read(st, t, out, err, sizeof err) == 0, "%s", err);
+		for (size_t i = 0; i < cases[k].n; i++) {
+			if (isnan(cases[k].want[i]))
+				ck_assert_msg(isnan(out[i]), "%s[%zu]", cases[k].name, i);
+			else
+				ck_assert_msg(bits_of(out[i]) == bits_of(cases[k].want[i]),
+					      "%s[%zu] = %a, not %a", cases[k].name, i, out[i],
+					      cases[k].want[i]);
+		}
+	}
+	/* rows and blocks of the Python file */
+	t = st_find(st, "grid");
+	ck_assert_int_eq(st_read_block(st, t, 2, 2, 1, 4, out, err, sizeof err), 0);
+	for (int i = 0; i < 8; i++)
+		ck_assert(out[i] == (2 + i / 4) * 16 + 1 + i % 4);
+	t = st_find(st, "grid16");
+	ck_assert_int_eq(st_read_rows(st, t, 3, 1, out, err, sizeof err), 0);
+	ck_assert(out[0] == -9 / 4.0f && out[1] == -10 / 4.0f && out[2] == -11 / 4.0f);
+	st_close(st);
+	/* its sharded set */
+	st = st_open_dir(in_dir("sharded"), err, sizeof err);
+	ck_assert_msg(st, "%s", err);
+	ck_assert_uint_eq(st_count(st), 3);
+	ck_assert_int_eq(st_read(st, st_find(st, "a"), out, err, sizeof err), 0);
+	ck_assert(out[0] == 1 && out[3] == 4);
+	ck_assert_int_eq(st_read(st, st_find(st, "b"), out, err, sizeof err), 0);
+	ck_assert(out[0] == 0.5f && out[1] == -0.25f && out[2] == 8);
+	ck_assert_int_eq(st_read(st, st_find(st, "c"), out, err, sizeof err), 0);
+	ck_assert(out[0] == 0x1p-24f && out[1] == -65504);
+	st_close(st);
+}
+END_TEST
+
+START_TEST(files_of_this_writer_pass_the_python_reference)
+{
+	write_four(in_dir("c-f32.safetensors"), ST_F32);
+	write_four(in_dir("c-bf16.safetensors"), ST_BF16);
+	ck_assert_int_eq(run_ref("check-st", in_dir("c-f32.safetensors"),
+				 in_dir("c-bf16.safetensors")), 0);
+}
+END_TEST
+
 static Suite *safetensors_suite(void)
 {
 	Suite *s = suite_create("safetensors");
@@ -795,6 +879,8 @@ static Suite *safetensors_suite(void)
 	tcase_add_test(tc, a_file_that_is_not_safetensors_is_refused_before_any_allocation);
 	tcase_add_test(tc, the_writer_refuses_what_it_cannot_write);
 	tcase_add_test(tc, a_failed_write_leaves_the_old_file_and_no_temporary);
+	tcase_add_test(tc, files_of_the_python_reference_read_value_for_value);
+	tcase_add_test(tc, files_of_this_writer_pass_the_python_reference);
 	suite_add_tcase(s, tc);
 	return s;
 }
