@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,8 +91,8 @@ float st_f16_to_f32(uint16_t h)
 
 	if (exp == 0x1f) {               /* infinity, or NaN with its payload */
 		bits = sign | 0x7f800000u | man << 13;
-	} else if (exp == 0) {           /* zero or subnormal: man * 2^-24 */
-		f = ldexpf((float)man, -24);
+	} else if (exp == 0) {           /* zero or subnormal: man * 2^-24, exact */
+		f = (float)man * 0x1p-24f;
 		return sign ? -f : f;
 	} else {                         /* rebias the exponent: 15 -> 127 */
 		bits = sign | (exp + 112) << 23 | man << 13;
