@@ -30,6 +30,7 @@ lib_libstork_la_LIBADD = $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 # Each area of lib/ adds its files in its own fragment.
 include lib/bind.mk
 include lib/config.mk
+include lib/hf.mk
 include lib/comm/local.mk
 include lib/rendezvous.mk
 

@@ -5,6 +5,12 @@
 #include "lib/stork_json.h"
 
 #include "lib/atomic_file.h"
+#include "lib/io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <inttypes.h>
 #include <math.h>
@@ -149,6 +155,49 @@ json_t *sj_load_file(const char *path, char *err, size_t errlen)
 		return NULL;
 	}
 	return parse_error(&e, path, err, errlen);
+}
+
+json_t *sj_load_file_strict(const char *path, size_t max, char *err, size_t errlen)
+{
+	json_error_t e;
+	json_t *v = NULL;
+	struct stat st;
+	char *text = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		goto out;
+	}
+	if ((uint64_t)st.st_size > max) {
+		snprintf(err, errlen, "%s: %lld bytes, more than the %zu a file of this kind may have",
+			 path, (long long)st.st_size, max);
+		goto out;
+	}
+	if (!(text = malloc(st.st_size ? (size_t)st.st_size : 1))) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	errno = 0;
+	if (pread_all(fd, text, st.st_size, 0) != (ssize_t)st.st_size) {
+		snprintf(err, errlen, "%s: cannot read: %s", path,
+			 errno ? strerror(errno) : "it shrank while being read");
+		goto out;
+	}
+	if (!(v = json_loadb(text, st.st_size, JSON_REJECT_DUPLICATES, &e)))
+		parse_error(&e, path, err, errlen);
+out:
+	free(text);
+	close(fd);
+	return v;
 }
 
 int sj_write_file(const char *path, const json_t *v, char *err, size_t errlen)

@@ -50,6 +50,12 @@ json_t *sj_parse(const char *text, size_t len, const char *name, char *err, size
 /* Read and parse the file at path; errors name the path. */
 json_t *sj_load_file(const char *path, char *err, size_t errlen);
 
+/* sj_load_file for files from the outside world (a model's config.json,
+ * an index of weight files): a regular file of at most max bytes, read
+ * whole before parsing; an object that names a key twice is refused (which
+ * of the two would count is a reader's guess). */
+json_t *sj_load_file_strict(const char *path, size_t max, char *err, size_t errlen);
+
 /* Write v to path, indented, with a final newline, replacing the file
  * atomically (atomic_write_file). 0, or -1 with a message naming path. */
 int sj_write_file(const char *path, const json_t *v, char *err, size_t errlen);

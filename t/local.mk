@@ -12,6 +12,7 @@ UNIT_LIBS = lib/libstork.la $(CHECK_LIBS)
 
 include t/unit/bind.mk
 include t/unit/config.mk
+include t/unit/hf.mk
 include t/unit/comm.mk
 include t/unit/engine.mk
 include t/unit/rendezvous.mk

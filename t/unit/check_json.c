@@ -202,6 +202,40 @@ START_TEST(missing_and_damaged_files_are_named)
 }
 END_TEST
 
+START_TEST(strict_files_refuse_twice_named_keys_size_and_non_files)
+{
+	char dir[] = "/tmp/check_json.XXXXXX", path[256];
+	json_t *v;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	f = fopen(path, "w");
+	fputs("{\"a\": {\"b\": 1, \"c\": 2}}\n", f);
+	fclose(f);
+	v = sj_load_file_strict(path, 1000, err, sizeof err);
+	ck_assert_msg(v, "%s", err);
+	ck_assert_int_eq(sj_int(json_object_get(v, "a"), "c", 0), 2);
+	json_decref(v);
+	/* larger than max */
+	ck_assert_ptr_null(sj_load_file_strict(path, 10, err, sizeof err));
+	ck_assert_msg(strstr(err, path) && strstr(err, "24 bytes, more than the 10"), "%s", err);
+	/* a key twice, at any depth */
+	f = fopen(path, "w");
+	fputs("{\"a\": {\"b\": 1, \"b\": 2}}", f);
+	fclose(f);
+	ck_assert_ptr_null(sj_load_file_strict(path, 1000, err, sizeof err));
+	ck_assert_msg(!strncmp(err, path, strlen(path)) && strstr(err, "duplicate"), "%s", err);
+	unlink(path);
+	/* a directory, a missing file */
+	ck_assert_ptr_null(sj_load_file_strict(dir, 1000, err, sizeof err));
+	ck_assert_msg(strstr(err, "not a regular file"), "%s", err);
+	ck_assert_ptr_null(sj_load_file_strict(path, 1000, err, sizeof err));
+	ck_assert_msg(strstr(err, path) && strstr(err, "No such file"), "%s", err);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(compact_is_one_line)
 {
 	json_t *v = json_pack("{s:s, s:I, s:o}", "metric", "train_loss", "step", (json_int_t)3,
@@ -229,6 +263,7 @@ static Suite *json_suite(void)
 	tcase_add_test(tc, parse_errors_name_line_and_column);
 	tcase_add_test(tc, files_are_written_indented_and_read_back);
 	tcase_add_test(tc, missing_and_damaged_files_are_named);
+	tcase_add_test(tc, strict_files_refuse_twice_named_keys_size_and_non_files);
 	tcase_add_test(tc, compact_is_one_line);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1,0 +1,16 @@
+# t/unit/hf.mk: Hugging Face models in and out (see t/local.mk):
+# safetensors files, config.json and the weights' names. The files and
+# config.json are also held against t/tools/safetensors_ref.py, a second
+# implementation in Python (standard library only).
+HF_UNIT_CFLAGS = $(UNIT_CFLAGS) -DSTORK_TEST_TOOLS='"$(abs_top_srcdir)/t/tools"'
+check_PROGRAMS += t/unit/check_safetensors
+TESTS += t/unit/check_safetensors
+t_unit_check_safetensors_SOURCES = t/unit/check_safetensors.c
+t_unit_check_safetensors_CFLAGS = $(HF_UNIT_CFLAGS)
+t_unit_check_safetensors_LDADD = $(UNIT_LIBS)
+EXTRA_DIST += t/tools/safetensors_ref.py
+check_PROGRAMS += t/unit/check_hf
+TESTS += t/unit/check_hf
+t_unit_check_hf_SOURCES = t/unit/check_hf.c
+t_unit_check_hf_CFLAGS = $(HF_UNIT_CFLAGS)
+t_unit_check_hf_LDADD = $(UNIT_LIBS)
