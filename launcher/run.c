@@ -321,6 +321,24 @@ static void read_result(int fd, struct daemon_result *res)
 }
 
 /*
+ * provenance/: written once the first daemon runs, while it meets the
+ * others, not before it: asking git about the submit directory (a large
+ * repository's status takes seconds) costs the start nothing then.
+ */
+static const char *provenance_dir;
+
+static void write_provenance_once(void)
+{
+	char err[1024];
+
+	if (!provenance_dir)
+		return;
+	if (rundir_write_provenance(provenance_dir, err, sizeof err) < 0)
+		stork_warn("%s", err);
+	provenance_dir = NULL;
+}
+
+/*
  * Start storkd, forward the signals a job receives to it, and wait. The
  * result pipe stays open in storkd only; its end of file tells us storkd is
  * gone even if it could not say why.
@@ -364,6 +382,7 @@ static int supervise(const char *storkd, char **args, struct daemon_result *res,
 	child_pid = pid;
 	*pid_out = pid;
 	stop_signals_unblock(); /* what came since `stork run` began is forwarded now */
+	write_provenance_once();
 	close(pipefd[1]);
 	read_result(pipefd[0], res);
 	close(pipefd[0]);
@@ -899,8 +918,7 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (rundir_path(run_dir, sizeof run_dir, cfg.run.dir, cfg.run.name) < 0 ||
-	    rundir_create(run_dir, err, sizeof err) < 0 ||
-	    rundir_write_provenance(run_dir, err, sizeof err) < 0) {
+	    rundir_create(run_dir, err, sizeof err) < 0) {
 		stork_error("%s", err);
 		code = STORK_EXIT_INTERNAL;
 		goto out;
@@ -909,6 +927,7 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}
+	provenance_dir = run_dir;
 	if (l.index == 0) {
 		printf("stork: run directory %s\n", run_dir);
 		snprintf(job_end, sizeof job_end, "%lld", (long long)check_job(&asked));
@@ -935,6 +954,7 @@ int cmd_run(int argc, char **argv)
 	} else {
 		code = attempts(&cfg, &l, storkd, run_dir, config_path, nranks, job_end, nt);
 	}
+	write_provenance_once(); /* when no daemon started (staging failed) */
 	notify_close(nt);
 out:
 	config_free(&cfg);
