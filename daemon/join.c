@@ -113,7 +113,7 @@ static int check_node(int index, const struct run_node *n, char *err, size_t err
 	return 0;
 }
 
-static int parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, size_t errlen)
+int join_parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, size_t errlen)
 {
 	json_t *v = NULL, *bind = NULL;
 	const char *desc, *bindings, *host;
@@ -183,7 +183,7 @@ int join_run(struct run_layout *l, const struct rdv_params *p, const struct join
 		return STORK_EXIT_INTERNAL;
 	}
 	for (int i = 0; i < l->nnodes; i++) {
-		if (parse_blob(&l->rdv.peers[i], &l->nodes[i], err, errlen) < 0)
+		if (join_parse_blob(&l->rdv.peers[i], &l->nodes[i], err, errlen) < 0)
 			return STORK_EXIT_RENDEZVOUS;
 		/* several daemons talk over UCX: each must say where */
 		if (l->nnodes > 1 && !l->nodes[i].ucx_len) {

@@ -60,6 +60,16 @@ struct join_offer {
 int join_run(struct run_layout *l, const struct rdv_params *p, const struct join_offer *offer,
 	     char *err, size_t errlen);
 
+/*
+ * Read one daemon's blob (launcher p->index's, from the rendezvous) into n
+ * and check every field against what a daemon sends: host, rank count,
+ * pid, job end, bindings, and the UCX address (which points into
+ * p->blob). Returns 0, or -1 with a message naming the launcher.
+ * n->bindings, when set (even on failure), is the caller's to release:
+ * join_free does it for join_run's nodes.
+ */
+int join_parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, size_t errlen);
+
 /* Write run_dir/config/slurm_env.json: job, step, nodes, and every rank's
  * host, GPU, cpus and NUMA node. Returns 0 or -1 with a message. */
 int join_write_slurm_env(const char *run_dir, const struct run_layout *l, char *err,

@@ -28,6 +28,31 @@ void rdv_describe_missing(const struct rdv_params *p, const bool *arrived, char 
 int rdv_tcp_exchange(const struct rdv_params *p, const void *blob, size_t len,
 		     struct rdv_peer *peers, double deadline, char *err, size_t errlen);
 
+/*
+ * The TCP rendezvous's two readings of what comes from the network (wire
+ * format and refusals: lib/rendezvous_tcp.c), on bytes in memory, so that
+ * t/fuzz hands them what a stranger could send.
+ *
+ * rdv_tcp_hello_parse: launcher 0's reading of one connection, given the
+ * len bytes the peer sent before closing it: the hello's header checked
+ * against p's step (arrived[i]: launcher i is in), its credential (p's
+ * secret_file when munged does not answer), then the blob it vouches for.
+ * Returns 0 with the blob in *peer (malloc'd; peer->index the launcher it
+ * claims), or -1 when it is refused or cut short (logged as serve() does).
+ *
+ * rdv_tcp_reply_parse: launcher p->index's reading of launcher 0's reply
+ * from the len bytes at buf: header, credential, then the table into
+ * peers as rdv_tcp_exchange fills them, or launcher 0's error. Returns 0
+ * (the table), -1 with err (launcher 0's error, or a table that does not
+ * split), or 1 with err (a reply not to trust: rdv_tcp_exchange tries
+ * again). The caller frees the blobs in peers in every case.
+ */
+int rdv_tcp_hello_parse(const struct rdv_params *p, const void *buf, size_t len,
+			const bool *arrived, struct rdv_peer *peer);
+
+int rdv_tcp_reply_parse(const struct rdv_params *p, const void *buf, size_t len,
+			struct rdv_peer *peers, char *err, size_t errlen);
+
 int rdv_pmix_exchange(const struct rdv_params *p, const void *blob, size_t len,
 		      struct rdv_peer *peers, double deadline, char *err, size_t errlen);
 

@@ -72,9 +72,14 @@ struct hello {
 	uint32_t cred_len;
 };
 
-/* A connection launcher 0 has accepted but not yet identified. */
+/*
+ * A connection launcher 0 has accepted but not yet identified: a socket,
+ * or (rdv_tcp_hello_parse, fd -1) the bytes a peer sent, in memory.
+ */
 struct conn {
 	int fd;
+	const unsigned char *sent;	/* without a socket: the bytes, their end the peer's close */
+	size_t sent_len, sent_off;
 	unsigned char hdr[HELLO_LEN];
 	struct hello h;
 	char cred[RDV_CRED_MAX];
@@ -417,10 +422,25 @@ static void refuse(const struct rdv_params *p, struct conn *c, const char *why, 
 	if (c->have >= HELLO_LEN)
 		snprintf(claim, sizeof claim, " claiming launcher %u", c->h.index);
 	stork_warn("rendezvous: refused a connection from %s%s: %s", c->from, claim, why);
-	if (!quiet)
+	if (c->fd >= 0 && !quiet) /* bytes in memory have no peer to tell */
 		send_error(p, c->fd, c->have >= HELLO_LEN ? c->h.index : 0, why, deadline);
-	drain(c->fd);
+	if (c->fd >= 0)
+		drain(c->fd);
 	conn_close(c);
+}
+
+/* recv on c's socket, or the next of the bytes in memory (0 at their end). */
+static ssize_t conn_recv(struct conn *c, void *dst, size_t want)
+{
+	size_t n = c->sent_len - c->sent_off;
+
+	if (c->fd >= 0)
+		return recv(c->fd, dst, want, 0);
+	if (n > want)
+		n = want;
+	memcpy(dst, c->sent + c->sent_off, n);
+	c->sent_off += n;
+	return (ssize_t)n;
 }
 
 /* The hello's header is in: check it, then make room for the credential. */
@@ -488,7 +508,7 @@ static int conn_progress(const struct rdv_params *p, struct conn *c, const bool 
 			}
 			return 1;
 		}
-		ssize_t n = recv(c->fd, dst, want, 0);
+		ssize_t n = conn_recv(c, dst, want);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -505,6 +525,18 @@ static int conn_progress(const struct rdv_params *p, struct conn *c, const bool 
 		if (in_cred && c->have == cred_end && cred_done(p, c, deadline) < 0)
 			return -1;
 	}
+}
+
+int rdv_tcp_hello_parse(const struct rdv_params *p, const void *buf, size_t len,
+			const bool *arrived, struct rdv_peer *peer)
+{
+	struct conn c = { .fd = -1, .sent = buf, .sent_len = len, .opened = rdv_now(),
+			  .from = "(bytes in memory)" };
+
+	if (conn_progress(p, &c, arrived, rdv_now() + 1.0) != 1)
+		return -1; /* refused or cut short: c is closed */
+	*peer = (struct rdv_peer){ .index = (int)c.h.index, .blob = c.blob, .len = c.h.len };
+	return 0;
 }
 
 /*
@@ -825,12 +857,40 @@ static int parse_table(const struct rdv_params *p, const unsigned char *t, size_
 enum attempt { ATTEMPT_TABLE, ATTEMPT_ERROR, ATTEMPT_AGAIN };
 
 /*
+ * Where a launcher reads launcher 0's reply from: its socket (by the
+ * deadline), or (rdv_tcp_reply_parse, fd -1) bytes in memory, whose end
+ * reads as a closed connection.
+ */
+struct reply_src {
+	int fd;
+	double deadline;
+	const unsigned char *buf;
+	size_t len, off;
+};
+
+/* The next n bytes of the reply into dst. 0, or -1 with errno as recv_all. */
+static int reply_take(struct reply_src *r, void *dst, size_t n)
+{
+	if (r->fd >= 0)
+		return recv_all(r->fd, dst, n, r->deadline);
+	if (n > r->len - r->off) {
+		r->off = r->len;
+		errno = ECONNRESET;
+		return -1;
+	}
+	memcpy(dst, r->buf + r->off, n);
+	r->off += n;
+	return 0;
+}
+
+/*
  * Read launcher 0's reply: header, credential, body. A reply that is not
  * credentialed by the job's user for this launcher (another user's process
  * holding the port, or a forged answer) is refused and tried again.
  */
-static enum attempt read_reply(const struct rdv_params *p, int fd, struct rdv_peer *peers,
-			       double deadline, char *why, size_t whylen, char *err, size_t errlen)
+static enum attempt read_reply(const struct rdv_params *p, struct reply_src *r,
+			       struct rdv_peer *peers, char *why, size_t whylen, char *err,
+			       size_t errlen)
 {
 	unsigned char hdr[REPLY_LEN], *body = NULL;
 	char cred[RDV_CRED_MAX], what[256], digest[65];
@@ -838,7 +898,7 @@ static enum attempt read_reply(const struct rdv_params *p, int fd, struct rdv_pe
 	uint64_t blen, limit;
 	enum attempt got = ATTEMPT_AGAIN;
 
-	if (recv_all(fd, hdr, REPLY_LEN, deadline) < 0) {
+	if (reply_take(r, hdr, REPLY_LEN) < 0) {
 		snprintf(why, whylen, "launcher 0 closed the connection without a reply (%s)",
 			 errno == ECONNRESET ? "refused or dropped" : strerror(errno));
 		return ATTEMPT_AGAIN;
@@ -859,7 +919,7 @@ static enum attempt read_reply(const struct rdv_params *p, int fd, struct rdv_pe
 		return ATTEMPT_AGAIN;
 	}
 	reply_what(p, (unsigned)p->index, status, what, sizeof what);
-	if (recv_all(fd, cred, clen, deadline) < 0 ||
+	if (reply_take(r, cred, clen) < 0 ||
 	    rdv_auth_verify_what(cred, clen, what, p->secret_file, digest, why, whylen) < 0) {
 		char detail[512];
 
@@ -869,7 +929,7 @@ static enum attempt read_reply(const struct rdv_params *p, int fd, struct rdv_pe
 		stork_warn("rendezvous: launcher %d: %s", p->index, why);
 		return ATTEMPT_AGAIN;
 	}
-	if (!(body = malloc(blen ? blen : 1)) || recv_all(fd, body, blen, deadline) < 0 ||
+	if (!(body = malloc(blen ? blen : 1)) || reply_take(r, body, blen) < 0 ||
 	    rdv_auth_check_data(digest, body, blen) < 0) {
 		snprintf(why, whylen, "launcher 0's reply was cut short or does not match its "
 			 "credential");
@@ -885,6 +945,23 @@ static enum attempt read_reply(const struct rdv_params *p, int fd, struct rdv_pe
 	}
 	free(body);
 	return got;
+}
+
+int rdv_tcp_reply_parse(const struct rdv_params *p, const void *buf, size_t len,
+			struct rdv_peer *peers, char *err, size_t errlen)
+{
+	struct reply_src r = { .fd = -1, .buf = buf, .len = len };
+	char why[1024] = "";
+
+	switch (read_reply(p, &r, peers, why, sizeof why, err, errlen)) {
+	case ATTEMPT_TABLE:
+		return 0;
+	case ATTEMPT_ERROR:
+		return -1;
+	default:
+		snprintf(err, errlen, "%s", why);
+		return 1;
+	}
 }
 
 /* The hello to send, with a fresh credential (munged refuses a replay). */
@@ -959,7 +1036,8 @@ static int join(const struct rdv_params *p, const void *blob, size_t len, struct
 		if (send_all(fd, hello, hello_len, reply_deadline) < 0)
 			snprintf(why, sizeof why, "sending the hello: %s", strerror(errno));
 		else
-			got = read_reply(p, fd, peers, reply_deadline, why, sizeof why, err, errlen);
+			got = read_reply(p, &(struct reply_src){ .fd = fd, .deadline = reply_deadline },
+					 peers, why, sizeof why, err, errlen);
 		close(fd);
 		free(hello);
 		if (got == ATTEMPT_TABLE)
