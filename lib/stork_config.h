@@ -24,7 +24,10 @@
  * config_validate() does the checks that involve several keys (heads divide
  * channels, seq_len <= max_seq_len, ...) and fills in the derived defaults
  * (model.padded_vocab_size). After it, config_write_yaml() prints the
- * resolved configuration; loading that output gives an equal struct.
+ * resolved configuration; loading that output gives an equal struct, URLs
+ * aside: they are written without their secrets (a web hook's path, a
+ * data URL's query: stork.yaml(5)), and the text they leave reads back to
+ * itself.
  */
 #ifndef STORK_STORK_CONFIG_H
 #define STORK_STORK_CONFIG_H
@@ -195,8 +198,8 @@ int config_set(struct stork_config *c, const char *assignment, char *err, size_t
 int config_validate(struct stork_config *c, char *err, size_t errlen);
 
 /* Print the resolved configuration (every key, comments included) as YAML
- * that config_load() reads back into an equal struct. Returns 0 or -1
- * (write error, errno set). */
+ * that config_load() reads back into an equal struct (URLs without their
+ * secrets, see above). Returns 0 or -1 (write error, errno set). */
 int config_write_yaml(const struct stork_config *c, FILE *f);
 
 /* The same text in a malloc'd NUL-terminated string (NULL on ENOMEM). */
