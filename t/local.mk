@@ -17,6 +17,7 @@ include t/unit/comm.mk
 include t/unit/engine.mk
 include t/unit/rendezvous.mk
 include t/gpu/gpu.mk
+include t/fuzz/local.mk
 
 # Integration tests: one TAP-producing driver that starts the cluster once.
 check_PROGRAMS += t/integration/pmix_hello
