@@ -36,13 +36,18 @@ static const char *value_of(const char *line, const char *key)
 	size_t len = strlen(key);
 
 	for (const char *p = strchr(line, '"'); p; p = strchr(p + 1, '"')) {
+		const char *v;
+
 		if (strncmp(p + 1, key, len) || p[1 + len] != '"')
 			continue;
-		p += len + 2;
-		p += strspn(p, " \t");
-		if (*p != ':')
-			continue;
-		return p + 1 + strspn(p + 1, " \t");
+		v = p + len + 2;
+		v += strspn(v, " \t");
+		if (*v == ':')
+			return v + 1 + strspn(v + 1, " \t");
+		/* No colon: search on from the key's closing quote, not from
+		 * v, which is the terminating NUL when the key ends a line
+		 * cut short (the last line of a file without its newline). */
+		p += len + 1;
 	}
 	return NULL;
 }

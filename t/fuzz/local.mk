@@ -83,7 +83,7 @@ t_fuzz_input_metrics_SOURCES = t/fuzz/fuzz_metrics.c t/fuzz/run_inputs.c $(FUZZ_
 t_fuzz_input_metrics_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_metrics_LDADD = lib/libstork.la -lm
 
-EXTRA_DIST += t/fuzz/inputs.sh t/fuzz/fuzz.sh t/fuzz/corpus
+EXTRA_DIST += t/fuzz/inputs.sh t/fuzz/fuzz.sh t/fuzz/corpus t/fuzz/regress
 
 # ------------------------------------------------------------- make fuzz
 FUZZ_CC = clang
