@@ -1207,12 +1207,22 @@ static void put_quoted(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
+		if (*p == '"' || *p == '\\') {
 			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p == 0x7f)
+		} else if (*p < 0x20 || *p == 0x7f) {
 			fprintf(f, "\\x%02x", *p);
-		else
+		} else if (p[0] == 0xc2 && p[1] == 0x85) {
+			/* YAML counts U+0085 (NEL), U+2028 and U+2029 as line
+			 * breaks even inside quotes, and folds NEL into a space:
+			 * escaped, they read back as themselves. */
+			fputs("\\N", f);
+			p += 1;
+		} else if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
+			fputs(p[2] == 0xa8 ? "\\L" : "\\P", f);
+			p += 2;
+		} else {
 			fputc(*p, f);
+		}
 	}
 	fputc('"', f);
 }
