@@ -1,7 +1,8 @@
 # t/fuzz/local.mk: fuzzing the readers of what comes from outside (see
 # t/local.mk): stork.yaml, the TCP rendezvous's hello and reply, a
 # daemon's blob, a checkpoint's manifest.json and state.json, llm.c model
-# files and token shards, the metrics files of `stork report`.
+# files and token shards, Hugging Face safetensors files, the metrics
+# files of `stork report`.
 #
 #   make fuzz [FUZZ_SECONDS=60] [FUZZ_CC=clang]
 #
@@ -27,7 +28,8 @@ FUZZ_INPUT_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS) $(BLAS_CFLAGS)
 
 check_PROGRAMS += t/fuzz/input_config t/fuzz/input_rdv_hello t/fuzz/input_rdv_reply \
 	t/fuzz/input_join_blob t/fuzz/input_ckpt_manifest t/fuzz/input_ckpt_state \
-	t/fuzz/input_model t/fuzz/input_token_shard t/fuzz/input_metrics
+	t/fuzz/input_model t/fuzz/input_token_shard t/fuzz/input_safetensors \
+	t/fuzz/input_metrics
 TESTS += t/fuzz/inputs.sh
 
 # Per harness: the sources libFuzzer instruments (FUZZ_SRC_NAME, besides
@@ -74,6 +76,11 @@ t_fuzz_input_token_shard_SOURCES = t/fuzz/fuzz_token_shard.c t/fuzz/run_inputs.c
 t_fuzz_input_token_shard_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_token_shard_LDADD = daemon/libdata.a lib/libstork.la
 
+FUZZ_SRC_safetensors = $(srcdir)/lib/safetensors.c
+t_fuzz_input_safetensors_SOURCES = t/fuzz/fuzz_safetensors.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
+t_fuzz_input_safetensors_CFLAGS = $(FUZZ_INPUT_CFLAGS)
+t_fuzz_input_safetensors_LDADD = lib/libstork.la
+
 # stork report's reader is part of the stork program, not of a library:
 # both builds compile it here.
 FUZZ_SRC_metrics = $(srcdir)/lib/metrics_file.c $(srcdir)/launcher/report_data.c \
@@ -89,7 +96,7 @@ EXTRA_DIST += t/fuzz/inputs.sh t/fuzz/fuzz.sh t/fuzz/corpus t/fuzz/regress
 FUZZ_CC = clang
 FUZZ_SECONDS = 60
 FUZZ_NAMES = config rdv_hello rdv_reply join_blob ckpt_manifest ckpt_state model \
-	token_shard metrics
+	token_shard safetensors metrics
 FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined
 # The normal build's preprocessor flags and its libraries' include paths,
@@ -131,6 +138,10 @@ t/fuzz/fuzz_token_shard: t/fuzz/fuzz_token_shard.c $(FUZZ_COMMON) $(FUZZ_SRC_tok
 		$(t_fuzz_input_token_shard_DEPENDENCIES)
 	$(AM_V_CCLD)$(FUZZ_BUILD) $(srcdir)/t/fuzz/fuzz_token_shard.c $(FUZZ_SRC_token_shard) \
 		$(t_fuzz_input_token_shard_LDADD)
+t/fuzz/fuzz_safetensors: t/fuzz/fuzz_safetensors.c $(FUZZ_COMMON) $(FUZZ_SRC_safetensors) \
+		$(t_fuzz_input_safetensors_DEPENDENCIES)
+	$(AM_V_CCLD)$(FUZZ_BUILD) $(srcdir)/t/fuzz/fuzz_safetensors.c $(FUZZ_SRC_safetensors) \
+		$(t_fuzz_input_safetensors_LDADD)
 t/fuzz/fuzz_metrics: t/fuzz/fuzz_metrics.c $(FUZZ_COMMON) $(FUZZ_SRC_metrics) \
 		$(t_fuzz_input_metrics_DEPENDENCIES)
 	$(AM_V_CCLD)$(FUZZ_BUILD) $(srcdir)/t/fuzz/fuzz_metrics.c $(FUZZ_SRC_metrics) \
@@ -138,7 +149,7 @@ t/fuzz/fuzz_metrics: t/fuzz/fuzz_metrics.c $(FUZZ_COMMON) $(FUZZ_SRC_metrics) \
 
 FUZZ_TARGETS = t/fuzz/fuzz_config t/fuzz/fuzz_rdv_hello t/fuzz/fuzz_rdv_reply \
 	t/fuzz/fuzz_join_blob t/fuzz/fuzz_ckpt_manifest t/fuzz/fuzz_ckpt_state \
-	t/fuzz/fuzz_model t/fuzz/fuzz_token_shard t/fuzz/fuzz_metrics
+	t/fuzz/fuzz_model t/fuzz/fuzz_token_shard t/fuzz/fuzz_safetensors t/fuzz/fuzz_metrics
 
 fuzz-check-cc:
 	@$(MKDIR_P) t/fuzz
