@@ -767,11 +767,11 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 		say_changes(r, &st, dir);
 		if (st.step >= c->train.steps && r->node->restart_count == 0 &&
 		    r->node->attempt == 0) {
-			snprintf(r->err, sizeof r->err,
-				 "train.steps = %d (%s) is not above the step of the checkpoint it "
-				 "resumes, %" PRId64 " (%s): nothing would train; set train.steps above "
-				 "%" PRId64, c->train.steps, config_origin(c, "train.steps"), st.step,
-				 dir, st.step);
+			msg_format(r->err, sizeof r->err,
+				   "train.steps = %d (%s) is not above the step of the checkpoint it "
+				   "resumes, %" PRId64 " (%s): nothing would train; set train.steps above "
+				   "%" PRId64, c->train.steps, config_origin(c, "train.steps"), st.step,
+				   dir, st.step);
 			return fail(r, STORK_EXIT_CONFIG, r->err);
 		}
 		if (st.step >= c->train.steps && r->node->restart_count > 0) {

@@ -173,7 +173,8 @@ long metrics_rollup(const char *run_dir, long *skipped, char *err, size_t errlen
 			goto out;
 		}
 	sort_names = &r;
-	qsort(r.s, r.n, sizeof *r.s, by_row_then_value);
+	if (r.n) /* a run that logged nothing has no array: qsort(NULL, 0) is undefined */
+		qsort(r.s, r.n, sizeof *r.s, by_row_then_value);
 	if (!(text = format_rows(&r, &rows))) {
 		snprintf(err, errlen, "out of memory writing %s", path);
 		rows = -1;

@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/bounded.h"
 #include "lib/log.h"
 #include "lib/rendezvous_auth.h"
 #include "lib/rendezvous_impl.h"
@@ -923,7 +924,7 @@ static enum attempt read_reply(const struct rdv_params *p, struct reply_src *r,
 	    rdv_auth_verify_what(cred, clen, what, p->secret_file, digest, why, whylen) < 0) {
 		char detail[512];
 
-		snprintf(detail, sizeof detail, "%s", why);
+		msg_format(detail, sizeof detail, "%s", why);
 		snprintf(why, whylen, "refused a reply from %s:%u that is not launcher 0's: %s",
 			 p->addr, p->port, errno == ECONNRESET ? "it closed the connection" : detail);
 		stork_warn("rendezvous: launcher %d: %s", p->index, why);

@@ -80,9 +80,12 @@ int slurm_kill_wait(void)
  * `scontrol requeue ID`, its output appended to err on failure. storkd has
  * threads, so the child is started with posix_spawn (nothing runs between
  * fork and exec in our code), and its pipe is close-on-exec everywhere
- * else. The child starts with the stop signals (lib/stop_signals.h)
- * blocked: Slurm signals every process of the step, and a child that died
- * of USR1 would lose the requeue.
+ * else. The child gets no other descriptor: those above stderr are closed
+ * in it (glibc 2.34's addclosefrom), since not every descriptor of the
+ * process is close-on-exec (libraries', the test harness's).
+ * The child starts with the stop signals (lib/stop_signals.h) blocked:
+ * Slurm signals every process of the step, and a child that died of USR1
+ * would lose the requeue.
  */
 static int scontrol_requeue(uint32_t id, char *err, size_t errlen)
 {
@@ -105,6 +108,7 @@ static int scontrol_requeue(uint32_t id, char *err, size_t errlen)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDERR_FILENO);
+	posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setsigmask(&attr, &stops);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);

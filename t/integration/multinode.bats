@@ -525,9 +525,16 @@ reshard_job() {
 	grep -q "\"reason\": \"completed\"" "$DIR/exit_info.json"
 }
 
-@test "reshard through a requeue (TP2xPP2 on 2 nodes as DP4 on 1 node, DP2 on 1 node as TP2xPP2 on 2 nodes) and through run.resume_from" {
+# one_rank_reference: the 20-step 1-rank run (runs/one) the reshards follow.
+one_rank_reference() {
 	"$STORK" run run.yaml --local-ranks 1 run.name=one train.steps=20 train.grad_accum=4 \
 		train.val_batches=4 >/dev/null
+}
+
+@test "reshard through a requeue (TP2xPP2 on 2 nodes as DP4 on 1 node, DP2 on 1 node as TP2xPP2 on 2 nodes)" {
+	# STORK_FAULT_STEP_DELAY keeps the first attempt going until the USR1
+	fault_injection || skip "needs --enable-fault-injection"
+	one_rank_reference
 	reshard_job down "-N2 --ntasks-per-node=1" "-N1 -n1" \
 		"--local-ranks 2 parallel.tensor=2 parallel.pipeline=2 train.grad_accum=4" \
 		"--local-ranks 4 train.grad_accum=1"
@@ -542,7 +549,10 @@ reshard_job() {
 	grep -q 'layout: dp 2 x tp 1 x pp 1' up.out
 	grep -q 'layout: dp 1 x tp 2 x pp 2' up.out
 	within_1e5 runs/one__job=local__task=0 "$DIR" train_loss
-	# through run.resume_from: DP2 on 1 node stopped at step 10, continued as TP2xPP2 on 2 nodes
+}
+
+@test "reshard through run.resume_from: DP2 on 1 node stopped at step 10 continues as TP2xPP2 on 2 nodes" {
+	one_rank_reference
 	run env STORK_STOP_AT_STEP=10 "$STORK" run run.yaml --local-ranks 2 run.name=half \
 		train.steps=20 train.grad_accum=2
 	[ "$status" -eq 12 ]

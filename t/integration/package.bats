@@ -178,7 +178,8 @@ point_cluster_at() {
 
 @test "dpkg -r removes every file the packages installed, and dpkg -P their plugstack line" {
 	local list=("$BATS_FILE_TMPDIR"/stork.list "$BATS_FILE_TMPDIR"/stork-spank-plugin.list)
-	[ -s "${list[0]}" ] && [ -s "${list[1]}" ]
+	[ -s "${list[0]}" ]
+	[ -s "${list[1]}" ]
 	# Never a cluster that loads a removed plugin, whatever the last test did.
 	point_cluster_at ""
 	rm -f "$BATS_FILE_TMPDIR/pointed"

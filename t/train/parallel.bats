@@ -255,6 +255,11 @@ one_rank() {
 			awk '$1 == 0 { print $9 }')
 	done
 	echo "activations: none ${act[none]}, gelu ${act[gelu]}, block ${act[block]} MiB" >&3
+	# three numbers (awk compares an empty value or a word as a string), each
+	# smaller than the last
+	for r in none gelu block; do
+		[[ "${act[$r]}" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "no activation figure for $r: '${act[$r]}'"; return 1; }
+	done
 	awk -v n="${act[none]}" -v g="${act[gelu]}" -v b="${act[block]}" 'BEGIN { exit !(b < g && g < n) }'
 	# the timed benchmark says the same and what it saves
 	run "$STORK" bench train tiny.yaml --steps 1 --set train.recompute=block
@@ -281,8 +286,9 @@ one_rank() {
 			awk '{ busy += $2; wait += $4; n++ }
 			     END { printf "overlap: all-reduce %.2f ms/step, waited %.2f ms/step\n", busy / n, wait / n > "/dev/stderr"
 			           exit !(n == 20 && busy > 0) }'
-		# without overlap the rank waits for all of it
-		paste <(metric_of "$name" grad_sync_ms) <(metric_of "$name" grad_sync_wait_ms) | awk '$2 != $4 { exit 1 }'
+		# without overlap the rank waits for all of it, at each of the 20 steps
+		paste <(metric_of "$name" grad_sync_ms) <(metric_of "$name" grad_sync_wait_ms) |
+			awk '$1 != $3 || $2 != $4 { bad = 1 } END { exit bad || NR != 20 }'
 	done
 }
 

@@ -86,18 +86,29 @@ setup() {
 	STORK_FAULT_START_DELAY=2 "$STORK" run tiny.yaml --local-ranks 2 >out.log 2>&1 &
 	pid=$!
 	# Signal once the launcher runs our code: its first act blocks USR1
-	# (bit 0x200 of SigBlk). Without the block, signal anyway after about a
-	# second, still inside the two-second start delay.
-	for _ in $(seq 50); do
+	# (bit 0x200 of SigBlk), then it sits in its two-second start delay. A
+	# USR1 before that ends any program (its default action), so the test
+	# waits for the block, however long the start takes (a sanitizer build,
+	# a loaded machine), instead of signalling anyway after a while.
+	blocked=0
+	for _ in $(seq 1500); do
 		[[ "$(readlink /proc/$pid/exe)" == */launcher/stork ]] &&
-			(((16#$(sed -n 's/^SigBlk:\t//p' /proc/$pid/status) & 0x200) != 0)) && break
+			(((16#$(sed -n 's/^SigBlk:\t//p' /proc/$pid/status) & 0x200) != 0)) && blocked=1 && break
 		sleep 0.02
 	done
+	[ "$blocked" = 1 ] || { echo "the launcher did not block USR1 within 30 s"; cat out.log; return 1; }
 	kill -USR1 $pid
 	# storkd sits in its own two-second start delay once it exists; on a
-	# loaded machine the launcher may take seconds to get there
+	# loaded machine the launcher may take seconds to get there. storkd is
+	# the launcher's child that runs daemon/storkd, found by its executable:
+	# its name is "exe" once it has started itself again for OpenBLAS
+	# (ops_cpu_blas_reexec execs /proc/self/exe), which it does at once.
+	daemon=""
 	for _ in $(seq 600); do
-		daemon=$(pgrep -P $pid storkd) && break
+		for child in $(pgrep -P $pid); do
+			[[ "$(readlink /proc/"$child"/exe)" == */daemon/storkd ]] && daemon=$child
+		done
+		[ -n "$daemon" ] && break
 		sleep 0.05
 	done
 	[ -n "$daemon" ] || { echo "no storkd under the launcher after 30 s"; cat out.log; return 1; }

@@ -142,20 +142,26 @@ make_certs() {
 	serve --auth reader:s3cret-pass
 	run url_run anon
 	echo "$output"
+	outputs=$output
 	[ "$status" -eq 4 ]
 	[[ "$output" == *"data shard $BASE/docs_"*".bin: HTTP status 401"* ]] # whichever answer came first
 	printf 'machine 127.0.0.1 login reader password s3cret-pass\n' >netrc
 	run url_run netrc --set data.netrc="$WORK/netrc"
 	echo "$output"
+	outputs+=$output
 	[ "$status" -eq 0 ]
 	kill "$SERVER_PID"
+	# what was staged with the password keeps none of it
+	run grep -rl 's3cret-pass' "$WORK/stage"
+	[ "$status" -eq 1 ]
 	# a bearer token never crosses plain http
 	serve --bearer tok-123456
 	rm -rf "$WORK/stage"
 	before=$(gets docs_train.bin)
-	run env STORK_TEST_DATA_TOKEN=tok-123456 "$STORK" run tiny.yaml --set run.name=token \
+	run env STORK_TEST_DATA_TOKEN=tok-123456 "$STORK" run tiny.yaml --set run.name=plain \
 		--set data.stage_dir="$WORK/stage" --set "data.train=[$BASE/docs_train.bin]" \
 		--set "data.val=[$BASE/docs_val.bin]" --set data.token_env=STORK_TEST_DATA_TOKEN
+	outputs+=$output
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"data.token_env: $BASE/docs_train.bin would send the bearer token in clear over http; serve the data over https"* ]]
 	[ "$(gets docs_train.bin)" -eq "$before" ]
@@ -167,9 +173,15 @@ make_certs() {
 		--set "data.val=[$BASE/docs_val.bin]" --set data.token_env=STORK_TEST_DATA_TOKEN \
 		--set data.ca_file="$WORK/ca.pem"
 	echo "$output"
+	outputs+=$output
 	[ "$status" -eq 0 ]
-	# the secrets are in no output or file of the runs
-	run grep -rlE 's3cret-pass|tok-123456' runs
+	# the secrets are in no output of the four runs, and in no file of
+	# theirs or of what they staged
+	[ -d runs/anon__job=local__task=0 ]
+	[ -d runs/netrc__job=local__task=0 ]
+	[ -d runs/token__job=local__task=0 ]
+	[[ "$outputs" != *s3cret-pass* && "$outputs" != *tok-123456* ]]
+	run grep -rlE 's3cret-pass|tok-123456' runs "$WORK/stage"
 	[ "$status" -eq 1 ]
 }
 

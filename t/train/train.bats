@@ -301,6 +301,7 @@ setup() {
 	run "$STORK" run tiny.yaml --set run.name=down --set train.steps=4 \
 		--set notify.url=http://127.0.0.1:1/hooks/secret-token
 	echo "$output"
+	outputs=$output
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"notify: the 'started' event was not delivered to http://127.0.0.1:1/<redacted>: Could"*"connect to server"* ]]
 	[[ "$output" == *"completed 4 steps"* ]]
@@ -311,6 +312,7 @@ setup() {
 	run "$STORK" run tiny.yaml --set run.name=asleep --set train.steps=4 --set notify.url="$HOOK_URL" \
 		--set notify.timeout=1
 	echo "$output"
+	outputs+=$output
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"completed 4 steps"* ]]
 	[[ "$output" == *"notify: "*"not delivered to http://127.0.0.1:"*"/<redacted>"* ]]
@@ -321,12 +323,16 @@ setup() {
 	start_webhook gone.log --status 404
 	run "$STORK" run tiny.yaml --set run.name=gone --set train.steps=4 --set notify.url="$HOOK_URL" \
 		--set 'notify.events=[started, completed, failed]'
+	outputs+=$output
 	kill "$HOOK_PID"
 	[ "$status" -eq 0 ]
 	check_events gone.log started completed
 	[[ "$output" == *"notify: the 'started' event was not delivered to http://127.0.0.1:"*"/<redacted>: HTTP status 404"* ]]
-	# the secret part of the URLs is nowhere: output, logs, resolved config
-	[[ "$output" != *secret-token* ]]
+	# the secret part of the URLs is nowhere: the three runs' output, logs,
+	# resolved configurations
+	[ -d runs/down__job=local__task=0 ]
+	[ -d runs/asleep__job=local__task=0 ]
+	[[ "$outputs" != *secret-token* ]]
 	run grep -rl 'secret-token' runs
 	[ "$status" -eq 1 ]
 	grep -q 'url: "http://127.0.0.1:[0-9]*/<redacted>"' runs/gone__job=local__task=0/config/stork.yaml

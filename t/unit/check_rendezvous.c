@@ -279,7 +279,8 @@ static void send_hello_with(int fd, uint32_t magic, uint32_t job, uint32_t index
 	put32(h + 20, index);
 	put32(h + 28, 3); /* blob length, low word */
 	put32(h + 32, (uint32_t)clen);
-	memcpy(h + 36, cred, clen);
+	if (clen) /* memcpy from NULL is undefined even for 0 bytes (UBSan says so) */
+		memcpy(h + 36, cred, clen);
 	memcpy(h + 36 + clen, "abc", 3);
 	ck_assert_int_eq(send(fd, h, 36 + clen + 3, 0), (ssize_t)(36 + clen + 3));
 }

@@ -4,17 +4,21 @@
  * controller does not answer, so that libslurm's own requeue fails at once:
  * the child is started with the stop signals blocked (Slurm signals every
  * process of the step; a child that died of USR1 would lose the requeue),
- * inherits no descriptor of storkd's besides the pipe it writes to, and
- * what it prints comes back in the message.
+ * inherits no descriptor of storkd's besides stdin and the pipe it writes
+ * to (not even those a library opened without close-on-exec: the test
+ * opens a file, a socket and a pipe so), and what it prints comes back in
+ * the message.
  */
 #include "config.h"
 #include "lib/slurm_job.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #ifndef FAKE_SCONTROL_DIR
@@ -24,9 +28,9 @@
 START_TEST(requeue_falls_back_to_a_clean_scontrol)
 {
 	char dir[] = "/tmp/check_slurm_job.XXXXXX", conf[256], report[256], path[8192];
-	char err[1024] = "", line[256];
+	char err[1024] = "", line[256], out[256] = "", errout[256] = "", leaked[1024] = "";
 	unsigned long long blocked = 0;
-	int pipe_fds = -1, saw_id = 0;
+	int saw_id = 0, file, sock, spare[2];
 	FILE *f;
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -42,6 +46,12 @@ START_TEST(requeue_falls_back_to_a_clean_scontrol)
 	setenv("SLURM_CONF", conf, 1);
 	setenv("PATH", path, 1);
 	setenv("FAKE_SCONTROL_REPORT", report, 1);
+	/* descriptors of ours that are not close-on-exec */
+	file = open(conf, O_RDONLY);
+	sock = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(file, 0);
+	ck_assert_int_ge(sock, 0);
+	ck_assert_int_eq(pipe(spare), 0);
 
 	ck_assert_msg(slurm_job_requeue(4242, err, sizeof err) == 0, "%s", err);
 	ck_assert_msg(strstr(err, "scontrol: Job 4242 requeued (fake)"), "%s", err);
@@ -49,18 +59,27 @@ START_TEST(requeue_falls_back_to_a_clean_scontrol)
 	ck_assert_ptr_nonnull(f);
 	while (fgets(line, sizeof line, f)) {
 		sscanf(line, "sigblk %llx", &blocked);
-		sscanf(line, "pipe_fds %d", &pipe_fds);
+		sscanf(line, "stdout 1 %255s", out);
+		sscanf(line, "stderr 2 %255s", errout);
+		if (!strncmp(line, "fd ", 3) && strlen(leaked) + strlen(line) < sizeof leaked)
+			strcat(leaked, line);
 		saw_id |= !strcmp(line, "arg 4242\n");
 	}
 	fclose(f);
+	close(file);
+	close(sock);
+	close(spare[0]);
+	close(spare[1]);
 	ck_assert(saw_id);
 	for (int sig = 1; sig < 32; sig++)
 		if (sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGTERM || sig == SIGINT ||
 		    sig == SIGHUP)
 			ck_assert_msg(blocked & (1ULL << (sig - 1)), "signal %d not blocked (%llx)", sig,
 				      blocked);
-	/* stdout and stderr: nothing else of ours reached the child */
-	ck_assert_int_eq(pipe_fds, 2);
+	/* stdout and stderr: one pipe; nothing else of ours reached the child */
+	ck_assert_msg(!strncmp(out, "pipe:", 5) && !strcmp(out, errout), "stdout %s, stderr %s",
+		      out, errout);
+	ck_assert_msg(!leaked[0], "the child inherited:\n%s", leaked);
 	unlink(report);
 	unlink(conf);
 	rmdir(dir);
