@@ -657,8 +657,10 @@ START_TEST(without_munged_the_jobs_secret_stands_in)
 
 	without_munged(dir);
 	pair_with_secret(l, dir, 0600);
-	assert_full_table(&l[0], 2);
-	assert_full_table(&l[1], 2);
+	for (int i = 0; i < 2; i++) {
+		assert_full_table(&l[i], 2);
+		rdv_result_free(&l[i].r);
+	}
 	remove_tree(dir);
 }
 END_TEST
