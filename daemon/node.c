@@ -407,3 +407,45 @@ void node_free(struct train_node *node, struct run_layout *layout, struct comm_u
 		topo_free(node->topo);
 	node->topo = NULL;
 }
+
+int node_start(int argc, char **argv, const struct node_program *prog, int program,
+	       struct node_options *o, struct stork_config *cfg)
+{
+	char err[1024];
+	int sig;
+
+	/*
+	 * UCX 1.13 aborts the whole process when a peer on the same host dies
+	 * during a shared-memory transfer. The daemons keep every endpoint
+	 * under peer-failure handling instead, so a dead node is an error they
+	 * can report. `stork bench comm` leaves the fast same-host path on.
+	 */
+	if (!getenv("STORK_UCX_PEER_ONLY"))
+		env_set_own("STORK_UCX_PEER_ONLY", "1");
+	stork_log_init("storkd", STORK_LOG_INFO);
+	if (node_parse_options(argc, argv, prog, o) < 0)
+		return STORK_EXIT_USAGE;
+	if (config_load(cfg, o->config, err, sizeof err) < 0 ||
+	    config_validate(cfg, err, sizeof err) < 0) {
+		stork_error("%s", err);
+		config_free(cfg);
+		return STORK_EXIT_CONFIG;
+	}
+	if (program != (cfg->program.command.n > 0)) {
+		stork_error("%s: %s (stork run starts the right one)", o->config,
+			    program ? "program.command is empty: storkd trains with the engine, "
+				      "storkd-program runs a program" :
+				      "program.command names a program: storkd-program runs it, "
+				      "storkd trains with the engine");
+		config_free(cfg);
+		return STORK_EXIT_USAGE;
+	}
+	fault_delay("STORK_FAULT_START_DELAY"); /* a signal now must wait, not kill */
+	if ((sig = node_install_signals())) {
+		stork_error("cannot handle signal SIG%s: %s", sigabbrev_np(sig), strerror(errno));
+		config_free(cfg);
+		return STORK_EXIT_INTERNAL;
+	}
+	stop_signals_unblock(); /* blocked since the launcher started: see lib/stop_signals.h */
+	return 0;
+}

@@ -68,6 +68,16 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 	      int (*check_layout)(const struct stork_config *, struct run_layout *, char *, size_t),
 	      int one_per_daemon, char *err, size_t errlen);
 
+/*
+ * A daemon's start, shared by both: UCX's peer-failure mode, the log, the
+ * options, the configuration (which must run a program when program is
+ * set, the engine otherwise: the other daemon serves the other kind), the
+ * stop signals' handlers, then the signals unblocked. 0 with o and cfg
+ * filled (config_free cfg after), or the exit code after a message.
+ */
+int node_start(int argc, char **argv, const struct node_program *prog, int program,
+	       struct node_options *o, struct stork_config *cfg);
+
 /* Free what node_join and the topology made (NULLs are skipped). */
 void node_free(struct train_node *node, struct run_layout *layout, struct comm_ucx *ucx,
 	       struct comm_hier *hier);

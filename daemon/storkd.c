@@ -326,46 +326,16 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct stork_config cfg;
-
-	ops_cpu_blas_reexec(argv);
-	/*
-	 * UCX 1.13 aborts the whole process when a peer on the same host dies
-	 * during a shared-memory transfer. storkd keeps every endpoint under
-	 * peer-failure handling instead, so a dead node is an error it can
-	 * report. `stork bench comm` leaves the fast same-host path on.
-	 */
-	if (!getenv("STORK_UCX_PEER_ONLY"))
-		env_set_own("STORK_UCX_PEER_ONLY", "1");
 	static const struct node_program prog = {
 		.name = "storkd", .version = print_version, .gpus = kernels_cuda_device_count,
 	};
 	struct node_options o;
-	char err[1024];
-	int code, sig;
+	struct stork_config cfg;
+	int code;
 
-	stork_log_init("storkd", STORK_LOG_INFO);
-	if (node_parse_options(argc, argv, &prog, &o) < 0)
-		return STORK_EXIT_USAGE;
-	if (config_load(&cfg, o.config, err, sizeof err) < 0 ||
-	    config_validate(&cfg, err, sizeof err) < 0) {
-		stork_error("%s", err);
-		config_free(&cfg);
-		return STORK_EXIT_CONFIG;
-	}
-	if (cfg.program.command.n) {
-		stork_error("%s: program.command names a program: storkd-program runs it, storkd "
-			    "trains with the engine (stork run starts the right one)", o.config);
-		config_free(&cfg);
-		return STORK_EXIT_USAGE;
-	}
-	fault_delay("STORK_FAULT_START_DELAY"); /* a signal now must wait, not kill */
-	if ((sig = node_install_signals())) {
-		stork_error("cannot handle signal SIG%s: %s", sigabbrev_np(sig), strerror(errno));
-		config_free(&cfg);
-		return STORK_EXIT_INTERNAL;
-	}
-	stop_signals_unblock(); /* blocked since the launcher started: see lib/stop_signals.h */
+	ops_cpu_blas_reexec(argv);
+	if ((code = node_start(argc, argv, &prog, 0, &o, &cfg)))
+		return code;
 	code = run(&o, &cfg);
 	config_free(&cfg);
 	return code;

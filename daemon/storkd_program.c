@@ -136,34 +136,10 @@ int main(int argc, char **argv)
 	};
 	struct node_options o;
 	struct stork_config cfg;
-	char err[1024];
-	int code, sig;
+	int code;
 
-	/* a dead peer daemon is an error to report, not an abort (storkd.c) */
-	if (!getenv("STORK_UCX_PEER_ONLY"))
-		env_set_own("STORK_UCX_PEER_ONLY", "1");
-	stork_log_init("storkd", STORK_LOG_INFO);
-	if (node_parse_options(argc, argv, &prog, &o) < 0)
-		return STORK_EXIT_USAGE;
-	if (config_load(&cfg, o.config, err, sizeof err) < 0 ||
-	    config_validate(&cfg, err, sizeof err) < 0) {
-		stork_error("%s", err);
-		config_free(&cfg);
-		return STORK_EXIT_CONFIG;
-	}
-	if (!cfg.program.command.n) {
-		stork_error("%s: program.command is empty: storkd trains with the engine, "
-			    "storkd-program runs a program (stork run starts the right one)", o.config);
-		config_free(&cfg);
-		return STORK_EXIT_USAGE;
-	}
-	fault_delay("STORK_FAULT_START_DELAY"); /* a signal now must wait, not kill */
-	if ((sig = node_install_signals())) {
-		stork_error("cannot handle signal SIG%s: %s", sigabbrev_np(sig), strerror(errno));
-		config_free(&cfg);
-		return STORK_EXIT_INTERNAL;
-	}
-	stop_signals_unblock(); /* blocked since the launcher started: see lib/stop_signals.h */
+	if ((code = node_start(argc, argv, &prog, 1, &o, &cfg)))
+		return code;
 	code = run(&o, &cfg);
 	config_free(&cfg);
 	return code;
