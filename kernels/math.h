@@ -119,6 +119,60 @@ static inline MATH_HD float math_ln_dx(float dout, float w, float xhat, float rs
 	return rstd * (dout * w - mean_dnorm - xhat * mean_dnorm_x);
 }
 
+/* RMSNorm: reciprocal root mean square of a row from its mean square. */
+static inline MATH_HD float math_rms_rstd(float mean_sq, float eps)
+{
+	return 1.0f / sqrtf(mean_sq + eps);
+}
+
+/*
+ * RMSNorm backward of one element, given mean_dnorm_x = mean over the row
+ * of dout * w * xhat (xhat = x * rstd): LayerNorm's formula with the mean
+ * term gone, since RMSNorm subtracts no mean.
+ */
+static inline MATH_HD float math_rms_dx(float dout, float w, float xhat, float rstd,
+					float mean_dnorm_x)
+{
+	return rstd * (dout * w - xhat * mean_dnorm_x);
+}
+
+/* The logistic sigmoid 1 / (1 + exp(-x)). */
+static inline MATH_HD float math_sigmoid(float x)
+{
+	return 1.0f / (1.0f + math_exp(-x));
+}
+
+/* SwiGLU of one element: silu(gate) * up, silu(g) = g * sigmoid(g). */
+static inline MATH_HD float math_swiglu_forward(float gate, float up)
+{
+	return gate * math_sigmoid(gate) * up;
+}
+
+/*
+ * SwiGLU backward of one element: the gradients of gate and up given dout.
+ * silu'(g) = s (1 + g (1 - s)) with s = sigmoid(g).
+ */
+static inline MATH_HD void math_swiglu_backward(float gate, float up, float dout, float *dgate,
+						float *dup)
+{
+	float s = math_sigmoid(gate);
+
+	*dgate = dout * up * (s * (1.0f + gate * (1.0f - s)));
+	*dup = dout * (gate * s);
+}
+
+/*
+ * Rotary position embedding of one pair (x1, x2) = (dimension i,
+ * dimension i + HS/2) of a head, by the angle whose cosine and sine are
+ * c and s; the backward pass turns the gradient by the opposite angle
+ * (s negated): the rotation is orthogonal.
+ */
+static inline MATH_HD void math_rope(float x1, float x2, float c, float s, float *y1, float *y2)
+{
+	*y1 = x1 * c - x2 * s;
+	*y2 = x2 * c + x1 * s;
+}
+
 /* Softmax numerator: exp(x - max) with max the row maximum (keeps exp <= 1). */
 static inline MATH_HD float math_softmax_exp(float x, float max)
 {

@@ -1,6 +1,6 @@
 /*
  * kernels/ops.h - what a compute backend provides: the layers of a GPT-2
- * decoder as forward/backward pairs over plain float arrays.
+ * or Llama decoder as forward/backward pairs over plain float arrays.
  *
  * A backend is a table of function pointers (struct ops). The CPU backend
  * (ops_cpu, kernels/cpu) implements every entry: matrix products on CBLAS,
@@ -58,10 +58,13 @@ struct ops {
 	 */
 	void (*set_precision)(enum ops_precision p);
 
-	/* out (N=B*T, C) = wte[inp[n]] + wpe[n % T]; wte (V, C), wpe (maxT, C). */
+	/*
+	 * out (N=B*T, C) = wte[inp[n]] + wpe[n % T]; wte (V, C), wpe (maxT, C),
+	 * or NULL: no position embedding (Llama's positions are rotary).
+	 */
 	void (*encoder_forward)(float *out, const int *inp, const float *wte, const float *wpe,
 				int B, int T, int C);
-	/* dwte, dwpe += scatter of dout (B*T, C). */
+	/* dwte, dwpe += scatter of dout (B*T, C); dwpe NULL when wpe was. */
 	void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
 				 int T, int C);
 
@@ -109,6 +112,38 @@ struct ops {
 	void (*attention_fused_backward)(float *dqkv, const float *dout, const float *out,
 					 const float *qkv, const float *stats, int B, int T, int NH,
 					 int HS);
+
+	/*
+	 * RMSNorm (Llama): out (N, C) = inp * rstd * weight (C), rstd (N) =
+	 * 1 / sqrt(mean(inp^2) + eps) saved for the backward pass, which
+	 * adds into dinp and dweight.
+	 */
+	void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight,
+				int N, int C, float eps);
+	void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp,
+				 const float *weight, const float *rstd, int N, int C);
+
+	/*
+	 * Rotary positions and grouped-query heads, from the q, k, v
+	 * projection's output raw (B, T, (NH + 2*KV)*HS) = [NH query heads |
+	 * KV key heads | KV value heads] to the attention's layout qkv (B, T,
+	 * 3*NH*HS): q and k turned by position t (rotate_half pairing:
+	 * dimension i of a head with i + HS/2, angle from rope (T, HS/2, 2) =
+	 * cos, sin of t * inv_freq[i]), each key and value head repeated for
+	 * the NH/KV query heads of its group. The backward pass turns back
+	 * and adds each group's gradients into draw.
+	 */
+	void (*rope_forward)(float *qkv, const float *raw, const float *rope, int B, int T, int NH,
+			     int KV, int HS);
+	void (*rope_backward)(float *draw, const float *dqkv, const float *rope, int B, int T,
+			      int NH, int KV, int HS);
+
+	/*
+	 * SwiGLU (Llama's MLP): out (N, I) = silu(gate) * up where inp (N, 2I)
+	 * holds gate then up in each row; dinp (N, 2I) += the backward.
+	 */
+	void (*swiglu_forward)(float *out, const float *inp, int N, int I);
+	void (*swiglu_backward)(float *dinp, const float *inp, const float *dout, int N, int I);
 
 	/* out (n) = GELU(inp); dinp += GELU'(inp) * dout. */
 	void (*gelu_forward)(float *out, const float *inp, size_t n);

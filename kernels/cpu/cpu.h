@@ -58,6 +58,7 @@ struct rows_args {
 	float *res;                /* residual_layernorm_forward: res = res_a + res_b */
 	const float *res_a, *res_b;
 	int B, T, N, C;
+	float eps;                 /* rmsnorm_forward */
 	int row_blocks, channel_blocks; /* layernorm_backward's two kinds of block */
 };
 
@@ -77,6 +78,12 @@ void cpu_matmul_forward(float *out, const float *inp, const float *weight, const
 void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp, const float *weight, int N, int C, int OC);
 void cpu_attention_forward(float *out, float *stats, const float *qkv, int B, int T, int NH, int HS);
 void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *stats, int B, int T, int NH, int HS);
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps);
+void cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight, const float *rstd, int N, int C);
+void cpu_rope_forward(float *qkv, const float *raw, const float *rope, int B, int T, int NH, int KV, int HS);
+void cpu_rope_backward(float *draw, const float *dqkv, const float *rope, int B, int T, int NH, int KV, int HS);
+void cpu_swiglu_forward(float *out, const float *inp, int N, int I);
+void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int I);
 void cpu_gelu_forward(float *out, const float *inp, size_t n);
 void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void cpu_residual_forward(float *out, const float *a, const float *b, size_t n);

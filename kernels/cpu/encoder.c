@@ -1,5 +1,6 @@
 /*
  * kernels/cpu/encoder.c - token + position embedding and its backward
+ * (no position embedding when wpe is NULL: Llama)
  * (CPU backend; see kernels/cpu/ops_cpu.c for how work is split).
  */
 #include "config.h"
@@ -15,8 +16,12 @@ static void encoder_forward_part(void *p, int block, int count)
 	for (int r = lo; r < hi; r++) {
 		float *o = a->out + (size_t)r * C;
 		const float *te = a->wte + (size_t)a->tok[r] * C;
-		const float *pe = a->wpe + (size_t)(r % a->T) * C;
+		const float *pe = a->wpe ? a->wpe + (size_t)(r % a->T) * C : NULL;
 
+		if (!pe) {
+			memcpy(o, te, (size_t)C * sizeof(float));
+			continue;
+		}
 		for (int c = 0; c < C; c++)
 			o[c] = te[c] + pe[c];
 	}
@@ -46,12 +51,13 @@ static void encoder_backward_part(void *p, int block, int count)
 	for (int r = 0; r < a->B * a->T; r++) {
 		const float *d = a->dout + (size_t)r * C;
 		float *te = a->dwte + (size_t)a->tok[r] * C;
-		float *pe = a->dwpe + (size_t)(r % a->T) * C;
+		float *pe = a->dwpe ? a->dwpe + (size_t)(r % a->T) * C : NULL;
 
-		for (int c = lo; c < hi; c++) {
+		for (int c = lo; c < hi; c++)
 			te[c] += d[c];
-			pe[c] += d[c];
-		}
+		if (pe)
+			for (int c = lo; c < hi; c++)
+				pe[c] += d[c];
 	}
 }
 

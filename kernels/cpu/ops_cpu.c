@@ -1,8 +1,8 @@
 /*
  * kernels/cpu/ops_cpu.c - the CPU backend of kernels/ops.h: the table of the
- * layer files beside it (encoder.c, layernorm.c, matmul.c, attention.c,
- * softmax_xent.c, elementwise.c, reduce.c, memory.c; threads.c splits the
- * work).
+ * layer files beside it (encoder.c, layernorm.c, rmsnorm.c, matmul.c,
+ * attention.c, rope.c, swiglu.c, softmax_xent.c, elementwise.c, reduce.c,
+ * memory.c; threads.c splits the work).
  *
  * Each layer is a forward/backward pair of plain loops over plain arrays, as
  * in llm.c's train_gpt2.c; the element-wise formulas come from
@@ -45,6 +45,12 @@ const struct ops ops_cpu = {
 	.matmul_backward = cpu_matmul_backward,
 	.attention_forward = cpu_attention_forward,
 	.attention_backward = cpu_attention_backward,
+	.rmsnorm_forward = cpu_rmsnorm_forward,
+	.rmsnorm_backward = cpu_rmsnorm_backward,
+	.rope_forward = cpu_rope_forward,
+	.rope_backward = cpu_rope_backward,
+	.swiglu_forward = cpu_swiglu_forward,
+	.swiglu_backward = cpu_swiglu_backward,
 	.gelu_forward = cpu_gelu_forward,
 	.gelu_backward = cpu_gelu_backward,
 	.residual_forward = cpu_residual_forward,

@@ -67,8 +67,8 @@ __device__ static inline float warp_max(float v)
  * Column sums of a row-major (N, C) array, added into out (C): partial sums
  * over chunks of ROWS_PER_CHUNK rows (tiles of COL_TILE columns, COL_LANES
  * threads per column), then the chunks in order (cuda_column_fold, which
- * LayerNorm's backward also uses on its own partials). Deterministic: the
- * grouping depends on N and C only.
+ * LayerNorm's and RMSNorm's backward passes also use on their own
+ * partials). Deterministic: the grouping depends on N and C only.
  */
 #define COL_TILE 32
 #define COL_LANES 8
@@ -100,6 +100,16 @@ void cuda_attention_fused_forward(float *out, float *stats, const float *qkv, in
 void cuda_attention_fused_backward(float *dqkv, const float *dout, const float *out,
 				   const float *qkv, const float *stats, int B, int T, int NH,
 				   int HS);
+void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N,
+			  int C, float eps);
+void cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+			   const float *weight, const float *rstd, int N, int C);
+void cuda_rope_forward(float *qkv, const float *raw, const float *rope, int B, int T, int NH,
+		       int KV, int HS);
+void cuda_rope_backward(float *draw, const float *dqkv, const float *rope, int B, int T, int NH,
+			int KV, int HS);
+void cuda_swiglu_forward(float *out, const float *inp, int N, int I);
+void cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int I);
 void cuda_gelu_forward(float *out, const float *inp, size_t n);
 void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void cuda_residual_forward(float *out, const float *a, const float *b, size_t n);

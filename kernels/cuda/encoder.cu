@@ -1,5 +1,6 @@
 /*
- * kernels/cuda/encoder.cu - token + position embedding and its backward.
+ * kernels/cuda/encoder.cu - token + position embedding and its backward
+ * (no position embedding when wpe is NULL: Llama's positions are rotary).
  *
  * The backward adds each position's gradient row into its token's row of
  * dwte. Tokens repeat, so threads would collide on rows; atomicAdd would
@@ -15,7 +16,11 @@
 #include <cstdlib>
 #include <vector>
 
-/* out (N, C) = wte[inp[n]] + wpe[n % T]: one thread per element. */
+/*
+ * out (N, C) = wte[inp[n]] + wpe[n % T]: one thread per element. Without
+ * wpe the token's row is copied as is, not added to 0 (which would turn
+ * -0 into +0): the CPU's bits.
+ */
 __global__ static void encoder_forward_kernel(float *out, const int *inp, const float *wte,
 					      const float *wpe, int N, int T, int C)
 {
@@ -23,8 +28,9 @@ __global__ static void encoder_forward_kernel(float *out, const int *inp, const 
 
 	if (i < (size_t)N * C) {
 		int n = (int)(i / C), c = (int)(i % C);
+		float te = wte[(size_t)inp[n] * C + c];
 
-		out[i] = wte[(size_t)inp[n] * C + c] + wpe[(size_t)(n % T) * C + c];
+		out[i] = wpe ? te + wpe[(size_t)(n % T) * C + c] : te;
 	}
 }
 
@@ -81,8 +87,10 @@ void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const in
 
 	if (N <= 0 || C <= 0)
 		return;
-	wpe_backward_kernel<<<grid_for((size_t)T * C), BLOCK>>>(dwpe, dout, B, T, C);
-	LAUNCHED("encoder_backward wpe");
+	if (dwpe) {
+		wpe_backward_kernel<<<grid_for((size_t)T * C), BLOCK>>>(dwpe, dout, B, T, C);
+		LAUNCHED("encoder_backward wpe");
+	}
 
 	/* counting sort of the positions by token, stable (position order kept) */
 	cuda_download(tok.data(), inp, (size_t)N * sizeof(int));

@@ -4,9 +4,12 @@
  *
  *   encoder.cu       token + position embedding (deterministic backward)
  *   layernorm.cu     LayerNorm, a warp per row (and fused with the residual before it)
+ *   rmsnorm.cu       RMSNorm, a warp per row (Llama)
  *   matmul.cu        linear layers on cuBLAS, bias and its gradient
  *   attention.cu     causal self-attention on batched cuBLAS products
  *   flash_attention.cu  the same fused: tiles in shared memory, online softmax
+ *   rope.cu          rotary positions and grouped-query heads (Llama's attention input)
+ *   swiglu.cu        SwiGLU, Llama's MLP activation
  *   softmax_xent.cu  softmax + cross-entropy over the padded vocabulary (and fused with its backward)
  *   elementwise.cu   GELU, residual, AdamW, zero, scale
  *   reduce.cu        sum of squares and column sums, without atomics
@@ -35,6 +38,12 @@ static struct ops make_ops_cuda(void)
 	o.attention_backward = cuda_attention_backward;
 	o.attention_fused_forward = cuda_attention_fused_forward;
 	o.attention_fused_backward = cuda_attention_fused_backward;
+	o.rmsnorm_forward = cuda_rmsnorm_forward;
+	o.rmsnorm_backward = cuda_rmsnorm_backward;
+	o.rope_forward = cuda_rope_forward;
+	o.rope_backward = cuda_rope_backward;
+	o.swiglu_forward = cuda_swiglu_forward;
+	o.swiglu_backward = cuda_swiglu_backward;
 	o.gelu_forward = cuda_gelu_forward;
 	o.gelu_backward = cuda_gelu_backward;
 	o.residual_forward = cuda_residual_forward;

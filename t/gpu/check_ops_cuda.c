@@ -11,8 +11,9 @@
  * size ~1 then differs by about K * 6e-8 at worst, below 1e-5 for the K <=
  * 200 of these sizes. We allow 1e-4 absolute + 1e-4 relative, ten times
  * that, and far below what a wrong index or formula gives (O(0.1)).
- * Deterministic entries (sumsq, encoder and LayerNorm backward, column
- * sums) must also repeat their bits exactly. Exits 77 without a GPU.
+ * Deterministic entries (sumsq, the encoder's, LayerNorm's, RMSNorm's and
+ * rope's backward, column sums) must also repeat their bits exactly.
+ * Exits 77 without a GPU.
  */
 #include "config.h"
 #include "kernels/device.h"
@@ -109,6 +110,25 @@ static void drop(struct pair *p)
 	ops_cuda.free(p->d);
 }
 
+/* n device floats as a host copy (the caller frees it). */
+static float *fetch(const float *d, size_t n)
+{
+	float *h = malloc((n ? n : 1) * sizeof(float));
+
+	ck_assert_ptr_nonnull(h);
+	ops_cuda.download(h, d, n * sizeof(float));
+	return h;
+}
+
+/* The device copy's bits equal want (n floats on the host). */
+static void same_bits(const float *d, const float *want, size_t n, const char *what)
+{
+	float *got = fetch(d, n);
+
+	ck_assert_msg(!memcmp(got, want, n * sizeof(float)), "%s: other bits than the reference's", what);
+	free(got);
+}
+
 /*
  * Sizes: ordinary, and odd ones (T = 1, C = 40, N = 3 * 17, T = 150: more
  * than two of the CPU attention's 64-row blocks).
@@ -152,6 +172,31 @@ START_TEST(test_encoder)
 }
 END_TEST
 
+/* Llama has no position embedding: wpe and dwpe NULL, only the token rows. */
+START_TEST(test_encoder_without_positions)
+{
+	const struct dims *z = &sizes[_i];
+	int N = z->B * z->T, *dtok, *tok;
+	struct pair wte, out, dout, dwte;
+
+	use_gpu();
+	tok = tokens((size_t)N, z->V, &dtok);
+	wte = rnd((size_t)z->V * z->C, 1.0f);
+	out = rnd((size_t)N * z->C, 1.0f);
+	ops_cpu.encoder_forward(out.h, tok, wte.h, NULL, z->B, z->T, z->C);
+	ops_cuda.encoder_forward(out.d, dtok, wte.d, NULL, z->B, z->T, z->C);
+	agree(&out, "encoder out (no wpe)");
+	dout = rnd((size_t)N * z->C, 1.0f);
+	dwte = rnd((size_t)z->V * z->C, 1.0f);
+	ops_cpu.encoder_backward(dwte.h, NULL, dout.h, tok, z->B, z->T, z->C);
+	ops_cuda.encoder_backward(dwte.d, NULL, dout.d, dtok, z->B, z->T, z->C);
+	agree(&dwte, "dwte (no wpe)");
+	drop(&wte), drop(&out), drop(&dout), drop(&dwte);
+	free(tok);
+	ops_cuda.free(dtok);
+}
+END_TEST
+
 START_TEST(test_layernorm)
 {
 	const struct dims *z = &sizes[_i];
@@ -180,6 +225,135 @@ START_TEST(test_layernorm)
 	agree(&db, "layernorm dbias");
 	drop(&x), drop(&w), drop(&b), drop(&out), drop(&mean), drop(&rstd);
 	drop(&dout), drop(&dx), drop(&dw), drop(&db);
+}
+END_TEST
+
+/*
+ * RMSNorm at each size; the backward pass run twice from the same
+ * gradients must give the same bits (dweight's column sums have no
+ * atomics).
+ */
+START_TEST(test_rmsnorm)
+{
+	const struct dims *z = &sizes[_i];
+	int N = z->B * z->T, C = z->C;
+	struct pair x, w, out, rstd, dout, dx, dw;
+	float *dx0, *dw0, *dx1, *dw1;
+
+	use_gpu();
+	x = rnd((size_t)N * C, 2.0f);
+	w = rnd((size_t)C, 1.0f);
+	out = rnd((size_t)N * C, 1.0f);
+	rstd = rnd((size_t)N, 1.0f);
+	ops_cpu.rmsnorm_forward(out.h, rstd.h, x.h, w.h, N, C, 1e-5f);
+	ops_cuda.rmsnorm_forward(out.d, rstd.d, x.d, w.d, N, C, 1e-5f);
+	agree(&out, "rmsnorm out");
+	agree(&rstd, "rmsnorm rstd");
+	dout = rnd((size_t)N * C, 1.0f);
+	dx = rnd((size_t)N * C, 1.0f);
+	dw = rnd((size_t)C, 1.0f);
+	dx0 = fetch(dx.d, dx.n);
+	dw0 = fetch(dw.d, dw.n);
+	ops_cpu.rmsnorm_backward(dx.h, dw.h, dout.h, x.h, w.h, rstd.h, N, C);
+	ops_cuda.rmsnorm_backward(dx.d, dw.d, dout.d, x.d, w.d, rstd.d, N, C);
+	agree(&dx, "rmsnorm dinp");
+	agree(&dw, "rmsnorm dweight");
+	dx1 = fetch(dx.d, dx.n);
+	dw1 = fetch(dw.d, dw.n);
+	ops_cuda.upload(dx.d, dx0, dx.n * sizeof(float));
+	ops_cuda.upload(dw.d, dw0, dw.n * sizeof(float));
+	ops_cuda.rmsnorm_backward(dx.d, dw.d, dout.d, x.d, w.d, rstd.d, N, C);
+	same_bits(dx.d, dx1, dx.n, "rmsnorm dinp, run again");
+	same_bits(dw.d, dw1, dw.n, "rmsnorm dweight, run again");
+	free(dx0), free(dw0), free(dx1), free(dw1);
+	drop(&x), drop(&w), drop(&out), drop(&rstd), drop(&dout), drop(&dx), drop(&dw);
+}
+END_TEST
+
+/*
+ * Rotary positions with grouped-query heads (KV < NH), with one key and
+ * value head for all (KV = 1), and plain multi-head (KV = NH); T = 1 and
+ * N not a multiple of any block among them.
+ */
+struct rope_dims {
+	int B, T, NH, KV, HS;
+};
+static const struct rope_dims rope_sizes[] = {
+	{ 2, 5, 8, 2, 16 }, { 2, 5, 8, 8, 16 }, { 3, 17, 6, 1, 8 }, { 2, 1, 4, 2, 64 },
+	{ 1, 33, 12, 4, 128 },
+};
+#define NROPE ((int)(sizeof rope_sizes / sizeof rope_sizes[0]))
+
+/*
+ * The table rope (T, HS/2, 2) of cos, sin of t * inv_freq[i], inv_freq[i]
+ * = 1 / 10000^(2i/HS) (Llama's), on both sides.
+ */
+static struct pair rope_table(int T, int HS)
+{
+	int half = HS / 2;
+	struct pair p = rnd((size_t)T * HS, 1.0f);
+
+	for (int t = 0; t < T; t++)
+		for (int i = 0; i < half; i++) {
+			double angle = t / pow(10000.0, 2.0 * i / HS);
+
+			p.h[((size_t)t * half + i) * 2] = (float)cos(angle);
+			p.h[((size_t)t * half + i) * 2 + 1] = (float)sin(angle);
+		}
+	ops_cuda.upload(p.d, p.h, p.n * sizeof(float));
+	return p;
+}
+
+START_TEST(test_rope)
+{
+	const struct rope_dims *z = &rope_sizes[_i];
+	int B = z->B, T = z->T, NH = z->NH, KV = z->KV, HS = z->HS;
+	size_t nraw = (size_t)B * T * (NH + 2 * KV) * HS, nqkv = (size_t)B * T * 3 * NH * HS;
+	struct pair rope, raw, qkv, dqkv, draw;
+	float *start, *first;
+
+	use_gpu();
+	rope = rope_table(T, HS);
+	raw = rnd(nraw, 1.0f);
+	qkv = rnd(nqkv, 1.0f);
+	ops_cpu.rope_forward(qkv.h, raw.h, rope.h, B, T, NH, KV, HS);
+	ops_cuda.rope_forward(qkv.d, raw.d, rope.d, B, T, NH, KV, HS);
+	agree(&qkv, "rope qkv");
+	dqkv = rnd(nqkv, 1.0f);
+	draw = rnd(nraw, 1.0f);
+	start = fetch(draw.d, nraw);
+	ops_cpu.rope_backward(draw.h, dqkv.h, rope.h, B, T, NH, KV, HS);
+	ops_cuda.rope_backward(draw.d, dqkv.d, rope.d, B, T, NH, KV, HS);
+	agree(&draw, "rope draw");
+	/* each float of draw has one writer: the same bits again */
+	first = fetch(draw.d, nraw);
+	ops_cuda.upload(draw.d, start, nraw * sizeof(float));
+	ops_cuda.rope_backward(draw.d, dqkv.d, rope.d, B, T, NH, KV, HS);
+	same_bits(draw.d, first, nraw, "rope draw, run again");
+	free(start), free(first);
+	drop(&rope), drop(&raw), drop(&qkv), drop(&dqkv), drop(&draw);
+}
+END_TEST
+
+/* SwiGLU with I = 2C + 1: rows of gate and up not a multiple of any block. */
+START_TEST(test_swiglu)
+{
+	const struct dims *z = &sizes[_i];
+	int N = z->B * z->T, I = 2 * z->C + 1;
+	struct pair inp, out, dout, dinp;
+
+	use_gpu();
+	inp = rnd((size_t)N * 2 * I, 2.0f);
+	out = rnd((size_t)N * I, 1.0f);
+	ops_cpu.swiglu_forward(out.h, inp.h, N, I);
+	ops_cuda.swiglu_forward(out.d, inp.d, N, I);
+	agree(&out, "swiglu out");
+	dout = rnd((size_t)N * I, 1.0f);
+	dinp = rnd((size_t)N * 2 * I, 1.0f);
+	ops_cpu.swiglu_backward(dinp.h, inp.h, dout.h, N, I);
+	ops_cuda.swiglu_backward(dinp.d, inp.d, dout.d, N, I);
+	agree(&dinp, "swiglu dinp");
+	drop(&inp), drop(&out), drop(&dout), drop(&dinp);
 }
 END_TEST
 
@@ -292,25 +466,6 @@ START_TEST(test_softmax_xent)
 	ops_cuda.free(dtok);
 }
 END_TEST
-
-/* n device floats as a host copy (the caller frees it). */
-static float *fetch(const float *d, size_t n)
-{
-	float *h = malloc((n ? n : 1) * sizeof(float));
-
-	ck_assert_ptr_nonnull(h);
-	ops_cuda.download(h, d, n * sizeof(float));
-	return h;
-}
-
-/* The device copy's bits equal want (n floats on the host). */
-static void same_bits(const float *d, const float *want, size_t n, const char *what)
-{
-	float *got = fetch(d, n);
-
-	ck_assert_msg(!memcmp(got, want, n * sizeof(float)), "%s: other bits than the reference's", what);
-	free(got);
-}
 
 /*
  * The fused kernels on the GPU: within TOL of the CPU's fused kernels,
@@ -573,7 +728,11 @@ int main(void)
 	tc = tcase_create("core");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_encoder, 0, NSIZES);
+	tcase_add_loop_test(tc, test_encoder_without_positions, 0, NSIZES);
 	tcase_add_loop_test(tc, test_layernorm, 0, NSIZES);
+	tcase_add_loop_test(tc, test_rmsnorm, 0, NSIZES);
+	tcase_add_loop_test(tc, test_rope, 0, NROPE);
+	tcase_add_loop_test(tc, test_swiglu, 0, NSIZES);
 	tcase_add_loop_test(tc, test_matmul, 0, NSIZES);
 	tcase_add_loop_test(tc, test_matmul_bf16, 0, NSIZES);
 	tcase_add_loop_test(tc, test_attention, 0, NSIZES);
