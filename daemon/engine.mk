@@ -4,6 +4,8 @@
 noinst_LIBRARIES += daemon/libengine.a
 daemon_libengine_a_SOURCES = \
 	daemon/model.c daemon/model.h \
+	daemon/arch/arch.h daemon/arch/blocks.c daemon/arch/gpt2.c daemon/arch/llama.c \
+	daemon/hf_model.c daemon/hf_model.h \
 	daemon/tensor_parallel.c daemon/tensor_parallel.h \
 	daemon/layout.c daemon/layout.h \
 	daemon/optimizer.c daemon/optimizer.h \

@@ -5,6 +5,7 @@
 #include "daemon/layout.h"
 
 #include "lib/comm/comm.h"
+#include "daemon/hf_model.h"
 #include "lib/stork_config.h"
 
 #include <stdio.h>
@@ -13,30 +14,57 @@
 int layout_model_shape(const struct stork_config *cfg, struct gpt2_config *mc, char *err,
 		       size_t errlen)
 {
+	const typeof(cfg->model) *m = &cfg->model;
+
 	*mc = (struct gpt2_config){
-		.max_seq_len = cfg->model.max_seq_len, .vocab_size = cfg->model.vocab_size,
-		.padded_vocab_size = cfg->model.padded_vocab_size, .num_layers = cfg->model.layers,
-		.num_heads = cfg->model.heads, .channels = cfg->model.channels,
+		.max_seq_len = m->max_seq_len, .vocab_size = m->vocab_size,
+		.padded_vocab_size = m->padded_vocab_size, .num_layers = m->layers,
+		.num_heads = m->heads, .channels = m->channels,
 	};
-	if (cfg->model.init_from[0])
-		return gpt2_read_config(cfg->model.init_from, mc, err, errlen);
+	if (m->arch == STORK_ARCH_LLAMA) {
+		mc->arch = MODEL_LLAMA;
+		mc->kv_heads = m->kv_heads;
+		mc->intermediate = m->intermediate_size;
+		mc->untied = !m->tie_embeddings;
+		mc->norm_eps = (float)m->rms_norm_eps;
+		mc->rope_theta = (float)m->rope_theta;
+		mc->rope_factor = (float)m->rope_scaling_factor;
+		mc->rope_low_freq_factor = (float)m->rope_low_freq_factor;
+		mc->rope_high_freq_factor = (float)m->rope_high_freq_factor;
+		mc->rope_original_max_positions = m->rope_original_max_positions;
+	}
+	if (m->init_from[0] && hf_is_model_dir(m->init_from))
+		return hf_model_config(m->init_from, mc, err, errlen);
+	if (m->init_from[0])
+		return gpt2_read_config(m->init_from, mc, err, errlen);
 	return 0;
 }
 
-/* Parameters of one block, and of what the first and last stages add. */
+/* Parameters of tensor t in the whole model. */
+static double tensor_params(const struct gpt2_config *c, int t)
+{
+	return (double)gpt2_chunk_floats(c, t) * (gpt2_tensor_per_layer(t) ? c->num_layers : 1);
+}
+
+/* Parameters of one block. */
 static double block_params(const struct gpt2_config *c)
 {
-	double C = c->channels;
+	double n = 0;
 
-	return 12.0 * C * C + 13.0 * C;
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
+		if (gpt2_tensor_per_layer(t))
+			n += (double)gpt2_chunk_floats(c, t);
+	return n;
 }
 
 void layout_stage_layers(const struct gpt2_config *c, int P, int s, int *first, int *last)
 {
-	double lp = block_params(c), C = c->channels;
-	double head = (double)c->padded_vocab_size * C + 2.0 * C;          /* last stage */
-	double embed = (double)c->padded_vocab_size * C + c->max_seq_len * C; /* first */
-	double total = c->num_layers * lp + embed + (P > 1 ? head : 2.0 * C);
+	double lp = block_params(c);
+	double norm = tensor_params(c, GPT2_LNFW) + tensor_params(c, GPT2_LNFB);
+	double head = norm + (model_tied(c) ? tensor_params(c, GPT2_WTE) :
+					      tensor_params(c, GPT2_LMHEAD)); /* last stage */
+	double embed = tensor_params(c, GPT2_WTE) + tensor_params(c, GPT2_WPE); /* first */
+	double total = c->num_layers * lp + embed + (P > 1 ? head : norm);
 	int L = c->num_layers, prev = 0, b = 0;
 
 	/* boundary k: where the running parameter count reaches k/P of the total */
@@ -73,6 +101,16 @@ int layout_make(struct par_layout *l, const struct gpt2_config *c, int world, in
 			 tensor, c->num_heads, c->padded_vocab_size);
 		return -1;
 	}
+	{
+		struct gpt2_shard s = { .tp_rank = 0, .tp_size = tensor, .first_layer = 0,
+					.last_layer = c->num_layers };
+		char why[200];
+
+		if (gpt2_shard_check(c, &s, why, sizeof why)) {
+			snprintf(err, errlen, "parallel.tensor (%d): %s", tensor, why);
+			return -1;
+		}
+	}
 	if (pipeline > c->num_layers) {
 		snprintf(err, errlen, "parallel.pipeline (%d) exceeds model.layers (%d): every stage needs a layer",
 			 pipeline, c->num_layers);
@@ -83,6 +121,7 @@ int layout_make(struct par_layout *l, const struct gpt2_config *c, int world, in
 	l->pp = pipeline;
 	l->dp = world / (tensor * pipeline);
 	l->zero = zero;
+	l->tied = model_tied(c);
 	l->rank = rank;
 	l->tp_rank = rank % tensor;
 	l->dp_rank = rank / tensor % l->dp;
@@ -162,7 +201,8 @@ int layout_groups(const struct par_layout *l, struct comm *world, struct par_gro
 	    (rc = split(world, D == l->world, l->stage * T + l->tp_rank, l->dp_rank, &g->dp)) ||
 	    (rc = split(world, P == l->world, l->dp_rank * T + l->tp_rank, l->stage, &g->pp)) ||
 	    (rc = split(world, D == 1, l->dp_rank, l->rank, &g->mp)) ||
-	    (rc = split(world, 0, P > 1 && end ? l->dp_rank * T + l->tp_rank : COMM_UNDEFINED,
+	    (rc = split(world, 0,
+			P > 1 && end && l->tied ? l->dp_rank * T + l->tp_rank : COMM_UNDEFINED,
 			l->stage, &g->emb))) {
 		layout_groups_free(g);
 		return rc;

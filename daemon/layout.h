@@ -31,6 +31,7 @@ struct stork_config;
 struct par_layout {
 	int world, dp, tp, pp;     /* W = D x T x P */
 	int zero;                  /* ZeRO-1: optimizer state sharded over the D replicas */
+	int tied;                  /* the LM head is the token embedding: the first and last stages share it */
 	int rank, dp_rank, tp_rank, stage;
 	int first_layer, last_layer; /* this stage's layers */
 };
@@ -41,7 +42,7 @@ struct par_groups {
 	struct comm *dp;           /* the D replicas of this (stage, tp): ranks by dp */
 	struct comm *pp;           /* the P stages of this (dp, tp): ranks by stage */
 	struct comm *mp;           /* the T x P ranks of this replica (gradient norm) */
-	struct comm *emb;          /* first and last stage of this (dp, tp): the tied embedding */
+	struct comm *emb;          /* first and last stage of this (dp, tp): the tied embedding (NULL when untied) */
 	struct comm *world;        /* a group that is the whole world is this one, not a copy */
 };
 

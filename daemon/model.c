@@ -1,20 +1,17 @@
 /*
- * daemon/model.c - GPT-2: parameters, llm.c model files, forward and
- * backward passes (see model.h for the model and the file format).
+ * daemon/model.c - the decoder's parameters, shards, activations and
+ * passes, the same for every architecture (see model.h); what differs
+ * from one architecture to the next (tensor shapes, the blocks, the final
+ * norm) comes from daemon/arch/, model files from model_file.c.
  *
- * The passes follow llm.c's train_gpt2.c layer by layer, calling the
- * kernels of a backend (struct ops, CPU here). Two differences, both for
- * memory: the outputs of the attention and MLP projections are written
- * straight into the residual stream (they are not needed by the backward
- * pass), and the backward pass keeps one set of activation-gradient buffers
- * that every layer reuses, instead of one per layer. The gradient of the
- * residual stream lives in one buffer (dres) that the two LayerNorm
- * backwards of a block add into: the residual connections pass it through
- * unchanged. The logits buffer holds logits, then probabilities, then their
- * gradient.
+ * The passes call the kernels of a backend (struct ops, CPU here): the
+ * embedding, each block of the shard's layers (the architecture's), the
+ * final norm, the LM head and the loss. The logits buffer holds logits,
+ * then probabilities, then their gradient.
  */
 #include "config.h"
 #include "daemon/model.h"
+#include "daemon/arch/arch.h"
 #include "daemon/tensor_parallel.h"
 #include "lib/io.h"
 #include "lib/rng.h"
@@ -30,7 +27,28 @@
 static const char *const tensor_names[GPT2_NUM_TENSORS] = {
 	"wte",  "wpe", "ln1w",	"ln1b",	 "qkvw",    "qkvb",    "attprojw", "attprojb",
 	"ln2w", "ln2b", "fcw",	"fcb",	 "fcprojw", "fcprojb", "lnfw",	   "lnfb",
+	"lmhead",
 };
+
+const char *model_arch_name(enum model_arch a)
+{
+	return a == MODEL_LLAMA ? "llama" : "gpt2";
+}
+
+int model_kv_heads(const struct gpt2_config *c)
+{
+	return c->arch == MODEL_LLAMA && c->kv_heads > 0 ? c->kv_heads : c->num_heads;
+}
+
+int model_mlp_width(const struct gpt2_config *c)
+{
+	return c->arch == MODEL_LLAMA ? c->intermediate : 4 * c->channels;
+}
+
+int model_tied(const struct gpt2_config *c)
+{
+	return c->arch != MODEL_LLAMA || !c->untied;
+}
 
 const char *gpt2_tensor_name(enum gpt2_tensor t)
 {
@@ -40,7 +58,7 @@ const char *gpt2_tensor_name(enum gpt2_tensor t)
 int gpt2_tensor_decays(enum gpt2_tensor t)
 {
 	return t == GPT2_WTE || t == GPT2_WPE || t == GPT2_QKVW || t == GPT2_ATTPROJW ||
-	       t == GPT2_FCW || t == GPT2_FCPROJW;
+	       t == GPT2_FCW || t == GPT2_FCPROJW || t == GPT2_LMHEAD;
 }
 
 int gpt2_config_check(const struct gpt2_config *c, char *err, size_t errlen)
@@ -71,7 +89,7 @@ int gpt2_config_check(const struct gpt2_config *c, char *err, size_t errlen)
 			 c->padded_vocab_size, c->vocab_size);
 		return -1;
 	}
-	return 0;
+	return arch_of(c)->check(c, 1, err, errlen);
 }
 
 /* Whether tensor t is stacked per layer. */
@@ -83,36 +101,25 @@ static int per_layer(int t)
 /* Floats of one layer's chunk of tensor t in the whole model (the whole tensor if not per layer). */
 static size_t full_chunk(const struct gpt2_config *c, int t)
 {
-	size_t C = (size_t)c->channels;
-
-	switch (t) {
-	case GPT2_WTE: return (size_t)c->padded_vocab_size * C;
-	case GPT2_WPE: return (size_t)c->max_seq_len * C;
-	case GPT2_QKVW: return 3 * C * C;
-	case GPT2_QKVB: return 3 * C;
-	case GPT2_ATTPROJW: return C * C;
-	case GPT2_FCW: return 4 * C * C;
-	case GPT2_FCB: return 4 * C;
-	case GPT2_FCPROJW: return C * 4 * C;
-	default: return C; /* LayerNorm weights and biases, projection biases */
-	}
+	return arch_of(c)->chunk(c, t);
 }
 
-/*
- * How tensor parallelism cuts a chunk: the chunk is `blocks` equal blocks
- * and slice k of n takes the k-th n-th of every block; 0 means replicated.
- * Rows of wte (vocabulary), fcw and fcb (column-parallel); rows of each of
- * q, k and v in qkvw and qkvb (whole heads); the input columns of every
- * output row of attprojw and fcprojw (row-parallel).
- */
-static size_t split_blocks(const struct gpt2_config *c, int t)
+size_t gpt2_chunk_floats(const struct gpt2_config *c, enum gpt2_tensor t)
 {
-	switch (t) {
-	case GPT2_WTE: case GPT2_FCW: case GPT2_FCB: return 1;
-	case GPT2_QKVW: case GPT2_QKVB: return 3;
-	case GPT2_ATTPROJW: case GPT2_FCPROJW: return (size_t)c->channels;
-	default: return 0;
-	}
+	return full_chunk(c, t);
+}
+
+int gpt2_tensor_per_layer(enum gpt2_tensor t)
+{
+	return per_layer(t);
+}
+
+static int is_split(const struct gpt2_config *c, int t)
+{
+	struct tp_split sp;
+
+	arch_of(c)->split(c, t, &sp);
+	return sp.nseg != 0;
 }
 
 /* Whether the shard holds tensor t's chunk of layer l (l = 0 for tensors without layers). */
@@ -122,16 +129,16 @@ static int shard_holds(const struct gpt2_config *c, const struct gpt2_shard *s, 
 
 	if (per_layer(t))
 		return l >= s->first_layer && l < s->last_layer;
-	if (t == GPT2_WTE)
-		return first || last;
+	if (t == GPT2_WTE) /* tied: the LM head too */
+		return first || (last && model_tied(c));
 	if (t == GPT2_WPE)
 		return first;
-	return last; /* the final LayerNorm */
+	return last; /* the final norm, an untied LM head */
 }
 
 static size_t local_chunk(const struct gpt2_config *c, const struct gpt2_shard *s, int t)
 {
-	return split_blocks(c, t) ? full_chunk(c, t) / (size_t)s->tp_size : full_chunk(c, t);
+	return is_split(c, t) ? full_chunk(c, t) / (size_t)s->tp_size : full_chunk(c, t);
 }
 
 void gpt2_shard_whole(const struct gpt2_config *c, struct gpt2_shard *s)
@@ -153,6 +160,8 @@ int gpt2_shard_check(const struct gpt2_config *c, const struct gpt2_shard *s, ch
 			 s->tp_size, c->num_heads, c->padded_vocab_size);
 		return -1;
 	}
+	if (arch_of(c)->check(c, s->tp_size, err, errlen))
+		return -1;
 	if (s->first_layer < 0 || s->last_layer > c->num_layers || s->first_layer >= s->last_layer) {
 		snprintf(err, errlen, "layer range [%d, %d) is not within [0, %d)", s->first_layer,
 			 s->last_layer, c->num_layers);
@@ -176,27 +185,33 @@ size_t gpt2_shard_sizes(const struct gpt2_config *c, const struct gpt2_shard *s,
 	return total;
 }
 
-/* Copy one chunk between its whole-model form and the shard's slice of it. */
+/* Copy one chunk between its whole-model form and the shard's slice of it (struct tp_split). */
 static void copy_chunk(const struct gpt2_config *c, const struct gpt2_shard *s, int t, float *full,
 		       float *local, int to_local)
 {
-	size_t blocks = split_blocks(c, t), n = full_chunk(c, t), len, sub;
+	struct tp_split sp;
 
-	if (!blocks || s->tp_size == 1) {
-		blocks = 1;
-		len = sub = n;
-	} else {
-		len = n / blocks;
-		sub = len / (size_t)s->tp_size;
-	}
-	for (size_t b = 0; b < blocks; b++) {
-		size_t slice = len == sub ? 0 : (size_t)s->tp_rank * sub;
-		float *f = full + b * len + slice, *l = local + b * sub;
-
+	arch_of(c)->split(c, t, &sp);
+	if (!sp.nseg || s->tp_size == 1) {
+		sp = (struct tp_split){ .repeat = 1, .nseg = 1, .seg = { full_chunk(c, t) } };
 		if (to_local)
-			memcpy(l, f, sub * sizeof(float));
+			memcpy(local, full, sp.seg[0] * sizeof(float));
 		else
-			memcpy(f, l, sub * sizeof(float));
+			memcpy(full, local, sp.seg[0] * sizeof(float));
+		return;
+	}
+	for (size_t r = 0; r < sp.repeat; r++) {
+		for (int k = 0; k < sp.nseg; k++) {
+			size_t sub = sp.seg[k] / (size_t)s->tp_size;
+			float *f = full + (size_t)s->tp_rank * sub;
+
+			if (to_local)
+				memcpy(local, f, sub * sizeof(float));
+			else
+				memcpy(f, local, sub * sizeof(float));
+			full += sp.seg[k];
+			local += sub;
+		}
 	}
 }
 
@@ -253,15 +268,16 @@ void gpt2_shard_copy(const struct gpt2_config *c, const struct gpt2_shard *s, fl
 
 int gpt2_tensor_is_split(const struct gpt2_config *c, enum gpt2_tensor t)
 {
-	return split_blocks(c, t) != 0;
+	return is_split(c, t);
 }
 
 int gpt2_shard_is_replica(const struct gpt2_config *c, const struct gpt2_shard *s,
 			  enum gpt2_tensor t)
 {
-	if (!split_blocks(c, t) && s->tp_rank > 0)
+	if (!is_split(c, t) && s->tp_rank > 0)
 		return 1;
-	return t == GPT2_WTE && s->first_layer > 0 && s->last_layer == c->num_layers;
+	return t == GPT2_WTE && model_tied(c) && s->first_layer > 0 &&
+	       s->last_layer == c->num_layers;
 }
 
 /*
@@ -299,6 +315,10 @@ static void forget_acts(struct gpt2 *m)
 		m->ops->free(m->act_mem);
 	if (m->tok_mem)
 		m->ops->free(m->tok_mem);
+	if (m->rope)
+		m->ops->free(m->rope);
+	m->rope = NULL;
+	m->rope_T = 0;
 	m->act_mem = NULL;
 	m->act_cap = 0;
 	m->tok_mem = NULL;
@@ -421,6 +441,14 @@ int gpt2_set_backend(struct gpt2 *m, const struct ops *o)
 	NEED(residual_backward);
 	NEED(softmax_xent_forward);
 	NEED(softmax_xent_backward);
+	if (m->config.arch == MODEL_LLAMA) {
+		NEED(rmsnorm_forward);
+		NEED(rmsnorm_backward);
+		NEED(rope_forward);
+		NEED(rope_backward);
+		NEED(swiglu_forward);
+		NEED(swiglu_backward);
+	}
 	NEED(zero);
 	NEED(alloc);
 	NEED(upload);
@@ -440,7 +468,8 @@ int gpt2_set_backend(struct gpt2 *m, const struct ops *o)
 /*
  * The initial values of one chunk of the whole model (see gpt2_build in
  * model.h): each (tensor, layer) draws from its own stream, so a shard
- * generates the chunks it holds and keeps its slice of each.
+ * generates the chunks it holds and keeps its slice of each. Norm weights
+ * are 1, biases 0, matrices normal with the architecture's deviation.
  */
 static void init_chunk(const struct gpt2_config *c, int t, int l, uint64_t seed, float *p)
 {
@@ -448,12 +477,10 @@ static void init_chunk(const struct gpt2_config *c, int t, int l, uint64_t seed,
 	int is_bias = t == GPT2_QKVB || t == GPT2_ATTPROJB || t == GPT2_FCB || t == GPT2_FCPROJB ||
 		      t == GPT2_LN1B || t == GPT2_LN2B || t == GPT2_LNFB;
 	int is_lnw = t == GPT2_LN1W || t == GPT2_LN2W || t == GPT2_LNFW;
-	float std = 0.02f;
+	float std = arch_of(c)->init_std(c, t);
 	uint64_t st = rng_seed(seed, (uint64_t)t * 65536 + (uint64_t)l);
 
-	if (t == GPT2_ATTPROJW || t == GPT2_FCPROJW)
-		std = 0.02f / sqrtf(2.0f * c->num_layers);
-	if (t == GPT2_WTE) /* padding rows stay 0 */
+	if (t == GPT2_WTE || t == GPT2_LMHEAD) /* padding rows stay 0 */
 		real = (size_t)c->vocab_size * c->channels;
 	for (size_t i = 0; i < n; i++)
 		p[i] = is_lnw ? 1.0f : (is_bias || i >= real) ? 0.0f : rng_normal(&st, 0.0f, std);
@@ -541,11 +568,60 @@ int gpt2_build(struct gpt2 *m, const struct gpt2_config *c, uint64_t seed)
 	return gpt2_build_shard(m, c, &s, seed);
 }
 
+/* A float in an int32 slot of the header, bit for bit. */
+static int32_t float_bits(float f)
+{
+	int32_t i;
+
+	memcpy(&i, &f, sizeof i);
+	return i;
+}
+
+static float bits_float(int32_t i)
+{
+	float f;
+
+	memcpy(&f, &i, sizeof f);
+	return f;
+}
+
+/* Llama's header: GPT-2's sizes in the same slots, then its own keys from slot 8. */
+static void llama_header(const struct gpt2_config *c, int32_t *hdr)
+{
+	hdr[0] = LLAMA_MAGIC;
+	hdr[1] = LLAMA_VERSION_FP32;
+	hdr[8] = c->kv_heads;
+	hdr[9] = c->intermediate;
+	hdr[10] = c->untied;
+	hdr[11] = c->rope_original_max_positions;
+	hdr[12] = float_bits(c->norm_eps);
+	hdr[13] = float_bits(c->rope_theta);
+	hdr[14] = float_bits(c->rope_factor);
+	hdr[15] = float_bits(c->rope_low_freq_factor);
+	hdr[16] = float_bits(c->rope_high_freq_factor);
+}
+
+static void llama_from_header(const int32_t *h, struct gpt2_config *c)
+{
+	c->arch = MODEL_LLAMA;
+	c->kv_heads = h[8];
+	c->intermediate = h[9];
+	c->untied = h[10] != 0;
+	c->rope_original_max_positions = h[11];
+	c->norm_eps = bits_float(h[12]);
+	c->rope_theta = bits_float(h[13]);
+	c->rope_factor = bits_float(h[14]);
+	c->rope_low_freq_factor = bits_float(h[15]);
+	c->rope_high_freq_factor = bits_float(h[16]);
+}
+
 void gpt2_config_header(const struct gpt2_config *c, int32_t hdr[GPT2_HEADER_INTS])
 {
 	memset(hdr, 0, GPT2_HEADER_INTS * sizeof(int32_t));
 	hdr[0] = GPT2_MAGIC;
 	hdr[1] = GPT2_VERSION_FP32;
+	if (c->arch == MODEL_LLAMA)
+		llama_header(c, hdr);
 	hdr[2] = c->max_seq_len;
 	hdr[3] = c->vocab_size;
 	hdr[4] = c->num_layers;
@@ -564,14 +640,19 @@ int gpt2_config_from_header(const int32_t *h, const char *path, struct gpt2_conf
 {
 	char why[200];
 
-	if (h[0] != GPT2_MAGIC) {
+	if (h[0] == LLAMA_MAGIC && h[1] != LLAMA_VERSION_FP32) {
+		snprintf(err, errlen, "%s: Llama model file version %d is not supported (expected %d)",
+			 path, h[1], LLAMA_VERSION_FP32);
+		return -1;
+	}
+	if (h[0] != GPT2_MAGIC && h[0] != LLAMA_MAGIC) {
 		snprintf(err, errlen,
 			 "%s: not an llm.c model file (magic %d, expected %d); is it a token "
 			 "shard or another format?",
 			 path, h[0], GPT2_MAGIC);
 		return -1;
 	}
-	if (h[1] != GPT2_VERSION_FP32) {
+	if (h[0] == GPT2_MAGIC && h[1] != GPT2_VERSION_FP32) {
 		snprintf(err, errlen,
 			 "%s: model file version %d is not supported (expected %d = fp32%s)", path,
 			 h[1], GPT2_VERSION_FP32,
@@ -580,6 +661,8 @@ int gpt2_config_from_header(const int32_t *h, const char *path, struct gpt2_conf
 	}
 	*c = (struct gpt2_config){ .max_seq_len = h[2], .vocab_size = h[3], .num_layers = h[4],
 				   .num_heads = h[5], .channels = h[6], .padded_vocab_size = h[7] };
+	if (h[0] == LLAMA_MAGIC)
+		llama_from_header(h, c);
 	if (gpt2_config_check(c, why, sizeof why)) {
 		snprintf(err, errlen, "%s: bad header: %s", path, why);
 		return -1;
@@ -756,27 +839,6 @@ int gpt2_save(const struct gpt2 *m, const char *path, char *err, size_t errlen)
 	return 0;
 }
 
-/* ------------------------------------------------------------ widths */
-
-/* Widths of one block of this shard: where tensor parallelism narrows. */
-struct block_dims {
-	int C;      /* model width (LayerNorm, residual stream) */
-	int NH, HS; /* heads of this shard and their size */
-	int qkv_oc; /* 3 * NH * HS: qkv output channels (column-parallel) */
-	int att_c;  /* NH * HS: attention projection input channels (row-parallel) */
-	int fc_oc;  /* 4C / tp: fc output channels (column-parallel), fcproj input (row-parallel) */
-	int Vp;     /* vocabulary rows of the shard's LM head */
-};
-
-static struct block_dims block_dims(const struct gpt2_config *c, const struct gpt2_shard *s)
-{
-	int HS = c->channels / c->num_heads, NH = c->num_heads / s->tp_size;
-
-	return (struct block_dims){ .C = c->channels, .NH = NH, .HS = HS, .qkv_oc = 3 * NH * HS,
-				    .att_c = NH * HS, .fc_oc = 4 * c->channels / s->tp_size,
-				    .Vp = c->padded_vocab_size / s->tp_size };
-}
-
 /* ------------------------------------------------------------ activations */
 
 /*
@@ -804,6 +866,7 @@ static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_con
 {
 	struct block_dims d = block_dims(c, s);
 	size_t Lr = (size_t)(s->last_layer - s->first_layer), C = c->channels, BT = (size_t)B * T;
+	size_t M = c->arch != MODEL_LLAMA; /* 1 where the norms keep a mean (LayerNorm) */
 	size_t L = kept_layers(Lr, r, GPT2_RECOMPUTE_BLOCK);
 	size_t Lg = kept_layers(Lr, r, GPT2_RECOMPUTE_GELU);
 	size_t H = s->last_layer == c->num_layers; /* 1 if the stage has the head */
@@ -812,18 +875,20 @@ static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_con
 		size_t n;
 	} f[] = {
 		{ &a->encoded, BT * C },
-		{ &a->ln1, L * BT * C },	   { &a->ln1_mean, L * BT },
-		{ &a->ln1_rstd, L * BT },	   { &a->qkv, L * BT * d.qkv_oc },
+		{ &a->ln1, L * BT * C },	   { &a->ln1_mean, M * L * BT },
+		{ &a->ln1_rstd, L * BT },	   { &a->qkvr, L * BT * d.qkvr_oc },
+		{ &a->qkv, L * BT * d.qkv_oc },
 		{ &a->atty, L * BT * d.att_c },	   { &a->att_stats, L * B * d.NH * T * OPS_ATT_STATS },
 		{ &a->res2, L * BT * C },	   { &a->ln2, L * BT * C },
-		{ &a->ln2_mean, L * BT },	   { &a->ln2_rstd, L * BT },
-		{ &a->fch, L * BT * d.fc_oc },	   { &a->fch_gelu, Lg * BT * d.fc_oc },
+		{ &a->ln2_mean, M * L * BT },	   { &a->ln2_rstd, L * BT },
+		{ &a->fch, L * BT * d.fc_oc },	   { &a->fch_gelu, Lg * BT * d.act_oc },
 		{ &a->res3, Lr * BT * C },	   { &a->lnf, H * BT * C },
-		{ &a->lnf_mean, H * BT },	   { &a->lnf_rstd, H * BT },
+		{ &a->lnf_mean, M * H * BT },	   { &a->lnf_rstd, H * BT },
 		{ &a->logits, H * BT * d.Vp },	   { &a->losses, H * BT },
 		{ &a->dres, BT * C },		   { &a->dln, BT * C },
 		{ &a->datty, BT * d.att_c },	   { &a->dqkv, BT * d.qkv_oc },
-		{ &a->dfch, BT * d.fc_oc },	   { &a->dfch_gelu, BT * d.fc_oc },
+		{ &a->dqkvr, BT * d.qkvr_oc },
+		{ &a->dfch, BT * d.fc_oc },	   { &a->dfch_gelu, BT * d.act_oc },
 		{ &a->dlnf, BT * C },
 	};
 	size_t total = 0;
@@ -960,7 +1025,7 @@ static int ensure_acts(struct gpt2 *m, int B, int T)
 	size_t per, need, ntok = 2 * (size_t)B * T;
 
 	if (m->act_mem && m->B == B && m->T == T)
-		return 0;
+		return arch_of(&m->config)->prepare(m, B, T);
 	per = layout_acts(&m->acts, NULL, &m->config, &m->shard, B, T, m->recompute);
 	need = per * (size_t)m->nslots;
 	if (need > m->act_cap) {
@@ -1004,7 +1069,7 @@ static int ensure_acts(struct gpt2 *m, int B, int T)
 	m->T = T;
 	m->act_first = m->shard.first_layer;
 	m->act_last = m->shard.last_layer;
-	return 0;
+	return arch_of(&m->config)->prepare(m, B, T);
 nomem:
 	{
 		char what[64];
@@ -1018,193 +1083,30 @@ nomem:
 
 /* ------------------------------------------------------------ blocks */
 
-/* The weights (or gradients) of local layer l inside a tensor table. */
-struct block_w {
-	float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
-	float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-};
-
-static struct block_w block_weights(float *const t[GPT2_NUM_TENSORS], const struct block_dims *d,
-				    int l)
-{
-	size_t C = d->C;
-
-	return (struct block_w){
-		.ln1w = t[GPT2_LN1W] + l * C,
-		.ln1b = t[GPT2_LN1B] + l * C,
-		.qkvw = t[GPT2_QKVW] + l * (size_t)d->qkv_oc * C,
-		.qkvb = t[GPT2_QKVB] + l * (size_t)d->qkv_oc,
-		.attprojw = t[GPT2_ATTPROJW] + l * C * d->att_c,
-		.attprojb = t[GPT2_ATTPROJB] + l * C,
-		.ln2w = t[GPT2_LN2W] + l * C,
-		.ln2b = t[GPT2_LN2B] + l * C,
-		.fcw = t[GPT2_FCW] + l * (size_t)d->fc_oc * C,
-		.fcb = t[GPT2_FCB] + l * (size_t)d->fc_oc,
-		.fcprojw = t[GPT2_FCPROJW] + l * C * d->fc_oc,
-		.fcprojb = t[GPT2_FCPROJB] + l * C,
-	};
-}
-
-/* Activations of layer l. */
-struct block_a {
-	float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_stats, *res2;
-	float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *res3;
-};
-
-/* Activations of layer l; those the recomputation mode does not keep share one scratch layer. */
-static struct block_a block_acts(const struct gpt2 *m, const struct block_dims *d, int layer)
-{
-	const struct gpt2_acts *a = &m->acts;
-	size_t BT = (size_t)m->B * m->T, C = d->C, l = (size_t)(layer - m->act_first);
-	size_t k = m->recompute >= GPT2_RECOMPUTE_BLOCK ? 0 : l; /* layer slot of the block's insides */
-	size_t g = m->recompute >= GPT2_RECOMPUTE_GELU ? 0 : l;  /* layer slot of the GELU output */
-
-	return (struct block_a){
-		.ln1 = a->ln1 + k * BT * C,
-		.ln1_mean = a->ln1_mean + k * BT,
-		.ln1_rstd = a->ln1_rstd + k * BT,
-		.qkv = a->qkv + k * BT * d->qkv_oc,
-		.atty = a->atty + k * BT * d->att_c,
-		.att_stats = a->att_stats + k * (size_t)m->B * d->NH * m->T * OPS_ATT_STATS,
-		.res2 = a->res2 + k * BT * C,
-		.ln2 = a->ln2 + k * BT * C,
-		.ln2_mean = a->ln2_mean + k * BT,
-		.ln2_rstd = a->ln2_rstd + k * BT,
-		.fch = a->fch + k * BT * d->fc_oc,
-		.fch_gelu = a->fch_gelu + g * BT * d->fc_oc,
-		.res3 = a->res3 + l * BT * C,
-	};
-}
-
-/* The residual stream entering layer l (B, T, C) of the stage's layers or their end. */
-static float *layer_input(struct gpt2 *m, int l)
-{
-	return l == m->act_first ?
-		       m->acts.encoded :
-		       m->acts.res3 + (size_t)(l - 1 - m->act_first) * m->B * m->T *
-					      m->config.channels;
-}
-
-/*
- * The bias of a row-parallel projection: the partial sums of the
- * tensor-parallel ranks are added up afterwards, so only rank 0 adds it.
- */
-static const float *row_parallel_bias(const struct gpt2 *m, const float *bias)
-{
-	return m->shard.tp_rank == 0 ? bias : NULL;
-}
-
-/*
- * One block: x -> res2 = x + attproj(attention(qkv(ln1(x))))
- *              -> res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
- * Under tensor parallelism the shard computes its heads and its fc
- * columns; the two projections give partial sums that tp_allreduce adds
- * (Megatron's g operator) before the residual.
- */
-static int block_forward(struct gpt2 *m, int l)
-{
-	const struct ops *o = m->ops;
-	struct block_dims d = block_dims(&m->config, &m->shard);
-	struct block_w w = block_weights(m->tensors, &d, l - m->shard.first_layer);
-	struct block_a a = block_acts(m, &d, l);
-	int B = m->B, T = m->T, N = B * T, C = d.C;
-	const float *x = layer_input(m, l);
-
-	o->layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, N, C);
-	o->matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, d.qkv_oc);
-	if (m->fused && o->attention_fused_forward)
-		o->attention_fused_forward(a.atty, a.att_stats, a.qkv, B, T, d.NH, d.HS);
-	else
-		o->attention_forward(a.atty, a.att_stats, a.qkv, B, T, d.NH, d.HS);
-	o->matmul_forward(a.res2, a.atty, w.attprojw, row_parallel_bias(m, w.attprojb), N, d.att_c,
-			  C);
-	if (tp_allreduce(m, a.res2, (size_t)N * C))
-		return -1;
-	if (m->fused && o->residual_layernorm_forward) {
-		o->residual_layernorm_forward(a.res2, a.ln2, a.ln2_mean, a.ln2_rstd, x, a.res2,
-					      w.ln2w, w.ln2b, N, C);
-	} else {
-		o->residual_forward(a.res2, x, a.res2, (size_t)N * C);
-		o->layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
-	}
-	o->matmul_forward(a.fch, a.ln2, w.fcw, w.fcb, N, C, d.fc_oc);
-	o->gelu_forward(a.fch_gelu, a.fch, (size_t)N * d.fc_oc);
-	o->matmul_forward(a.res3, a.fch_gelu, w.fcprojw, row_parallel_bias(m, w.fcprojb), N,
-			  d.fc_oc, C);
-	if (tp_allreduce(m, a.res3, (size_t)N * C))
-		return -1;
-	o->residual_forward(a.res3, a.res2, a.res3, (size_t)N * C);
-	return 0;
-}
-
 /*
  * Make again what the forward pass of layer l did not keep: under block
  * recomputation the whole layer runs forward again from its kept input
  * (its tensor-parallel all-reduces too, which every rank of the group
- * makes in the same order); under GELU recomputation the GELU of fc's
- * kept output. Same kernels, same inputs: the same bits as the first time.
+ * makes in the same order); under GELU recomputation the MLP's
+ * activation of fc's kept output. Same kernels, same inputs: the same
+ * bits as the first time.
  */
 static int recompute_layer(struct gpt2 *m, int l)
 {
-	struct block_dims d = block_dims(&m->config, &m->shard);
-	struct block_a a = block_acts(m, &d, l);
+	const struct arch *a = arch_of(&m->config);
 
 	if (m->recompute == GPT2_RECOMPUTE_BLOCK)
-		return block_forward(m, l);
+		return a->block_forward(m, l);
 	if (m->recompute == GPT2_RECOMPUTE_GELU)
-		m->ops->gelu_forward(a.fch_gelu, a.fch, (size_t)m->B * m->T * d.fc_oc);
+		a->activation_again(m, l);
 	return 0;
 }
 
-/*
- * Backward of one block. On entry acts.dres is the gradient of the block's
- * output res3; on exit it is the gradient of its input x. Both LayerNorm
- * backwards add into dres: the residual connections pass gradients through.
- * Under tensor parallelism the gradients reaching each LayerNorm from the
- * shard's columns are partial sums: tp_allreduce adds them (the backward
- * of Megatron's f operator).
- */
 static int block_backward(struct gpt2 *m, int l)
 {
-	const struct ops *o = m->ops;
-	struct gpt2_acts *g = &m->acts;
-	struct block_dims d = block_dims(&m->config, &m->shard);
-	struct block_w w = block_weights(m->tensors, &d, l - m->shard.first_layer);
-	struct block_w dw = block_weights(m->grad_tensors, &d, l - m->shard.first_layer);
-	struct block_a a = block_acts(m, &d, l);
-	int B = m->B, T = m->T, N = B * T, C = d.C;
-	const float *x = layer_input(m, l);
-
 	if (recompute_layer(m, l))
 		return -1;
-	o->zero(g->dfch_gelu, (size_t)N * d.fc_oc);
-	o->zero(g->dfch, (size_t)N * d.fc_oc);
-	o->zero(g->dln, (size_t)N * C);
-	o->zero(g->datty, (size_t)N * d.att_c);
-	o->zero(g->dqkv, (size_t)N * d.qkv_oc);
-
-	o->matmul_backward(g->dfch_gelu, dw.fcprojw, dw.fcprojb, g->dres, a.fch_gelu, w.fcprojw, N,
-			   d.fc_oc, C);
-	o->gelu_backward(g->dfch, a.fch, g->dfch_gelu, (size_t)N * d.fc_oc);
-	o->matmul_backward(g->dln, dw.fcw, dw.fcb, g->dfch, a.ln2, w.fcw, N, C, d.fc_oc);
-	if (tp_allreduce(m, g->dln, (size_t)N * C))
-		return -1;
-	o->layernorm_backward(g->dres, dw.ln2w, dw.ln2b, g->dln, a.res2, w.ln2w, a.ln2_mean,
-			      a.ln2_rstd, N, C);
-	o->zero(g->dln, (size_t)N * C);
-	o->matmul_backward(g->datty, dw.attprojw, dw.attprojb, g->dres, a.atty, w.attprojw, N,
-			   d.att_c, C);
-	if (m->fused && o->attention_fused_backward)
-		o->attention_fused_backward(g->dqkv, g->datty, a.atty, a.qkv, a.att_stats, B, T,
-					    d.NH, d.HS);
-	else
-		o->attention_backward(g->dqkv, g->datty, a.qkv, a.att_stats, B, T, d.NH, d.HS);
-	o->matmul_backward(g->dln, dw.qkvw, dw.qkvb, g->dqkv, a.ln1, w.qkvw, N, C, d.qkv_oc);
-	if (tp_allreduce(m, g->dln, (size_t)N * C))
-		return -1;
-	o->layernorm_backward(g->dres, dw.ln1w, dw.ln1b, g->dln, x, w.ln1w, a.ln1_mean,
-			      a.ln1_rstd, N, C);
-	return 0;
+	return arch_of(&m->config)->block_backward(m, l);
 }
 
 /* ------------------------------------------------------------ passes */
@@ -1237,8 +1139,20 @@ static int copy_tokens(struct gpt2 *m, int *dst, const int *src, size_t n, const
 	return 0;
 }
 
+/* The LM head: a tensor of its own (untied), else the token embedding. */
+static float *head_weight(const struct gpt2 *m, float *const t[GPT2_NUM_TENSORS])
+{
+	return m->sizes[GPT2_LMHEAD] ? t[GPT2_LMHEAD] : t[GPT2_WTE];
+}
+
+/* The position embedding, or NULL (rotary positions). */
+static float *position_weight(const struct gpt2 *m, float *const t[GPT2_NUM_TENSORS])
+{
+	return m->sizes[GPT2_WPE] ? t[GPT2_WPE] : NULL;
+}
+
 /*
- * Final LayerNorm, LM head on the tied embedding, softmax and loss (the
+ * Final norm, LM head (the tied embedding or its own), softmax and loss (the
  * mean over the batch in *loss). A tensor-parallel shard holds Vp/tp rows
  * of the head: its logits are its vocabulary slice, and the softmax is
  * taken across the slices (tensor_parallel.c) without gathering them.
@@ -1255,9 +1169,8 @@ static int head_forward(struct gpt2 *m, int have_targets, float *loss)
 	const int *targets = have_targets ? m->targets : NULL;
 	double sum = 0.0;
 
-	o->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, layer_input(m, c->num_layers),
-			     m->tensors[GPT2_LNFW], m->tensors[GPT2_LNFB], N, C);
-	o->matmul_forward(a->logits, a->lnf, m->tensors[GPT2_WTE], NULL, N, C, d.Vp);
+	arch_of(c)->final_norm_forward(m, layer_input(m, c->num_layers));
+	o->matmul_forward(a->logits, a->lnf, head_weight(m, m->tensors), NULL, N, C, d.Vp);
 	m->dlogits_scale = 0.0f;
 	if (m->shard.tp_size == 1 && targets && m->fused && o->softmax_xent_fused) {
 		o->softmax_xent_fused(a->losses, a->logits, targets, m->loss_scale / N, N,
@@ -1287,7 +1200,7 @@ static int embed(struct gpt2 *m)
 	if (m->shard.tp_size > 1)
 		return tp_encoder_forward(m, m->acts.encoded, m->inputs, m->B, m->T);
 	m->ops->encoder_forward(m->acts.encoded, m->inputs, m->tensors[GPT2_WTE],
-				m->tensors[GPT2_WPE], m->B, m->T, m->config.channels);
+				position_weight(m, m->tensors), m->B, m->T, m->config.channels);
 	return 0;
 }
 
@@ -1314,7 +1227,7 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
 		m->ops->upload(layer_input(m, first), x_in, BTC * sizeof(float));
 	}
 	for (int k = first; k < last; k++)
-		if (block_forward(m, k))
+		if (arch_of(&m->config)->block_forward(m, k))
 			return -1;
 	if (last < m->config.num_layers) {
 		m->ops->download(x_out, layer_input(m, last), BTC * sizeof(float));
@@ -1383,14 +1296,12 @@ static int head_backward(struct gpt2 *m, float loss_scale)
 		tp_softmax_xent_backward(m, a->logits, m->targets, loss_scale / N, N);
 	}
 	o->zero(a->dlnf, (size_t)N * C);
-	o->matmul_backward(a->dlnf, m->grad_tensors[GPT2_WTE], NULL, a->logits, a->lnf,
-			   m->tensors[GPT2_WTE], N, C, d.Vp);
+	o->matmul_backward(a->dlnf, head_weight(m, m->grad_tensors), NULL, a->logits, a->lnf,
+			   head_weight(m, m->tensors), N, C, d.Vp);
 	if (tp_allreduce(m, a->dlnf, (size_t)N * C))
 		return -1;
 	o->zero(a->dres, (size_t)N * C);
-	o->layernorm_backward(a->dres, m->grad_tensors[GPT2_LNFW], m->grad_tensors[GPT2_LNFB],
-			      a->dlnf, layer_input(m, c->num_layers), m->tensors[GPT2_LNFW],
-			      a->lnf_mean, a->lnf_rstd, N, C);
+	arch_of(c)->final_norm_backward(m, layer_input(m, c->num_layers));
 	return 0;
 }
 
@@ -1426,10 +1337,10 @@ int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, f
 	if (first > 0)
 		m->ops->download(dx_in, m->acts.dres, BTC * sizeof(float));
 	else if (m->shard.tp_size > 1)
-		tp_encoder_backward(m, m->grad_tensors[GPT2_WTE], m->grad_tensors[GPT2_WPE],
+		tp_encoder_backward(m, m->grad_tensors[GPT2_WTE], position_weight(m, m->grad_tensors),
 				    m->acts.dres, m->inputs, m->B, m->T);
 	else
-		m->ops->encoder_backward(m->grad_tensors[GPT2_WTE], m->grad_tensors[GPT2_WPE],
+		m->ops->encoder_backward(m->grad_tensors[GPT2_WTE], position_weight(m, m->grad_tensors),
 					 m->acts.dres, m->inputs, m->B, m->T, m->config.channels);
 	return 0;
 }

@@ -42,6 +42,9 @@ struct comm;
 #define GPT2_MAGIC 20240326
 #define GPT2_VERSION_FP32 3
 #define GPT2_HEADER_INTS 256
+/* Stork's Llama model files: the same 256-int header, another magic (llm.c's tools refuse them). */
+#define LLAMA_MAGIC 20241125
+#define LLAMA_VERSION_FP32 1
 
 /* Tensors in llm.c's order; per-layer tensors hold all L layers back to back. */
 enum gpt2_tensor {
@@ -61,7 +64,24 @@ enum gpt2_tensor {
 	GPT2_FCPROJB,  /* (L, C) */
 	GPT2_LNFW,     /* (C) */
 	GPT2_LNFB,     /* (C) */
+	GPT2_LMHEAD,   /* (Vp, C)      an LM head of its own (untied); none in GPT-2 */
 	GPT2_NUM_TENSORS
+};
+
+/*
+ * The architectures (model.arch). Both use the tensor table above; a
+ * tensor an architecture lacks has size 0 (Llama: wpe, every bias; GPT-2:
+ * lmhead). Llama's tensors, in the same slots:
+ *   wte (Vp, C) embed_tokens; ln1w (L, C) input_layernorm (RMSNorm);
+ *   qkvw (L, (NH + 2 KV) HS, C) q, k, v projections stacked;
+ *   attprojw (L, C, NH HS) o_proj; ln2w (L, C) post_attention_layernorm;
+ *   fcw (L, 2I, C) gate_proj then up_proj; fcprojw (L, C, I) down_proj;
+ *   lnfw (C) the final RMSNorm; lmhead (Vp, C) unless tied.
+ * The code of each lives in daemon/arch/ (arch.h).
+ */
+enum model_arch {
+	MODEL_GPT2 = 0,
+	MODEL_LLAMA = 1,
 };
 
 struct gpt2_config {
@@ -71,7 +91,29 @@ struct gpt2_config {
 	int num_layers;        /* L */
 	int num_heads;         /* NH, divides C */
 	int channels;          /* C */
+	/* Llama's; zero in a GPT-2 configuration */
+	enum model_arch arch;
+	int kv_heads;          /* KV, divides NH (grouped-query attention) */
+	int intermediate;      /* I, the MLP's width (GPT-2: 4C) */
+	int untied;            /* the LM head is a tensor of its own */
+	float norm_eps;        /* RMSNorm's epsilon */
+	float rope_theta;      /* rotary base */
+	/* Llama 3.1's rope scaling; factor 0 = none */
+	float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+	int rope_original_max_positions;
 };
+
+/* "gpt2" or "llama". */
+const char *model_arch_name(enum model_arch a);
+
+/* KV heads of c (NH unless grouped-query attention). */
+int model_kv_heads(const struct gpt2_config *c);
+
+/* The MLP's width I (4C for GPT-2). */
+int model_mlp_width(const struct gpt2_config *c);
+
+/* Whether the LM head is the token embedding (both ends of a pipeline hold it). */
+int model_tied(const struct gpt2_config *c);
 
 /*
  * The part of the model one rank holds: a tensor-parallel slice (tp_rank of
@@ -93,6 +135,7 @@ struct gpt2_shard {
 struct gpt2_acts {
 	float *encoded;  /* (B, T, C) residual stream entering the first layer */
 	float *ln1, *ln1_mean, *ln1_rstd; /* (L, B, T, C), (L, B, T) x2 */
+	float *qkvr;     /* (L, B, T, (NH + 2 KV) HS) Llama: the projection's q, k, v before rope */
 	float *qkv;      /* (L, B, T, 3C) */
 	float *atty;     /* (L, B, T, C) */
 	float *att_stats; /* (L, B, NH, T, 2): each row's max score and exp-sum */
@@ -108,6 +151,7 @@ struct gpt2_acts {
 	float *dres;     /* (B, T, C) gradient of the residual stream */
 	float *dln, *datty; /* (B, T, C) */
 	float *dqkv;     /* (B, T, 3C) */
+	float *dqkvr;    /* (B, T, (NH + 2 KV) HS) Llama */
 	float *dfch, *dfch_gelu; /* (B, T, 4C) */
 	float *dlnf;     /* (B, T, C) */
 };
@@ -167,6 +211,8 @@ struct gpt2 {
 	float loss_scale;               /* the backward passes' expected loss_scale (gpt2_set_fused) */
 	size_t grad_pad;                /* zeroed floats after the gradients (ZeRO-1 padding) */
 	float *host_losses;             /* (B, T) host copy of acts.losses for the mean */
+	float *rope;                    /* Llama: (rope_T, HS/2, 2) cos, sin of the rotary angles */
+	int rope_T;
 	char err[256];                  /* why the last call failed */
 };
 
@@ -404,6 +450,12 @@ void gpt2_oom_message(const struct ops *o, const char *what, size_t bytes, char 
 
 /* Copy the parameters (num_params floats) from the backend's memory to host memory dst. */
 void gpt2_params_to_host(const struct gpt2 *m, float *dst);
+
+/* Floats of one layer's chunk of tensor t in the whole model (the whole tensor if not per layer). */
+size_t gpt2_chunk_floats(const struct gpt2_config *c, enum gpt2_tensor t);
+
+/* Whether tensor t holds one chunk per layer. */
+int gpt2_tensor_per_layer(enum gpt2_tensor t);
 
 /* Whether the optimizer decays tensor t: the 2-D weight matrices only. */
 int gpt2_tensor_decays(enum gpt2_tensor t);

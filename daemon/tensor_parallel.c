@@ -46,7 +46,8 @@ static void vocab_slice(const struct gpt2 *m, int *v0, int *vn)
 
 int tp_encoder_forward(struct gpt2 *m, float *out, const int *inp, int B, int T)
 {
-	const float *wte = m->tensors[GPT2_WTE], *wpe = m->tensors[GPT2_WPE];
+	const float *wte = m->tensors[GPT2_WTE];
+	const float *wpe = m->sizes[GPT2_WPE] ? m->tensors[GPT2_WPE] : NULL; /* NULL: rotary positions */
 	int C = m->config.channels, v0, vn;
 
 	vocab_slice(m, &v0, &vn);
@@ -62,7 +63,7 @@ int tp_encoder_forward(struct gpt2 *m, float *out, const int *inp, int B, int T)
 	/* exactly one rank contributes each row: the sum is that row, bit for bit */
 	if (tp_allreduce(m, out, (size_t)B * T * C))
 		return -1;
-	for (int n = 0; n < B * T; n++) {
+	for (int n = 0; wpe && n < B * T; n++) {
 		float *o = out + (size_t)n * C;
 		const float *p = wpe + (size_t)(n % T) * C;
 
@@ -80,7 +81,7 @@ void tp_encoder_backward(struct gpt2 *m, float *dwte, float *dwpe, const float *
 	vocab_slice(m, &v0, &vn);
 	for (int n = 0; n < B * T; n++) {
 		const float *d = dout + (size_t)n * C;
-		float *dp = dwpe + (size_t)(n % T) * C;
+		float *dp = dwpe ? dwpe + (size_t)(n % T) * C : NULL;
 		int v = inp[n] - v0;
 
 		if (v >= 0 && v < vn) {
@@ -89,7 +90,7 @@ void tp_encoder_backward(struct gpt2 *m, float *dwte, float *dwpe, const float *
 			for (int i = 0; i < C; i++)
 				dw[i] += d[i];
 		}
-		for (int i = 0; i < C; i++)
+		for (int i = 0; dp && i < C; i++)
 			dp[i] += d[i];
 	}
 }

@@ -13,6 +13,7 @@
 #include "daemon/data.h"
 #include "daemon/grad_sync.h"
 #include "daemon/layout.h"
+#include "daemon/hf_model.h"
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
 #include "daemon/pipeline.h"
@@ -790,8 +791,14 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 		return 0;
 	}
 	if (c->model.init_from[0]) {
-		if (gpt2_load_shard(&r->model, c->model.init_from, &shard, r->err, sizeof r->err) < 0)
-			return fail(r, STORK_EXIT_DATA, r->err);
+		int rc = hf_is_model_dir(c->model.init_from) ?
+				 hf_model_load_shard(&r->model, c->model.init_from, &shard, r->err,
+						     sizeof r->err) :
+				 gpt2_load_shard(&r->model, c->model.init_from, &shard, r->err,
+						 sizeof r->err);
+
+		if (rc < 0)
+			return fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_DATA, r->err);
 		rank_logf(&r->log, "weights from %s", c->model.init_from);
 	} else {
 		int rc = gpt2_build_shard(&r->model, mc, &shard, c->model.seed);

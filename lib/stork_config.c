@@ -76,6 +76,9 @@ static const struct enum_name precisions[] = {
 	{ "fp32", STORK_PRECISION_FP32 }, { "tf32", STORK_PRECISION_TF32 },
 	{ "bf16", STORK_PRECISION_BF16 }, { NULL, 0 },
 };
+static const struct enum_name archs[] = {
+	{ "gpt2", STORK_ARCH_GPT2 }, { "llama", STORK_ARCH_LLAMA }, { NULL, 0 },
+};
 static const struct enum_name recomputes[] = {
 	{ "none", STORK_RECOMPUTE_NONE }, { "gelu", STORK_RECOMPUTE_GELU },
 	{ "block", STORK_RECOMPUTE_BLOCK }, { NULL, 0 },
@@ -124,7 +127,11 @@ static const struct key keys[] = {
 	  .dflt = "auto", .help = "auto (the rank's GPU if it has one) | cpu | cuda" },
 	{ .path = "model.init_from", .off = OFF(model.init_from),
 	  .type = K_STR, .flags = EMPTY_OK,
-	  .dflt = "\"\"", .help = "llm.c model file; empty: build from the sizes below" },
+	  .dflt = "\"\"",
+	  .help = "llm.c model file or Hugging Face directory (config.json + safetensors); empty: build from the settings below" },
+	{ .path = "model.arch", .off = OFF(model.arch),
+	  .type = K_ENUM, .names = archs,
+	  .dflt = "gpt2", .help = "gpt2 | llama (RMSNorm, rotary positions, SwiGLU, grouped-query attention)" },
 	{ .path = "model.layers", .off = OFF(model.layers),
 	  .type = K_INT, .lo = 1, .hi = BIG,
 	  .dflt = "4", .help = "transformer blocks" },
@@ -146,6 +153,33 @@ static const struct key keys[] = {
 	{ .path = "model.seed", .off = OFF(model.seed),
 	  .type = K_U64,
 	  .dflt = "1337", .help = "initialisation and data order" },
+	{ .path = "model.kv_heads", .off = OFF(model.kv_heads),
+	  .type = K_AUTO_INT, .lo = 1, .hi = BIG,
+	  .dflt = "auto", .help = "llama: key-value heads, dividing heads (grouped-query attention); auto: heads" },
+	{ .path = "model.intermediate_size", .off = OFF(model.intermediate_size),
+	  .type = K_AUTO_INT, .lo = 1, .hi = BIG,
+	  .dflt = "auto", .help = "llama: the SwiGLU MLP's width; auto: 8 channels / 3 rounded up to a multiple of 256" },
+	{ .path = "model.tie_embeddings", .off = OFF(model.tie_embeddings),
+	  .type = K_BOOL,
+	  .dflt = "false", .help = "llama: the LM head is the token embedding (GPT-2's always is)" },
+	{ .path = "model.rms_norm_eps", .off = OFF(model.rms_norm_eps),
+	  .type = K_DOUBLE, .lo = 0, .hi = 1, .flags = LO_OPEN,
+	  .dflt = "1.0e-5", .help = "llama: RMSNorm's epsilon" },
+	{ .path = "model.rope_theta", .off = OFF(model.rope_theta),
+	  .type = K_DOUBLE, .lo = 0, .hi = DBL_MAX, .flags = LO_OPEN,
+	  .dflt = "500000", .help = "llama: rotary base (Llama 3: 500000)" },
+	{ .path = "model.rope_scaling_factor", .off = OFF(model.rope_scaling_factor),
+	  .type = K_DOUBLE, .lo = 0, .hi = DBL_MAX,
+	  .dflt = "0", .help = "llama: Llama 3.1's rope scaling factor (e.g. 8 or 32); 0 = no scaling" },
+	{ .path = "model.rope_low_freq_factor", .off = OFF(model.rope_low_freq_factor),
+	  .type = K_DOUBLE, .lo = 0, .hi = DBL_MAX, .flags = LO_OPEN,
+	  .dflt = "1", .help = "llama: rope scaling's low frequency factor" },
+	{ .path = "model.rope_high_freq_factor", .off = OFF(model.rope_high_freq_factor),
+	  .type = K_DOUBLE, .lo = 0, .hi = DBL_MAX, .flags = LO_OPEN,
+	  .dflt = "4", .help = "llama: rope scaling's high frequency factor (above the low one)" },
+	{ .path = "model.rope_original_max_positions", .off = OFF(model.rope_original_max_positions),
+	  .type = K_INT, .lo = 1, .hi = BIG,
+	  .dflt = "8192", .help = "llama: the context length rope scaling starts from" },
 	{ .path = "data.train", .off = OFF(data.train),
 	  .type = K_GLOBS, .flags = MIN1 | REDACT,
 	  .dflt = "[\"data/*_train.bin\"]", .help = "llm.c token shards (globs)" },
@@ -1115,6 +1149,77 @@ static int check_data_urls(const struct stork_config *c, const char *key,
 	return 0;
 }
 
+/* Keys only Llama reads: set under model.arch gpt2 they would be ignored, so they are refused. */
+static const char *const llama_keys[] = {
+	"model.kv_heads", "model.intermediate_size", "model.tie_embeddings", "model.rms_norm_eps",
+	"model.rope_theta", "model.rope_scaling_factor", "model.rope_low_freq_factor",
+	"model.rope_high_freq_factor", "model.rope_original_max_positions", NULL,
+};
+
+static int validate_arch(struct stork_config *c, char *err, size_t errlen)
+{
+	if (c->model.arch != STORK_ARCH_LLAMA) {
+		for (int i = 0; llama_keys[i]; i++)
+			if (strcmp(config_origin(c, llama_keys[i]), "default"))
+				return fail(err, errlen, "%s: %s is a setting of model.arch: llama; "
+					    "model.arch is gpt2 (%s)", config_origin(c, llama_keys[i]),
+					    llama_keys[i], config_origin(c, "model.arch"));
+		return 0;
+	}
+	if (c->model.kv_heads == 0)
+		c->model.kv_heads = c->model.heads;
+	if (c->model.heads % c->model.kv_heads)
+		return fail(err, errlen, "%s: model.kv_heads: %d does not divide model.heads = %d (%s); "
+			    "each key-value head serves a whole group of query heads",
+			    config_origin(c, "model.kv_heads"), c->model.kv_heads, c->model.heads,
+			    config_origin(c, "model.heads"));
+	if (c->model.intermediate_size == 0) /* Meta's: 2/3 of 4C, up to a multiple of 256 */
+		c->model.intermediate_size = (int)((8LL * c->model.channels / 3 + 255) / 256 * 256);
+	if ((c->model.channels / c->model.heads) % 2)
+		return fail(err, errlen, "%s: model.heads: %d heads of model.channels = %d are heads of "
+			    "%d, an odd size: rotary positions turn pairs of dimensions",
+			    config_origin(c, "model.heads"), c->model.heads, c->model.channels,
+			    c->model.channels / c->model.heads);
+	if (c->model.rope_scaling_factor > 0 &&
+	    c->model.rope_high_freq_factor <= c->model.rope_low_freq_factor)
+		return fail(err, errlen, "%s: model.rope_high_freq_factor: %g is not above "
+			    "model.rope_low_freq_factor = %g", config_origin(c, "model.rope_high_freq_factor"),
+			    c->model.rope_high_freq_factor, c->model.rope_low_freq_factor);
+	if (c->model.kv_heads % c->parallel.tensor)
+		return fail(err, errlen, "%s: parallel.tensor: %d does not divide model.kv_heads = %d (%s); "
+			    "each tensor-parallel rank takes whole groups (%d query heads per key-value head)",
+			    config_origin(c, "parallel.tensor"), c->parallel.tensor, c->model.kv_heads,
+			    config_origin(c, "model.kv_heads"), c->model.heads / c->model.kv_heads);
+	if (c->model.intermediate_size % c->parallel.tensor)
+		return fail(err, errlen, "%s: parallel.tensor: %d does not divide model.intermediate_size = %d",
+			    config_origin(c, "parallel.tensor"), c->parallel.tensor,
+			    c->model.intermediate_size);
+	return 0;
+}
+
+/*
+ * With model.init_from the model's shape is the file's (an llm.c header,
+ * a config.json): a shape key set beside it would be ignored, so it is
+ * refused.
+ */
+static int check_init_from(const struct stork_config *c, char *err, size_t errlen)
+{
+	static const char *const shape[] = { "model.arch", "model.layers", "model.heads",
+					     "model.channels", "model.max_seq_len",
+					     "model.vocab_size", "model.padded_vocab_size", NULL };
+
+	for (int k = 0; k < 2; k++) {
+		const char *const *set = k ? llama_keys : shape;
+
+		for (int i = 0; set[i]; i++)
+			if (strcmp(config_origin(c, set[i]), "default"))
+				return fail(err, errlen, "%s: %s would be ignored: model.init_from (%s) "
+					    "gives the model's shape; remove %s", config_origin(c, set[i]),
+					    set[i], config_origin(c, "model.init_from"), set[i]);
+	}
+	return 0;
+}
+
 int config_validate(struct stork_config *c, char *err, size_t errlen)
 {
 	if (check_data_urls(c, "data.train", &c->data.train, err, errlen) < 0 ||
@@ -1154,6 +1259,10 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 		return fail(err, errlen, "%s: parallel.tensor: %d does not divide model.padded_vocab_size = %d; "
 			    "each tensor-parallel rank takes an equal slice of the vocabulary",
 			    config_origin(c, "parallel.tensor"), c->parallel.tensor, c->model.padded_vocab_size);
+	if (!c->model.init_from[0] && validate_arch(c, err, errlen) < 0)
+		return -1;
+	if (c->model.init_from[0] && check_init_from(c, err, errlen) < 0)
+		return -1;
 	if (c->parallel.pipeline > c->model.layers)
 		return fail(err, errlen, "%s: parallel.pipeline: %d stages for model.layers = %d (%s); "
 			    "every stage needs at least one layer", config_origin(c, "parallel.pipeline"),
@@ -1417,12 +1526,21 @@ uint64_t config_hash(const struct stork_config *c)
 
 uint64_t config_model_hash(const struct stork_config *c)
 {
-	char text[256];
+	char text[512];
+	int n;
 
-	snprintf(text, sizeof text,
-		 "layers=%d heads=%d channels=%d max_seq_len=%d vocab_size=%d padded_vocab_size=%d",
-		 c->model.layers, c->model.heads, c->model.channels, c->model.max_seq_len,
-		 c->model.vocab_size, c->model.padded_vocab_size);
+	n = snprintf(text, sizeof text,
+		     "layers=%d heads=%d channels=%d max_seq_len=%d vocab_size=%d padded_vocab_size=%d",
+		     c->model.layers, c->model.heads, c->model.channels, c->model.max_seq_len,
+		     c->model.vocab_size, c->model.padded_vocab_size);
+	/* GPT-2's text stays what it was: its runs' hashes do not change */
+	if (c->model.arch == STORK_ARCH_LLAMA)
+		snprintf(text + n, sizeof text - (size_t)n,
+			 " arch=llama kv_heads=%d intermediate_size=%d tie=%d eps=%g theta=%g "
+			 "rope=%g,%g,%g,%d", c->model.kv_heads, c->model.intermediate_size,
+			 c->model.tie_embeddings, c->model.rms_norm_eps, c->model.rope_theta,
+			 c->model.rope_scaling_factor, c->model.rope_low_freq_factor,
+			 c->model.rope_high_freq_factor, c->model.rope_original_max_positions);
 	return fnv1a(text, FNV_OFFSET);
 }
 

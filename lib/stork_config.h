@@ -50,6 +50,11 @@ enum stork_precision {
 };
 
 /* train.recompute: what the backward pass makes again instead of keeping from the forward pass. */
+enum stork_arch {
+	STORK_ARCH_GPT2 = 0,
+	STORK_ARCH_LLAMA = 1,
+};
+
 enum stork_recompute {
 	STORK_RECOMPUTE_NONE = 0,  /* keep every activation */
 	STORK_RECOMPUTE_GELU = 1,  /* recompute the MLP's GELU */
@@ -93,7 +98,8 @@ struct stork_config {
 		double max_gpu_hours;       /* budget of the allocation to its limit; 0 = none */
 	} run;
 	struct {
-		char *init_from;            /* llm.c model file; "" = build from the sizes */
+		char *init_from;            /* llm.c model file or Hugging Face directory; "" = build from the sizes */
+		enum stork_arch arch;       /* gpt2 | llama */
 		int layers;
 		int heads;
 		int channels;
@@ -101,6 +107,15 @@ struct stork_config {
 		int vocab_size;
 		int padded_vocab_size;      /* 0 = auto until config_validate() */
 		uint64_t seed;
+		/* llama only */
+		int kv_heads;               /* 0 = auto (heads) until config_validate() */
+		int intermediate_size;      /* 0 = auto until config_validate() */
+		bool tie_embeddings;
+		double rms_norm_eps;
+		double rope_theta;
+		double rope_scaling_factor; /* 0 = no rope scaling */
+		double rope_low_freq_factor, rope_high_freq_factor;
+		int rope_original_max_positions;
 	} model;
 	struct {
 		struct stork_globs train;
