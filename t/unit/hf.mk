@@ -14,3 +14,9 @@ TESTS += t/unit/check_hf
 t_unit_check_hf_SOURCES = t/unit/check_hf.c
 t_unit_check_hf_CFLAGS = $(HF_UNIT_CFLAGS)
 t_unit_check_hf_LDADD = $(UNIT_LIBS)
+# The engine's gradients of a Hugging Face model, for t/tools/llama_ref.py
+# (PyTorch) to check (t/train/llama.bats).
+check_PROGRAMS += t/tools/model_grads
+t_tools_model_grads_SOURCES = t/tools/model_grads.c
+t_tools_model_grads_LDADD = $(ENGINE_LIBS) lib/libstork.la
+EXTRA_DIST += t/tools/llama_ref.py
