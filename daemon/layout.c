@@ -11,6 +11,39 @@
 #include <stdio.h>
 #include <string.h>
 
+/*
+ * model.init_from gives the model's shape: a shape key set to another
+ * value than the file's would be ignored, so it is refused, naming both.
+ */
+static int check_shape_keys(const struct stork_config *cfg, const struct gpt2_config *mc,
+			    char *err, size_t errlen)
+{
+	const struct {
+		const char *key;
+		long long set, file;
+	} k[] = {
+		{ "model.arch", cfg->model.arch, mc->arch },
+		{ "model.layers", cfg->model.layers, mc->num_layers },
+		{ "model.heads", cfg->model.heads, mc->num_heads },
+		{ "model.channels", cfg->model.channels, mc->channels },
+		{ "model.max_seq_len", cfg->model.max_seq_len, mc->max_seq_len },
+		{ "model.vocab_size", cfg->model.vocab_size, mc->vocab_size },
+		{ "model.kv_heads", cfg->model.kv_heads, model_kv_heads(mc) },
+		{ "model.intermediate_size", cfg->model.intermediate_size, model_mlp_width(mc) },
+		{ "model.tie_embeddings", cfg->model.tie_embeddings, model_tied(mc) },
+	};
+
+	for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+		if (k[i].set != k[i].file && config_differs_from_default(cfg, k[i].key)) {
+			snprintf(err, errlen,
+				 "%s: %s is %lld, but model.init_from %s has %lld: the model's shape "
+				 "is the file's; remove %s or make it agree", config_origin(cfg, k[i].key),
+				 k[i].key, k[i].set, cfg->model.init_from, k[i].file, k[i].key);
+			return -2;
+		}
+	return 0;
+}
+
 int layout_model_shape(const struct stork_config *cfg, struct gpt2_config *mc, char *err,
 		       size_t errlen)
 {
@@ -33,11 +66,12 @@ int layout_model_shape(const struct stork_config *cfg, struct gpt2_config *mc, c
 		mc->rope_high_freq_factor = (float)m->rope_high_freq_factor;
 		mc->rope_original_max_positions = m->rope_original_max_positions;
 	}
-	if (m->init_from[0] && hf_is_model_dir(m->init_from))
-		return hf_model_config(m->init_from, mc, err, errlen);
-	if (m->init_from[0])
-		return gpt2_read_config(m->init_from, mc, err, errlen);
-	return 0;
+	if (!m->init_from[0])
+		return 0;
+	if (hf_is_model_dir(m->init_from) ? hf_model_config(m->init_from, mc, err, errlen) :
+					    gpt2_read_config(m->init_from, mc, err, errlen))
+		return -1;
+	return check_shape_keys(cfg, mc, err, errlen);
 }
 
 /* Parameters of tensor t in the whole model. */

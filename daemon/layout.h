@@ -47,9 +47,12 @@ struct par_groups {
 };
 
 /*
- * The shape of the model a run trains: the configuration's sizes, or the
- * header of model.init_from when set (the layout is cut for it). Returns 0,
- * or -1 with a message naming the file.
+ * The shape of the model a run trains: the configuration's settings, or
+ * model.init_from's when set (an llm.c or Stork model file's header, a
+ * Hugging Face directory's config.json; the layout is cut for it). Returns
+ * 0; -1 with a message naming the file (it cannot be read); -2 when a
+ * shape key is set to another value than the file's (a configuration
+ * error, naming both).
  */
 int layout_model_shape(const struct stork_config *cfg, struct gpt2_config *mc, char *err,
 		       size_t errlen);

@@ -185,9 +185,10 @@ static int check_layout(const struct stork_config *cfg, struct run_layout *layou
 {
 	struct gpt2_config mc;
 	struct par_layout l;
+	int rc = layout_model_shape(cfg, &mc, err, errlen);
 
-	if (layout_model_shape(cfg, &mc, err, errlen) < 0)
-		return STORK_EXIT_DATA;
+	if (rc < 0)
+		return rc == -2 ? STORK_EXIT_CONFIG : STORK_EXIT_DATA;
 	if (layout_make(&l, &mc, layout->world_size, cfg->parallel.tensor, cfg->parallel.pipeline,
 			cfg->parallel.zero, 0, err, errlen) < 0)
 		return STORK_EXIT_CONFIG;

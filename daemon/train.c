@@ -151,11 +151,13 @@ static void notice_to_log(void *arg, const char *msg)
 
 /* ----------------------------------------------------------------- setup */
 
-/* The model's sizes: the configuration's, or model.init_from's header. */
+/* The model's shape: the configuration's, or model.init_from's. */
 static int model_shape(struct rank *r, struct gpt2_config *mc)
 {
-	if (layout_model_shape(r->cfg, mc, r->err, sizeof r->err) < 0)
-		return fail(r, STORK_EXIT_DATA, r->err);
+	int rc = layout_model_shape(r->cfg, mc, r->err, sizeof r->err);
+
+	if (rc < 0)
+		return fail(r, rc == -2 ? STORK_EXIT_CONFIG : STORK_EXIT_DATA, r->err);
 	return 0;
 }
 

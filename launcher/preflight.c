@@ -22,6 +22,7 @@
 #include "launcher/preflight.h"
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
+#include "lib/hf_config.h"
 #include "lib/io.h"
 #include "lib/log.h"
 #include "lib/slurm_job.h"
@@ -40,12 +41,47 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/*
+ * The vocabulary of model.init_from: its config.json's (a Hugging Face
+ * directory) or its header's (a model file); 0 when it cannot be read
+ * here (storkd then says why).
+ */
+static int init_from_vocab(const char *from)
+{
+	struct hf_config h;
+	char path[4200], err[256];
+	struct stat st;
+	int32_t hdr[4];
+	int fd, v = 0;
+
+	if (stat(from, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(path, sizeof path, "%s/config.json", from);
+		return hf_config_read(path, &h, err, sizeof err) ? 0 : h.vocab_size;
+	}
+	if ((fd = open(from, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	if (pread_all(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr)
+		v = hdr[3];
+	close(fd);
+	return v;
+}
+
 /* A shard made for vocabulary v against c's model (see the top comment). */
 static int check_vocab(const struct stork_config *c, const char *key, const char *path, int v,
 		       char *err, size_t errlen)
 {
 	int vocab = c->model.vocab_size;
 
+	if (c->model.init_from[0]) {
+		int have = init_from_vocab(c->model.init_from);
+
+		if (have > 0 && v > have)
+			return msg_fail(err, errlen, STORK_EXIT_CONFIG,
+					"%s: %s holds tokens of a %d-token vocabulary, more than the "
+					"%d of model.init_from %s", key, path, v, have,
+					c->model.init_from);
+		return 0;
+	}
 	if (v > vocab)
 		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
 			      "%s: %s holds tokens of a %d-token vocabulary, more than "

@@ -1149,6 +1149,42 @@ static int check_data_urls(const struct stork_config *c, const char *key,
 	return 0;
 }
 
+static void put_value(FILE *f, const struct stork_config *c, const struct key *k);
+
+/* Key path's value as the resolved YAML writes it, or NULL (memory). */
+static char *value_text(const struct stork_config *c, const char *path)
+{
+	int i = key_index(path, strlen(path));
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = i >= 0 ? open_memstream(&text, &len) : NULL;
+
+	if (!f)
+		return NULL;
+	put_value(f, c, &keys[i]);
+	if (fclose(f)) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+int config_differs_from_default(const struct stork_config *c, const char *path)
+{
+	struct stork_config d;
+	char *a, *b;
+	int differs;
+
+	config_init(&d);
+	a = value_text(c, path);
+	b = value_text(&d, path);
+	differs = !a || !b || strcmp(a, b);
+	free(a);
+	free(b);
+	config_free(&d);
+	return differs;
+}
+
 /* Keys only Llama reads: set under model.arch gpt2 they would be ignored, so they are refused. */
 static const char *const llama_keys[] = {
 	"model.kv_heads", "model.intermediate_size", "model.tie_embeddings", "model.rms_norm_eps",
@@ -1160,7 +1196,7 @@ static int validate_arch(struct stork_config *c, char *err, size_t errlen)
 {
 	if (c->model.arch != STORK_ARCH_LLAMA) {
 		for (int i = 0; llama_keys[i]; i++)
-			if (strcmp(config_origin(c, llama_keys[i]), "default"))
+			if (config_differs_from_default(c, llama_keys[i]))
 				return fail(err, errlen, "%s: %s is a setting of model.arch: llama; "
 					    "model.arch is gpt2 (%s)", config_origin(c, llama_keys[i]),
 					    llama_keys[i], config_origin(c, "model.arch"));
@@ -1194,29 +1230,6 @@ static int validate_arch(struct stork_config *c, char *err, size_t errlen)
 		return fail(err, errlen, "%s: parallel.tensor: %d does not divide model.intermediate_size = %d",
 			    config_origin(c, "parallel.tensor"), c->parallel.tensor,
 			    c->model.intermediate_size);
-	return 0;
-}
-
-/*
- * With model.init_from the model's shape is the file's (an llm.c header,
- * a config.json): a shape key set beside it would be ignored, so it is
- * refused.
- */
-static int check_init_from(const struct stork_config *c, char *err, size_t errlen)
-{
-	static const char *const shape[] = { "model.arch", "model.layers", "model.heads",
-					     "model.channels", "model.max_seq_len",
-					     "model.vocab_size", "model.padded_vocab_size", NULL };
-
-	for (int k = 0; k < 2; k++) {
-		const char *const *set = k ? llama_keys : shape;
-
-		for (int i = 0; set[i]; i++)
-			if (strcmp(config_origin(c, set[i]), "default"))
-				return fail(err, errlen, "%s: %s would be ignored: model.init_from (%s) "
-					    "gives the model's shape; remove %s", config_origin(c, set[i]),
-					    set[i], config_origin(c, "model.init_from"), set[i]);
-	}
 	return 0;
 }
 
@@ -1260,8 +1273,6 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 			    "each tensor-parallel rank takes an equal slice of the vocabulary",
 			    config_origin(c, "parallel.tensor"), c->parallel.tensor, c->model.padded_vocab_size);
 	if (!c->model.init_from[0] && validate_arch(c, err, errlen) < 0)
-		return -1;
-	if (c->model.init_from[0] && check_init_from(c, err, errlen) < 0)
 		return -1;
 	if (c->parallel.pipeline > c->model.layers)
 		return fail(err, errlen, "%s: parallel.pipeline: %d stages for model.layers = %d (%s); "

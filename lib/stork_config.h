@@ -249,6 +249,13 @@ void config_free(struct stork_config *c);
 const char *config_origin(const struct stork_config *c, const char *path);
 
 /*
+ * Whether key path holds another value than its default (not where it was
+ * set: the run directory's resolved copy of a configuration names every
+ * key). 1 also for an unknown key.
+ */
+int config_differs_from_default(const struct stork_config *c, const char *path);
+
+/*
  * The keys only the training engine reads (model, data, train, checkpoint,
  * parallel.tensor/pipeline/zero/overlap) that c sets itself (a file or an
  * override, not a default): "train.steps (f.yaml:3:3), ..." in buf.

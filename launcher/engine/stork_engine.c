@@ -29,7 +29,7 @@ static const struct stork_command benches[] = {
 
 static const struct stork_command commands[] = {
 	{ "check", cmd_check, "the GPUs, driver, CUDA and NCCL" },
-	{ "export", cmd_export, "a checkpoint's model as one llm.c file" },
+	{ "export", cmd_export, "a checkpoint's model as one llm.c file or a Hugging Face directory" },
 };
 
 /* The command of table named argv[0], run; -1 when there is none. */
