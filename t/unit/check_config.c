@@ -534,6 +534,10 @@ START_TEST(hash_changes_with_every_key)
 		"run.name=x", "run.dir=x", "run.rendezvous_timeout=301", "model.init_from=x",
 		"model.layers=8", "model.heads=8", "model.channels=256", "model.max_seq_len=512",
 		"model.vocab_size=257", "model.padded_vocab_size=50432", "model.seed=1338",
+		"model.arch=llama", "model.kv_heads=2", "model.intermediate_size=384",
+		"model.tie_embeddings=true", "model.rms_norm_eps=1e-6", "model.rope_theta=10000",
+		"model.rope_scaling_factor=8", "model.rope_low_freq_factor=2",
+		"model.rope_high_freq_factor=8", "model.rope_original_max_positions=4096",
 		"data.train=x", "data.val=[]", "data.shuffle=false", "train.batch_size=5",
 		"train.seq_len=65", "train.grad_accum=2", "train.steps=999", "train.lr=0.0007",
 		"train.lr_schedule=constant", "train.warmup_steps=99", "train.min_lr=0",
@@ -569,6 +573,11 @@ START_TEST(hash_changes_with_every_key)
 	for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
 		/* a pipeline needs a micro-batch per stage: compare with a base that has them */
 		int pipe = !strncmp(sets[i], "parallel.pipeline", 17);
+		/* a Llama setting: against a Llama base (under gpt2 it is refused) */
+		int llama = !strncmp(sets[i], "model.", 6) && strncmp(sets[i], "model.arch", 10) &&
+			    (strstr(sets[i], "rope") || strstr(sets[i], "kv_heads") ||
+			     strstr(sets[i], "intermediate") || strstr(sets[i], "tie_") ||
+			     strstr(sets[i], "rms_"));
 		struct stork_config b2;
 
 		config_init(&b2);
@@ -577,6 +586,12 @@ START_TEST(hash_changes_with_every_key)
 			ck_assert_int_eq(config_set(&b2, "train.grad_accum=2", err, sizeof err), 0);
 			ck_assert_int_eq(config_set(&c, "train.grad_accum=2", err, sizeof err), 0);
 			ck_assert_int_eq(config_validate(&b2, err, sizeof err), 0);
+		}
+		if (llama) {
+			ck_assert_int_eq(config_set(&b2, "model.arch=llama", err, sizeof err), 0);
+			ck_assert_int_eq(config_set(&c, "model.arch=llama", err, sizeof err), 0);
+			ck_assert_int_eq(config_validate(&b2, err, sizeof err), 0);
+			pipe = 1; /* compare with b2 */
 		}
 		ck_assert_msg(config_set(&c, sets[i], err, sizeof err) == 0, "%s", err);
 		ck_assert_msg(config_validate(&c, err, sizeof err) == 0, "%s: %s", sets[i], err);
@@ -595,7 +610,7 @@ START_TEST(model_hash_covers_the_shape_only)
 {
 	static const char *const shape[] = {
 		"model.layers=8", "model.heads=8", "model.channels=256", "model.max_seq_len=512",
-		"model.vocab_size=257", "model.padded_vocab_size=50432",
+		"model.vocab_size=257", "model.padded_vocab_size=50432", "model.arch=llama",
 	};
 	static const char *const other[] = {
 		"train.lr=0.1", "run.name=x", "model.seed=1", "model.init_from=x.bin", "parallel.zero=1",

@@ -1,5 +1,5 @@
 /*
- * t/unit/check_model.c - the GPT-2 model (daemon/model.c) and its optimizer
+ * t/unit/check_model.c - the model (daemon/model.c, GPT-2 and Llama) and its optimizer
  * (daemon/optimizer.c): gradients against finite differences, llm.c file
  * round trips and errors, determinism, pipeline stages, AdamW, the
  * learning-rate schedule and clipping.
@@ -24,6 +24,15 @@
 static const struct gpt2_config tiny = { .max_seq_len = 8, .vocab_size = 11,
 					 .padded_vocab_size = 16, .num_layers = 2,
 					 .num_heads = 2, .channels = 8 };
+/* The same sizes as a Llama: one key-value head for both query heads, rope scaling on, untied. */
+static const struct gpt2_config tiny_llama = {
+	.max_seq_len = 8, .vocab_size = 11, .padded_vocab_size = 16, .num_layers = 2,
+	.num_heads = 2, .channels = 8, .arch = MODEL_LLAMA, .kv_heads = 1, .intermediate = 12,
+	.untied = 1, .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_factor = 8.0f,
+	.rope_low_freq_factor = 1.0f, .rope_high_freq_factor = 4.0f,
+	.rope_original_max_positions = 4,
+};
+static const struct gpt2_config *const archs[] = { &tiny, &tiny_llama };
 enum { B = 2, T = 4 };
 static const int inputs[B * T] = { 1, 5, 9, 2, 10, 0, 3, 3 };
 static const int targets[B * T] = { 5, 9, 2, 7, 0, 3, 3, 4 };
@@ -124,10 +133,11 @@ static void spread(struct gpt2 *m)
 
 START_TEST(test_gradients_match_finite_differences)
 {
+	const struct gpt2_config *c = archs[_i];
 	struct gpt2 m;
 	float *g;
 
-	build(&m, 11);
+	ck_assert_msg(gpt2_build(&m, c, 11) == 0, "build: %s", m.err);
 	spread(&m);
 	gpt2_zero_grad(&m);
 	gpt2_forward(&m, inputs, targets, B, T);
@@ -145,11 +155,15 @@ START_TEST(test_gradients_match_finite_differences)
 		size_t n = m.sizes[t], step = n / 7 + 1;
 		int checked = 0;
 
+		if (!n) /* a tensor this architecture has not */
+			continue;
+
 		for (size_t i = 0; i < n; i += step) {
 			float *p = m.tensors[t] + i, save = *p;
 			double lp, lm, fd, an = g[(size_t)(p - m.params)];
 
-			if (t == GPT2_WTE && i >= (size_t)tiny.vocab_size * tiny.channels)
+			if ((t == GPT2_WTE || t == GPT2_LMHEAD) &&
+			    i >= (size_t)tiny.vocab_size * tiny.channels)
 				continue; /* padding rows: checked to be 0 below */
 			if (t == GPT2_WPE && i >= (size_t)T * tiny.channels)
 				continue; /* positions beyond T get no gradient */
@@ -161,8 +175,8 @@ START_TEST(test_gradients_match_finite_differences)
 			/* the float step actually taken is (save+h)-(save-h) */
 			fd = (lp - lm) / ((double)(save + 1e-2f) - (double)(save - 1e-2f));
 			ck_assert_msg(fabs(fd - an) <= 1e-3 + 0.02 * fabs(fd),
-				      "%s[%zu]: backward %g, finite difference %g",
-				      gpt2_tensor_name(t), i, an, fd);
+				      "%s %s[%zu]: backward %g, finite difference %g",
+				      model_arch_name(c->arch), gpt2_tensor_name(t), i, an, fd);
 			checked++;
 		}
 		ck_assert_msg(checked > 0, "no element of %s checked", gpt2_tensor_name(t));
@@ -1137,7 +1151,8 @@ static Suite *model_suite(void)
 	tcase_add_test(tc, test_build_is_deterministic);
 	tcase_add_test(tc, test_build_uses_gpt2_initialisation);
 	tcase_add_test(tc, test_build_rejects_bad_sizes);
-	tcase_add_test(tc, test_gradients_match_finite_differences);
+	tcase_add_loop_test(tc, test_gradients_match_finite_differences, 0,
+			    sizeof archs / sizeof archs[0]);
 	tcase_add_test(tc, test_forward_backward_is_deterministic);
 	tcase_add_test(tc, test_backward_accumulates_scaled_gradients);
 	tcase_add_test(tc, test_pipeline_stages_equal_whole_model);
