@@ -31,11 +31,11 @@
  */
 enum bench_kernel {
 	K_ENCODER, K_LAYERNORM, K_MATMUL, K_ATTENTION, K_GELU, K_RESIDUAL, K_XENT, K_ADAMW,
-	K_OTHER, K_NUM
+	K_OTHER, K_RMSNORM, K_ROPE, K_SWIGLU, K_NUM
 };
 static const char *const kernel_names[K_NUM] = {
 	"encoder", "layernorm", "matmul", "attention", "gelu", "residual", "softmax+xent", "adamw",
-	"zero",
+	"zero", "rmsnorm", "rope", "swiglu",
 };
 static double k_seconds[K_NUM], mm_flops;
 /* The backend the wrappers time; a GPU's kernels are waited for in each (base->sync). */
@@ -170,6 +170,40 @@ static void t_adamw(float *params, const float *grads, float *m, float *v, size_
 				     bc1, bc2));
 }
 
+static void t_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
+			      int N, int C, float eps)
+{
+	TIMED(K_RMSNORM, base->rmsnorm_forward(out, rstd, inp, weight, N, C, eps));
+}
+
+static void t_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+			       const float *weight, const float *rstd, int N, int C)
+{
+	TIMED(K_RMSNORM, base->rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C));
+}
+
+static void t_rope_forward(float *qkv, const float *raw, const float *rope, int B, int T, int NH,
+			   int KV, int HS)
+{
+	TIMED(K_ROPE, base->rope_forward(qkv, raw, rope, B, T, NH, KV, HS));
+}
+
+static void t_rope_backward(float *draw, const float *dqkv, const float *rope, int B, int T,
+			    int NH, int KV, int HS)
+{
+	TIMED(K_ROPE, base->rope_backward(draw, dqkv, rope, B, T, NH, KV, HS));
+}
+
+static void t_swiglu_forward(float *out, const float *inp, int N, int I)
+{
+	TIMED(K_SWIGLU, base->swiglu_forward(out, inp, N, I));
+}
+
+static void t_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int I)
+{
+	TIMED(K_SWIGLU, base->swiglu_backward(dinp, inp, dout, N, I));
+}
+
 static void t_zero(float *p, size_t n)
 {
 	TIMED(K_OTHER, base->zero(p, n));
@@ -189,6 +223,12 @@ static struct ops timed_ops(const struct ops *b)
 	o.matmul_backward = t_matmul_backward;
 	o.attention_forward = t_attention_forward;
 	o.attention_backward = t_attention_backward;
+	o.rmsnorm_forward = b->rmsnorm_forward ? t_rmsnorm_forward : NULL;
+	o.rmsnorm_backward = b->rmsnorm_backward ? t_rmsnorm_backward : NULL;
+	o.rope_forward = b->rope_forward ? t_rope_forward : NULL;
+	o.rope_backward = b->rope_backward ? t_rope_backward : NULL;
+	o.swiglu_forward = b->swiglu_forward ? t_swiglu_forward : NULL;
+	o.swiglu_backward = b->swiglu_backward ? t_swiglu_backward : NULL;
 	o.gelu_forward = t_gelu_forward;
 	o.gelu_backward = t_gelu_backward;
 	o.residual_forward = t_residual_forward;
@@ -205,11 +245,25 @@ static struct ops timed_ops(const struct ops *b)
 	return o;
 }
 
+/*
+ * Parameters that take part in matrix products: all but the lookup
+ * tables, the position embedding and (when the LM head is a tensor of its
+ * own) the token embedding. GQA's smaller k and v projections and
+ * SwiGLU's three matrices are in the parameter count already.
+ */
+static double product_params(const struct gpt2_config *c, size_t num_params)
+{
+	double n = (double)num_params - (double)gpt2_chunk_floats(c, GPT2_WPE);
+
+	if (!model_tied(c))
+		n -= (double)gpt2_chunk_floats(c, GPT2_WTE);
+	return n;
+}
+
 double bench_flops_per_token(const struct gpt2_config *c, size_t num_params, int T)
 {
-	double n = (double)num_params - (double)c->max_seq_len * c->channels;
-
-	return 6.0 * n + 12.0 * c->num_layers * c->channels * (double)T;
+	/* 6 per product parameter, and attention's q.k and att.v over T positions of C */
+	return 6.0 * product_params(c, num_params) + 12.0 * c->num_layers * c->channels * (double)T;
 }
 
 /*
@@ -318,7 +372,8 @@ static void print_memory_and_kernels(FILE *out, const struct gpt2_config *c, con
 		kept * sizeof(float) / (1 << 20), gpt2_recompute_name(m->recompute),
 		all * sizeof(float) / (1 << 20), (all - kept) * sizeof(float) / (1 << 20));
 	fprintf(out, "fused kernels: %s%s\n",
-		m->fused ? "classifier, residual + LayerNorm" : "none (train.fused: false)",
+		!m->fused ? "none (train.fused: false)" :
+		m->config.arch == MODEL_LLAMA ? "classifier" : "classifier, residual + LayerNorm",
 		m->fused && m->ops->attention_fused_forward ?
 			", attention (its own tiles in bf16; cuBLAS products in fp32/tf32)" :
 			"");
@@ -331,8 +386,8 @@ static void print_step(FILE *out, const struct gpt2_config *c, const struct gpt2
 		1e3 * step_s, 1e3 * ph->fwd / steps, 1e3 * ph->bwd / steps, 1e3 * ph->upd / steps,
 		steps);
 	fprintf(out, "throughput: %.0f tokens/s\n", tps);
-	fprintf(out, "model FLOPs/token: %.3g (6 x %zu params without wpe + 12 L C T)\n", fpt,
-		m->num_params - (size_t)c->max_seq_len * c->channels);
+	fprintf(out, "model FLOPs/token: %.3g (6 x %.0f params in matrix products + 12 L C T; %s)\n",
+		fpt, product_params(c, m->num_params), model_arch_name(c->arch));
 }
 
 static int train_step(struct gpt2 *m, struct adamw_state *s, const int *tok, int B, int T,

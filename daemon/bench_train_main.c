@@ -27,8 +27,9 @@
 static int usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [--cuda | --cuda-tf32 | --cuda-bf16] [--overlap RANKS] "
-			"[--recompute none|gelu|block] [LAYERS HEADS CHANNELS VOCAB B T STEPS]\n",
-		argv0);
+			"[--recompute none|gelu|block] [LAYERS HEADS CHANNELS VOCAB B T STEPS]\n"
+			"       %s [--cuda...] --llama-1b B T STEPS   (Llama 3.2 1B's shape)\n",
+		argv0, argv0);
 	return 2;
 }
 
@@ -42,6 +43,15 @@ static int recompute_named(const char *name, enum gpt2_recompute *r)
 		}
 	return 0;
 }
+
+/* Llama 3.2 1B's shape (config.json of meta-llama/Llama-3.2-1B), random weights. */
+static const struct gpt2_config llama_1b = {
+	.max_seq_len = 131072, .vocab_size = 128256, .num_layers = 16, .num_heads = 32,
+	.channels = 2048, .arch = MODEL_LLAMA, .kv_heads = 8, .intermediate = 8192, .untied = 0,
+	.norm_eps = 1e-5f, .rope_theta = 500000.0f, .rope_factor = 32.0f,
+	.rope_low_freq_factor = 1.0f, .rope_high_freq_factor = 4.0f,
+	.rope_original_max_positions = 8192,
+};
 
 int main(int argc, char **argv)
 {
@@ -61,6 +71,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[k], "--cuda-bf16")) {
 			cuda = 1;
 			o.precision = OPS_BF16;
+		} else if (!strcmp(argv[k], "--llama-1b")) {
+			c = llama_1b;
 		} else if (!strcmp(argv[k], "--overlap") && k + 1 < argc && atoi(argv[k + 1]) > 0) {
 			overlap = atoi(argv[++k]);
 		} else if (!strcmp(argv[k], "--recompute") && k + 1 < argc &&
@@ -71,7 +83,11 @@ int main(int argc, char **argv)
 		}
 	}
 	n = argc - k;
-	if (n == 7) {
+	if (n == 3 && c.arch == MODEL_LLAMA) { /* --llama-1b B T STEPS */
+		o.B = atoi(argv[k]);
+		o.T = atoi(argv[k + 1]);
+		o.steps = atoi(argv[k + 2]);
+	} else if (n == 7) {
 		c.num_layers = atoi(argv[k]);
 		c.num_heads = atoi(argv[k + 1]);
 		c.channels = atoi(argv[k + 2]);

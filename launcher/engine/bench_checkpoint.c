@@ -20,6 +20,7 @@
 #include "lib/clock.h"
 
 #include "daemon/checkpoint.h"
+#include "daemon/layout.h"
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
 #include "lib/atomic_file.h"
@@ -117,11 +118,11 @@ int cmd_bench_checkpoint(int argc, char **argv)
 		config_free(&cfg);
 		return STORK_EXIT_CONFIG;
 	}
-	g = (struct gpt2_config){
-		.max_seq_len = cfg.model.max_seq_len, .vocab_size = cfg.model.vocab_size,
-		.padded_vocab_size = cfg.model.padded_vocab_size, .num_layers = cfg.model.layers,
-		.num_heads = cfg.model.heads, .channels = cfg.model.channels,
-	};
+	if (layout_model_shape(&cfg, &g, err, sizeof err) < 0) {
+		stork_error("%s", err);
+		config_free(&cfg);
+		return STORK_EXIT_CONFIG;
+	}
 	if (gpt2_build(&m, &g, cfg.model.seed) < 0 || adamw_init(&opt, m.num_params) < 0) {
 		stork_error("cannot build the model: %s", m.err);
 		code = STORK_EXIT_INTERNAL;

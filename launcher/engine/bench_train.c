@@ -187,11 +187,8 @@ int cmd_bench_train(int argc, char **argv)
 		}
 	if (load(&cfg, argc, argv, longopts, optind, err, sizeof err) < 0)
 		goto fail;
-	g = (struct gpt2_config){
-		.max_seq_len = cfg.model.max_seq_len, .vocab_size = cfg.model.vocab_size,
-		.padded_vocab_size = cfg.model.padded_vocab_size, .num_layers = cfg.model.layers,
-		.num_heads = cfg.model.heads, .channels = cfg.model.channels,
-	};
+	if (layout_model_shape(&cfg, &g, err, sizeof err) < 0)
+		goto fail;
 	if (!ranks && steps == 0) /* the memory table is all --steps 0 asks for */
 		ranks = cfg.parallel.tensor * cfg.parallel.pipeline;
 	if (ranks && (code = bench_memory(&cfg, &g, ranks, stdout))) {
