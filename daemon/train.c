@@ -8,6 +8,7 @@
  */
 #include "config.h"
 #include "daemon/train.h"
+#include "daemon/train_rank.h"
 
 #include "daemon/checkpoint.h"
 #include "daemon/data.h"
@@ -41,51 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef HAVE_CUDA
-#define HAVE_CUDA_BUILD 1
-#else
-#define HAVE_CUDA_BUILD 0
-#endif
-
 /* A stop this close to the job's end (seconds) is a timeout, not a preemption. */
 #define STOP_NEAR_END_S 300
-
-struct rank {
-	const struct train_node *node;
-	const struct stork_config *cfg;
-	int local, rank;
-	struct comm *comm;             /* storkd's, or the GPU wrapper of it (device_comm) */
-	struct comm *host_comm;        /* storkd's own communicator of this rank */
-	const struct ops *ops;         /* where the rank computes: ops_cpu or ops_cuda */
-	char device_id[256];           /* host/PCI address of its GPU, for the collectives */
-	int gpu;                       /* its CUDA device (GPU ranks) */
-	float *ckpt_host;              /* pinned host copy of a GPU rank's state for checkpoints */
-	struct par_layout lay;         /* this rank's place in dp x tp x pp */
-	struct par_groups grp;
-	struct pipeline pipe;          /* when lay.pp > 1 */
-	struct zero_plan zero;         /* when lay.zero */
-	struct grad_sync *sync;        /* parallel.overlap, with data-parallel replicas */
-	double sync_ms, sync_wait_ms;  /* this step's gradient all-reduce: its time, the rank's wait */
-	struct rank_log log;
-	struct gpt2 model;
-	struct adamw_state opt;
-	struct data_loader *train, *val;
-	int *inputs, *targets;
-	struct train_rank_result *res;
-	double ckpt_seconds;           /* how long the last checkpoint took; 0 = none yet */
-	int ckpt_failures;             /* periodic checkpoints failed in a row */
-	struct gpt2_config shape;      /* the model's shape, for a rollback's reload */
-	struct data_position data_start; /* the first batch, for a rollback to the start */
-	int rollbacks;                 /* train.on_nonfinite: rollback, done so far */
-	int rollback_pending;          /* this step diverged: roll back before the next */
-	int64_t skip_batch_step;       /* step whose batch a rollback skips; -1: none */
-	int64_t nan_injected_step;     /* test builds: the last step given a NaN; -1: none */
-	int64_t first_step;            /* the step this attempt (or rollback) started at */
-	double step_ms_avg;            /* moving average of the step time, for the ETA */
-	double compute_ms;             /* this step's forward and backward on this rank */
-	int threads;                   /* CPU threads of this rank (CPU ranks) */
-	char err[1024];
-};
 
 static void heartbeat(struct rank *r, int64_t steps_done)
 {
@@ -95,17 +53,15 @@ static void heartbeat(struct rank *r, int64_t steps_done)
 	p->beat = clock_monotonic();
 }
 
-static int fail(struct rank *r, int code, const char *msg);
-
 /*
  * A collective failed: another rank failed or aborted first (its own
  * record names the cause), so this failure is a consequence, marked
  * secondary so that exit_info.json names the first cause.
  */
-static int fail_collective(struct rank *r)
+int rank_fail_collective(struct rank *r)
 {
 	int first = r->res->exit_code == 0;
-	int code = fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
+	int code = rank_fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
 
 	if (first)      /* a rank that failed on its own first keeps that cause */
 		r->res->secondary = 1;
@@ -117,7 +73,7 @@ static int fail_collective(struct rank *r)
  * has agreed on: no one is left waiting, so nothing is aborted (an abort
  * could break a peer still finishing the agreement's collective).
  */
-static int fail_agreed(struct rank *r, int code, const char *msg)
+int rank_fail_agreed(struct rank *r, int code, const char *msg)
 {
 	if (r->res->exit_code == 0) {
 		r->res->exit_code = code;
@@ -130,9 +86,9 @@ static int fail_agreed(struct rank *r, int code, const char *msg)
 }
 
 /* Record why this rank stops, on its own: the other ranks must hear of it. */
-static int fail(struct rank *r, int code, const char *msg)
+int rank_fail(struct rank *r, int code, const char *msg)
 {
-	fail_agreed(r, code, msg);
+	rank_fail_agreed(r, code, msg);
 	/* Wake the other ranks out of any collective instead of leaving them
 	 * waiting for this one. */
 	if (r->comm)
@@ -157,7 +113,7 @@ static int model_shape(struct rank *r, struct gpt2_config *mc)
 	int rc = layout_model_shape(r->cfg, mc, r->err, sizeof r->err);
 
 	if (rc < 0)
-		return fail(r, rc == -2 ? STORK_EXIT_CONFIG : STORK_EXIT_DATA, r->err);
+		return rank_fail(r, rc == -2 ? STORK_EXIT_CONFIG : STORK_EXIT_DATA, r->err);
 	return 0;
 }
 
@@ -173,7 +129,7 @@ static int make_layout(struct rank *r, const struct gpt2_config *mc)
 
 	if (layout_make(&r->lay, mc, r->node->world_size, c->parallel.tensor, c->parallel.pipeline,
 			c->parallel.zero, r->rank, r->err, sizeof r->err) < 0)
-		return fail(r, STORK_EXIT_CONFIG, r->err);
+		return rank_fail(r, STORK_EXIT_CONFIG, r->err);
 	if ((rc = layout_groups(&r->lay, r->comm, &r->grp))) {
 		snprintf(r->err, sizeof r->err, "cannot make the parallel groups of dp %d x tp %d x pp %d: %s",
 			 r->lay.dp, r->lay.tp, r->lay.pp,
@@ -181,7 +137,7 @@ static int make_layout(struct rank *r, const struct gpt2_config *mc)
 					     "support (UCS_THREAD_MODE_MULTI), or there are more "
 					     "groups than communicator ids" :
 					     comm_strerror(rc));
-		return rc == COMM_EABORTED ? fail_collective(r) : fail(r, STORK_EXIT_CONFIG, r->err);
+		return rc == COMM_EABORTED ? rank_fail_collective(r) : rank_fail(r, STORK_EXIT_CONFIG, r->err);
 	}
 	layout_describe(&r->lay, desc, sizeof desc);
 	rank_logf(&r->log, "layout: %s", desc);
@@ -208,218 +164,8 @@ static int init_pipeline(struct rank *r)
 		return 0;
 	if (pipeline_init(&r->pipe, r->grp.pp, &r->model, r->lay.stage, r->lay.pp,
 			  c->train.batch_size, c->train.seq_len, c->train.grad_accum) < 0)
-		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the pipeline");
+		return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the pipeline");
 	return 0;
-}
-
-/* Say that this rank computes on the CPU, and why: its log always, stdout once (rank 0). */
-/*
- * A job given GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS) that trains on the
- * CPU pays for GPUs it does not use: said loudly, once per node, with why
- * no GPU was usable.
- */
-static void warn_gpus_unused(struct rank *r)
-{
-	const char *step = getenv("SLURM_STEP_GPUS"), *job = getenv("SLURM_JOB_GPUS");
-	const char *given = step && *step ? step : job && *job ? job : NULL;
-	char why[256];
-
-	if (!given || r->local != 0)
-		return;
-	kernels_cuda_why_none(-1, why, sizeof why);
-	stork_warn("WARNING: %s was given GPUs (%s=%s) but trains on its CPUs: %s. The job is "
-		   "billed for GPUs it does not use; set run.device: cuda to stop instead, or ask "
-		   "for no GPUs", r->node->host, step && *step ? "SLURM_STEP_GPUS" : "SLURM_JOB_GPUS",
-		   given, why);
-	rank_logf(&r->log, "WARNING: given GPUs (%s) but training on the CPU: %s", given, why);
-}
-
-static void say_cpu(struct rank *r, const char *why)
-{
-	rank_logf(&r->log, "device: cpu (%s)", why);
-	if (r->rank == 0) {
-		printf("device: cpu (%s)\n", why);
-		fflush(stdout);
-	}
-}
-
-/*
- * train.precision on the CPU: fp32 and tf32 compute fp32 (a CPU has no
- * TF32 arithmetic; stork.yaml(5) says so, and so does the run), bf16 is
- * emulated exactly, and said, since it is slower than fp32.
- */
-static void cpu_precision(struct rank *r)
-{
-	static const char bf16[] = "bf16 matrix products emulated on the CPU (inputs rounded "
-				   "to bf16, fp32 sums; slower than fp32)";
-	static const char tf32[] = "tf32 computes in fp32 on the CPU (a CPU has no TF32 "
-				   "arithmetic): the losses are fp32's";
-	const char *what = r->cfg->train.precision == STORK_PRECISION_BF16 ? bf16 :
-			   r->cfg->train.precision == STORK_PRECISION_TF32 ? tf32 : NULL;
-
-	r->ops->set_precision(layout_precision(r->cfg));
-	if (!what)
-		return;
-	rank_logf(&r->log, "precision: %s", what);
-	if (r->rank == 0) {
-		printf("precision: %s\n", what);
-		fflush(stdout);
-	}
-}
-
-/*
- * run.device: the rank's GPU (the binding's STORK_GPU, else its local rank
- * modulo the GPUs it sees) or the CPU. cuda without a usable GPU is a
- * configuration error naming the rank, the host and CUDA's message; so is
- * bf16 on a GPU without bf16 tensor cores (before compute capability 8.0).
- */
-static int choose_device(struct rank *r)
-{
-	const struct bind_plan *plan = &r->node->plans[r->local];
-	enum stork_device want = r->cfg->run.device;
-	int count = want == STORK_DEVICE_CPU ? 0 : kernels_cuda_device_count(), dev;
-	char desc[160], err[256];
-
-	r->ops = &ops_cpu;
-	if (want == STORK_DEVICE_CPU) {
-		say_cpu(r, "run.device: cpu");
-		cpu_precision(r);
-		return 0;
-	}
-	if (count == 0 && want == STORK_DEVICE_AUTO) {
-		say_cpu(r, HAVE_CUDA_BUILD ? "run.device: auto, and no CUDA device is visible" :
-					     "run.device: auto, and this build has no CUDA backend");
-		warn_gpus_unused(r);
-		cpu_precision(r);
-		return 0;
-	}
-	dev = count > 0 ? (plan->gpu >= 0 ? plan->gpu : r->local) % count : 0;
-	r->gpu = dev;
-	if (kernels_cuda_use_device(dev, desc, sizeof desc, err, sizeof err) < 0) {
-		snprintf(r->err, sizeof r->err, "run.device: cuda: rank %d on %s has no usable GPU: %s",
-			 r->rank, r->node->host, err);
-		return fail(r, STORK_EXIT_CONFIG, r->err);
-	}
-	if (r->cfg->parallel.tensor > 1) {
-		/* the vocabulary-parallel embedding and softmax (tensor_parallel.c)
-		 * run on the host; refused here, before any collective, so every
-		 * rank stops with this reason */
-		snprintf(r->err, sizeof r->err,
-			 "parallel.tensor: %d is not supported on GPUs yet (data and pipeline "
-			 "parallelism and ZeRO-1 are); set parallel.tensor: 1 or run.device: cpu",
-			 r->cfg->parallel.tensor);
-		return fail(r, STORK_EXIT_CONFIG, r->err);
-	}
-	if (kernels_cuda_check_precision(layout_precision(r->cfg), err, sizeof err) < 0) {
-		snprintf(r->err, sizeof r->err,
-			 "train.precision: %s: rank %d's GPU on %s (%s); set train.precision: fp32",
-			 err, r->rank, r->node->host, desc);
-		return fail(r, STORK_EXIT_CONFIG, r->err);
-	}
-#ifdef HAVE_CUDA
-	r->ops = &ops_cuda;
-#endif
-	r->ops->set_precision(layout_precision(r->cfg));
-	msg_format(r->device_id, sizeof r->device_id, "%s/%s", r->node->host, desc);
-	rank_logf(&r->log, "bound: gpu %d (%s), %s matrix products", dev, desc,
-		  config_precision_name(r->cfg->train.precision));
-	if (r->rank == 0) {
-		printf("device: gpu %d (%s) on rank 0, %s matrix products\n", dev, desc,
-		       config_precision_name(r->cfg->train.precision));
-		fflush(stdout);
-	}
-	return 0;
-}
-
-/*
- * A GPU rank's communicator takes device buffers too: NCCL when every rank
- * has a GPU of its own, else staged through pinned host memory
- * (lib/comm/device.c). Made before the layout's groups, which are split
- * from it. Every rank of the world must compute on the same kind of device.
- */
-static int device_comm(struct rank *r)
-{
-	struct comm_device_memory mem = {
-		.is_device = kernels_cuda_is_device_ptr,
-		.to_host = r->ops->download,
-		.to_device = r->ops->upload,
-		.host_alloc = r->ops->host_alloc,
-		.host_free = r->ops->host_free,
-		.device_id = r->device_id,
-	};
-	const char *env = getenv("STORK_DEVICE_COMM");
-	enum comm_device_path want = COMM_DEVICE_AUTO;
-	struct comm *w;
-	int32_t gpus = r->ops != &ops_cpu, all = gpus;
-	int rc;
-
-	if (r->node->world_size > 1 &&
-	    (comm_allreduce(r->comm, &all, 1, COMM_INT32, COMM_MIN) < 0 ||
-	     comm_allreduce(r->comm, &gpus, 1, COMM_INT32, COMM_MAX) < 0))
-		return fail_collective(r);
-	if (gpus != all) {
-		snprintf(r->err, sizeof r->err,
-			 "some ranks found a GPU and some did not (rank %d on %s: %s); give every "
-			 "rank a GPU (--gpus-per-task=1) or set run.device: cpu",
-			 r->rank, r->node->host, r->ops == &ops_cpu ? "cpu" : "gpu");
-		return fail(r, STORK_EXIT_CONFIG, r->err);
-	}
-	if (!gpus)
-		return 0;
-	if (env && !strcmp(env, "staged"))
-		want = COMM_DEVICE_STAGED;
-	else if (env && !strcmp(env, "nccl"))
-		want = COMM_DEVICE_NCCL;
-	if ((rc = comm_device_wrap(r->comm, &mem, want, &w, r->err, sizeof r->err)))
-		return rc == COMM_EABORTED ? fail_collective(r) : fail(r, STORK_EXIT_CONFIG, r->err);
-	r->comm = w;
-	rank_logf(&r->log, "collectives on GPU buffers: %s", comm_device_describe(w));
-	if (r->rank == 0) {
-		printf("collectives on GPU buffers: %s\n", comm_device_describe(w));
-		fflush(stdout);
-	}
-	return 0;
-}
-
-/*
- * Move the model and the optimizer state into the GPU's memory: they were
- * built or read on the host (initialisation and checkpoints are the same
- * code for every device); from now on they stay on the device, and only
- * checkpoints copy them back.
- */
-static int move_to_device(struct rank *r)
-{
-	size_t free_b = 0, total_b = 0;
-	int rc;
-
-	if (r->ops == &ops_cpu)
-		return 0;
-	if ((rc = gpt2_set_backend(&r->model, r->ops)))
-		return fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
-	if (adamw_move(&r->opt, r->ops) < 0) {
-		gpt2_oom_message(r->ops, "the optimizer state", 2 * r->opt.n * sizeof(float), r->err,
-				 sizeof r->err);
-		return fail(r, STORK_EXIT_INTERNAL, r->err);
-	}
-	r->ops->mem_info(&free_b, &total_b);
-	rank_logf(&r->log, "gpu memory: parameters and moments in place, %zu of %zu MiB free",
-		  free_b >> 20, total_b >> 20);
-	return 0;
-}
-
-/* Pin this thread as storkd planned (the plan is the launcher's own code in lib/bind). */
-static int bind_rank(struct rank *r)
-{
-	const struct bind_plan *plan = &r->node->plans[r->local];
-	char desc[256], err[512];
-
-	if (bind_apply(plan, err, sizeof err) < 0)
-		rank_logf(&r->log, "warning: %s", err);
-	bind_plan_describe(plan, desc, sizeof desc);
-	rank_logf(&r->log, "bound: %s, %d thread(s)", desc, plan->omp_threads);
-	r->threads = plan->omp_threads;
-	ops_cpu_set_threads(plan->omp_threads);
-	return choose_device(r);
 }
 
 /*
@@ -478,7 +224,7 @@ static int open_data(struct rank *r)
 	if (!train || !val) {
 		free_globs(train, c->data.train.n);
 		free_globs(val, c->data.val.n);
-		return fail(r, STORK_EXIT_INTERNAL, "out of memory (or a path too long) for the data shards");
+		return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory (or a path too long) for the data shards");
 	}
 	rc = data_open(&r->train, &dc, r->err, sizeof r->err);
 	if (rc == 0)
@@ -494,11 +240,11 @@ static int open_data(struct rank *r)
 	free_globs(train, c->data.train.n);
 	free_globs(val, c->data.val.n);
 	if (rc)
-		return fail(r, rc, r->err);
+		return rank_fail(r, rc, r->err);
 	r->inputs = malloc(sizeof(int) * (size_t)c->train.batch_size * (size_t)c->train.seq_len);
 	r->targets = malloc(sizeof(int) * (size_t)c->train.batch_size * (size_t)c->train.seq_len);
 	if (!r->inputs || !r->targets)
-		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the batch");
+		return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the batch");
 	return 0;
 }
 
@@ -515,11 +261,11 @@ static int init_optimizer(struct rank *r)
 
 	if (r->lay.zero) {
 		if (zero_plan_make(&r->zero, &r->model, r->lay.dp, r->lay.dp_rank) < 0)
-			return fail(r, STORK_EXIT_INTERNAL, "out of memory for the ZeRO-1 plan");
+			return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the ZeRO-1 plan");
 		n = r->zero.state_n;
 	}
 	if (adamw_init(&r->opt, n) < 0)
-		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the optimizer state");
+		return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the optimizer state");
 	return 0;
 }
 
@@ -541,7 +287,7 @@ static int load_own_shard(struct rank *r, const char *dir, const struct gpt2_con
 	    l.zero != p->zero)
 		return 0;
 	if (gpt2_shard_from_full(&r->model, mc, shard, NULL) < 0) {
-		fail(r, STORK_EXIT_CONFIG, r->model.err);
+		rank_fail(r, STORK_EXIT_CONFIG, r->model.err);
 		return -1;
 	}
 	r->model.shard.tp = shard->tp;
@@ -550,7 +296,7 @@ static int load_own_shard(struct rank *r, const char *dir, const struct gpt2_con
 	shard_info(r, &info);
 	if (ckpt_read_own_shard(dir, &info, r->model.params, r->opt.m, r->opt.v, &r->opt.step,
 				r->err, sizeof r->err) < 0) {
-		fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
+		rank_fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
 		return -1;
 	}
 	return 1;
@@ -574,10 +320,10 @@ static int load_checkpoint(struct rank *r, const char *dir, const struct gpt2_co
 	if (expect && (own = load_own_shard(r, dir, expect, shard)))
 		return own < 0 ? r->res->exit_code : 0;
 	if (ckpt_load_full(dir, expect, &full, r->err, sizeof r->err) < 0)
-		return fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
+		return rank_fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
 	cc = full.config;
 	if (gpt2_shard_from_full(&r->model, &cc, shard, full.params) < 0) {
-		code = fail(r, STORK_EXIT_CONFIG, r->model.err);
+		code = rank_fail(r, STORK_EXIT_CONFIG, r->model.err);
 		goto out;
 	}
 	r->model.shard.tp = shard->tp;
@@ -586,7 +332,7 @@ static int load_checkpoint(struct rank *r, const char *dir, const struct gpt2_co
 	lm = malloc(r->model.num_params * sizeof(float));
 	lv = malloc(r->model.num_params * sizeof(float));
 	if (!lm || !lv) {
-		code = fail(r, STORK_EXIT_INTERNAL, "out of memory reading the optimizer state");
+		code = rank_fail(r, STORK_EXIT_INTERNAL, "out of memory reading the optimizer state");
 		goto out;
 	}
 	gpt2_shard_copy(&cc, shard, full.m, lm, 1);
@@ -629,7 +375,7 @@ static int resume_from(struct rank *r, char *dir, size_t len)
 	snprintf(r->err, sizeof r->err,
 		 "run.resume_from: %s holds no usable checkpoint (a step_N directory, its checkpoints/ "
 		 "directory or a run directory)", from);
-	fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
+	rank_fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
 	return 1;
 }
 
@@ -650,7 +396,7 @@ static int find_checkpoint(struct rank *r, const char *root, char *dir, size_t l
 	if (r->node->world_size > 1 &&
 	    (comm_broadcast(r->comm, &found, 1, COMM_INT32, 0) < 0 ||
 	     comm_broadcast(r->comm, dir, len, COMM_UINT8, 0) < 0)) {
-		fail_collective(r);
+		rank_fail_collective(r);
 		return 1;
 	}
 	dir[len - 1] = '\0';
@@ -757,12 +503,12 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 		if (r->res->exit_code)
 			return r->res->exit_code;
 		if (ckpt_read_state(dir, &st, r->err, sizeof r->err) < 0)
-			return fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
+			return rank_fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
 		/* mc: the configuration's shape, or model.init_from's: the layout was cut for it */
 		if (load_checkpoint(r, dir, mc, &shard))
 			return r->res->exit_code;
 		if (data_set_position(r->train, &st.train, r->err, sizeof r->err))
-			return fail(r, STORK_EXIT_DATA, r->err);
+			return rank_fail(r, STORK_EXIT_DATA, r->err);
 		*start_step = st.step;
 		rank_logf(&r->log, "resumed from %s at step %" PRId64, dir, st.step);
 		if (r->rank == 0)
@@ -775,7 +521,7 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 				   "resumes, %" PRId64 " (%s): nothing would train; set train.steps above "
 				   "%" PRId64, c->train.steps, config_origin(c, "train.steps"), st.step,
 				   dir, st.step);
-			return fail(r, STORK_EXIT_CONFIG, r->err);
+			return rank_fail(r, STORK_EXIT_CONFIG, r->err);
 		}
 		if (st.step >= c->train.steps && r->node->restart_count > 0) {
 			/* Stork requeues only a run it stopped early: this attempt
@@ -800,13 +546,13 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 						 sizeof r->err);
 
 		if (rc < 0)
-			return fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_DATA, r->err);
+			return rank_fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_DATA, r->err);
 		rank_logf(&r->log, "weights from %s", c->model.init_from);
 	} else {
 		int rc = gpt2_build_shard(&r->model, mc, &shard, c->model.seed);
 
 		if (rc < 0)
-			return fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
+			return rank_fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
 	}
 	return init_optimizer(r);
 }
@@ -843,24 +589,24 @@ static int validate(struct rank *r, int64_t step)
 		rc = pipeline_eval(&r->pipe, &r->model, r->val, c->train.val_batches, &sum, r->err,
 				   sizeof r->err);
 		if (rc)
-			return fail(r, rc > 0 ? rc : STORK_EXIT_RANK_FAILED, r->err);
+			return rank_fail(r, rc > 0 ? rc : STORK_EXIT_RANK_FAILED, r->err);
 	} else {
 		for (int i = 0; i < c->train.val_batches; i++) {
 			rc = data_next(r->val, r->inputs, r->targets, r->err, sizeof r->err);
 			if (rc)
-				return fail(r, rc, r->err);
+				return rank_fail(r, rc, r->err);
 			l = gpt2_forward(&r->model, r->inputs, r->targets, B, T);
 			/* a failed pass (a collective inside it, or memory) must not
 			 * leave the tensor-parallel peers waiting */
 			if (isnan(l) && r->model.err[0])
-				return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
-								       fail(r, STORK_EXIT_INTERNAL, r->model.err);
+				return comm_abort_reason(r->comm)[0] ? rank_fail_collective(r) :
+								       rank_fail(r, STORK_EXIT_INTERNAL, r->model.err);
 			sum += l;
 		}
 		sum /= (float)c->train.val_batches;
 	}
 	if (mean_over_replicas(r, &sum) < 0)
-		return fail_collective(r);
+		return rank_fail_collective(r);
 	rank_metric(&r->log, step + 1, "val_loss", sum, "nats");
 	rank_logf(&r->log, "step %" PRId64 " val_loss %.6f", step + 1, sum);
 	if (r->rank == 0)
@@ -905,7 +651,7 @@ static int skip_batch(struct rank *r, int64_t step)
 	r->skip_batch_step = -1;
 	for (int micro = 0; micro < r->cfg->train.grad_accum; micro++)
 		if ((rc = data_next(r->train, r->inputs, r->targets, r->err, sizeof r->err)))
-			return fail(r, rc, r->err);
+			return rank_fail(r, rc, r->err);
 	rank_logf(&r->log, "step %" PRId64 ": skipping the batch that diverged", step + 1);
 	return 0;
 }
@@ -933,7 +679,7 @@ static int start_grad_sync(struct rank *r)
 		return 0;
 	if (grad_sync_start(&r->sync, r->grp.dp, r->ops, gpt2_grad_pieces(&r->model),
 			    gpu ? sync_thread_on_gpu : NULL, r) < 0)
-		return fail(r, STORK_EXIT_INTERNAL, "cannot start the gradient all-reduce thread");
+		return rank_fail(r, STORK_EXIT_INTERNAL, "cannot start the gradient all-reduce thread");
 	if (r->lay.pp > 1) /* the stage's last micro-batch makes its layers' gradients final */
 		pipeline_set_layer_hook(&r->pipe, grad_sync_layer_done, r->sync);
 	rank_logf(&r->log, "parallel.overlap: each layer's gradients are all-reduced during the "
@@ -951,14 +697,14 @@ static int compute_gradients(struct rank *r, int64_t step, float *loss)
 	if (skip_batch(r, step))
 		return r->res->exit_code;
 	if (gpt2_zero_grad(&r->model) < 0)
-		return fail(r, STORK_EXIT_INTERNAL, "out of memory for the gradients");
+		return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the gradients");
 	if (r->lay.pp > 1) {
 		rc = pipeline_step(&r->pipe, &r->model, r->train, loss, r->err, sizeof r->err);
 		if (rc > 0)
-			return fail(r, rc, r->err);
+			return rank_fail(r, rc, r->err);
 		if (rc < 0)
-			return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
-							       fail(r, STORK_EXIT_DATA, r->err);
+			return comm_abort_reason(r->comm)[0] ? rank_fail_collective(r) :
+							       rank_fail(r, STORK_EXIT_DATA, r->err);
 		if (r->sync) /* the stage's embeddings or final LayerNorm */
 			grad_sync_push_rest(r->sync, &r->model);
 		inject_nan(r, step, loss);
@@ -969,19 +715,19 @@ static int compute_gradients(struct rank *r, int64_t step, float *loss)
 
 		rc = data_next(r->train, r->inputs, r->targets, r->err, sizeof r->err);
 		if (rc)
-			return fail(r, rc, r->err);
+			return rank_fail(r, rc, r->err);
 		l = gpt2_forward(&r->model, r->inputs, r->targets, B, T);
 		if (isnan(l) && r->model.err[0])
-			return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
-							       fail(r, STORK_EXIT_DATA, r->model.err);
+			return comm_abort_reason(r->comm)[0] ? rank_fail_collective(r) :
+							       rank_fail(r, STORK_EXIT_DATA, r->model.err);
 		/* the last micro-batch's backward pass makes the gradients final */
 		if (r->sync && micro == c->train.grad_accum - 1)
 			gpt2_set_layer_hook(&r->model, grad_sync_layer_done, r->sync);
 		rc = gpt2_backward(&r->model, scale);
 		gpt2_set_layer_hook(&r->model, NULL, NULL);
 		if (rc)
-			return comm_abort_reason(r->comm)[0] ? fail_collective(r) :
-							       fail(r, STORK_EXIT_INTERNAL, r->model.err);
+			return comm_abort_reason(r->comm)[0] ? rank_fail_collective(r) :
+							       rank_fail(r, STORK_EXIT_INTERNAL, r->model.err);
 		*loss += l * scale;
 	}
 	if (r->sync) /* the embeddings and the final LayerNorm: final only now */
@@ -1071,7 +817,7 @@ static int diverged(struct rank *r, int64_t step, float loss, float norm)
 	char who[64] = "its gradients (every rank's loss was finite)";
 
 	if (comm_allreduce(r->comm, &first, 1, COMM_INT32, COMM_MIN) < 0)
-		return fail_collective(r);
+		return rank_fail_collective(r);
 	if (first != INT32_MAX)
 		snprintf(who, sizeof who, "rank %d's loss first", (int)first);
 	snprintf(r->err, sizeof r->err,
@@ -1086,7 +832,7 @@ static int diverged(struct rank *r, int64_t step, float loss, float norm)
 			msg_format(r->err + l, sizeof r->err - l,
 				   " (after train.max_rollbacks %d rollbacks)", r->rollbacks);
 		}
-		return fail_agreed(r, STORK_EXIT_DIVERGED, r->err);
+		return rank_fail_agreed(r, STORK_EXIT_DIVERGED, r->err);
 	}
 	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_ROLLBACK) {
 		r->rollback_pending = 1; /* every rank: the norm is the same everywhere */
@@ -1158,19 +904,19 @@ static int update(struct rank *r, int64_t step, float loss, float *norm_out, flo
 
 	if (r->lay.zero) {
 		if (reduce_gradients(r) < 0)
-			return fail_collective(r);
+			return rank_fail_collective(r);
 		/* the embedding segment: this rank's rows, the same on both stages */
 		wte = m->grads + r->zero.seg[0].lo;
 		nwte = m->sizes[GPT2_WTE] ? r->zero.seg[0].hi - r->zero.seg[0].lo : 0;
 	} else if (r->grp.dp) {
 		if (reduce_gradients(r) < 0)
-			return fail_collective(r);
+			return rank_fail_collective(r);
 		grad_scale(m->ops, m->grads, n, 1.0f / (float)r->lay.dp);
 	}
 	if (r->grp.emb && comm_allreduce(r->grp.emb, wte, nwte, COMM_FLOAT32, COMM_SUM) < 0)
-		return fail_collective(r);
+		return rank_fail_collective(r);
 	if (global_sumsq(r, &sumsq) < 0)
-		return fail_collective(r);
+		return rank_fail_collective(r);
 	norm = (float)sqrt(sumsq);
 	*norm_out = norm;
 	*lr_out = lr_at(&sched, step);
@@ -1182,14 +928,14 @@ static int update(struct rank *r, int64_t step, float loss, float *norm_out, flo
 			zero_scale(&r->zero, m, clip);
 		zero_adamw(&r->zero, &r->opt, &hp, *lr_out, m);
 		if (zero_allgather(&r->zero, m, r->grp.dp) < 0)
-			return fail_collective(r);
+			return rank_fail_collective(r);
 	} else {
 		if (clip != 1.0f)
 			grad_scale(m->ops, m->grads, n, clip);
 		adamw_step_model(&r->opt, &hp, *lr_out, m);
 	}
 	if (sync_replicated(r) < 0)
-		return fail_collective(r);
+		return rank_fail_collective(r);
 	*norm_out = norm;
 	return 0;
 }
@@ -1322,7 +1068,7 @@ static int host_state(struct rank *r, float **p, float **m, float **v)
 		return 0;
 	}
 	if (!r->ckpt_host && !(r->ckpt_host = r->ops->host_alloc((np + 2 * no) * sizeof(float))))
-		return fail(r, STORK_EXIT_INTERNAL, "out of pinned host memory for the checkpoint");
+		return rank_fail(r, STORK_EXIT_INTERNAL, "out of pinned host memory for the checkpoint");
 	*p = r->ckpt_host;
 	*m = *p + np;
 	*v = *m + no;
@@ -1352,7 +1098,7 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 
 	*failed = 0;
 	if (!pairs || !sums) {
-		code = fail(r, STORK_EXIT_INTERNAL, "out of memory for the checkpoint");
+		code = rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the checkpoint");
 		goto out;
 	}
 	sizes = sums + W;
@@ -1360,7 +1106,7 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 		ok = 0;
 	/* rank 0's answer reaches everyone before any rank writes */
 	if (comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0) {
-		code = fail_collective(r);
+		code = rank_fail_collective(r);
 		goto out;
 	}
 	if (!ok) {
@@ -1379,7 +1125,7 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 			     sizeof r->err) < 0)
 		mine[1] = UINT64_MAX; /* this rank's shard is missing */
 	if (comm_allgather(r->comm, mine, pairs, 2, COMM_INT64) < 0) {
-		code = fail_collective(r);
+		code = rank_fail_collective(r);
 		goto out;
 	}
 	for (int k = 0; k < W; k++) {
@@ -1399,7 +1145,7 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 					 r->cfg->checkpoint.keep, r->err, sizeof r->err) == 0;
 	/* nobody reports the checkpoint before rank 0 has committed it */
 	if (comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0) {
-		code = fail_collective(r);
+		code = rank_fail_collective(r);
 		goto out;
 	}
 	if (!ok) {
@@ -1459,7 +1205,7 @@ static int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 				       sizeof r->err) == 0;
 		}
 		if (r->node->world_size > 1 && comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0)
-			return fail_collective(r);
+			return rank_fail_collective(r);
 		if (!ok && r->rank != 0)
 			snprintf(r->err, sizeof r->err,
 				 "rank 0 could not write checkpoint step %" PRId64, steps_done);
@@ -1503,7 +1249,7 @@ static int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int 
 			 must_succeed ? "" : max > 1 ? " (checkpoint.max_failures in a row)" :
 						      " (checkpoint.max_failures: 1)",
 			 r->err);
-		return fail_agreed(r, STORK_EXIT_CHECKPOINT_FAILED, msg);
+		return rank_fail_agreed(r, STORK_EXIT_CHECKPOINT_FAILED, msg);
 	}
 	rank_logf(&r->log,
 		  "warning: checkpoint step_%08" PRId64 " failed (%d of checkpoint.max_failures %d in a "
@@ -1541,7 +1287,7 @@ static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *st
 	if (r->rank == 0 && !checkpoint_fits(r, &left, &need))
 		v[1] = 1;
 	if (comm_allreduce(r->comm, v, 2, COMM_INT32, COMM_MAX) < 0)
-		return fail_collective(r);
+		return rank_fail_collective(r);
 	*stop = v[0];
 	*no_room = v[0] && v[1];
 	*cancelled = 0;
@@ -1583,7 +1329,7 @@ static int agree_cancelled(struct rank *r, int *no_room, int *cancelled)
 		v[1] = !checkpoint_fits_kill(r, &left, &need);
 	}
 	if (comm_allreduce(r->comm, v, 2, COMM_INT32, COMM_MAX) < 0)
-		return fail_collective(r);
+		return rank_fail_collective(r);
 	*cancelled = v[0];
 	if (v[0])
 		*no_room = v[1];
@@ -1782,7 +1528,7 @@ static int stop_and_requeue(struct rank *r, int64_t steps_done)
 	 * --no-requeue: requeue_failed on every node, not "requeued" on some) */
 	outcome = code;
 	if (n->world_size > 1 && comm_broadcast(r->comm, &outcome, 1, COMM_INT32, 0) < 0)
-		return fail_collective(r);
+		return rank_fail_collective(r);
 	code = outcome;
 	if (code == STORK_EXIT_CANCELLED)
 		return stop_cancelled(r, steps_done, 1);
@@ -1845,8 +1591,8 @@ static int rollback(struct rank *r, int64_t bad_step, int64_t *start)
 	adamw_free(&r->opt);
 	gpt2_free(&r->model);
 	if (data_set_position(r->train, &r->data_start, r->err, sizeof r->err))
-		return fail(r, STORK_EXIT_DATA, r->err);
-	if (init_model(r, &r->shape, start) || move_to_device(r) || init_pipeline(r))
+		return rank_fail(r, STORK_EXIT_DATA, r->err);
+	if (init_model(r, &r->shape, start) || rank_move_to_device(r) || init_pipeline(r))
 		return r->res->exit_code;
 	rank_logf(&r->log, "rolled back to step %" PRId64 " (rollback %d of train.max_rollbacks %d); "
 		  "step %" PRId64 "'s batch will be skipped", *start, r->rollbacks,
@@ -1891,7 +1637,7 @@ static int stop_without_checkpoint(struct rank *r, int64_t steps_done)
 			snprintf(r->err + l, sizeof r->err - l, "; %s%s",
 				 rc == SLURM_JOB_WAS_CANCELLED ? "" : "requeue failed: ", why);
 	}
-	return fail_agreed(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
+	return rank_fail_agreed(r, STORK_EXIT_CHECKPOINT_FAILED, r->err);
 }
 
 /* Test builds: STORK_FAULT_SLOW_RANK=R:SECONDS makes rank R's compute slower
@@ -1946,7 +1692,7 @@ static int run_steps(struct rank *r, int64_t start)
 			continue;
 		}
 		if (mean_over_replicas(r, &loss) < 0)
-			return fail_collective(r);
+			return rank_fail_collective(r);
 		step_ms = (clock_monotonic() * 1e3) - t0;
 		report_step(r, step, loss, lr, norm, step_ms, comm_ucx_thread_bytes_sent() - sent0);
 		r->res->last_step = step + 1;
@@ -1991,7 +1737,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	r.comm = r.host_comm = n->rank_comm(n->rank_comm_arg, local);
 	if (rank_log_open(&r.log, n->run_dir, r.rank, local, n->host, n->job_id, err,
 			  sizeof err) < 0) {
-		fail(&r, STORK_EXIT_INTERNAL, err);
+		rank_fail(&r, STORK_EXIT_INTERNAL, err);
 		return;
 	}
 	r.log.requeue = n->restart_count;
@@ -2000,8 +1746,8 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 		rank_logf(&r.log, "=== restart %d (job %s) ===", n->restart_count, n->job_id);
 	rank_logf(&r.log, "rank %d of %d (local %d of %d) on %s", r.rank, n->world_size, local,
 		  n->local_ranks, n->host);
-	if (bind_rank(&r) || device_comm(&r) || model_shape(&r, &mc) || make_layout(&r, &mc) ||
-	    open_data(&r) || init_model(&r, &mc, &start) || move_to_device(&r) ||
+	if (rank_bind(&r) || rank_device_comm(&r) || model_shape(&r, &mc) || make_layout(&r, &mc) ||
+	    open_data(&r) || init_model(&r, &mc, &start) || rank_move_to_device(&r) ||
 	    init_pipeline(&r) || start_grad_sync(&r))
 		goto out;
 	rank_logf(&r.log, "model: %zu parameters; training steps %" PRId64 "..%d", r.model.num_params,

@@ -1,0 +1,74 @@
+/*
+ * daemon/train_rank.h - one training rank's state, shared by the files of
+ * the training loop (train.c, train_device.c); private to them.
+ */
+#ifndef STORK_DAEMON_TRAIN_RANK_H
+#define STORK_DAEMON_TRAIN_RANK_H
+
+#include "daemon/checkpoint.h"
+#include "daemon/data.h"
+#include "daemon/grad_sync.h"
+#include "daemon/layout.h"
+#include "daemon/model.h"
+#include "daemon/optimizer.h"
+#include "daemon/pipeline.h"
+#include "daemon/rank_log.h"
+#include "daemon/train.h"
+#include "daemon/zero.h"
+
+struct rank {
+	const struct train_node *node;
+	const struct stork_config *cfg;
+	int local, rank;
+	struct comm *comm;             /* storkd's, or the GPU wrapper of it (device_comm) */
+	struct comm *host_comm;        /* storkd's own communicator of this rank */
+	const struct ops *ops;         /* where the rank computes: ops_cpu or ops_cuda */
+	char device_id[256];           /* host/PCI address of its GPU, for the collectives */
+	int gpu;                       /* its CUDA device (GPU ranks) */
+	float *ckpt_host;              /* pinned host copy of a GPU rank's state for checkpoints */
+	struct par_layout lay;         /* this rank's place in dp x tp x pp */
+	struct par_groups grp;
+	struct pipeline pipe;          /* when lay.pp > 1 */
+	struct zero_plan zero;         /* when lay.zero */
+	struct grad_sync *sync;        /* parallel.overlap, with data-parallel replicas */
+	double sync_ms, sync_wait_ms;  /* this step's gradient all-reduce: its time, the rank's wait */
+	struct rank_log log;
+	struct gpt2 model;
+	struct adamw_state opt;
+	struct data_loader *train, *val;
+	int *inputs, *targets;
+	struct train_rank_result *res;
+	double ckpt_seconds;           /* how long the last checkpoint took; 0 = none yet */
+	int ckpt_failures;             /* periodic checkpoints failed in a row */
+	struct gpt2_config shape;      /* the model's shape, for a rollback's reload */
+	struct data_position data_start; /* the first batch, for a rollback to the start */
+	int rollbacks;                 /* train.on_nonfinite: rollback, done so far */
+	int rollback_pending;          /* this step diverged: roll back before the next */
+	int64_t skip_batch_step;       /* step whose batch a rollback skips; -1: none */
+	int64_t nan_injected_step;     /* test builds: the last step given a NaN; -1: none */
+	int64_t first_step;            /* the step this attempt (or rollback) started at */
+	double step_ms_avg;            /* moving average of the step time, for the ETA */
+	double compute_ms;             /* this step's forward and backward on this rank */
+	int threads;                   /* CPU threads of this rank (CPU ranks) */
+	char err[1024];
+};
+
+/*
+ * Record why this rank stops (the first reason wins) and return code.
+ * rank_fail: on its own (the other ranks are woken out of any collective);
+ * rank_fail_agreed: for a stop every rank agreed on (nothing aborted);
+ * rank_fail_collective: a collective failed because another rank did (a
+ * secondary failure, so that exit_info.json names the first cause).
+ */
+int rank_fail(struct rank *r, int code, const char *msg);
+int rank_fail_agreed(struct rank *r, int code, const char *msg);
+int rank_fail_collective(struct rank *r);
+
+/* train_device.c: pin the rank's thread as planned and choose its device (run.device). */
+int rank_bind(struct rank *r);
+/* The rank's communicator on its device: NCCL or host-staged for GPU ranks. */
+int rank_device_comm(struct rank *r);
+/* Move the model and optimizer to the rank's device. */
+int rank_move_to_device(struct rank *r);
+
+#endif
