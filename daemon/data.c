@@ -34,6 +34,7 @@ struct data_shard {
 	char *path;
 	uint64_t ntok;
 	uint32_t nsamples;
+	int token_bytes;                /* 2 or 4 (lib/token_shard.h) */
 };
 
 /*
@@ -70,7 +71,7 @@ struct data_loader {
 	int sample_valid;
 	int fd;                         /* open shard fd_shard, or -1 */
 	size_t fd_shard;
-	uint16_t *row;                  /* T+1 tokens */
+	unsigned char *row;             /* T+1 tokens as read: 2 or 4 bytes each */
 	double read_delay;              /* test builds: a slow file system */
 	struct prefetch pf;
 };
@@ -92,6 +93,7 @@ static int shard_check(struct data_shard *s, const struct data_config *cfg,
 			    "than the model's %d: set model.vocab_size: %d", s->path, h.vocab,
 			    cfg->vocab_size, h.vocab);
 	s->ntok = h.ntok;
+	s->token_bytes = h.token_bytes;
 	if (s->ntok < need)
 		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: %llu tokens, fewer than the %llu one "
 			    "batch needs (batch_size %d x seq_len %d + 1): use a larger shard or a "
@@ -208,14 +210,24 @@ static void advance(struct data_loader *dl)
 
 /* ----------------------------------------------------------------- reads */
 
+/* Token t of a row read from a shard of w-byte little-endian tokens. */
+static uint32_t token_at(const unsigned char *row, size_t w, int t)
+{
+	const unsigned char *p = row + (size_t)t * w;
+
+	return w == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 :
+			(uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				(uint32_t)p[3] << 24;
+}
+
 /* Read sample `sample` of shard `si` into inputs/targets (T ints each). */
 static int read_sample(struct data_loader *dl, size_t si, uint32_t sample,
 		       int *inputs, int *targets, char *err, size_t errlen)
 {
 	const struct data_shard *s = &dl->shards[si];
 	int T = dl->cfg.seq_len;
-	size_t bytes = (size_t)(T + 1) * 2;
-	off_t off = DATA_HEADER_BYTES + (off_t)sample * T * 2;
+	size_t w = (size_t)s->token_bytes, bytes = (size_t)(T + 1) * w;
+	off_t off = DATA_HEADER_BYTES + (off_t)sample * T * (off_t)w;
 	ssize_t n;
 
 	if (dl->fd < 0 || dl->fd_shard != si) {
@@ -235,15 +247,17 @@ static int read_sample(struct data_loader *dl, size_t si, uint32_t sample,
 			    (unsigned long long)sample * (unsigned long long)T,
 			    n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
 	for (int t = 0; t <= T; t++) {
-		if (dl->cfg.vocab_size && dl->row[t] >= dl->cfg.vocab_size)
+		uint32_t tok = token_at(dl->row, w, t);
+
+		if (dl->cfg.vocab_size && tok >= (uint32_t)dl->cfg.vocab_size)
 			return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: token %u at position "
 				    "%llu is not below the vocabulary size %d", s->path,
-				    dl->row[t], (unsigned long long)sample * T + (unsigned)t,
+				    tok, (unsigned long long)sample * T + (unsigned)t,
 				    dl->cfg.vocab_size);
 		if (t < T)
-			inputs[t] = dl->row[t];
+			inputs[t] = (int)tok;
 		if (t > 0)
-			targets[t - 1] = dl->row[t];
+			targets[t - 1] = (int)tok;
 	}
 	return 0;
 }
@@ -462,7 +476,7 @@ int data_open(struct data_loader **out, const struct data_config *cfg,
 		if ((rc = shard_check(&dl->shards[i], cfg, err, errlen)))
 			goto fail;
 	dl->shard_order = malloc(dl->nshards * sizeof(uint32_t));
-	dl->row = malloc((size_t)(cfg->seq_len + 1) * sizeof(uint16_t));
+	dl->row = malloc((size_t)(cfg->seq_len + 1) * sizeof(uint32_t)); /* the wider kind */
 	if (!dl->shard_order || !dl->row) {
 		rc = msg_fail(err, errlen, STORK_EXIT_INTERNAL, "out of memory");
 		goto fail;

@@ -30,18 +30,19 @@ static int check_header(const char *path, int fd, off_t size, struct token_shard
 	if (n < (ssize_t)sizeof h)
 		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: truncated: %lld bytes, smaller than the %d-byte header "
 			    "of an llm.c token shard", path, (long long)size, DATA_HEADER_BYTES);
-	if (h[0] != DATA_MAGIC)
-		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: wrong magic number %d (expected %d): not an llm.c token "
-			    "shard%s", path, h[0], DATA_MAGIC,
-			    h[0] == DATA_MODEL_MAGIC ? " (this is an llm.c model file)" : "");
-	if (h[1] != DATA_VERSION)
+	if (h[0] != DATA_MAGIC && h[0] != DATA_MAGIC_U32)
+		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: wrong magic number %d (expected %d, or %d "
+			    "for 32-bit tokens): not an llm.c token shard%s", path, h[0], DATA_MAGIC,
+			    DATA_MAGIC_U32, h[0] == DATA_MODEL_MAGIC ? " (this is an llm.c model file)" : "");
+	if (h[1] != (h[0] == DATA_MAGIC ? DATA_VERSION : DATA_VERSION_U32))
 		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: unsupported token shard version %d (expected %d)", path,
-			    h[1], DATA_VERSION);
+			    h[1], h[0] == DATA_MAGIC ? DATA_VERSION : DATA_VERSION_U32);
 	if (h[2] < 0)
 		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: negative token count %d in the header", path, h[2]);
 	s->ntok = (uint64_t)h[2];
 	s->vocab = h[DATA_HEADER_VOCAB] > 0 ? h[DATA_HEADER_VOCAB] : 0;
-	want = DATA_HEADER_BYTES + 2 * s->ntok;
+	s->token_bytes = h[0] == DATA_MAGIC ? 2 : 4;
+	want = DATA_HEADER_BYTES + (uint64_t)s->token_bytes * s->ntok;
 	if ((uint64_t)size != want)
 		return msg_fail(err, errlen, STORK_EXIT_DATA, "%s: %s: the header says %llu tokens (%llu bytes) but the "
 			    "file has %lld bytes", path,

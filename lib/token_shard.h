@@ -9,12 +9,19 @@
  * DATA_HEADER_VOCAB is the vocabulary the tokens were made for (`stork
  * prep` writes 257), 0 where the writer did not say (llm.c's scripts).
  * llm.c's readers ignore it.
+ *
+ * Vocabularies above 65,535 tokens (Llama 3's 128,256) need wider ids:
+ * llm.c's second kind of shard, magic DATA_MAGIC_U32 and version
+ * DATA_VERSION_U32, holds uint32 tokens after the same header. The
+ * header says which; a reader takes both.
  */
 #ifndef STORK_TOKEN_SHARD_H
 #define STORK_TOKEN_SHARD_H
 
 #define DATA_MAGIC 20240520
 #define DATA_VERSION 1
+#define DATA_MAGIC_U32 20240801
+#define DATA_VERSION_U32 7
 #define DATA_HEADER_INTS 256
 #define DATA_HEADER_BYTES (DATA_HEADER_INTS * 4)
 #define DATA_HEADER_VOCAB 3
@@ -26,6 +33,7 @@
 struct token_shard {
 	uint64_t ntok;                /* tokens after the header */
 	int vocab;                    /* DATA_HEADER_VOCAB; 0: not said */
+	int token_bytes;              /* 2 (uint16 tokens) or 4 (uint32) */
 };
 
 /*

@@ -465,6 +465,59 @@ START_TEST(token_outside_the_vocabulary_is_reported)
 }
 END_TEST
 
+/*
+ * llm.c's shards of 32-bit tokens (magic DATA_MAGIC_U32): ids above 65535
+ * (Llama 3's vocabulary) read as they were written, beside a 16-bit shard
+ * in the same stream.
+ */
+START_TEST(shards_of_32_bit_tokens_give_ids_above_65535)
+{
+	char path[512], glob[600];
+	const char *globs[] = { glob };
+	int32_t h[256] = { DATA_MAGIC_U32, DATA_VERSION_U32, 9 };
+	uint32_t t[9];
+	int in[4], tg[4];
+	struct data_config c = config(globs, 1, 1, 4);
+	struct data_loader *dl;
+	struct token_shard sh;
+	FILE *f;
+
+	for (int i = 0; i < 9; i++)
+		t[i] = 128000u + (uint32_t)i * 30u;
+	snprintf(path, sizeof path, "%s/a32.bin", dir);
+	ck_assert_ptr_nonnull(f = fopen(path, "wb"));
+	fwrite(h, sizeof h, 1, f);
+	fwrite(t, sizeof t[0], 9, f);
+	fclose(f);
+	write_shard("b16.bin", 1, 9);
+	ck_assert_int_eq(token_shard_check(path, &sh, err, sizeof err), 0);
+	ck_assert_int_eq(sh.token_bytes, 4);
+	ck_assert_uint_eq(sh.ntok, 9);
+	snprintf(glob, sizeof glob, "%s/*.bin", dir);
+	c.vocab_size = 128256;
+	dl = open_ok(&c);
+	for (int k = 0; k < 2; k++) { /* the two samples of a32.bin: tokens 4k .. 4k + 4 */
+		next_ok(dl, in, tg);
+		for (int i = 0; i < 4; i++) {
+			ck_assert_int_eq(in[i], (int)t[4 * k + i]);
+			ck_assert_int_eq(tg[i], (int)t[4 * k + i + 1]);
+		}
+	}
+	next_ok(dl, in, tg); /* then b16.bin's 16-bit tokens */
+	assert_sample(in, tg, 4, 1, 0);
+	data_close(dl);
+	/* the file must hold 4 bytes a token: a 16-bit body under a 32-bit header is short */
+	h[2] = 18;
+	ck_assert_ptr_nonnull(f = fopen(path, "wb"));
+	fwrite(h, sizeof h, 1, f);
+	fwrite(t, sizeof t[0], 9, f);
+	fclose(f);
+	ck_assert_int_eq(token_shard_check(path, &sh, err, sizeof err), STORK_EXIT_DATA);
+	ck_assert_msg(strstr(err, "truncated shard") && strstr(err, "18 tokens (1096 bytes)"), "%s",
+		      err);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- prep */
 
 static void write_text(const char *name, const char *text, char *path, size_t len)
@@ -682,6 +735,7 @@ static Suite *data_suite(void)
 	tcase_add_test(te, shard_smaller_than_one_batch_is_reported);
 	tcase_add_test(te, glob_matching_nothing_is_reported);
 	tcase_add_test(te, token_outside_the_vocabulary_is_reported);
+	tcase_add_test(te, shards_of_32_bit_tokens_give_ids_above_65535);
 	tcase_add_test(tp, prep_round_trips_the_text);
 	tcase_add_test(tp, prep_output_is_readable_by_the_loader);
 	tcase_add_test(tp, prep_refuses_bad_arguments);
