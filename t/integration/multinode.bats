@@ -480,6 +480,18 @@ within_1e5() {
 	grep -q '^\[3/1 n1 .*layout: dp 2 x tp 2 x pp 2 (ZeRO-1); rank 3 = dp 1, tp 1, stage 0' "$DIR/logs/rank-003.log"
 }
 
+@test "a Llama (grouped-query attention, rope, SwiGLU, untied) as TP2xPP2 with ZeRO-1 on 2 nodes x 2 ranks follows the 1-rank run" {
+	llama="model.arch=llama model.kv_heads=2"
+	# shellcheck disable=SC2086 # two overrides
+	"$STORK" run run.yaml --local-ranks 1 run.name=onel train.steps=20 train.grad_accum=4 \
+		$llama >/dev/null
+	layout_job llama 2 1 2 2 2 1 4 "$llama"
+	grep -q 'layout: dp 1 x tp 2 x pp 2 (ZeRO-1)' llama.out
+	grep -q '^\[2/0 n2 .*stage 1' "$DIR/logs/rank-002.log"
+	grep -q '"arch": *"llama"\|arch: llama' "$DIR/config/stork.yaml"
+	within_1e5 runs/onel__job=local__task=0 "$DIR"
+}
+
 @test "kill -9 of one pipeline stage's storkd: rank_failed naming it, no rank left waiting" {
 	cat >pk.sh <<-SCRIPT
 	#!/bin/bash
