@@ -209,3 +209,19 @@ layout() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"model.layers is 3, but model.init_from hf-llama has 2"* ]]
 }
+
+@test "llama with train.recompute gelu and block, parallel.overlap and bf16: recompute and overlap keep the losses bit for bit, bf16 tracks fp32" {
+	layout base 4 2 2 1 4 >/dev/null
+	for mode in gelu block; do
+		layout "re$mode" 4 2 2 1 4 --set train.recompute="$mode" >/dev/null
+		diff <(losses base) <(losses "re$mode")
+	done
+	layout dp 2 1 1 0 2 >/dev/null
+	run layout ov 2 1 1 0 2 --set parallel.overlap=true
+	[ "$status" -eq 0 ]
+	diff <(losses dp) <(losses ov)
+	layout bf 1 1 1 0 4 --set train.precision=bf16 >/dev/null
+	layout one 1 1 1 0 4 >/dev/null
+	paste <(losses one) <(losses bf) | awk '{ d = $2 - $4; if (d < 0) d = -d; if (d / $2 > w) w = d / $2 }
+		END { printf "bf16 against fp32: worst relative difference %.3g\n", w > "/dev/stderr"; exit !(NR == 20 && w > 0 && w < 0.02) }'
+}
