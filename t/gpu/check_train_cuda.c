@@ -45,6 +45,16 @@ static const struct gpt2_config small = {
 	.max_seq_len = 32, .vocab_size = 250, .padded_vocab_size = 256,
 	.num_layers = 2, .num_heads = 4, .channels = 40,
 };
+/* The same sizes as a Llama: 2 key-value heads, SwiGLU, rope scaling on, untied. */
+static const struct gpt2_config small_llama = {
+	.max_seq_len = 32, .vocab_size = 250, .padded_vocab_size = 256,
+	.num_layers = 2, .num_heads = 4, .channels = 40, .arch = MODEL_LLAMA, .kv_heads = 2,
+	.intermediate = 96, .untied = 1, .norm_eps = 1e-5f, .rope_theta = 10000.0f,
+	.rope_factor = 8.0f, .rope_low_freq_factor = 1.0f, .rope_high_freq_factor = 4.0f,
+	.rope_original_max_positions = 16,
+};
+/* The model make() builds. */
+static const struct gpt2_config *model_cfg = &small;
 static const struct adamw_params hp = { 0.9f, 0.95f, 1e-8f, 0.1f };
 enum { B = 3, T = 17 };
 
@@ -77,7 +87,7 @@ static int fused;
 /* A model and its optimizer on backend o, built from the seed on the host first. */
 static void make(struct gpt2 *m, struct adamw_state *s, const struct ops *o)
 {
-	ck_assert_int_eq(gpt2_build(m, &small, 1337), 0);
+	ck_assert_int_eq(gpt2_build(m, model_cfg, 1337), 0);
 	ck_assert_int_eq(adamw_init(s, m->num_params), 0);
 	ck_assert_msg(gpt2_set_backend(m, o) == 0, "%s", m->err);
 	ck_assert_int_eq(adamw_move(s, o), 0);
@@ -133,23 +143,30 @@ static void assert_close(float a, float b, const char *what, int k)
 		      what, k, a, b, fabsf(a - b) / fabsf(b));
 }
 
-/* _i: 0 the unfused kernels, 1 the fused ones (the GPU's fused attention against the CPU's). */
+/*
+ * _i bit 0: 0 the unfused kernels, 1 the fused ones (the GPU's fused
+ * attention against the CPU's); bit 1: GPT-2, or a Llama (RMSNorm, rope,
+ * SwiGLU, grouped-query attention, untied head).
+ */
 START_TEST(test_twenty_steps_match_the_cpu)
 {
 	struct gpt2 g, c;
 	struct adamw_state gs, cs;
 
 	use_gpu();
-	fused = _i;
+	fused = _i & 1;
+	model_cfg = _i & 2 ? &small_llama : &small;
 	kernels_cuda_fused_attention_everywhere(fused); /* fp32: its own kernels, not cuBLAS's */
 	make(&g, &gs, &ops_cuda);
 	make(&c, &cs, &ops_cpu);
 	for (int k = 0; k < STEPS; k++) {
 		float lg = step(&g, &gs, NULL, NULL, k, 0), lc = step(&c, &cs, NULL, NULL, k, 0);
 
-		assert_close(lg, lc, fused ? "loss (fused)" : "loss", k);
+		assert_close(lg, lc, _i == 3 ? "llama loss (fused)" : _i == 2 ? "llama loss" :
+				     fused ? "loss (fused)" : "loss", k);
 	}
 	fused = 0;
+	model_cfg = &small;
 	kernels_cuda_fused_attention_everywhere(0);
 	gpt2_free(&g);
 	gpt2_free(&c);
@@ -516,7 +533,7 @@ int main(void)
 	s = suite_create("train_cuda");
 	tc = tcase_create("core");
 	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_twenty_steps_match_the_cpu, 0, 2);
+	tcase_add_loop_test(tc, test_twenty_steps_match_the_cpu, 0, 4);
 	tcase_add_test(tc, test_bf16_tracks_fp32_over_200_steps);
 	tcase_add_test(tc, test_recompute_is_bit_exact_on_the_gpu);
 	tcase_add_test(tc, test_state_moves_between_gpu_and_cpu);
