@@ -4,10 +4,12 @@ python3-torch), sharing no code with it: the models are written here from
 their definitions (transformers' modeling_llama and modeling_gpt2), in
 float64, and read and write Hugging Face directories with struct and json.
 
-    llama_ref.py make-model DIR ARCH SEED [DTYPE]
+    llama_ref.py make-model DIR ARCH SEED [DTYPE [FILES]]
         DIR/config.json and DIR/model.safetensors (DTYPE F32 or BF16) of a
         tiny model of ARCH (llama: 2 layers, 4 heads, 2 KV heads, rope
-        scaling on, untied; gpt2: 2 layers, 4 heads), random weights
+        scaling on, untied; gpt2: 2 layers, 4 heads), random weights; with
+        FILES > 1, a sharded set of that many files and its
+        model.safetensors.index.json instead, as save_pretrained writes
     llama_ref.py grads DIR DATA B T GRADS LOSS
         the loss and every gradient of the model in DIR on the first batch
         of the llm.c token shard DATA against the engine's (LOSS, and the
@@ -91,7 +93,15 @@ def read_safetensors(path):
 def load(d):
     with open(d + "/config.json") as f:
         cfg = json.load(f)
-    return cfg, read_safetensors(d + "/model.safetensors")
+    try:
+        with open(d + "/model.safetensors.index.json") as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    except FileNotFoundError:
+        files = ["model.safetensors"]
+    w = {}
+    for name in files:
+        w.update(read_safetensors(d + "/" + name))
+    return cfg, w
 
 
 def tokens(path):
@@ -200,7 +210,7 @@ def loss_of(cfg, w, x, y):
 # ------------------------------------------------------------------ commands
 
 
-def make_model(d, arch, seed, dtype="F32"):
+def make_model(d, arch, seed, dtype="F32", files="1"):
     g = torch.Generator().manual_seed(int(seed))
     cfg = dict(SIZES[arch], model_type=arch)
     r = lambda *s: (torch.randn(*s, generator=g) * 0.08).float().double()
@@ -237,7 +247,18 @@ def make_model(d, arch, seed, dtype="F32"):
         cfg["architectures"] = ["GPT2LMHeadModel"]
     with open(d + "/config.json", "w") as f:
         json.dump(cfg, f, indent=2)
-    write_safetensors(d + "/model.safetensors", w, dtype)
+    n = int(files)
+    if n == 1:
+        write_safetensors(d + "/model.safetensors", w, dtype)
+        return
+    names, weight_map = sorted(w), {}
+    for k in range(n):
+        part = "model-%05d-of-%05d.safetensors" % (k + 1, n)
+        mine = names[k::n]
+        write_safetensors(d + "/" + part, {x: w[x] for x in mine}, dtype)
+        weight_map.update({x: part for x in mine})
+    with open(d + "/model.safetensors.index.json", "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
 
 
 def rel(a, b):

@@ -94,13 +94,20 @@ layout() {
 	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
 }
 
-@test "weights in BF16 load exactly and give PyTorch's gradients of the same values" {
-	mkdir hf-bf16
+@test "weights in BF16, and a sharded set of 3 files with its index, load exactly and give PyTorch's gradients of the same values" {
+	mkdir hf-bf16 hf-sharded
 	/usr/bin/python3 "$REF" make-model hf-bf16 llama 3 BF16
 	grep -q '"dtype": *"BF16"' <(head -c 2000 hf-bf16/model.safetensors | tr -d '\0')
 	loss=$("$GRADS" hf-bf16 data/docs_train.bin 2 16 grads-bf16)
 	run /usr/bin/python3 "$REF" grads hf-bf16 data/docs_train.bin 2 16 grads-bf16 "$loss"
 	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	/usr/bin/python3 "$REF" make-model hf-sharded llama 1 F32 3
+	ls hf-sharded/model-0000{1,2,3}-of-00003.safetensors hf-sharded/model.safetensors.index.json
+	[ ! -e hf-sharded/model.safetensors ]
+	# the same weights as hf-llama's one file: the same loss, bit for bit
+	[ "$("$GRADS" hf-sharded data/docs_train.bin 2 16 grads-sharded)" = \
+		"$("$GRADS" hf-llama data/docs_train.bin 2 16 grads-one)" ]
+	cmp grads-sharded/model.safetensors grads-one/model.safetensors
 }
 
 @test "llama DP2, TP2, PP2 and TP2xPP2, with ZeRO-1, each follow the 1-rank run within 1e-5 over 20 steps" {
