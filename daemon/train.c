@@ -1743,7 +1743,9 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	r.log.requeue = n->restart_count;
 	r.log.attempt = n->attempt;
 	if (n->restart_count > 0)
-		rank_logf(&r.log, "=== restart %d (job %s) ===", n->restart_count, n->job_id);
+		rank_logf(&r.log, "=== requeue %d (job %s) ===", n->restart_count, n->job_id);
+	if (n->attempt > 0)
+		rank_logf(&r.log, "=== restart %d in the allocation ===", n->attempt);
 	rank_logf(&r.log, "rank %d of %d (local %d of %d) on %s", r.rank, n->world_size, local,
 		  n->local_ranks, n->host);
 	if (rank_bind(&r) || rank_device_comm(&r) || model_shape(&r, &mc) || make_layout(&r, &mc) ||

@@ -146,10 +146,10 @@ int exit_info_node_path(char *path, size_t len, const char *run_dir, int n, int 
 	int used;
 
 	if (attempt > 0)
-		used = snprintf(path, len, "%s/exit_info.node-%03d.restart-%d.attempt-%d.json", run_dir,
+		used = snprintf(path, len, "%s/exit_info.node-%03d.requeue-%d.restart-%d.json", run_dir,
 				n, restart_count, attempt);
 	else
-		used = snprintf(path, len, "%s/exit_info.node-%03d.restart-%d.json", run_dir, n,
+		used = snprintf(path, len, "%s/exit_info.node-%03d.requeue-%d.json", run_dir, n,
 				restart_count);
 	return used >= 0 && (size_t)used < len ? 0 : -1;
 }

@@ -63,14 +63,16 @@ const char *exit_reason_name(int exit_code);
 void exit_info_init(struct exit_info *e, int exit_code, int node_rank);
 
 /* Write run_dir/exit_info.node-NNN.json and the attempt's own record
- * (exit_info.node-NNN.restart-R.json, or ...restart-R.attempt-A.json for a
- * restart inside the allocation). Returns 0 or -1 with a message. */
+ * (exit_info.node-NNN.requeue-R.json for the job's requeue R, or
+ * ...requeue-R.restart-A.json for restart A inside the allocation).
+ * Returns 0 or -1 with a message. */
 int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *err, size_t errlen);
 
 /*
  * The path of node n's record of an attempt: RUN_DIR/exit_info.node-NNN.
- * restart-R.json, with .attempt-A before .json for A > 0. 0, or -1 when
- * it does not fit in len.
+ * requeue-R.json (R: the job's requeues, SLURM_RESTART_COUNT), with
+ * .restart-A before .json for in-job restart A > 0. 0, or -1 when it does
+ * not fit in len.
  */
 int exit_info_node_path(char *path, size_t len, const char *run_dir, int n, int restart_count,
 			int attempt);

@@ -256,7 +256,7 @@ back_on_n1() {
 	wait_job_state "$job" COMPLETED 300
 	back_on_n1 lost
 	[ "$(job_field "$job" ExcNodeList)" = n2 ]
-	rec=$dir/exit_info.node-000.restart-0.attempt-1.json
+	rec=$dir/exit_info.node-000.requeue-0.restart-1.json
 	[ "$(jq -r .reason "$rec")" = node_lost_requeued ]
 	[[ "$(jq -r .message "$rec")" == *"node(s) n2 did not come back to the rendezvous of restart 1"* ]]
 	nodes_idle
@@ -304,12 +304,12 @@ back_on_n1() {
 	cat pre2.out
 	[ "$(job_field "$job" Restarts)" = 1 ]
 	for n in 000 001; do
-		grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-$n.restart-0.json"
-		grep -q '"reason": "completed"' "$dir/exit_info.node-$n.restart-1.json"
+		grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-$n.requeue-0.json"
+		grep -q '"reason": "completed"' "$dir/exit_info.node-$n.requeue-1.json"
 	done
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 	grep -q '"restart_count": 1' "$dir/exit_info.json"
-	grep -q '=== restart 1' "$dir/logs/rank-003.log"
+	grep -q '=== requeue 1' "$dir/logs/rank-003.log"
 	[ "$(losses "$dir" | wc -l)" -eq 300 ]
 	# the report: one loss point per step of each attempt (counted from the
 	# metrics, the train_loss lines of each requeue), a marker at the step
@@ -327,7 +327,7 @@ back_on_n1() {
 	done
 	[ "$total" -eq 300 ]
 	stopped=$(jq -s '[.[] | select(.metric == "train_loss" and .requeue == 0) | .step] | max' "$dir/logs/rank-000.metrics.jsonl")
-	[ "$(jq .last_checkpoint.step "$dir/exit_info.node-000.restart-0.json")" -eq "$stopped" ]
+	[ "$(jq .last_checkpoint.step "$dir/exit_info.node-000.requeue-0.json")" -eq "$stopped" ]
 	[ "$(grep -c '<g class="restart-marker"' pre2.html)" -eq 1 ]
 	grep -q "<g class=\"restart-marker\" data-step=\"$stopped\" data-n=\"1\">" pre2.html
 	grep -q "<li data-step=\"$stopped\">step $stopped: <b>preempted_requeued</b>" pre2.html
@@ -358,7 +358,7 @@ back_on_n1() {
 	cat cnl2.out
 	[ "$(job_field "$job" Restarts)" = 0 ]
 	for n in 000 001; do
-		[ "$(jq -r .reason "$dir/exit_info.node-$n.restart-0.json")" = cancelled ]
+		[ "$(jq -r .reason "$dir/exit_info.node-$n.requeue-0.json")" = cancelled ]
 	done
 	[ "$(jq -r .reason "$dir/exit_info.json")" = cancelled ]
 	[ "$(jq -r .nodes "$dir/exit_info.json")" = 2 ]
@@ -415,12 +415,12 @@ back_on_n1() {
 	# though only node 0 asked slurmctld.
 	scancel --signal=USR1 "$job"
 	for _ in $(seq 60); do
-		[ -s "$dir/exit_info.node-001.restart-0.json" ] && break
+		[ -s "$dir/exit_info.node-001.requeue-0.json" ] && break
 		sleep 1
 	done
 	scancel "$job"
 	for n in 000 001; do
-		grep -q '"reason": "timeout_requeued"' "$dir/exit_info.node-$n.restart-0.json"
+		grep -q '"reason": "timeout_requeued"' "$dir/exit_info.node-$n.requeue-0.json"
 	done
 }
 

@@ -61,9 +61,9 @@ reference() {
 	[ "$(job_field "$job" Restarts)" = 1 ]
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 	grep -q '"restart_count": 1' "$dir/exit_info.json"
-	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
-	grep -q '=== restart 1 (job '"$job"') ===' "$dir/logs/rank-000.log"
-	grep -q '=== restart 1' "$dir/logs/rank-001.log"
+	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.requeue-0.json"
+	grep -q '=== requeue 1 (job '"$job"') ===' "$dir/logs/rank-000.log"
+	grep -q '=== requeue 1' "$dir/logs/rank-001.log"
 	diff <(losses "$REF") <(losses "$dir")
 	# accounting (slurmdbd): the job ran twice, REQUEUED then COMPLETED,
 	# and the run's sacct.csv holds its row with what it was given
@@ -96,7 +96,7 @@ reference() {
 	wait_job_state "$urgent" COMPLETED 120
 	wait_job_state "$job" COMPLETED 300
 	[ "$(job_field "$job" Restarts)" = 1 ]
-	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.requeue-0.json"
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 	diff <(losses "$REF") <(losses "$dir")
 	wait_sacct_states "$job" "PREEMPTED COMPLETED" 30
@@ -122,7 +122,7 @@ reference() {
 	grep -q '"restart_count": 3' "$dir/exit_info.json"
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 	for n in 0 1 2; do
-		grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-$n.json"
+		grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.requeue-$n.json"
 	done
 	diff <(losses "$REF") <(losses "$dir")
 }
@@ -146,7 +146,7 @@ reference() {
 	wait_job_state "$job" COMPLETED 400
 	grep 'stopping after step' "$dir/logs/rank-000.log" >&3
 	[ "$(job_field "$job" Restarts)" = 1 ]
-	grep -q '"reason": "timeout_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '"reason": "timeout_requeued"' "$dir/exit_info.node-000.requeue-0.json"
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 	grep -q '"restart_count": 1' "$dir/exit_info.json"
 	diff <(losses "$REF") <(losses "$dir")
@@ -171,7 +171,7 @@ reference() {
 	grep 'deadline guard' "$dir/logs/rank-000.log" >&3
 	# what the allocation costs to its limit: 1 node x 2 cores x 2 minutes
 	grep -q 'allocation: 1 node(s) x 2 cores x 0.03 h = 0.07 core-hours if the job runs to its limit' dl.out
-	first=$dir/exit_info.node-000.restart-0.json
+	first=$dir/exit_info.node-000.requeue-0.json
 	[ "$(jq -r .reason "$first")" = timeout_requeued ]
 	# at most one step lost: the stop's checkpoint is the last step trained
 	stopped=$(sed -n 's/.*stopping after step \([0-9]*\).*/\1/p' "$dir/logs/rank-000.log" | head -1)
@@ -261,7 +261,7 @@ wait_latest() {
 	# run stopped after the next step with a checkpoint of its own, was
 	# requeued and resumed from that one.
 	[ "$(job_field "$job" Restarts)" = 1 ]
-	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.requeue-0.json"
 	grep -q 'stopping after step 101 on request' "$dir/logs/rank-000.log"
 	grep -q 'resumed from .*/checkpoints/step_00000101 at step 101' "$dir/logs/rank-000.log"
 	[ -d "$dir/checkpoints/step_00000100" ]
@@ -284,7 +284,7 @@ wait_latest() {
 	scancel --batch --signal=USR1 "$job"
 	wait_job_state "$job" COMPLETED 300
 	[ "$(job_field "$job" Restarts)" = 1 ]
-	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.restart-0.json"
+	grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-000.requeue-0.json"
 	grep -q '"reason": "completed"' "$dir/exit_info.json"
 	[ "$(losses "$dir" | wc -l)" -eq 150 ]
 }

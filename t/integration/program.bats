@@ -95,8 +95,8 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	wait_job_state "$job" 'PENDING|REQUEUED|RUNNING' 30
 	wait_job_state "$job" COMPLETED 300
 	[ "$(job_field "$job" Restarts)" -eq 1 ]
-	jq -e '.reason == "preempted_requeued"' "$dir"/exit_info.node-000.restart-0.json
-	grep -q 'every rank confirmed its checkpoint' "$dir"/exit_info.node-000.restart-0.json
+	jq -e '.reason == "preempted_requeued"' "$dir"/exit_info.node-000.requeue-0.json
+	grep -q 'every rank confirmed its checkpoint' "$dir"/exit_info.node-000.requeue-0.json
 	[ -f "$dir/checkpoints/state.pt" ]
 	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
 	[ "$(env_of out-pre 0 STORK_RESTART_COUNT)" = 1 ]
@@ -216,7 +216,7 @@ shell_job() {
 	scancel --signal=USR1 "$job"
 	wait_job_state "$job" COMPLETED 300
 	[ "$(job_field "$job" Restarts)" -eq 1 ]
-	jq -e '.reason == "preempted_requeued"' "$dir"/exit_info.node-001.restart-0.json
+	jq -e '.reason == "preempted_requeued"' "$dir"/exit_info.node-001.requeue-0.json
 	for r in 0 1 2 3; do
 		log=$dir/logs/rank-00$r.log
 		grep -q "\] rank $r of 4 local $((r % 2)) node $((r / 2)) master n1:[0-9]* restart 0$" "$log"
@@ -248,7 +248,7 @@ shell_job() {
 	dir=$(run_dir guard "$job")
 	wait_job_state "$job" COMPLETED 240
 	[ "$(job_field "$job" Restarts)" -eq 1 ]
-	jq -e '.reason == "timeout_requeued"' "$dir"/exit_info.node-000.restart-0.json
+	jq -e '.reason == "timeout_requeued"' "$dir"/exit_info.node-000.requeue-0.json
 	grep -q 'deadline guard: the job.s end is near: SIGUSR1' guard.out
 	grep -q '\] rank 3: resuming after step' "$dir/logs/rank-003.log"
 	grep -q '\] rank 3: done, 160 steps$' "$dir/logs/rank-003.log"

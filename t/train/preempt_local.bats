@@ -74,7 +74,7 @@ setup() {
 	grep -q '"reason": "completed"' $info
 	grep -q '"exit_code": 0' $info
 	grep -q '"first_failure": null' $info
-	[ -s runs/tiny__job=local__task=0/exit_info.node-000.restart-0.json ]
+	[ -s runs/tiny__job=local__task=0/exit_info.node-000.requeue-0.json ]
 }
 
 # Slurm's timed signal (--signal=USR1@N) may come as the step starts, before
@@ -400,7 +400,8 @@ DEAF
 	[ "$(jq -r '.restarts | length' $info)" -eq 1 ]
 	[ "$(jq -r '.restarts[0].reason' $info)" = rank_failed ]
 	[ "$(jq -r '.restarts[0].first_failure.signal' $info)" = SIGKILL ]
-	[ -s runs/rs__job=local__task=0/exit_info.node-000.restart-0.attempt-1.json ]
+	[ -s runs/rs__job=local__task=0/exit_info.node-000.requeue-0.restart-1.json ]
+	grep -q "=== restart 1 in the allocation ===" runs/rs__job=local__task=0/logs/rank-000.log
 	[ "$(losses rs | wc -l)" -eq 20 ]
 	diff <(losses full) <(losses rs)
 	# without restarts the same kill ends the run

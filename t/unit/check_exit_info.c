@@ -45,7 +45,7 @@ static void write_node(int n, int code, const char *message)
 
 static void node_path(int n, char *path, size_t len)
 {
-	snprintf(path, len, "%s/exit_info.node-%03d.restart-0.json", dir, n);
+	snprintf(path, len, "%s/exit_info.node-%03d.requeue-0.json", dir, n);
 }
 
 static void overwrite(int n, const char *text)
