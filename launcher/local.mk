@@ -9,15 +9,20 @@ launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
 	launcher/report.c launcher/report.h launcher/report_data.c launcher/report_html.c \
 	launcher/notify.c launcher/notify.h launcher/stage.c launcher/stage.h \
 	launcher/prep.c launcher/prep.h launcher/preflight.c launcher/preflight.h \
+	launcher/preflight_manifest.c \
+	launcher/prep_tokens.c launcher/prep_tokens.h launcher/tokenizer.c launcher/tokenizer.h \
+	launcher/tokenizer_load.c launcher/tokenizer_impl.h \
 	launcher/bench.c launcher/bench_launch.c launcher/bench_report.c \
 	launcher/bench_util.c launcher/bench_util.h
-launcher_stork_CPPFLAGS = $(AM_CPPFLAGS) -DSTORK_PKGLIBEXECDIR='"$(pkglibexecdir)"' $(CURL_CFLAGS) $(CRYPTO_CFLAGS)
+launcher_stork_CPPFLAGS = $(AM_CPPFLAGS) -DSTORK_PKGLIBEXECDIR='"$(pkglibexecdir)"' $(CURL_CFLAGS) $(CRYPTO_CFLAGS) \
+	$(PCRE2_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS)
 # Those installed paths (and STORK_SBINDIR) come from the Makefile, not
 # config.h, which configure leaves alone when only --prefix changed: without
 # this, a tree configured again for another prefix would install a stork
 # that looks for storkd and stork-engine under the old one.
 launcher/stork-programs.$(OBJEXT): Makefile
-launcher_stork_LDADD = lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)
+launcher_stork_LDADD = lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) \
+	$(PCRE2_LIBS) $(JANSSON_LIBS) $(XXHASH_LIBS) -lpthread
 
 # stork-engine: stork bench train|checkpoint|comm, stork check and stork
 # export, with the training engine (launcher/engine/). Started by stork

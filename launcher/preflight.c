@@ -122,6 +122,12 @@ static int check_globs(const struct stork_config *c, const char *key,
 			rc = token_shard_check(gl.gl_pathv[i], &sh, err, errlen);
 			if (!rc)
 				rc = check_vocab(c, key, gl.gl_pathv[i], sh.vocab, err, errlen);
+			if (!rc)
+				rc = preflight_manifest(c, key, gl.gl_pathv[i],
+							c->model.init_from[0] ?
+								init_from_vocab(c->model.init_from) :
+								c->model.vocab_size,
+							err, errlen);
 			if (!rc && seen) {
 				seen->shards++;
 				seen->tokens += sh.ntok;

@@ -28,4 +28,15 @@ struct preflight_data {
 int preflight(const struct stork_config *c, const struct slurm_job *job, int on_node,
 	      struct preflight_data *seen, char *err, size_t errlen);
 
+/*
+ * The manifest of a shard made by `stork prep --tokenizer` (DIR/NAME.manifest.json)
+ * against the model (preflight_manifest.c): the tokenizer's vocabulary
+ * against model_vocab (the configuration's or model.init_from's; <= 0:
+ * unknown), its family against model.arch, its file against
+ * model.init_from's tokenizer.json. 0 (also without a manifest), or an
+ * exit code with err naming the key, the shard and both values.
+ */
+int preflight_manifest(const struct stork_config *c, const char *key, const char *shard,
+		       int model_vocab, char *err, size_t errlen);
+
 #endif

@@ -21,6 +21,7 @@
  */
 #include "config.h"
 #include "launcher/prep.h"
+#include "launcher/prep_tokens.h"
 #include "lib/atomic_file.h"
 #include "lib/exit_codes.h"
 #include "lib/io.h"
@@ -28,6 +29,7 @@
 #include "lib/token_shard.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -57,10 +59,23 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: stork prep [--val-share F] [--out DIR] [--name NAME] [--binary] TEXTFILE...\n"
+		"       stork prep --tokenizer FILE [--split-lines | --field NAME] [--shard-tokens N]\n"
+		"                  [--threads N] [--val-share F] [--out DIR] [--name NAME] INPUT...\n"
+		"       stork prep --decode SHARD [--tokenizer FILE]\n"
 		"\n"
 		"Turn text files into byte-level llm.c token shards DIR/NAME_train.bin and\n"
 		"DIR/NAME_val.bin (token = byte value, %d = end of text before each file,\n"
 		"vocabulary %d), and print the configuration lines that train on them.\n"
+		"With --tokenizer (a Hugging Face tokenizer.json, OpenAI's encoder.json with\n"
+		"vocab.bpe beside it, or a tiktoken rank file: byte-level BPE such as GPT-2's\n"
+		"or Llama 3's), the tokenizer's ids instead, 32-bit when the vocabulary needs\n"
+		"them, and DIR/NAME.manifest.json; INPUT is a file or a directory.\n"
+		"\n"
+		"  --split-lines  every non-empty line is a document (default: every file)\n"
+		"  --field NAME   INPUT is JSON Lines: each line's string field NAME is a document\n"
+		"  --shard-tokens N  a new shard every N tokens (NAME_train_000000.bin, ...)\n"
+		"  --threads N    encoding threads (default: the CPUs this process may use)\n"
+		"  --decode SHARD print a shard's text (--tokenizer for a tokenizer's ids)\n"
 		"\n"
 		"  --val-share F  share of the tokens for validation, 0 < F < 1 (default 0.1)\n"
 		"  --out DIR      output directory, made if missing (default: %s, where\n"
@@ -260,6 +275,12 @@ int cmd_prep(int argc, char **argv)
 		{ "out", required_argument, NULL, 'o' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "binary", no_argument, NULL, 'b' },
+		{ "tokenizer", required_argument, NULL, 't' },
+		{ "split-lines", no_argument, NULL, 'l' },
+		{ "field", required_argument, NULL, 'f' },
+		{ "shard-tokens", required_argument, NULL, 's' },
+		{ "threads", required_argument, NULL, 'j' },
+		{ "decode", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -270,6 +291,9 @@ int cmd_prep(int argc, char **argv)
 	struct splitter sp = { 0 };
 	uint64_t total = 0, nval;
 	int c, binary = 0, rc = STORK_EXIT_USAGE;
+	struct prep_opts po = { 0 };
+	const char *decode = NULL;
+	char *end;
 
 	optind = 0;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -284,9 +308,42 @@ int cmd_prep(int argc, char **argv)
 		case 'o': dir = optarg; break;
 		case 'n': name_opt = optarg; break;
 		case 'b': binary = 1; break;
+		case 't': po.tokenizer = optarg; break;
+		case 'l': po.split_lines = 1; break;
+		case 'f': po.field = optarg; break;
+		case 'd': decode = optarg; break;
+		case 's':
+		case 'j':
+			errno = 0;
+			if (strtoull(optarg, &end, 10) < 1 || *end || errno || optarg[0] == '-') {
+				stork_error("prep: --%s '%s': give a positive number",
+					    c == 's' ? "shard-tokens" : "threads", optarg);
+				return STORK_EXIT_USAGE;
+			}
+			if (c == 's')
+				po.shard_tokens = strtoull(optarg, NULL, 10);
+			else
+				po.threads = (int)strtoul(optarg, NULL, 10);
+			break;
 		case 'h': usage(stdout); return STORK_EXIT_OK;
 		default: usage(stderr); return STORK_EXIT_USAGE;
 		}
+	}
+	if (decode) {
+		if (optind < argc) {
+			stork_error("prep: --decode takes one shard, not '%s'", argv[optind]);
+			return STORK_EXIT_USAGE;
+		}
+		return prep_decode(decode, po.tokenizer);
+	}
+	if (!po.tokenizer && (po.split_lines || po.field || po.shard_tokens || po.threads)) {
+		stork_error("prep: --split-lines, --field, --shard-tokens and --threads go with "
+			    "--tokenizer");
+		return STORK_EXIT_USAGE;
+	}
+	if (po.split_lines && po.field) {
+		stork_error("prep: --split-lines and --field are two ways to cut documents: give one");
+		return STORK_EXIT_USAGE;
 	}
 	if (optind >= argc) {
 		stork_error("prep: no text file given");
@@ -301,6 +358,18 @@ int cmd_prep(int argc, char **argv)
 		snprintf(name, sizeof name, "%s", name_opt);
 	else
 		default_name(argv[optind], name, sizeof name);
+	if (po.tokenizer) {
+		po.dir = dir;
+		po.name = name;
+		po.share = share;
+		po.binary = binary;
+		if (!po.threads) {
+			cpu_set_t set;
+
+			po.threads = sched_getaffinity(0, sizeof set, &set) ? 1 : CPU_COUNT(&set);
+		}
+		return prep_tokenized(&po, argv + optind, argc - optind);
+	}
 
 	for (int i = optind; i < argc; i++) {
 		struct stat st;

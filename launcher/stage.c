@@ -131,7 +131,7 @@ static int read_manifest(struct stage *s)
 
 /* ---------------------------------------------------------- verification */
 
-static int file_sha256(const char *path, char hex[65])
+int file_sha256(const char *path, char hex[65])
 {
 	unsigned char buf[1 << 16], md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
