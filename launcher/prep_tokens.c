@@ -4,7 +4,7 @@
  * every core, and `stork prep --decode` back to text.
  *
  * Documents: each input file is one (directories give their files in name
- * order), or each non-empty line with --split-lines, or the string field
+ * order, a glob its matches in name order), or each non-empty line with --split-lines, or the string field
  * --field of each line of a JSON Lines file. Every document starts with
  * the tokenizer's document token (Llama 3's <|begin_of_text|>, GPT-2's
  * <|endoftext|>: what llm.c's data scripts do). The first (1 - F) of the
@@ -39,6 +39,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
@@ -349,6 +350,19 @@ static int input_add(struct inputs *in, const char *path)
 	struct stat st;
 	char **v;
 
+	if (stat(path, &st) && strpbrk(path, "*?[")) { /* a glob the shell did not expand */
+		glob_t g;
+		int rc = 0;
+
+		if (glob(path, 0, NULL, &g)) {
+			stork_error("prep: '%s' matches no file", path);
+			return -1;
+		}
+		for (size_t i = 0; i < g.gl_pathc && !rc; i++)
+			rc = input_add(in, g.gl_pathv[i]);
+		globfree(&g);
+		return rc;
+	}
 	if (stat(path, &st)) {
 		stork_error("prep: %s: %s", path, strerror(errno));
 		return -1;
