@@ -16,8 +16,9 @@ REF=${abs_top_srcdir:?set by make check}/t/tools/llama_ref.py
 GRADS=${abs_top_builddir:?set by make check}/t/tools/model_grads
 
 setup() {
-	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null ||
+	if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 		skip "PyTorch (python3-torch) is not installed"
+	fi
 	setup_run
 	mkdir -p hf-llama hf-gpt2
 	/usr/bin/python3 "$REF" make-model hf-llama llama 1
