@@ -12,9 +12,10 @@
  */
 #include "config.h"
 #include "launcher/preflight.h"
-#include "launcher/stage.h"
+#include "launcher/sha256_file.h"
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
+#include "lib/stork_config.h"
 #include "lib/stork_json.h"
 
 #include <jansson.h>

@@ -26,7 +26,7 @@
 #include "config.h"
 #include "launcher/prep.h"
 #include "launcher/prep_tokens.h"
-#include "launcher/stage.h"
+#include "launcher/sha256_file.h"
 #include "launcher/tokenizer.h"
 #include "lib/atomic_file.h"
 #include "lib/clock.h"

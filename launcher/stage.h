@@ -27,7 +27,4 @@
  * (lib/exit_codes.h) with the reason in err. */
 int stage_data(const struct stork_config *cfg, char *err, size_t errlen);
 
-/* The SHA-256 of the file at path as 64 lowercase hex digits. 0 or -1. */
-int file_sha256(const char *path, char hex[65]);
-
 #endif

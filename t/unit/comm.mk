@@ -13,9 +13,14 @@ t_unit_check_comm_hier_SOURCES = t/unit/check_comm_hier.c
 t_unit_check_comm_hier_CFLAGS = $(UNIT_CFLAGS)
 t_unit_check_comm_hier_LDADD = $(COMM_LIBS) $(UNIT_LIBS)
 
-# check_data also builds `stork prep` (launcher/prep.c) to round-trip text.
+# check_data also builds `stork prep` (launcher/prep.c, with its tokenizers)
+# to round-trip text.
 check_PROGRAMS += t/unit/check_data
 TESTS += t/unit/check_data
-t_unit_check_data_SOURCES = t/unit/check_data.c launcher/prep.c launcher/prep.h
-t_unit_check_data_CFLAGS = $(UNIT_CFLAGS)
-t_unit_check_data_LDADD = daemon/libdata.a $(UNIT_LIBS)
+t_unit_check_data_SOURCES = t/unit/check_data.c launcher/prep.c launcher/prep.h \
+	launcher/prep_tokens.c launcher/tokenizer.c launcher/tokenizer_load.c \
+	launcher/sha256_file.c
+t_unit_check_data_CFLAGS = $(UNIT_CFLAGS) $(PCRE2_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS) \
+	$(CRYPTO_CFLAGS)
+t_unit_check_data_LDADD = daemon/libdata.a $(UNIT_LIBS) $(PCRE2_LIBS) $(JANSSON_LIBS) \
+	$(XXHASH_LIBS) $(CRYPTO_LIBS)
