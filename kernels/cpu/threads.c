@@ -76,8 +76,18 @@ void ops_cpu_blas_reexec(char **argv)
 		env_set_own("OPENBLAS_NUM_THREADS", "1");
 		changed = 1;
 	}
-	if (changed)
+	if (changed) {
+		/* by the file's own path: executed as /proc/self/exe, the process
+		 * would be called "exe" in ps, top and pgrep */
+		char path[4096];
+		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+
+		if (n > 0 && (size_t)n < sizeof path - 1) {
+			path[n] = '\0';
+			execv(path, argv);
+		}
 		execv("/proc/self/exe", argv);
+	}
 }
 
 /* ------------------------------------------------------------ threads */

@@ -414,3 +414,17 @@ DEAF
 	[ "$rc" -eq 20 ]
 	[ "$(jq -r '.restarts | length' runs/nr__job=local__task=0/exit_info.json)" -eq 0 ]
 }
+
+@test "storkd runs under its own name: ps, top and pgrep show storkd, not exe (after OpenBLAS's re-execution)" {
+	fault_injection || skip "built without --enable-fault-injection"
+	STORK_FAULT_STEP_DELAY=0.2 "$STORK" run tiny.yaml --set run.name=name --set train.steps=30 \
+		>out.txt 2>&1 &
+	launcher=$!
+	wait_step runs/name__job=local__task=0 2 60
+	pid=$(pgrep -f "storkd --config $PWD/runs/name__job" | head -1)
+	[ -n "$pid" ]
+	[ "$(cat /proc/"$pid"/comm)" = storkd ]
+	pgrep -x storkd | grep -qx "$pid"
+	kill -TERM "$launcher"
+	wait "$launcher" || true
+}
