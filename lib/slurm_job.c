@@ -26,9 +26,13 @@ uint32_t slurm_job_id_from_env(void)
 	return s ? (uint32_t)strtoul(s, NULL, 10) : 0;
 }
 
+/* Slurm's "no limit" end time: a year after the start. */
+#define SLURM_YEAR_S (365L * 24 * 3600)
+
 int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen)
 {
 	job_info_msg_t *msg = NULL;
+	int unlimited;
 
 	memset(job, 0, sizeof *job);
 	if (slurm_load_job(&msg, id, SHOW_ALL) != SLURM_SUCCESS || !msg || msg->record_count < 1) {
@@ -39,8 +43,13 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 		return -1;
 	}
 	job->id = id;
-	job->end_time = msg->job_array[0].time_limit == INFINITE ? 0 : msg->job_array[0].end_time;
 	job->start_time = msg->job_array[0].start_time;
+	/* no time limit: INFINITE, or NO_VAL, or (as a requeued job of an
+	 * unlimited partition reads) an end Slurm put a year after the start */
+	unlimited = msg->job_array[0].time_limit == INFINITE ||
+		    msg->job_array[0].time_limit == NO_VAL ||
+		    msg->job_array[0].end_time - msg->job_array[0].start_time >= SLURM_YEAR_S;
+	job->end_time = unlimited ? 0 : msg->job_array[0].end_time;
 	job->requeue = msg->job_array[0].requeue != 0;
 	job->batch = msg->job_array[0].batch_flag != 0;
 	job->pending = (msg->job_array[0].job_state & JOB_STATE_BASE) == JOB_PENDING;
@@ -48,9 +57,7 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 	 * its TERM reaches them; preemption sets PENDING (requeued) or
 	 * PREEMPTED, the time limit TIMEOUT */
 	job->cancelled = (msg->job_array[0].job_state & JOB_STATE_BASE) == JOB_CANCELLED;
-	job->limit_hours = msg->job_array[0].time_limit == INFINITE ||
-					   msg->job_array[0].time_limit == NO_VAL ?
-				   0 : msg->job_array[0].time_limit / 60.0;
+	job->limit_hours = unlimited ? 0 : msg->job_array[0].time_limit / 60.0;
 	job->nodes = (int)msg->job_array[0].num_nodes;
 	job->cpus = (int)msg->job_array[0].num_cpus;
 	{
