@@ -2,7 +2,7 @@
 # t/local.mk): stork.yaml, the TCP rendezvous's hello and reply, a
 # daemon's blob, a checkpoint's manifest.json and state.json, llm.c model
 # files and token shards, Hugging Face safetensors files, the metrics
-# files of `stork report`.
+# files of `stork report`, stork prep's tokenizer files.
 #
 #   make fuzz [FUZZ_SECONDS=60] [FUZZ_CC=clang]
 #
@@ -29,7 +29,7 @@ FUZZ_INPUT_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS) $(BLAS_CFLAGS)
 check_PROGRAMS += t/fuzz/input_config t/fuzz/input_rdv_hello t/fuzz/input_rdv_reply \
 	t/fuzz/input_join_blob t/fuzz/input_ckpt_manifest t/fuzz/input_ckpt_state \
 	t/fuzz/input_model t/fuzz/input_token_shard t/fuzz/input_safetensors \
-	t/fuzz/input_metrics
+	t/fuzz/input_metrics t/fuzz/input_tokenizer
 TESTS += t/fuzz/inputs.sh
 
 # Per harness: the sources libFuzzer instruments (FUZZ_SRC_NAME, besides
@@ -90,13 +90,21 @@ t_fuzz_input_metrics_SOURCES = t/fuzz/fuzz_metrics.c t/fuzz/run_inputs.c $(FUZZ_
 t_fuzz_input_metrics_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_metrics_LDADD = lib/libstork.la -lm
 
+# stork prep's tokenizer files (part of the stork program, compiled here).
+FUZZ_SRC_tokenizer = $(srcdir)/launcher/tokenizer.c $(srcdir)/launcher/tokenizer_load.c
+t_fuzz_input_tokenizer_SOURCES = t/fuzz/fuzz_tokenizer.c t/fuzz/run_inputs.c $(FUZZ_COMMON) \
+	launcher/tokenizer.c launcher/tokenizer_load.c
+t_fuzz_input_tokenizer_CFLAGS = $(FUZZ_INPUT_CFLAGS) $(PCRE2_CFLAGS) $(JANSSON_CFLAGS) \
+	$(XXHASH_CFLAGS)
+t_fuzz_input_tokenizer_LDADD = lib/libstork.la $(PCRE2_LIBS) $(JANSSON_LIBS) $(XXHASH_LIBS)
+
 EXTRA_DIST += t/fuzz/inputs.sh t/fuzz/fuzz.sh t/fuzz/corpus t/fuzz/regress
 
 # ------------------------------------------------------------- make fuzz
 FUZZ_CC = clang
 FUZZ_SECONDS = 60
 FUZZ_NAMES = config rdv_hello rdv_reply join_blob ckpt_manifest ckpt_state model \
-	token_shard safetensors metrics
+	token_shard safetensors metrics tokenizer
 FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined
 # The normal build's preprocessor flags and its libraries' include paths,
@@ -142,6 +150,10 @@ t/fuzz/fuzz_safetensors: t/fuzz/fuzz_safetensors.c $(FUZZ_COMMON) $(FUZZ_SRC_saf
 		$(t_fuzz_input_safetensors_DEPENDENCIES)
 	$(AM_V_CCLD)$(FUZZ_BUILD) $(srcdir)/t/fuzz/fuzz_safetensors.c $(FUZZ_SRC_safetensors) \
 		$(t_fuzz_input_safetensors_LDADD)
+t/fuzz/fuzz_tokenizer: t/fuzz/fuzz_tokenizer.c $(FUZZ_COMMON) $(FUZZ_SRC_tokenizer) \
+		$(t_fuzz_input_tokenizer_DEPENDENCIES)
+	$(AM_V_CCLD)$(FUZZ_BUILD) $(srcdir)/t/fuzz/fuzz_tokenizer.c $(FUZZ_SRC_tokenizer) \
+		$(t_fuzz_input_tokenizer_LDADD)
 t/fuzz/fuzz_metrics: t/fuzz/fuzz_metrics.c $(FUZZ_COMMON) $(FUZZ_SRC_metrics) \
 		$(t_fuzz_input_metrics_DEPENDENCIES)
 	$(AM_V_CCLD)$(FUZZ_BUILD) $(srcdir)/t/fuzz/fuzz_metrics.c $(FUZZ_SRC_metrics) \
@@ -149,7 +161,8 @@ t/fuzz/fuzz_metrics: t/fuzz/fuzz_metrics.c $(FUZZ_COMMON) $(FUZZ_SRC_metrics) \
 
 FUZZ_TARGETS = t/fuzz/fuzz_config t/fuzz/fuzz_rdv_hello t/fuzz/fuzz_rdv_reply \
 	t/fuzz/fuzz_join_blob t/fuzz/fuzz_ckpt_manifest t/fuzz/fuzz_ckpt_state \
-	t/fuzz/fuzz_model t/fuzz/fuzz_token_shard t/fuzz/fuzz_safetensors t/fuzz/fuzz_metrics
+	t/fuzz/fuzz_model t/fuzz/fuzz_token_shard t/fuzz/fuzz_safetensors t/fuzz/fuzz_metrics \
+	t/fuzz/fuzz_tokenizer
 
 fuzz-check-cc:
 	@$(MKDIR_P) t/fuzz
