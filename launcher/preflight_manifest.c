@@ -24,6 +24,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The last occurrence of word in s, or NULL (NAME itself may hold "_train"). */
+static const char *last_of(const char *s, const char *word)
+{
+	const char *last = NULL;
+
+	for (const char *p = strstr(s, word); p; p = strstr(p + 1, word))
+		last = p;
+	return last;
+}
+
 /* DIR/NAME.manifest.json of shard DIR/NAME_{train,val}[_NNNNNN].bin into out; 0, or -1 when it is not named so. */
 static int manifest_of(const char *shard, char *out, size_t len)
 {
@@ -32,9 +42,9 @@ static int manifest_of(const char *shard, char *out, size_t len)
 
 	base = base ? base + 1 : shard;
 	dirlen = (size_t)(base - shard);
-	kind = strstr(base, "_train");
+	kind = last_of(base, "_train");
 	if (!kind)
-		kind = strstr(base, "_val");
+		kind = last_of(base, "_val");
 	if (!kind)
 		return -1;
 	return (size_t)snprintf(out, len, "%.*s%.*s.manifest.json", (int)dirlen, shard,
