@@ -91,7 +91,7 @@ loaded_defines() {
 @test "stork export --help and a bad stork bench train are answered as before" {
 	run "$stork" export --help
 	[ "$status" -eq 0 ]
-	[[ "$output" == "usage: stork export CHECKPOINT MODEL.bin"* ]]
+	[[ "$output" == "usage: stork export [--format llmc|safetensors] [--dtype fp32|bf16] CHECKPOINT OUT"* ]]
 	run "$stork" bench train
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"usage: stork bench train CONFIG"* ]]

@@ -43,6 +43,11 @@ oracle() {
 		echo "$output" >&3
 		[ "$status" -eq 0 ] || { echo "$output"; return 1; }
 	done
+	# special tokens written in a document are text (tiktoken's encode_ordinary)
+	printf '{"text": "before <|endoftext|> after <|begin_of_text|>"}\n{"text": "second"}\n' >special.jsonl
+	"$STORK" prep --tokenizer "$GPT2" --field text --val-share 0.4 --out s --name s special.jsonl >/dev/null
+	node "$TOOLS/tokenizer_oracle.js" check "$NODE_MODULES" dqbd-tiktoken special.jsonl s/s_train.bin s/s_val.bin
+	[ "$(od -An -tu2 -j1024 s/s_train.bin | tr -s ' ' '\n' | grep -c '^50256$')" -eq 1 ]
 	/usr/bin/python3 "$TOOLS/tokenizer_files.py" hf-gpt2 "$GPT2" "${GPT2%/*}/vocab.bpe" gpt2.json
 	/usr/bin/python3 "$TOOLS/tokenizer_files.py" tiktoken "$GPT2" gpt2.tiktoken
 	for t in gpt2.json gpt2.tiktoken; do
@@ -51,7 +56,7 @@ oracle() {
 		cmp g/g_val.bin $t.d/g_val.bin
 	done
 	jq -e '.tokenizer.format == "encoder.json + vocab.bpe" and .tokenizer.family == "gpt2" and .vocab_size == 50257 and .token_bytes == 2' g/g.manifest.json
-	jq -e '.train.documents + .val.documents == 4482 and .train.shards == ["g_train.bin"]' g/g.manifest.json
+	jq -e --argjson n "$(wc -l <"$CORPUS")" '.train.documents + .val.documents == $n and .train.shards == ["g_train.bin"]' g/g.manifest.json
 	[ "$(jq -r .tokenizer.sha256 g/g.manifest.json)" = "$(sha256sum "$GPT2" | cut -d' ' -f1)" ]
 }
 

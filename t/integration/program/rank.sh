@@ -43,10 +43,13 @@ echo "rank $rank of ${WORLD_SIZE:-1} local ${LOCAL_RANK:-0} node ${NODE_RANK:-0}
 	"master ${MASTER_ADDR:-}:${MASTER_PORT:-} restart $restart"
 echo "rank $rank: pid $$ on ${HOSTNAME:-?}, stderr" >&2
 
-# The handler only sets a flag: the signal may come twice (from Stork and
-# from Slurm); the step boundary acts on it.
+# The handler only sets a flag, which the step boundary acts on, and then
+# ignores the signal: it may come twice (from Stork and from Slurm), and
+# the commands the save runs (mkdir, mv: started after the first one,
+# they inherit the ignoring) must not die of the second.
 stop=0
-trap 'stop=1' "${STORK_PREEMPT_SIGNAL:-USR1}"
+sig=${STORK_PREEMPT_SIGNAL:-USR1}
+trap 'stop=1; trap "" "$sig"' "$sig"
 
 # metric STEP NAME VALUE: one compact JSON line, as storkd writes them.
 metric() {
@@ -72,7 +75,8 @@ for ((step = start; step < steps; step++)); do
 	wait $! || kill $! 2>/dev/null
 	[[ -z "${STORK_HEARTBEAT_FILE:-}" ]] || touch "$STORK_HEARTBEAT_FILE"
 	loss=$((10000 / (step + 1)))
-	metric "$step" train_loss "$((loss / 1000)).$(printf '%03d' $((loss % 1000)))"
+	printf -v frac '%03d' $((loss % 1000)) # no subshell: a signal cannot cut it short
+	metric "$step" train_loss "$((loss / 1000)).$frac"
 	echo "rank $rank step $step"
 	if ((stop)); then
 		mkdir -p "$ckpt_dir" && echo "$step" >"$state.tmp" && mv -f "$state.tmp" "$state" || exit 1
