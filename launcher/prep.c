@@ -61,7 +61,7 @@ static void usage(FILE *out)
 		"usage: stork prep [--val-share F] [--out DIR] [--name NAME] [--binary] TEXTFILE...\n"
 		"       stork prep --tokenizer FILE [--split-lines | --field NAME] [--shard-tokens N]\n"
 		"                  [--threads N] [--val-share F] [--out DIR] [--name NAME] INPUT...\n"
-		"       stork prep --decode SHARD [--tokenizer FILE]\n"
+		"       stork prep [--tokenizer FILE] --decode SHARD...\n"
 		"\n"
 		"Turn text files into byte-level llm.c token shards DIR/NAME_train.bin and\n"
 		"DIR/NAME_val.bin (token = byte value, %d = end of text before each file,\n"
@@ -75,7 +75,8 @@ static void usage(FILE *out)
 		"  --field NAME   INPUT is JSON Lines: each line's string field NAME is a document\n"
 		"  --shard-tokens N  a new shard every N tokens (NAME_train_000000.bin, ...)\n"
 		"  --threads N    encoding threads (default: the CPUs this process may use)\n"
-		"  --decode SHARD print a shard's text (--tokenizer for a tokenizer's ids)\n"
+		"  --decode SHARD... print shards' text in turn (--tokenizer, given first, for a\n"
+		"                 tokenizer's ids)\n"
 		"\n"
 		"  --val-share F  share of the tokens for validation, 0 < F < 1 (default 0.1)\n"
 		"  --out DIR      output directory, made if missing (default: %s, where\n"
@@ -329,12 +330,9 @@ int cmd_prep(int argc, char **argv)
 		default: usage(stderr); return STORK_EXIT_USAGE;
 		}
 	}
-	if (decode) {
-		if (optind < argc) {
-			stork_error("prep: --decode takes one shard, not '%s'", argv[optind]);
-			return STORK_EXIT_USAGE;
-		}
-		return prep_decode(decode, po.tokenizer);
+	if (decode) { /* --decode SHARD [SHARD...]: the first is the option's */
+		argv[optind - 1] = (char *)decode;
+		return prep_decode(argv + optind - 1, argc - optind + 1, po.tokenizer);
 	}
 	if (!po.tokenizer && (po.split_lines || po.field || po.shard_tokens || po.threads)) {
 		stork_error("prep: --split-lines, --field, --shard-tokens and --threads go with "

@@ -582,10 +582,10 @@ out:
 
 /* ----------------------------------------------------------------- decode */
 
-int prep_decode(const char *shard, const char *tokenizer)
+/* Print one shard's text (tok NULL: a byte-level shard). */
+static int decode_one(const char *shard, const struct tokenizer *tok)
 {
 	struct token_shard sh;
-	struct tokenizer *tok = NULL;
 	char err[1024];
 	unsigned char buf[1 << 16];
 	uint64_t done = 0;
@@ -595,10 +595,6 @@ int prep_decode(const char *shard, const char *tokenizer)
 		stork_error("prep: %s", err);
 		return STORK_EXIT_DATA;
 	}
-	if (tokenizer && !(tok = tok_load(tokenizer, err, sizeof err))) {
-		stork_error("prep: --tokenizer %s", err);
-		return STORK_EXIT_DATA;
-	}
 	if (!tok && sh.vocab != PREP_VOCAB_SIZE) {
 		stork_error("prep: %s holds ids of a %d-token vocabulary: give its --tokenizer",
 			    shard, sh.vocab);
@@ -606,7 +602,6 @@ int prep_decode(const char *shard, const char *tokenizer)
 	}
 	if ((fd = open(shard, O_RDONLY | O_CLOEXEC)) < 0) {
 		stork_error("prep: %s: %s", shard, strerror(errno));
-		tok_free(tok);
 		return STORK_EXIT_DATA;
 	}
 	while (done < sh.ntok && rc == STORK_EXIT_OK) {
@@ -647,6 +642,22 @@ int prep_decode(const char *shard, const char *tokenizer)
 		done += (uint64_t)got / (uint64_t)sh.token_bytes;
 	}
 	close(fd);
+	return rc;
+}
+
+int prep_decode(char **shards, int n, const char *tokenizer)
+{
+	struct tokenizer *tok = NULL;
+	char err[1024];
+	int rc = STORK_EXIT_OK;
+
+	/* decoding needs the ids' bytes only: the merges are not read */
+	if (tokenizer && !(tok = tok_load_ids(tokenizer, err, sizeof err))) {
+		stork_error("prep: --tokenizer %s", err);
+		return STORK_EXIT_DATA;
+	}
+	for (int i = 0; i < n && rc == STORK_EXIT_OK; i++)
+		rc = decode_one(shards[i], tok);
 	tok_free(tok);
 	return rc;
 }

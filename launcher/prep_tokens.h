@@ -21,7 +21,7 @@ struct prep_opts {
 /* Tokenise files (files, directories) into shards and a manifest; an exit code. */
 int prep_tokenized(const struct prep_opts *o, char **files, int nfiles);
 
-/* Print the text of a shard (tokenizer NULL: a byte-level shard); an exit code. */
-int prep_decode(const char *shard, const char *tokenizer);
+/* Print the text of n shards in turn (tokenizer NULL: byte-level shards); an exit code. */
+int prep_decode(char **shards, int n, const char *tokenizer);
 
 #endif

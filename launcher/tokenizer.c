@@ -478,6 +478,11 @@ int tok_encode(struct tok_state *s, const char *text, size_t len, struct tok_ids
 	const unsigned char *u = (const unsigned char *)text;
 	size_t at = 0;
 
+	if (s->t->ids_only) {
+		snprintf(err, errlen, "a tokenizer loaded for decoding cannot encode");
+		return -1;
+	}
+
 	while (at < len) {
 		int rc = pcre2_match(s->t->re, u, len, at, 0, s->md, NULL);
 		PCRE2_SIZE *ov;

@@ -47,6 +47,12 @@ struct tok_ids {
  * beside it) or a tiktoken rank file. NULL with "PATH: what" in err.
  */
 struct tokenizer *tok_load(const char *path, char *err, size_t errlen);
+
+/*
+ * tok_load for decoding only: the ids and their bytes, the merges (the
+ * slow part of a large tokenizer.json) left unread. It cannot encode.
+ */
+struct tokenizer *tok_load_ids(const char *path, char *err, size_t errlen);
 void tok_free(struct tokenizer *t);
 
 /* The ids' range: the largest id + 1 (special tokens included). */

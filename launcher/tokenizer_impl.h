@@ -42,6 +42,7 @@ struct tokenizer {
 	struct pmap merges;       /* merge ranks (HF, vocab.bpe) */
 	int ranks_are_ids;        /* tiktoken: a pair's rank is the id of its bytes */
 	int ignore_merges;        /* a piece that is a token is that token */
+	int ids_only;             /* tok_load_ids: no merges read, no encoding */
 	uint32_t byte_id[256];    /* the token of each single byte */
 	int has_byte[256];
 	char **special_text;      /* special (added) tokens */

@@ -326,7 +326,7 @@ static int load_hf(struct tokenizer *t, json_t *root, const char *path, char *er
 	t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
 	if (read_vocab(t, json_object_get(model, "vocab"), path, err, errlen))
 		return -1;
-	merges = json_object_get(model, "merges");
+	merges = t->ids_only ? NULL : json_object_get(model, "merges");
 	json_array_foreach(merges, k, m) {
 		const char *s = json_string_value(m), *sp;
 		int rc;
@@ -381,7 +381,7 @@ static int load_openai(struct tokenizer *t, json_t *root, const char *path, char
 		 "vocab.bpe");
 	if (!(f = fopen(bpe_path, "r")))
 		return fail(err, errlen, "%s: its merges, %s: %s", path, bpe_path, strerror(errno));
-	while (!rc && (n = getline(&line, &cap, f)) > 0) {
+	while (!rc && !t->ids_only && (n = getline(&line, &cap, f)) > 0) {
 		char *sp;
 
 		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
@@ -506,7 +506,7 @@ static int load_tiktoken(struct tokenizer *t, const char *path, char *err, size_
 
 /* ----------------------------------------------------------------- tok_load */
 
-struct tokenizer *tok_load(const char *path, char *err, size_t errlen)
+static struct tokenizer *load(const char *path, int ids_only, char *err, size_t errlen)
 {
 	struct tokenizer *t = calloc(1, sizeof *t);
 	FILE *f;
@@ -521,6 +521,7 @@ struct tokenizer *tok_load(const char *path, char *err, size_t errlen)
 		free(t);
 		return NULL;
 	}
+	t->ids_only = ids_only;
 	while ((c = fgetc(f)) == ' ' || c == '\n' || c == '\r' || c == '\t')
 		;
 	fclose(f);
@@ -547,4 +548,14 @@ struct tokenizer *tok_load(const char *path, char *err, size_t errlen)
 		return NULL;
 	}
 	return t;
+}
+
+struct tokenizer *tok_load(const char *path, char *err, size_t errlen)
+{
+	return load(path, 0, err, errlen);
+}
+
+struct tokenizer *tok_load_ids(const char *path, char *err, size_t errlen)
+{
+	return load(path, 1, err, errlen);
 }
