@@ -13,12 +13,12 @@
  * hf_config_write makes of them.
  */
 #include "config.h"
+#include "lib/atomic_file.h"
 #include "lib/hf_config.h"
 #include "lib/hf_names.h"
 #include "lib/io.h"
 
 #include <check.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,12 +31,6 @@
 static char dir[PATH_MAX];
 static char err[2048];
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	return remove(path);
-}
-
 static void setup(void)
 {
 	snprintf(dir, sizeof dir, "/tmp/check_hf.XXXXXX");
@@ -45,7 +39,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	remove_tree(dir);
 }
 
 static const char *in_dir(const char *name)

@@ -16,6 +16,7 @@
  * fresh directory under /tmp.
  */
 #include "config.h"
+#include "lib/atomic_file.h"
 #include "lib/io.h"
 #include "lib/safetensors.h"
 
@@ -24,7 +25,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -41,12 +41,6 @@
 static char dir[PATH_MAX];
 static char err[2048];
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	return remove(path);
-}
-
 static void setup(void)
 {
 	snprintf(dir, sizeof dir, "/tmp/check_safetensors.XXXXXX");
@@ -55,7 +49,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	remove_tree(dir);
 }
 
 static const char *in_dir(const char *name)
