@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -66,15 +67,16 @@ static int init_from_vocab(const char *from)
 	return v;
 }
 
-/* A shard made for vocabulary v against c's model (see the top comment). */
+/*
+ * A shard made for vocabulary v against c's model (see the top comment);
+ * have: model.init_from's vocabulary (init_from_vocab) when it is set.
+ */
 static int check_vocab(const struct stork_config *c, const char *key, const char *path, int v,
-		       char *err, size_t errlen)
+		       int have, char *err, size_t errlen)
 {
 	int vocab = c->model.vocab_size;
 
 	if (c->model.init_from[0]) {
-		int have = init_from_vocab(c->model.init_from);
-
 		if (have > 0 && v > have)
 			return msg_fail(err, errlen, STORK_EXIT_CONFIG,
 					"%s: %s holds tokens of a %d-token vocabulary, more than the "
@@ -101,6 +103,10 @@ static int check_globs(const struct stork_config *c, const char *key,
 		       const struct stork_globs *globs, struct preflight_data *seen, char *err,
 		       size_t errlen)
 {
+	/* read once for every shard: model.init_from's vocabulary, the manifest last checked */
+	int model_vocab = c->model.init_from[0] ? init_from_vocab(c->model.init_from) :
+						    c->model.vocab_size;
+	char manifest[PATH_MAX] = "";
 	int rc = 0;
 
 	for (size_t g = 0; g < globs->n && !rc; g++) {
@@ -121,13 +127,11 @@ static int check_globs(const struct stork_config *c, const char *key,
 
 			rc = token_shard_check(gl.gl_pathv[i], &sh, err, errlen);
 			if (!rc)
-				rc = check_vocab(c, key, gl.gl_pathv[i], sh.vocab, err, errlen);
+				rc = check_vocab(c, key, gl.gl_pathv[i], sh.vocab, model_vocab, err,
+						 errlen);
 			if (!rc)
-				rc = preflight_manifest(c, key, gl.gl_pathv[i],
-							c->model.init_from[0] ?
-								init_from_vocab(c->model.init_from) :
-								c->model.vocab_size,
-							err, errlen);
+				rc = preflight_manifest(c, key, gl.gl_pathv[i], model_vocab, manifest,
+							sizeof manifest, err, errlen);
 			if (!rc && seen) {
 				seen->shards++;
 				seen->tokens += sh.ntok;

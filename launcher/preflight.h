@@ -34,9 +34,12 @@ int preflight(const struct stork_config *c, const struct slurm_job *job, int on_
  * against model_vocab (the configuration's or model.init_from's; <= 0:
  * unknown), its family against model.arch, its file against
  * model.init_from's tokenizer.json. 0 (also without a manifest), or an
- * exit code with err naming the key, the shard and both values.
+ * exit code with err naming the key, the shard and both values. checked
+ * (checked_len bytes, "" at first) holds the manifest checked last: the
+ * shards of one prep share theirs, which is read and hashed once.
  */
 int preflight_manifest(const struct stork_config *c, const char *key, const char *shard,
-		       int model_vocab, char *err, size_t errlen);
+		       int model_vocab, char *checked, size_t checked_len, char *err,
+		       size_t errlen);
 
 #endif

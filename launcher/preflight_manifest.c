@@ -52,7 +52,8 @@ static int manifest_of(const char *shard, char *out, size_t len)
 }
 
 int preflight_manifest(const struct stork_config *c, const char *key, const char *shard,
-		       int model_vocab, char *err, size_t errlen)
+		       int model_vocab, char *checked, size_t checked_len, char *err,
+		       size_t errlen)
 {
 	char path[PATH_MAX], tokjson[PATH_MAX + 32], sha[65];
 	struct stat st;
@@ -63,6 +64,8 @@ int preflight_manifest(const struct stork_config *c, const char *key, const char
 
 	if (manifest_of(shard, path, sizeof path) || stat(path, &st))
 		return 0; /* not made by stork prep --tokenizer */
+	if (!strcmp(path, checked))
+		return 0; /* this manifest held already, for a shard before this one */
 	if (!(m = sj_load_file_strict(path, 1 << 20, err, errlen)))
 		return STORK_EXIT_DATA;
 	tok = json_object_get(m, "tokenizer");
@@ -92,5 +95,7 @@ int preflight_manifest(const struct stork_config *c, const char *key, const char
 				      tokjson, sha, tokjson);
 	}
 	json_decref(m);
+	if (!rc)
+		snprintf(checked, checked_len, "%s", path);
 	return rc;
 }
