@@ -9,6 +9,7 @@ launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
 	launcher/report.c launcher/report.h launcher/report_data.c launcher/report_html.c \
 	launcher/notify.c launcher/notify.h launcher/stage.c launcher/stage.h \
 	launcher/prep.c launcher/prep.h launcher/preflight.c launcher/preflight.h \
+	launcher/host_tasks.c launcher/host_tasks.h \
 	launcher/preflight_manifest.c launcher/sha256_file.c launcher/sha256_file.h \
 	launcher/prep_tokens.c launcher/prep_tokens.h launcher/tokenizer.c launcher/tokenizer.h \
 	launcher/tokenizer_load.c launcher/tokenizer_impl.h \

@@ -20,6 +20,7 @@
 #include "launcher/stage.h"
 #include "launcher/run_metrics.h"
 #include "launcher/preflight.h"
+#include "launcher/host_tasks.h"
 
 #include "lib/atomic_file.h"
 #include "lib/clock.h"
@@ -259,6 +260,37 @@ static int compute_layout(const struct run_options *o, const struct stork_config
 		l->local_ranks = 1; /* one launcher per task: one rank each */
 	else
 		l->local_ranks = 0;
+	return 0;
+}
+
+/*
+ * Several tasks of the step on this host (--ntasks-per-node=2): the first
+ * runs every rank of the host, as if it were the host's only task, and
+ * the others wait for its end (launcher/host_tasks.h). Returns 0, or the
+ * exit code: a follower's is the leader's.
+ */
+static int join_host_tasks(const struct run_options *o, const struct stork_config *cfg,
+			   struct layout *l, struct host_tasks *host)
+{
+	char err[512];
+	int total;
+
+	if (host_tasks_init(host, cfg->parallel.merge_tasks, err, sizeof err) < 0) {
+		stork_error("%s", err);
+		return STORK_EXIT_CONFIG;
+	}
+	if (host->role == HOST_FOLLOWER)
+		return host_tasks_follow(host, l->local_ranks, cfg->run.rendezvous_timeout);
+	if (host->role != HOST_LEADER)
+		return 0;
+	if (host_tasks_gather(host, l->local_ranks, cfg->run.rendezvous_timeout, &total, err,
+			      sizeof err) < 0) {
+		stork_error("%s", err);
+		return STORK_EXIT_RENDEZVOUS;
+	}
+	if (compute_layout(o, cfg, l) < 0)
+		return STORK_EXIT_CONFIG;
+	l->local_ranks = total;
 	return 0;
 }
 
@@ -877,6 +909,7 @@ int cmd_run(int argc, char **argv)
 	char nranks[16], job_end[24] = "";
 	struct notify *nt = NULL;
 	struct slurm_job asked = { 0 }; /* slurmctld's answer, once asked */
+	struct host_tasks host = { .listen_fd = -1 };
 	int code;
 
 	if (parse_run_options(argc, argv, &o) < 0)
@@ -903,6 +936,8 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_CONFIG;
 		goto out;
 	}
+	if ((code = join_host_tasks(&o, &cfg, &l, &host)) != 0 || host.role == HOST_FOLLOWER)
+		goto out;
 	if (check_budget(&cfg, &asked, err, sizeof err) < 0) {
 		stork_error("%s", err);
 		code = STORK_EXIT_CONFIG;
@@ -957,6 +992,7 @@ int cmd_run(int argc, char **argv)
 	write_provenance_once(); /* when no daemon started (staging failed) */
 	notify_close(nt);
 out:
+	host_tasks_end(&host, code);
 	config_free(&cfg);
 	free(o.overrides);
 	return code;

@@ -23,6 +23,7 @@
 #include "lib/bind.h"
 #include "lib/env_number.h"
 #include "lib/rendezvous_impl.h"
+#include "lib/slurm_tasks.h"
 
 #define MAX_NAMED 32
 
@@ -44,36 +45,6 @@ void *rdv_dup(const void *src, size_t len)
 }
 
 /* ------------------------------------------------------------ task layout */
-
-/* "2(x3),1" -> counts {2,2,2,1}. Returns the number of nodes, -1 if malformed. */
-static int parse_tasks_per_node(const char *s, int *counts, int max)
-{
-	int n = 0;
-
-	while (*s) {
-		char *end;
-		long c = strtol(s, &end, 10), rep = 1;
-		if (end == s || c < 0 || c > INT_MAX)
-			return -1;
-		s = end;
-		if (strncmp(s, "(x", 2) == 0) {
-			rep = strtol(s + 2, &end, 10);
-			if (end == s + 2 || *end != ')' || rep < 1)
-				return -1;
-			s = end + 1;
-		}
-		for (long r = 0; r < rep; r++) {
-			if (n >= max)
-				return -1;
-			counts[n++] = (int)c;
-		}
-		if (*s == ',')
-			s++;
-		else if (*s)
-			return -1;
-	}
-	return n;
-}
 
 /* The node (position in the node list) of task index, or -1. */
 static int task_node(const int *counts, int nnodes, bool cyclic, int index)
@@ -142,7 +113,7 @@ int rdv_task_host(const char *nodelist, const char *tasks_per_node, const char *
 		return -1;
 	if (!(counts = malloc(MAX_NODES * sizeof *counts)))
 		return -1;
-	nnodes = parse_tasks_per_node(tasks_per_node, counts, MAX_NODES);
+	nnodes = slurm_tasks_per_node(tasks_per_node, counts, MAX_NODES);
 	node = nnodes > 0 ? task_node(counts, nnodes, cyclic, index) : -1;
 	free(counts);
 	return node < 0 ? -1 : nth_host(nodelist, node, buf, len);

@@ -173,6 +173,7 @@ struct stork_config {
 	} notify;
 	struct {
 		int local_ranks;            /* 0 = auto */
+		bool merge_tasks;           /* a host's tasks run as one launcher */
 		int tensor;
 		int pipeline;
 		int zero;                   /* 0 or 1 */

@@ -274,11 +274,49 @@ back_on_n1() {
 	wait_nodes_idle 120
 }
 
-@test "one launcher per task (srun --ntasks-per-node=2): one rank each, node-major, same run" {
+# net_bytes RUN_DIR: the bytes every rank sent to other nodes, summed over the run.
+net_bytes() {
+	cat "$1"/logs/rank-*.metrics.jsonl | jq -s '[.[] | select(.metric == "net_bytes_sent") | .value] | add'
+}
+
+@test "srun --ntasks-per-node=2: a host's two tasks run as one launcher, 2 nodes, the bits and the bytes of --local-ranks 2 (TP2 x PP2)" {
+	cat >ht.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=2 -c1 -o ht.out
+	srun --mpi=pmix $STORK run run.yaml run.name=ht parallel.tensor=2 parallel.pipeline=2 train.grad_accum=2
+	SCRIPT
+	run sbatch_wait ht.sh
+	cat ht.out
+	[ "$status" -eq 0 ]
+	dir=$(ls -d "$WORK"/runs/ht__job=*__task=0)
+	RUN_ARGS="parallel.tensor=2 parallel.pipeline=2 train.grad_accum=2" two_node_job lr pmix
+	# one node per host everywhere: the layout, exit_info, the report
+	grep -q 'the 2 tasks on this host run as one launcher: 2 rank(s)' ht.out
+	[ "$(jq '.nodes | length' "$dir/config/slurm_env.json")" -eq 2 ]
+	[ "$(jq '[.nodes[].local_ranks] == [2, 2]' "$dir/config/slurm_env.json")" = true ]
+	[ "$(jq -r '[.nodes[].host] | join(" ")' "$dir/config/slurm_env.json")" = "n1 n2" ]
+	[ "$(jq .nodes "$dir/exit_info.json")" -eq 2 ]
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	[ -s "$dir/exit_info.node-001.json" ]
+	[ -z "$(ls "$dir" | grep 'exit_info.node-00[23]')" ]
+	"$STORK" report --text "$dir" | grep -q '4 rank(s) on 2 node(s)'
+	grep -q '^\[1/1 n1 ' "$dir/logs/rank-001.log"
+	grep -q '^\[3/1 n2 ' "$dir/logs/rank-003.log"
+	# the same run as one launcher per node with --local-ranks 2: the same
+	# losses bit for bit, and no more bytes between the nodes
+	[ "$(losses "$dir" | wc -l)" -eq 50 ]
+	diff <(losses "$DIR") <(losses "$dir")
+	echo "bytes to other nodes: $(net_bytes "$dir") (tasks merged), $(net_bytes "$DIR") (--local-ranks 2)"
+	[ "$(net_bytes "$dir")" -gt 0 ]
+	[ "$(net_bytes "$dir")" -le "$(net_bytes "$DIR")" ]
+	nodes_idle
+}
+
+@test "parallel.merge_tasks: false: one launcher per task, one rank each, node-major, same run" {
 	cat >pt.sh <<-SCRIPT
 	#!/bin/bash
 	#SBATCH -N2 --ntasks-per-node=2 -c1 -o pt.out
-	srun --mpi=pmix $STORK run run.yaml run.name=pt
+	srun --mpi=pmix $STORK run run.yaml run.name=pt parallel.merge_tasks=false
 	SCRIPT
 	run sbatch_wait pt.sh
 	cat pt.out

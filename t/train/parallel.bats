@@ -326,3 +326,61 @@ one_rank() {
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"elastic: 3 data-parallel replicas of train.batch_size 2 cannot make the checkpoint's global batch of 4 sequences; it becomes 6"* ]]
 }
+
+# as_task LOCALID CMD...: CMD as task LOCALID of a step that runs 2 tasks on
+# this one host, as srun --ntasks-per-node=2 would start it.
+as_task() {
+	local id=$1
+	shift
+	env SLURM_JOB_ID=$JOBID SLURM_STEP_ID=0 SLURM_NNODES=1 SLURM_STEP_NUM_NODES=1 \
+		SLURM_NTASKS=2 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_TASKS_PER_NODE=2 \
+		SLURM_NODEID=0 SLURM_LOCALID="$id" SLURM_PROCID="$id" "$@"
+}
+
+@test "two tasks of a step on one host run as one launcher with both ranks: the run of --local-ranks 2; each alone names the other; another user's socket is refused" {
+	JOBID=$((900000 + $$ % 90000))
+	"$STORK" run tiny.yaml --local-ranks 2 --set run.name=lr2 >/dev/null
+	as_task 1 "$STORK" run tiny.yaml --set run.name=ht >follower.out 2>&1 &
+	follower=$!
+	run as_task 0 "$STORK" run tiny.yaml --set run.name=ht
+	echo "$output"
+	[ "$status" -eq 0 ]
+	wait "$follower"
+	cat follower.out
+	[[ "$output" == *"the 2 tasks on this host run as one launcher: 2 rank(s)"* ]]
+	dir=$(ls -d runs/ht__job=$JOBID__task=0 2>/dev/null || ls -d runs/ht__*)
+	[ "$(jq '[.nodes[].local_ranks]' -c "$dir/config/slurm_env.json")" = "[2]" ]
+	[ "$(jq .nodes "$dir/exit_info.json")" -eq 1 ]
+	diff <(run_losses runs/lr2__job=local__task=0) <(run_losses "$dir")
+	# the follower ends with the leader's code, and says nothing of its own
+	[ ! -s follower.out ]
+
+	# alone: the follower finds no leader, the leader no follower; no run directory
+	run as_task 1 "$STORK" run tiny.yaml --set run.name=alone --set run.rendezvous_timeout=1
+	[ "$status" -eq 22 ]
+	[[ "$output" == *"task 1 of this host (node 0) found no first task to join within 1 s (run.rendezvous_timeout)"* ]]
+	run as_task 0 "$STORK" run tiny.yaml --set run.name=alone --set run.rendezvous_timeout=1
+	[ "$status" -eq 22 ]
+	[[ "$output" == *"task(s) 1 of this host (node 0) did not join its first task within 1 s"* ]]
+	[ -z "$(ls -d runs/alone* 2>/dev/null)" ]
+
+	# another user holds the socket's name first
+	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
+	id stork-other >/dev/null 2>&1 || useradd --system --no-create-home stork-other
+	name="stork-host-tasks.0.$JOBID.0.0"
+	runuser -u stork-other -- /usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0" + sys.argv[1]); s.listen(4)
+print("ready", flush=True)
+time.sleep(30)' "$name" >squat.out &
+	squatter=$!
+	for _ in $(seq 100); do grep -q ready squat.out && break; sleep 0.1; done
+	run as_task 0 "$STORK" run tiny.yaml --set run.name=taken --set run.rendezvous_timeout=1
+	[ "$status" -eq 22 ]
+	[[ "$output" == *"cannot meet on the local socket @$name: Address already in use (another process holds the name)"* ]]
+	run as_task 1 "$STORK" run tiny.yaml --set run.name=taken --set run.rendezvous_timeout=1
+	[ "$status" -eq 22 ]
+	[[ "$output" == *"the local socket @$name belongs to another user"* ]]
+	kill "$squatter"
+}
