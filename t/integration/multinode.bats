@@ -512,7 +512,8 @@ within_1e5() {
 @test "data-parallel groups across daemons: 2 nodes x 2 launchers x 2 ranks as TP2xDP2xPP2 with ZeRO-1 follow the 1-rank run" {
 	"$STORK" run run.yaml --local-ranks 1 run.name=one train.steps=20 train.grad_accum=4 \
 		train.val_batches=4 >/dev/null
-	layout_job span 2 2 2 2 2 1 2
+	# merge_tasks=false: the launchers of one host stay apart, so the groups span daemons
+	layout_job span 2 2 2 2 2 1 2 parallel.merge_tasks=false
 	grep -q '"world_size": 8' "$DIR/config/slurm_env.json"
 	within_1e5 runs/one__job=local__task=0 "$DIR"
 	grep -q '^\[3/1 n1 .*layout: dp 2 x tp 2 x pp 2 (ZeRO-1); rank 3 = dp 1, tp 1, stage 0' "$DIR/logs/rank-003.log"
