@@ -64,6 +64,29 @@ int rank_fail(struct rank *r, int code, const char *msg);
 int rank_fail_agreed(struct rank *r, int code, const char *msg);
 int rank_fail_collective(struct rank *r);
 
+/* ------------------------------------------------ train_checkpoint.c */
+
+/* Data parallelism only: every rank a whole replica, the checkpoint one model file. */
+int plain_layout(const struct par_layout *l);
+/* The settings this run trains under, as a checkpoint records them. */
+struct ckpt_settings settings_now(const struct rank *r);
+/* This rank's shard of a sharded checkpoint: its place, its parameters and moment parts. */
+void shard_info(const struct rank *r, struct ckpt_shard_info *info);
+/* Seconds a checkpoint is expected to take, with a margin. */
+double checkpoint_need(const struct rank *r);
+/* Whether a checkpoint fits before the job's end (*left, *need: the figures). */
+int checkpoint_fits(struct rank *r, double *left, double *need);
+/* Whether the stop's checkpoint fits before a cancelled job's KILL. */
+int checkpoint_fits_kill(struct rank *r, double *left, double *need);
+/*
+ * Commit the checkpoint of steps_done. Returns an exit code when the world
+ * failed (a collective); otherwise 0, with *failed set (and r->err saying
+ * why) when this checkpoint could not be written, the same on every rank.
+ */
+int checkpoint(struct rank *r, int64_t steps_done, int *failed);
+/* After a checkpoint attempt: 0 to go on, or the stop's exit code (checkpoint_failed). */
+int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int must_succeed);
+
 /* train_device.c: pin the rank's thread as planned and choose its device (run.device). */
 int rank_bind(struct rank *r);
 /* The rank's communicator on its device: NCCL or host-staged for GPU ranks. */
