@@ -960,9 +960,10 @@ static int deadline_near(struct rank *r, double step_s)
 static int agree_cancelled(struct rank *r, int *no_room, int *cancelled);
 
 static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop,
-		      int *no_room, int *cancelled)
+		      int *no_room, int *cancelled, int *writing)
 {
-	int32_t v[2] = { atomic_load(r->node->stop_requested) ? 1 : 0, 0 };
+	int32_t v[3] = { atomic_load(r->node->stop_requested) ? 1 : 0, 0,
+			 checkpoint_async_busy(r) };
 	double left, need;
 
 	if (r->node->stop_at_step > 0 && steps_done == r->node->stop_at_step)
@@ -971,8 +972,9 @@ static int agree_stop(struct rank *r, int64_t steps_done, double step_s, int *st
 		v[0] = 1;
 	if (r->rank == 0 && !checkpoint_fits(r, &left, &need))
 		v[1] = 1;
-	if (comm_allreduce(r->comm, v, 2, COMM_INT32, COMM_MAX) < 0)
+	if (comm_allreduce(r->comm, v, 3, COMM_INT32, COMM_MAX) < 0)
 		return rank_fail_collective(r);
+	*writing = v[2]; /* some rank's checkpoint.async write still runs */
 	*stop = v[0];
 	*no_room = v[0] && v[1];
 	*cancelled = 0;
@@ -1268,6 +1270,9 @@ static void inject_faults(struct rank *r, int64_t step)
  */
 static int rollback(struct rank *r, int64_t bad_step, int64_t *start)
 {
+	/* the checkpoint in flight was taken before the divergence: it is the one to go back to */
+	if (checkpoint_async_drain(r))
+		return r->res->exit_code;
 	r->rollbacks++;
 	r->rollback_pending = 0;
 	r->skip_batch_step = bad_step;
@@ -1345,7 +1350,7 @@ static int run_steps(struct rank *r, int64_t start)
 {
 	const struct stork_config *c = r->cfg;
 	int64_t step;
-	int stop = 0, no_room = 0, cancelled = 0;
+	int stop = 0, no_room = 0, cancelled = 0, writing = 0;
 	char cause[32];
 
 	for (step = start; step < c->train.steps; step++) {
@@ -1366,6 +1371,7 @@ static int run_steps(struct rank *r, int64_t start)
 		 * stood waiting for its neighbours (pipeline_wait_ms says that) */
 		r->compute_ms = (clock_monotonic() - c0 - (r->lay.pp > 1 ? r->pipe.wait_seconds : 0.0)) *
 				1e3;
+		checkpoint_async_before_update(r); /* the update changes what it copies */
 		if (update(r, step, loss, &norm, &lr))
 			return r->res->exit_code;
 		if (r->rollback_pending) { /* the same on every rank: the norm is global */
@@ -1382,7 +1388,8 @@ static int run_steps(struct rank *r, int64_t start)
 		report_step(r, step, loss, lr, norm, step_ms, comm_ucx_thread_bytes_sent() - sent0);
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);
-		if (agree_stop(r, step + 1, step_ms / 1e3, &stop, &no_room, &cancelled))
+		if (agree_stop(r, step + 1, step_ms / 1e3, &stop, &no_room, &cancelled, &writing) ||
+		    checkpoint_async_poll(r, writing))
 			return r->res->exit_code;
 		if (cancelled && *stop_cause(r, cause, sizeof cause))
 			rank_logf(&r->log, "stopping after step %" PRId64 " on request: the job was "
@@ -1390,16 +1397,23 @@ static int run_steps(struct rank *r, int64_t start)
 		else if (cancelled)
 			rank_logf(&r->log, "stopping after step %" PRId64 " on request: the job was "
 				  "cancelled", step + 1);
+		if (no_room && checkpoint_async_drain(r))
+			return r->res->exit_code;
 		if (no_room)
 			return cancelled ? stop_cancelled(r, step + 1, 0) :
 					   stop_without_checkpoint(r, step + 1);
 		if (stop || step + 1 == c->train.steps ||
 		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0)) {
-			int failed;
+			int failed, must = stop || step + 1 == c->train.steps;
 
-			if (checkpoint(r, step + 1, &failed) ||
-			    after_checkpoint(r, step + 1, failed, stop || step + 1 == c->train.steps))
+			/* a stop's and the last one are committed before the run goes on or ends */
+			if (c->checkpoint.async && !must) {
+				if (checkpoint_async_begin(r, step + 1))
+					return r->res->exit_code;
+			} else if (checkpoint_async_drain(r) || checkpoint(r, step + 1, &failed) ||
+				   after_checkpoint(r, step + 1, failed, must)) {
 				return r->res->exit_code;
+			}
 		}
 		if (stop)
 			return cancelled ? stop_cancelled(r, step + 1, 1) :
@@ -1445,6 +1459,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 out:
 	rank_logf(&r.log, "exit %d: %s", res->exit_code, res->message);
 	grad_sync_stop(r.sync); /* first: its last pieces may point into the gradients */
+	checkpoint_async_free(&r); /* and a checkpoint write: it copies the parameters */
 	n->progress[local].done = 1;
 	free(r.inputs);
 	free(r.targets);

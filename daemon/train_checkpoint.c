@@ -7,6 +7,7 @@
  */
 #include "config.h"
 #include "daemon/train_rank.h"
+#include "daemon/ckpt_writer.h"
 
 #include "kernels/ops.h"
 #include "lib/bounded.h"
@@ -150,53 +151,58 @@ static int host_state(struct rank *r, float **p, float **m, float **v)
 	return 0;
 }
 
+/* What a checkpoint records besides the model: the step, the data's place, the settings. */
+static void make_state(const struct rank *r, int64_t steps_done, struct ckpt_state *st)
+{
+	*st = (struct ckpt_state){
+		.step = steps_done,
+		.config_hash = config_hash(r->cfg),
+		.model_hash = config_model_hash(r->cfg),
+		.restart_count = r->node->restart_count,
+		.global_batch = (int64_t)r->cfg->train.batch_size * r->cfg->train.grad_accum * r->lay.dp,
+		.was = settings_now(r),
+	};
+	data_get_position(r->train, &st->train);
+}
+
+/* Rank 0 prepares step_N.tmp/; its answer reaches everyone before any rank writes. */
+static int prepare_shards(struct rank *r, int64_t step, const char *root, int *failed)
+{
+	int32_t ok = 1;
+
+	if (r->rank == 0 && ckpt_prepare(root, step, r->err, sizeof r->err) < 0)
+		ok = 0;
+	if (comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0)
+		return rank_fail_collective(r);
+	if (!ok && r->rank != 0)
+		snprintf(r->err, sizeof r->err, "rank 0 could not prepare checkpoint step %" PRId64, step);
+	*failed = !ok;
+	return 0;
+}
+
 /*
- * Every rank writes its shard in parallel; the checksums travel to rank 0
- * (an all-gather), which commits. A rank that cannot write its shard (disk
- * full, I/O error) says so in the all-gather instead of aborting the world:
- * rank 0 then abandons the attempt (`latest` stays the previous checkpoint)
- * and every rank learns, from the same collectives, that this checkpoint
- * failed. Returns an exit code only when a collective failed; *failed says
- * whether the checkpoint was lost (r->err: why, on the rank that knows).
+ * Every rank has written its shard (mine: its checksum and size, size
+ * UINT64_MAX when it could not): the checksums travel to rank 0 (an
+ * all-gather), which commits. A rank that could not write says so in the
+ * all-gather instead of aborting the world: rank 0 then abandons the
+ * attempt (`latest` stays the previous checkpoint) and every rank learns,
+ * from the same collectives, that this checkpoint failed. Returns an exit
+ * code only when a collective failed; *failed says whether the checkpoint
+ * was lost (r->err: why, on the rank that knows).
  */
-static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const char *root,
-			      int *failed)
+static int commit_shards(struct rank *r, const struct ckpt_state *st, const char *root,
+			 const struct ckpt_layout *layout, const uint64_t mine[2], int *failed)
 {
 	int W = r->node->world_size, code = 0;
-	struct ckpt_shard_info info;
-	float *hp, *hm, *hv;
-	uint64_t mine[2] = { 0, 0 }, *pairs = calloc(2 * (size_t)W, sizeof *pairs);
-	uint64_t *sums = calloc(2 * (size_t)W, sizeof *sums), *sizes;
-	int32_t ok = 1;
+	uint64_t *pairs = calloc(2 * (size_t)W, sizeof *pairs);
+	uint64_t *sums = calloc(2 * (size_t)W, sizeof *sums), *sizes = sums + W;
+	int32_t ok;
 
 	*failed = 0;
 	if (!pairs || !sums) {
 		code = rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the checkpoint");
 		goto out;
 	}
-	sizes = sums + W;
-	if (r->rank == 0 && ckpt_prepare(root, st->step, r->err, sizeof r->err) < 0)
-		ok = 0;
-	/* rank 0's answer reaches everyone before any rank writes */
-	if (comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0) {
-		code = rank_fail_collective(r);
-		goto out;
-	}
-	if (!ok) {
-		if (r->rank != 0)
-			snprintf(r->err, sizeof r->err, "rank 0 could not prepare checkpoint step %" PRId64,
-				 st->step);
-		*failed = 1;
-		goto out;
-	}
-	shard_info(r, &info);
-	if (host_state(r, &hp, &hm, &hv)) {
-		code = r->res->exit_code;
-		goto out;
-	}
-	if (ckpt_write_shard(root, st->step, &info, hp, hm, hv, &mine[0], &mine[1], r->err,
-			     sizeof r->err) < 0)
-		mine[1] = UINT64_MAX; /* this rank's shard is missing */
 	if (comm_allgather(r->comm, mine, pairs, 2, COMM_INT64) < 0) {
 		code = rank_fail_collective(r);
 		goto out;
@@ -214,8 +220,8 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 	}
 	if (*failed)
 		goto out;
-	ok = r->rank != 0 || ckpt_commit(root, st, &info.layout, sums, sizes,
-					 r->cfg->checkpoint.keep, r->err, sizeof r->err) == 0;
+	ok = r->rank != 0 || ckpt_commit(root, st, layout, sums, sizes, r->cfg->checkpoint.keep,
+					 r->err, sizeof r->err) == 0;
 	/* nobody reports the checkpoint before rank 0 has committed it */
 	if (comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0) {
 		code = rank_fail_collective(r);
@@ -236,28 +242,74 @@ out:
 	return code;
 }
 
-/*
- * Commit the checkpoint of steps_done. Returns an exit code when the world
- * failed (a collective); otherwise 0, with *failed set (and r->err saying
- * why) when this checkpoint could not be written: every rank gets the same
- * *failed, so every rank takes the same decision about going on.
- */
+/* Every rank writes its shard in parallel, then the job's commit. */
+static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const char *root,
+			      int *failed)
+{
+	struct ckpt_shard_info info;
+	uint64_t mine[2] = { 0, 0 };
+	float *hp, *hm, *hv;
+	int code;
+
+	if ((code = prepare_shards(r, st->step, root, failed)) || *failed)
+		return code;
+	shard_info(r, &info);
+	if (host_state(r, &hp, &hm, &hv)) {
+		if (r->rank == 0)
+			ckpt_abandon(root, st->step);
+		return r->res->exit_code;
+	}
+	if (ckpt_write_shard(root, st->step, &info, hp, hm, hv, &mine[0], &mine[1], r->err,
+			     sizeof r->err) < 0)
+		mine[1] = UINT64_MAX; /* this rank's shard is missing */
+	return commit_shards(r, st, root, &info.layout, mine, failed);
+}
+
+/* Rank 0's verdict on a whole-model checkpoint reaches every rank. */
+static int agree_whole(struct rank *r, int64_t step, int32_t ok, int *failed)
+{
+	if (r->node->world_size > 1 && comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0)
+		return rank_fail_collective(r);
+	if (!ok && r->rank != 0)
+		snprintf(r->err, sizeof r->err, "rank 0 could not write checkpoint step %" PRId64, step);
+	*failed = !ok;
+	return 0;
+}
+
+/* A checkpoint is committed: the log, the metrics, the run's result, the job's output. */
+static void report_committed(struct rank *r, int64_t steps_done, double seconds, double stall_s,
+			     int background)
+{
+	r->ckpt_seconds = seconds;
+	if (background)
+		rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed: written in the background "
+			  "in %.0f ms, training stalled %.1f ms", steps_done, 1e3 * seconds,
+			  1e3 * stall_s);
+	else
+		rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
+			  1e3 * seconds);
+	if (r->rank == 0) {
+		rank_metric(&r->log, steps_done, "checkpoint_s", seconds, "s");
+		rank_metric(&r->log, steps_done, "checkpoint_stall_ms", 1e3 * stall_s, "ms");
+	}
+	msg_format(r->res->checkpoint, sizeof r->res->checkpoint, "%s/checkpoints/step_%08" PRId64,
+		   r->node->run_dir, steps_done);
+	r->res->checkpoint_step = steps_done;
+	if (r->rank == 0) {
+		printf("checkpoint step_%08" PRId64 " committed\n", steps_done);
+		fflush(stdout);
+	}
+}
+
 int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 {
-	struct ckpt_state st = {
-		.step = steps_done,
-		.config_hash = config_hash(r->cfg),
-		.model_hash = config_model_hash(r->cfg),
-		.restart_count = r->node->restart_count,
-		.global_batch = (int64_t)r->cfg->train.batch_size * r->cfg->train.grad_accum * r->lay.dp,
-		.was = settings_now(r),
-	};
+	struct ckpt_state st;
 	char root[4096];
-	double t0 = (clock_monotonic() * 1e3);
+	double t0 = clock_monotonic();
 	int code;
 
 	*failed = 0;
-	data_get_position(r->train, &st.train);
+	make_state(r, steps_done, &st);
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
 	if (!plain_layout(&r->lay)) {
 		if ((code = checkpoint_sharded(r, &st, root, failed)))
@@ -277,27 +329,11 @@ int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 			ok = ckpt_save(root, &hmodel, &hopt, &st, r->cfg->checkpoint.keep, r->err,
 				       sizeof r->err) == 0;
 		}
-		if (r->node->world_size > 1 && comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0)
-			return rank_fail_collective(r);
-		if (!ok && r->rank != 0)
-			snprintf(r->err, sizeof r->err,
-				 "rank 0 could not write checkpoint step %" PRId64, steps_done);
-		*failed = !ok;
+		if ((code = agree_whole(r, steps_done, ok, failed)))
+			return code;
 	}
-	if (*failed)
-		return 0;
-	r->ckpt_seconds = ((clock_monotonic() * 1e3) - t0) / 1e3;
-	rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed in %.0f ms", steps_done,
-		  1e3 * r->ckpt_seconds);
-	if (r->rank == 0)
-		rank_metric(&r->log, steps_done, "checkpoint_s", r->ckpt_seconds, "s");
-	msg_format(r->res->checkpoint, sizeof r->res->checkpoint, "%s/step_%08" PRId64, root,
-		   steps_done);
-	r->res->checkpoint_step = steps_done;
-	if (r->rank == 0) {
-		printf("checkpoint step_%08" PRId64 " committed\n", steps_done);
-		fflush(stdout);
-	}
+	if (!*failed)
+		report_committed(r, steps_done, clock_monotonic() - t0, clock_monotonic() - t0, 0);
 	return 0;
 }
 
@@ -336,3 +372,196 @@ int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int must_su
 	return 0;
 }
 
+
+/* ------------------------------------------------ checkpoint.async
+ *
+ * A periodic checkpoint in the background: at its step, rank 0 prepares
+ * step_N.tmp/ as for a synchronous one and each writing rank starts its
+ * writer (daemon/ckpt_writer.h), which copies the rank's parameters and
+ * moments into a host buffer of the rank's (allocated once) and writes its
+ * shard, or rank 0's whole model, from the copy. Training goes on at once;
+ * the rank waits for the copy before its next optimizer update. Every
+ * step's stop all-reduce also carries "my write is still running", so the
+ * ranks learn at the same step that every write is done, and commit it
+ * then with the same collectives as a synchronous checkpoint: `latest`
+ * moves only after every shard is durable. At most one is in flight: the
+ * next checkpoint, a stop, a rollback or the end first waits for it and
+ * commits it.
+ */
+struct ckpt_async {
+	struct ckpt_writer *writer;
+	int in_flight;                 /* begun, not yet committed or failed */
+	int writes;                    /* this rank has a write in flight (all, or rank 0 alone) */
+	int failed_early;              /* the preparation failed: nothing to commit */
+	struct ckpt_state st;
+	struct ckpt_shard_info info;
+	struct gpt2 model;             /* whole-model layouts: views of the buffer */
+	struct adamw_state opt;
+	char root[4096];
+	uint64_t mine[2];              /* the shard's checksum and size, from the writer */
+	double stall_s;                /* what it cost the training loop so far */
+};
+
+/* The writer's job: this rank's shard, or (rank 0, data parallelism) the whole checkpoint. */
+static int write_in_background(void *arg, float *buf, char *err, size_t errlen)
+{
+	struct rank *r = arg;
+	struct ckpt_async *a = r->async;
+	size_t np = r->model.num_params, no = r->opt.n;
+
+	if (!plain_layout(&r->lay))
+		return ckpt_write_shard(a->root, a->st.step, &a->info, buf, buf + np, buf + np + no,
+					&a->mine[0], &a->mine[1], err, errlen);
+	a->model.params = buf;
+	a->opt.m = buf + np;
+	a->opt.v = buf + np + no;
+	return ckpt_save(a->root, &a->model, &a->opt, &a->st, r->cfg->checkpoint.keep, err, errlen);
+}
+
+/* Start this rank's write: copies of its live arrays on a CPU, the pinned
+ * host copy (made here, by the rank) on a GPU. */
+static int start_write(struct rank *r)
+{
+	struct ckpt_async *a = r->async;
+	size_t np = r->model.num_params, no = r->opt.n;
+	struct ckpt_copy copies[3] = { { r->model.params, np }, { r->opt.m, no }, { r->opt.v, no } };
+	int ncopy = 3;
+
+	if (!r->ckpt_host && !(r->ckpt_host = r->ops->host_alloc((np + 2 * no) * sizeof(float))))
+		return rank_fail(r, STORK_EXIT_INTERNAL, "out of host memory for checkpoint.async's copy");
+	if (r->ops != &ops_cpu) {
+		float *p, *m, *v;
+
+		if (host_state(r, &p, &m, &v))
+			return r->res->exit_code;
+		ncopy = 0;
+	}
+	a->model = r->model;
+	a->opt = r->opt;
+	if (ckpt_writer_start(a->writer, r->ckpt_host, copies, ncopy, write_in_background, r) < 0)
+		return rank_fail(r, STORK_EXIT_INTERNAL, "cannot start checkpoint.async's writer thread");
+	a->writes = 1;
+	return 0;
+}
+
+int checkpoint_async_begin(struct rank *r, int64_t steps_done)
+{
+	struct ckpt_async *a;
+	double t0 = clock_monotonic();
+	int code, failed;
+
+	if ((code = checkpoint_async_drain(r)))
+		return code;
+	if (!r->async) {
+		if (!(r->async = calloc(1, sizeof *r->async)) ||
+		    !(r->async->writer = ckpt_writer_new()))
+			return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for checkpoint.async");
+	}
+	a = r->async;
+	a->in_flight = 1;
+	a->writes = a->failed_early = 0;
+	a->mine[0] = a->mine[1] = 0;
+	a->stall_s = 0;
+	make_state(r, steps_done, &a->st);
+	snprintf(a->root, sizeof a->root, "%s/checkpoints", r->node->run_dir);
+	if (!plain_layout(&r->lay)) {
+		if ((code = prepare_shards(r, steps_done, a->root, &failed)))
+			return code;
+		a->failed_early = failed; /* the commit all ranks make will say so */
+		shard_info(r, &a->info);
+	}
+	if (!a->failed_early && (!plain_layout(&r->lay) || r->rank == 0) && (code = start_write(r)))
+		return code;
+	a->stall_s += clock_monotonic() - t0;
+	return 0;
+}
+
+void checkpoint_async_before_update(struct rank *r)
+{
+	double t0;
+
+	if (!r->async || !r->async->in_flight || !r->async->writes)
+		return;
+	t0 = clock_monotonic();
+	ckpt_writer_wait_copied(r->async->writer);
+	r->async->stall_s += clock_monotonic() - t0;
+}
+
+int checkpoint_async_busy(struct rank *r)
+{
+	return r->async && r->async->in_flight && ckpt_writer_busy(r->async->writer);
+}
+
+int checkpoint_async_in_flight(const struct rank *r)
+{
+	return r->async && r->async->in_flight;
+}
+
+/*
+ * Every rank, at the same step: wait for this rank's write, then commit
+ * the checkpoint (or learn that it failed) as a synchronous one does.
+ */
+static int finish(struct rank *r, int *failed)
+{
+	struct ckpt_async *a = r->async;
+	double t0 = clock_monotonic(), seconds = 0;
+	int64_t step = a->st.step;
+	int code, rc = 0;
+
+	*failed = 0;
+	if (a->writes) {
+		if (ckpt_writer_busy(a->writer))
+			rank_logf(&r->log, "checkpoint step_%08" PRId64 ": waiting for its background "
+				  "write", step);
+		rc = ckpt_writer_join(a->writer, &seconds, r->err, sizeof r->err);
+		a->writes = 0;
+	}
+	a->in_flight = 0;
+	if (!plain_layout(&r->lay)) {
+		if (a->failed_early) {
+			*failed = 1;
+			return 0;
+		}
+		if (rc < 0)
+			a->mine[1] = UINT64_MAX; /* this rank's shard is missing */
+		code = commit_shards(r, &a->st, a->root, &a->info.layout, a->mine, failed);
+	} else {
+		code = agree_whole(r, step, rc == 0, failed);
+	}
+	if (code)
+		return code;
+	if (!*failed) {
+		/* the time the write took is what a stop's checkpoint would take */
+		if (r->rank == 0 || !plain_layout(&r->lay))
+			r->ckpt_seconds = seconds;
+		/* the stall: the start, the wait for the copy, and this wait and commit */
+		report_committed(r, step, r->ckpt_seconds, a->stall_s + clock_monotonic() - t0, 1);
+	}
+	return 0;
+}
+
+int checkpoint_async_poll(struct rank *r, int any_busy)
+{
+	int failed, code;
+
+	if (!checkpoint_async_in_flight(r) || any_busy)
+		return 0;
+	if ((code = finish(r, &failed)))
+		return code;
+	return after_checkpoint(r, r->async->st.step, failed, 0);
+}
+
+int checkpoint_async_drain(struct rank *r)
+{
+	return checkpoint_async_poll(r, 0);
+}
+
+void checkpoint_async_free(struct rank *r)
+{
+	if (!r->async)
+		return;
+	/* a write still running reads the rank's buffer: it ends first */
+	ckpt_writer_free(r->async->writer);
+	free(r->async);
+	r->async = NULL;
+}

@@ -25,7 +25,9 @@ struct rank {
 	const struct ops *ops;         /* where the rank computes: ops_cpu or ops_cuda */
 	char device_id[256];           /* host/PCI address of its GPU, for the collectives */
 	int gpu;                       /* its CUDA device (GPU ranks) */
-	float *ckpt_host;              /* pinned host copy of a GPU rank's state for checkpoints */
+	float *ckpt_host;              /* host copy of the rank's state for checkpoints: a GPU
+					* rank's (pinned), or checkpoint.async's */
+	struct ckpt_async *async;      /* checkpoint.async: the checkpoint in flight */
 	struct par_layout lay;         /* this rank's place in dp x tp x pp */
 	struct par_groups grp;
 	struct pipeline pipe;          /* when lay.pp > 1 */
@@ -86,6 +88,28 @@ int checkpoint_fits_kill(struct rank *r, double *left, double *need);
 int checkpoint(struct rank *r, int64_t steps_done, int *failed);
 /* After a checkpoint attempt: 0 to go on, or the stop's exit code (checkpoint_failed). */
 int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int must_succeed);
+
+/*
+ * checkpoint.async (train_checkpoint.c): begin the checkpoint of
+ * steps_done in the background, after committing the one in flight; 0 or
+ * the exit code. Its failure, if any, comes at the commit.
+ */
+int checkpoint_async_begin(struct rank *r, int64_t steps_done);
+/* Before an optimizer update: wait until the write in flight has its copy. */
+void checkpoint_async_before_update(struct rank *r);
+/* Whether this rank's write is still running (for the stop all-reduce). */
+int checkpoint_async_busy(struct rank *r);
+int checkpoint_async_in_flight(const struct rank *r);
+/*
+ * Every rank at the same step, any_busy the all-reduced busy flag: commit
+ * the checkpoint in flight once no rank is writing. 0 to go on, or the
+ * exit code (checkpoint.max_failures reached, a collective failed).
+ */
+int checkpoint_async_poll(struct rank *r, int any_busy);
+/* Wait for the checkpoint in flight and commit it (a stop, a rollback, the end). */
+int checkpoint_async_drain(struct rank *r);
+/* Release it; a write still running is waited for, not committed. */
+void checkpoint_async_free(struct rank *r);
 
 /* train_device.c: pin the rank's thread as planned and choose its device (run.device). */
 int rank_bind(struct rank *r);

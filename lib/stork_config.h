@@ -156,6 +156,7 @@ struct stork_config {
 		int every;                  /* 0 = only on preemption and at the end */
 		int keep;                   /* 0 = keep all */
 		int max_failures;           /* periodic ones failing in a row before the run stops */
+		bool async;                 /* periodic ones written in the background */
 	} checkpoint;
 	struct {
 		int signal;                 /* SIGUSR1, SIGUSR2 or SIGTERM */

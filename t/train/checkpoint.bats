@@ -103,3 +103,93 @@ setup() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"set train.steps above 4"* ]]
 }
+
+# same_checkpoints A B: runs A and B committed the same steps, and each
+# checkpoint's model, optimizer and shard files are byte for byte the same.
+same_checkpoints() {
+	local a=runs/$1__job=local__task=0/checkpoints b=runs/$2__job=local__task=0/checkpoints f n=0
+	diff <(cd "$a" && ls -d step_*) <(cd "$b" && ls -d step_*)
+	for f in "$a"/step_*/*.bin; do
+		cmp "$f" "$b/${f#"$a"/}"
+		n=$((n + 1))
+	done
+	echo "$n files the same"
+	[ "$n" -gt 0 ]
+}
+
+@test "checkpoint.async: the checkpoints are byte for byte the synchronous run's, at the same steps, and so are the losses (DP2 whole model, TP2xPP2 ZeRO-1 shards)" {
+	for mode in false true; do
+		"$STORK" run tiny.yaml --local-ranks 2 --set run.name=dp$mode --set checkpoint.every=5 \
+			--set checkpoint.keep=0 --set checkpoint.async=$mode >/dev/null
+		"$STORK" run tiny.yaml --local-ranks 4 --set run.name=tpp$mode --set checkpoint.every=5 \
+			--set checkpoint.keep=0 --set checkpoint.async=$mode --set parallel.tensor=2 \
+			--set parallel.pipeline=2 --set parallel.zero=1 --set train.grad_accum=2 >/dev/null
+	done
+	same_checkpoints dpfalse dptrue
+	same_checkpoints tppfalse tpptrue
+	[ "$(ls -d runs/tpptrue__job=local__task=0/checkpoints/step_* | wc -l)" -eq 4 ]
+	diff <(losses dpfalse) <(losses dptrue)
+	diff <(losses tppfalse) <(losses tpptrue)
+	# written in the background, committed a step or more later; the stall is a metric
+	grep -q 'checkpoint step_00000005 committed: written in the background in [0-9]* ms, training stalled [0-9.]* ms' \
+		runs/tpptrue__job=local__task=0/logs/rank-003.log
+	# the last step's is synchronous: the run does not end before it is committed
+	grep -q 'checkpoint step_00000020 committed in [0-9]* ms' runs/tpptrue__job=local__task=0/logs/rank-003.log
+	[ "$(grep -c '"metric":"checkpoint_stall_ms"' runs/dptrue__job=local__task=0/logs/rank-000.metrics.jsonl)" -eq 4 ]
+}
+
+@test "checkpoint.async: a stop while a write is in flight commits both in order; a write that fails in the background is skipped and training goes on" {
+	fault_injection || skip "built without --enable-fault-injection"
+	# every write takes 2 s: step 5's is still running at the stop after step 7
+	run env STORK_FAULT_CKPT_DELAY=2 STORK_STOP_AT_STEP=7 "$STORK" run tiny.yaml --local-ranks 4 \
+		--set run.name=stop --set checkpoint.every=5 --set checkpoint.async=true \
+		--set checkpoint.keep=0 --set parallel.tensor=2 --set parallel.pipeline=2 --set train.grad_accum=2
+	echo "$output"
+	[ "$status" -eq 12 ]
+	log=runs/stop__job=local__task=0/logs/rank-000.log
+	grep -q 'checkpoint step_00000005: waiting for its background write' "$log"
+	[ "$(grep -o 'checkpoint step_0000000[57] committed' "$log" | tr '\n' ' ')" = \
+		"checkpoint step_00000005 committed checkpoint step_00000007 committed " ]
+	[ "$(readlink runs/stop__job=local__task=0/checkpoints/latest)" = step_00000007 ]
+	[ "$(jq .last_checkpoint.step runs/stop__job=local__task=0/exit_info.json)" -eq 7 ]
+	# step 10's write fails (a full disk) on rank 0, in the background
+	run env STORK_FAULT_CKPT_FAIL=10 "$STORK" run tiny.yaml --local-ranks 4 --set run.name=fail \
+		--set checkpoint.every=5 --set checkpoint.async=true --set checkpoint.keep=0 \
+		--set parallel.tensor=2 --set parallel.pipeline=2 --set train.grad_accum=2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"checkpoint step_00000010 failed (1 of 3 in a row)"* ]]
+	ls runs/fail__job=local__task=0/checkpoints
+	[ ! -e runs/fail__job=local__task=0/checkpoints/step_00000010 ]
+	[ ! -e runs/fail__job=local__task=0/checkpoints/step_00000010.tmp ]
+	[ -s runs/fail__job=local__task=0/checkpoints/step_00000015/manifest.json ]
+	[ "$(losses fail | wc -l)" -eq 20 ]
+}
+
+@test "checkpoint.async: kill -9 during a background write leaves latest on the previous checkpoint, and the resume continues the uninterrupted run bit for bit" {
+	fault_injection || skip "built without --enable-fault-injection"
+	"$STORK" run tiny.yaml --local-ranks 2 --set run.name=whole --set train.steps=40 >/dev/null
+	# writes take 3 s, steps 50 ms: step 5's write is committed at step 10,
+	# whose own write is then in flight until about step 70
+	STORK_FAULT_CKPT_DELAY=3 STORK_FAULT_STEP_DELAY=0.05 "$STORK" run tiny.yaml --local-ranks 2 \
+		--set run.name=cut --set train.steps=40 --set checkpoint.every=5 \
+		--set checkpoint.async=true >cut.out 2>&1 &
+	pid=$!
+	dir=runs/cut__job=local__task=0
+	for _ in $(seq 200); do [ -d "$dir" ] && break; sleep 0.1; done
+	wait_step "$dir" 13 60 || { kill -KILL $pid; cat cut.out; false; }
+	pkill -9 -f "storkd --config $PWD/$dir"
+	wait $pid || true
+	cat cut.out
+	grep -q 'checkpoint step_00000005 committed' "$dir/logs/rank-000.log"
+	if grep -q 'checkpoint step_00000010 committed' "$dir/logs/rank-000.log"; then false; fi
+	[ "$(readlink "$dir/checkpoints/latest")" = step_00000005 ]
+	[ ! -e "$dir/checkpoints/step_00000010" ]
+	run "$STORK" run tiny.yaml --local-ranks 2 --set run.name=cut --set train.steps=40 \
+		--set checkpoint.every=5 --set checkpoint.async=true
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"step_00000005 at step 5"* ]]
+	# each step's last loss (the resumed attempt's, where both trained it)
+	diff <(losses whole) <(losses cut | awk '{ last[$1] = $2 } END { for (s in last) print s, last[s] }' | sort -n)
+}
