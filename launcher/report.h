@@ -48,6 +48,7 @@ struct run_report {
 	int nattempts;
 	struct series train_loss, val_loss; /* rank 0, the latest value for each step */
 	struct series checkpoint_s;    /* rank 0: commit seconds by step */
+	struct series checkpoint_stall_ms; /* rank 0: the training loop's stall per checkpoint */
 	struct report_rank *ranks;
 	int nranks;
 	double median_compute_ms;      /* the median of the ranks' medians */

@@ -153,9 +153,10 @@ static void refresh_sacct(struct run_report *rep)
 /* One metrics line of rank r: into the series the report shows. */
 static int take_line(struct run_report *rep, int r, const char *line, const char *path)
 {
+	/* the first four are rank 0's alone */
 	static const char *const wanted[] = { "train_loss", "val_loss", "checkpoint_s",
-					      "step_time_ms", "compute_ms", "tokens_per_sec",
-					      "pipeline_wait_ms", "net_bytes_sent" };
+					      "checkpoint_stall_ms", "step_time_ms", "compute_ms",
+					      "tokens_per_sec", "pipeline_wait_ms", "net_bytes_sent" };
 	struct report_rank *rk = &rep->ranks[r];
 	struct report_attempt *a;
 	const char *name = NULL;
@@ -165,7 +166,7 @@ static int take_line(struct run_report *rep, int r, const char *line, const char
 	int rc = 0;
 
 	for (size_t i = 0; i < sizeof wanted / sizeof *wanted && !name; i++)
-		if ((r == 0 || i >= 3) && metrics_line_is(line, wanted[i]))
+		if ((r == 0 || i >= 4) && metrics_line_is(line, wanted[i]))
 			name = wanted[i];
 	if (!name || !(v = sj_parse(line, strlen(line), path, err, sizeof err)))
 		return 0; /* another metric, or a line cut short by a full disk */
@@ -185,6 +186,8 @@ static int take_line(struct run_report *rep, int r, const char *line, const char
 		rc = series_set(&rk->net_bytes, step, json_number_value(value));
 	} else if (!strcmp(name, "checkpoint_s")) {
 		rc = series_set(&rep->checkpoint_s, step, json_number_value(value));
+	} else if (!strcmp(name, "checkpoint_stall_ms")) {
+		rc = series_set(&rep->checkpoint_stall_ms, step, json_number_value(value));
 	} else {
 		int train = !strcmp(name, "train_loss");
 
@@ -367,6 +370,7 @@ void report_free(struct run_report *rep)
 	series_free(&rep->train_loss);
 	series_free(&rep->val_loss);
 	series_free(&rep->checkpoint_s);
+	series_free(&rep->checkpoint_stall_ms);
 	free(rep->sacct);
 	memset(rep, 0, sizeof *rep);
 }

@@ -488,7 +488,11 @@ static void section_checkpoints(FILE *f, const struct run_report *rep)
 	fprintf(f, "<section id=\"checkpoints\"><h2>Checkpoints</h2>\n");
 	fprintf(f, "<p>Latest: ");
 	put_escaped(f, rep->latest_checkpoint[0] ? rep->latest_checkpoint : "none");
-	fprintf(f, ". Commits: %zu, median %.3f s.</p>\n", s->n, series_median(s));
+	fprintf(f, ". Commits: %zu, median %.3f s", s->n, series_median(s));
+	if (rep->checkpoint_stall_ms.n)
+		fprintf(f, "; <span class=\"checkpoint-stall\">training stalled a median %.1f ms "
+			   "per checkpoint</span>", series_median(&rep->checkpoint_stall_ms));
+	fprintf(f, ".</p>\n");
 	if (s->n) {
 		chart_empty(&c);
 		widen(&c, s);

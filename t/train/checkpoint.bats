@@ -136,6 +136,8 @@ same_checkpoints() {
 	# the last step's is synchronous: the run does not end before it is committed
 	grep -q 'checkpoint step_00000020 committed in [0-9]* ms' runs/tpptrue__job=local__task=0/logs/rank-003.log
 	[ "$(grep -c '"metric":"checkpoint_stall_ms"' runs/dptrue__job=local__task=0/logs/rank-000.metrics.jsonl)" -eq 4 ]
+	"$STORK" report runs/dptrue__job=local__task=0 -o report.html
+	grep -q '<span class="checkpoint-stall">training stalled a median [0-9.]* ms per checkpoint</span>' report.html
 }
 
 @test "checkpoint.async: a stop while a write is in flight commits both in order; a write that fails in the background is skipped and training goes on" {
