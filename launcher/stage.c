@@ -9,6 +9,7 @@
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
+#include "lib/private_dir.h"
 #include "lib/stage_path.h"
 #include "lib/atomic_file.h"
 #include "lib/token_shard.h"
@@ -468,57 +469,6 @@ static int run_transfers(struct stage *s)
 
 /* ------------------------------------------------------------ the stage */
 
-/*
- * The stage directory, made (0700) where missing, component by component,
- * and trusted only if safe on a node shared with other users. In a
- * directory anyone may create in (sticky and world-writable: /tmp,
- * /var/tmp), whatever comes next must be ours and no link, checked before
- * anything is made inside it: another user's /tmp/stork-USER, planted
- * before us, would otherwise receive our shards or hand us theirs.
- * Elsewhere the path is the user's choice (a project directory may well be
- * a colleague's). The stage directory itself: ours, a real directory,
- * closed to group and others.
- */
-static int make_dirs(const char *dir, char *err, size_t errlen)
-{
-	char p[4096];
-	struct stat st, up = { 0 };
-	uid_t me = geteuid();
-
-	snprintf(p, sizeof p, "%s", dir);
-	for (char *c = p + 1;; c++) {
-		char saved = *c;
-
-		if (saved != '/' && saved != '\0')
-			continue;
-		*c = '\0';
-		if (lstat(p, &st) < 0 && (errno != ENOENT || mkdir(p, 0700) < 0 || lstat(p, &st) < 0)) {
-			msg_format(err, errlen, "cannot make the stage directory %s: %s: %s", dir, p,
-				   strerror(errno));
-			return -1;
-		}
-		if ((up.st_mode & S_ISVTX) && (up.st_mode & S_IWOTH) &&
-		    (st.st_uid != me || !S_ISDIR(st.st_mode))) {
-			msg_format(err, errlen, "stage directory %s: %s, in a directory anyone may write, "
-				   "is %s: refused; choose another data.stage_dir", dir, p,
-				   !S_ISDIR(st.st_mode) ? "not a directory (a link?)" : "another user's");
-			return -1;
-		}
-		up = st;
-		if (!saved)
-			break;
-		*c = saved;
-	}
-	if (!S_ISDIR(st.st_mode) || st.st_uid != me || (st.st_mode & 077)) {
-		msg_format(err, errlen, "stage directory %s: %s: refused; it must be this user's own "
-			   "directory, closed to group and others (mode 0700)", dir,
-			   !S_ISDIR(st.st_mode) ? "not a directory (a link?)" :
-			   st.st_uid != me ? "another user's" : "open to group or others");
-		return -1;
-	}
-	return 0;
-}
-
 /* The node's launchers take turns: the first stages, the others find it done. */
 static int lock_stage(const struct stage *s, char *err, size_t errlen)
 {
@@ -608,7 +558,7 @@ int stage_data(const struct stork_config *cfg, char *err, size_t errlen)
 		msg_format(err, errlen, "data.netrc: cannot read %s: %s", cfg->data.netrc, strerror(errno));
 		return STORK_EXIT_CONFIG;
 	}
-	if (make_dirs(s.dir, err, errlen) < 0 || (lock = lock_stage(&s, err, errlen)) < 0)
+	if (private_dir_make(s.dir, "stage directory", "data.stage_dir", err, errlen) < 0 || (lock = lock_stage(&s, err, errlen)) < 0)
 		return STORK_EXIT_DATA;
 	for (int l = 0; l < 2; l++)
 		for (size_t i = 0; i < lists[l]->n; i++)
