@@ -263,9 +263,11 @@ static int write_state(const char *path, const struct ckpt_state *st,
 /*
  * The manifest of dir: the fixed files (model.bin, optimizer.bin and
  * state.json, or state.json alone when sharded) with their digests in
- * fixed[], then the nshards shard files with theirs in shards[].
+ * fixed[], then the nshards shard files from shard `first` on with theirs
+ * in shards[] (first is not 0 only on a node-local tier, which holds its
+ * node's shards; the manifest then says "first_shard").
  */
-static int write_manifest(const char *dir, int64_t step, const struct digest *fixed,
+static int write_manifest(const char *dir, int64_t step, const struct digest *fixed, int first,
 			  int nshards, const struct digest *shards, char *err, size_t errlen)
 {
 	char path[4096], name[64];
@@ -280,7 +282,7 @@ static int write_manifest(const char *dir, int64_t step, const struct digest *fi
 			k++;
 		}
 	for (int i = 0; files && i < nshards; i++) {
-		snprintf(name, sizeof name, SHARD_NAME, i);
+		snprintf(name, sizeof name, SHARD_NAME, first + i);
 		json_array_append_new(files, json_pack("{s:s, s:I, s:o}", "name", name,
 						       "size", (json_int_t)shards[i].size,
 						       "checksum", sj_hex64(shards[i].sum)));
@@ -288,6 +290,8 @@ static int write_manifest(const char *dir, int64_t step, const struct digest *fi
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
 	v = json_pack("{s:I, s:i, s:s, s:o}", "step", (json_int_t)step, "shards", nshards,
 		      "hash", HASH_NAME, "files", files);
+	if (v && first)
+		json_object_set_new(v, "first_shard", json_integer(first));
 	if (v)
 		rc = sj_write_file(path, v, err, errlen);
 	else
@@ -422,7 +426,7 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 	path_join(path, sizeof path, tmp, "state.json");
 	if (write_state(path, st, NULL, &d[2], err, errlen) < 0)
 		goto fail;
-	if (write_manifest(tmp, st->step, d, 0, NULL, err, errlen) < 0)
+	if (write_manifest(tmp, st->step, d, 0, 0, NULL, err, errlen) < 0)
 		goto fail;
 	if (fsync_dir(tmp) < 0) {
 		snprintf(err, errlen, "cannot fsync %s: %s", tmp, strerror(errno));
@@ -479,7 +483,7 @@ static int verify(const char *dir, int *legacy, char *why, size_t len)
 	char path[4096], name[64];
 	const json_t *files, *hash;
 	json_t *man;
-	int64_t shards;
+	int64_t shards, first;
 	size_t i = 0;
 	int rc = -1;
 
@@ -492,9 +496,10 @@ static int verify(const char *dir, int *legacy, char *why, size_t len)
 		return -1;
 	files = json_object_get(man, "files");
 	shards = sj_int(man, "shards", json_object_get(man, "shards") ? -1 : 0);
+	first = sj_int(man, "first_shard", 0);
 	hash = json_object_get(man, "hash");
 	*legacy = hash == NULL;
-	if (!json_is_array(files) || shards < 0) {
+	if (!json_is_array(files) || shards < 0 || first < 0 || first > INT32_MAX - shards) {
 		msg_format(why, len, "%s: no file list or a bad shard count", path);
 		goto out;
 	}
@@ -508,7 +513,7 @@ static int verify(const char *dir, int *legacy, char *why, size_t len)
 		if ((!shards || !strcmp(ckpt_files[k], "state.json")) &&
 		    verify_file(dir, json_array_get(files, i++), ckpt_files[k], *legacy, why, len))
 			goto out;
-	for (int64_t k = 0; k < shards; k++) {
+	for (int64_t k = first; k < first + shards; k++) {
 		snprintf(name, sizeof name, SHARD_NAME, (int)k);
 		if (verify_file(dir, json_array_get(files, i++), name, *legacy, why, len))
 			goto out;
@@ -790,19 +795,26 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 int ckpt_commit(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
 		const uint64_t *sums, const uint64_t *sizes, int keep, char *err, size_t errlen)
 {
+	return ckpt_commit_part(root, st, l, 0, l->world, sums, sizes, keep, err, errlen);
+}
+
+int ckpt_commit_part(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
+		     int first, int count, const uint64_t *sums, const uint64_t *sizes, int keep,
+		     char *err, size_t errlen)
+{
 	char tmp[4096], final[4096], name[64], path[4200];
-	struct digest state, *shards = calloc((size_t)l->world, sizeof *shards);
+	struct digest state, *shards = calloc((size_t)count, sizeof *shards);
 
 	step_dirs(root, st->step, tmp, final, sizeof tmp, name, sizeof name);
 	if (!shards) {
 		snprintf(err, errlen, "out of memory committing %s", tmp);
 		goto fail;
 	}
-	for (int k = 0; k < l->world; k++)
+	for (int k = 0; k < count; k++)
 		shards[k] = (struct digest){ .sum = sums[k], .size = sizes[k] };
 	snprintf(path, sizeof path, "%s/state.json", tmp);
 	if (write_state(path, st, l, &state, err, errlen) < 0 ||
-	    write_manifest(tmp, st->step, &state, l->world, shards, err, errlen) < 0)
+	    write_manifest(tmp, st->step, &state, first, count, shards, err, errlen) < 0)
 		goto fail;
 	if (fsync_dir(tmp) < 0) {
 		snprintf(err, errlen, "cannot fsync %s: %s", tmp, strerror(errno));
@@ -975,6 +987,20 @@ out:
 	if (rc)
 		ckpt_full_free(f);
 	return rc;
+}
+
+int ckpt_read_part(const char *dir, int *first, int *count, char *err, size_t errlen)
+{
+	char path[4200];
+	json_t *man;
+
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	if (!(man = sj_load_file(path, err, errlen)))
+		return -1;
+	*first = (int)sj_int(man, "first_shard", 0);
+	*count = (int)sj_int(man, "shards", 0);
+	json_decref(man);
+	return 0;
 }
 
 int ckpt_read_layout(const char *dir, struct ckpt_layout *l, char *err, size_t errlen)

@@ -147,6 +147,18 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 int ckpt_commit(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
 		const uint64_t *sums, const uint64_t *sizes, int keep, char *err, size_t errlen);
 
+/*
+ * The same for a node-local tier (checkpoint.local_dir): the count shards
+ * from rank first on, those of this node, with their checksums and sizes
+ * in sums[0..count-1] and sizes[0..count-1]; the manifest lists them alone.
+ */
+int ckpt_commit_part(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
+		     int first, int count, const uint64_t *sums, const uint64_t *sizes, int keep,
+		     char *err, size_t errlen);
+
+/* The shards dir's manifest lists: from *first, *count of them (0: a whole-model one). */
+int ckpt_read_part(const char *dir, int *first, int *count, char *err, size_t errlen);
+
 /* The layout that wrote dir (plain: sharded = 0, the rest 0). */
 int ckpt_read_layout(const char *dir, struct ckpt_layout *l, char *err, size_t errlen);
 

@@ -19,7 +19,8 @@ daemon_storkd_program_LDADD = daemon/libstorkd.a $(COMM_HOST_LIBS) $(RDV_LIBS) \
 noinst_LIBRARIES += daemon/libstorkd.a
 daemon_libstorkd_a_SOURCES = \
 	daemon/train.c daemon/train.h daemon/train_rank.h daemon/train_device.c \
-	daemon/train_checkpoint.c daemon/ckpt_writer.c daemon/ckpt_writer.h \
+	daemon/train_checkpoint.c daemon/train_checkpoint_local.c \
+	daemon/ckpt_writer.c daemon/ckpt_writer.h \
 	daemon/pipeline.c daemon/pipeline.h \
 	daemon/zero.c daemon/zero.h \
 	daemon/checkpoint.c daemon/checkpoint.h \

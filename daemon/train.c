@@ -286,6 +286,9 @@ static int load_own_shard(struct rank *r, const char *dir, const struct gpt2_con
 	if (init_optimizer(r))
 		return -1;
 	shard_info(r, &info);
+	/* only a node-local tier holds a plain layout's shards: the node's one replica */
+	if (plain_layout(p))
+		info.rank = r->node->rank_base;
 	if (ckpt_read_own_shard(dir, &info, r->model.params, r->opt.m, r->opt.v, &r->opt.step,
 				r->err, sizeof r->err) < 0) {
 		rank_fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
@@ -380,6 +383,8 @@ static int resume_from(struct rank *r, char *dir, size_t len)
 static int find_checkpoint(struct rank *r, const char *root, char *dir, size_t len)
 {
 	int32_t found = 0;
+	long long step = -1;
+	char local[4096];
 
 	dir[0] = '\0';
 	if (r->rank == 0)
@@ -392,6 +397,13 @@ static int find_checkpoint(struct rank *r, const char *root, char *dir, size_t l
 		return 1;
 	}
 	dir[len - 1] = '\0';
+	/* the node-local tiers, when newer than the run directory's (or another run's) */
+	if (found && !r->res->exit_code && r->cfg->checkpoint.local_dir[0]) {
+		if (!strstr(dir, root) || sscanf(strrchr(dir, '/') + 1, "step_%lld", &step) != 1)
+			step = -1;
+		if (local_tier_find(r, step, local, sizeof local))
+			snprintf(dir, len, "%s", local);
+	}
 	return found;
 }
 
@@ -479,7 +491,8 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 	*start_step = 0;
 	r->shape = *mc;
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
-	if (find_checkpoint(r, root, dir, sizeof dir)) {
+	if (find_checkpoint(r, root, dir, sizeof dir) ||
+	    (c->checkpoint.local_dir[0] && local_tier_find(r, -1, dir, sizeof dir))) {
 		if (r->res->exit_code)
 			return r->res->exit_code;
 		if (ckpt_read_state(dir, &st, r->err, sizeof r->err) < 0)
@@ -1404,16 +1417,8 @@ static int run_steps(struct rank *r, int64_t start)
 					   stop_without_checkpoint(r, step + 1);
 		if (stop || step + 1 == c->train.steps ||
 		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0)) {
-			int failed, must = stop || step + 1 == c->train.steps;
-
-			/* a stop's and the last one are committed before the run goes on or ends */
-			if (c->checkpoint.async && !must) {
-				if (checkpoint_async_begin(r, step + 1))
-					return r->res->exit_code;
-			} else if (checkpoint_async_drain(r) || checkpoint(r, step + 1, &failed) ||
-				   after_checkpoint(r, step + 1, failed, must)) {
+			if (checkpoint_at(r, step + 1, stop || step + 1 == c->train.steps))
 				return r->res->exit_code;
-			}
 		}
 		if (stop)
 			return cancelled ? stop_cancelled(r, step + 1, 1) :

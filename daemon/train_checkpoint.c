@@ -131,7 +131,7 @@ void shard_info(const struct rank *r, struct ckpt_shard_info *info)
  * The parameters and moments in host memory for a checkpoint: the rank's
  * own arrays on the CPU; on a GPU, a pinned host copy (made once, reused).
  */
-static int host_state(struct rank *r, float **p, float **m, float **v)
+int checkpoint_host_state(struct rank *r, float **p, float **m, float **v)
 {
 	size_t np = r->model.num_params, no = r->opt.n;
 
@@ -152,7 +152,7 @@ static int host_state(struct rank *r, float **p, float **m, float **v)
 }
 
 /* What a checkpoint records besides the model: the step, the data's place, the settings. */
-static void make_state(const struct rank *r, int64_t steps_done, struct ckpt_state *st)
+void checkpoint_state(const struct rank *r, int64_t steps_done, struct ckpt_state *st)
 {
 	*st = (struct ckpt_state){
 		.step = steps_done,
@@ -254,7 +254,7 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 	if ((code = prepare_shards(r, st->step, root, failed)) || *failed)
 		return code;
 	shard_info(r, &info);
-	if (host_state(r, &hp, &hm, &hv)) {
+	if (checkpoint_host_state(r, &hp, &hm, &hv)) {
 		if (r->rank == 0)
 			ckpt_abandon(root, st->step);
 		return r->res->exit_code;
@@ -309,7 +309,7 @@ int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 	int code;
 
 	*failed = 0;
-	make_state(r, steps_done, &st);
+	checkpoint_state(r, steps_done, &st);
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
 	if (!plain_layout(&r->lay)) {
 		if ((code = checkpoint_sharded(r, &st, root, failed)))
@@ -324,7 +324,7 @@ int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 			struct gpt2 hmodel = r->model;
 			struct adamw_state hopt = r->opt;
 
-			if (host_state(r, &hmodel.params, &hopt.m, &hopt.v))
+			if (checkpoint_host_state(r, &hmodel.params, &hopt.m, &hopt.v))
 				return r->res->exit_code;
 			ok = ckpt_save(root, &hmodel, &hopt, &st, r->cfg->checkpoint.keep, r->err,
 				       sizeof r->err) == 0;
@@ -432,7 +432,7 @@ static int start_write(struct rank *r)
 	if (r->ops != &ops_cpu) {
 		float *p, *m, *v;
 
-		if (host_state(r, &p, &m, &v))
+		if (checkpoint_host_state(r, &p, &m, &v))
 			return r->res->exit_code;
 		ncopy = 0;
 	}
@@ -462,7 +462,7 @@ int checkpoint_async_begin(struct rank *r, int64_t steps_done)
 	a->writes = a->failed_early = 0;
 	a->mine[0] = a->mine[1] = 0;
 	a->stall_s = 0;
-	make_state(r, steps_done, &a->st);
+	checkpoint_state(r, steps_done, &a->st);
 	snprintf(a->root, sizeof a->root, "%s/checkpoints", r->node->run_dir);
 	if (!plain_layout(&r->lay)) {
 		if ((code = prepare_shards(r, steps_done, a->root, &failed)))
@@ -564,4 +564,27 @@ void checkpoint_async_free(struct rank *r)
 	ckpt_writer_free(r->async->writer);
 	free(r->async);
 	r->async = NULL;
+}
+
+/* ------------------------------------------------ at a checkpoint step */
+
+int checkpoint_at(struct rank *r, int64_t steps_done, int must)
+{
+	const struct stork_config *c = r->cfg;
+	int failed, code, local = c->checkpoint.local_dir[0] != '\0';
+	/* with a node-local tier, only every persist_every-th periodic one goes to the run directory */
+	int persist = must || !local || c->checkpoint.every <= 0 ||
+		      (steps_done / c->checkpoint.every) % c->checkpoint.persist_every == 0;
+
+	if (local && ((code = checkpoint_local(r, steps_done, &failed)) ||
+		      (code = after_checkpoint(r, steps_done, failed, 0))))
+		return code;
+	if (!persist)
+		return 0;
+	/* a stop's and the last one are committed before the run goes on or ends */
+	if (c->checkpoint.async && !must)
+		return checkpoint_async_begin(r, steps_done);
+	if ((code = checkpoint_async_drain(r)) || (code = checkpoint(r, steps_done, &failed)))
+		return code;
+	return after_checkpoint(r, steps_done, failed, must);
 }

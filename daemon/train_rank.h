@@ -86,6 +86,16 @@ int checkpoint_fits_kill(struct rank *r, double *left, double *need);
  * why) when this checkpoint could not be written, the same on every rank.
  */
 int checkpoint(struct rank *r, int64_t steps_done, int *failed);
+/* What a checkpoint of steps_done records besides the model. */
+void checkpoint_state(const struct rank *r, int64_t steps_done, struct ckpt_state *st);
+/* The parameters and moments in host memory: the live arrays on a CPU, a pinned copy on a GPU. */
+int checkpoint_host_state(struct rank *r, float **p, float **m, float **v);
+/*
+ * At a checkpoint step (must: a stop's or the last step's): the node-local
+ * tier, then the run directory (synchronous, or checkpoint.async) when this
+ * one is to be persisted. 0 to go on, or the exit code.
+ */
+int checkpoint_at(struct rank *r, int64_t steps_done, int must);
 /* After a checkpoint attempt: 0 to go on, or the stop's exit code (checkpoint_failed). */
 int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int must_succeed);
 
@@ -110,6 +120,19 @@ int checkpoint_async_poll(struct rank *r, int any_busy);
 int checkpoint_async_drain(struct rank *r);
 /* Release it; a write still running is waited for, not committed. */
 void checkpoint_async_free(struct rank *r);
+
+/* ------------------------------------------------ train_checkpoint_local.c */
+
+/* This node's tier of checkpoint.local_dir; -1 when there is none (or it does not fit). */
+int local_tier_root(const struct rank *r, char *out, size_t len);
+/* Commit the checkpoint of steps_done on every node's tier; as checkpoint(). */
+int checkpoint_local(struct rank *r, int64_t steps_done, int *failed);
+/*
+ * Collective: whether to resume from the node-local tiers (1, dir: this
+ * node's checkpoint) rather than from the run directory's checkpoint of
+ * shared_step (-1: none). 1 with the rank failed when a collective failed.
+ */
+int local_tier_find(struct rank *r, int64_t shared_step, char *dir, size_t len);
 
 /* train_device.c: pin the rank's thread as planned and choose its device (run.device). */
 int rank_bind(struct rank *r);

@@ -284,6 +284,12 @@ static const struct key keys[] = {
 	{ .path = "checkpoint.keep", .off = OFF(checkpoint.keep),
 	  .type = K_INT, .lo = 0, .hi = BIG,
 	  .dflt = "3", .help = "newest kept; 0 = keep all" },
+	{ .path = "checkpoint.local_dir", .off = OFF(checkpoint.local_dir),
+	  .type = K_STR, .flags = EMPTY_OK,
+	  .dflt = "\"\"", .help = "node-local tier every checkpoint is committed to first; auto: $SLURM_TMPDIR, else /tmp/stork-USER/JOB; empty: none" },
+	{ .path = "checkpoint.persist_every", .off = OFF(checkpoint.persist_every),
+	  .type = K_INT, .lo = 1, .hi = BIG,
+	  .dflt = "1", .help = "with local_dir: every Nth periodic checkpoint also goes to the run directory" },
 	{ .path = "checkpoint.async", .off = OFF(checkpoint.async),
 	  .type = K_BOOL,
 	  .dflt = "false",
@@ -1269,6 +1275,11 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 			    "train.grad_accum", config_origin(c, "train.batch_size"), c->train.batch_size,
 			    c->train.seq_len, config_origin(c, "train.seq_len"),
 			    (long long)c->train.batch_size * c->train.seq_len, INT_MAX);
+	if (c->checkpoint.local_dir[0] && c->checkpoint.local_dir[0] != '/' &&
+	    strcmp(c->checkpoint.local_dir, "auto"))
+		return fail(err, errlen, "%s: checkpoint.local_dir: '%s' is neither auto nor an absolute "
+			    "path (a node-local directory, the same path on every node)",
+			    config_origin(c, "checkpoint.local_dir"), c->checkpoint.local_dir);
 	if (c->train.min_lr > c->train.lr)
 		return fail(err, errlen, "%s: train.min_lr: %g exceeds train.lr = %g (%s)",
 			    config_origin(c, "train.min_lr"), c->train.min_lr, c->train.lr, config_origin(c, "train.lr"));

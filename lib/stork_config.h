@@ -157,6 +157,8 @@ struct stork_config {
 		int keep;                   /* 0 = keep all */
 		int max_failures;           /* periodic ones failing in a row before the run stops */
 		bool async;                 /* periodic ones written in the background */
+		char *local_dir;            /* node-local tier; "" = none, "auto" */
+		int persist_every;          /* with local_dir: every Nth also to the run directory */
 	} checkpoint;
 	struct {
 		int signal;                 /* SIGUSR1, SIGUSR2 or SIGTERM */

@@ -195,3 +195,77 @@ same_checkpoints() {
 	# each step's last loss (the resumed attempt's, where both trained it)
 	diff <(losses whole) <(losses cut | awk '{ last[$1] = $2 } END { for (s in last) print s, last[s] }' | sort -n)
 }
+
+# cut_local NAME ARGS...: a 40-step run with a node-local tier, checkpoints
+# every 5 steps and every 4th of them in the run directory, killed (-9)
+# between two checkpoints after step 26: the run directory's latest is
+# step 20, the tier's newer.
+cut_local() {
+	local name=$1 dir=runs/$1__job=local__task=0 pid
+	shift
+	STORK_FAULT_STEP_DELAY=0.05 "$STORK" run tiny.yaml --set run.name="$name" --set train.steps=40 \
+		--set checkpoint.every=5 --set checkpoint.local_dir="$PWD/local" \
+		--set checkpoint.persist_every=4 "$@" >"$name.out" 2>&1 &
+	pid=$!
+	for _ in $(seq 200); do [ -d "$dir" ] && break; sleep 0.1; done
+	wait_step "$dir" 26 60 || { kill -KILL $pid; cat "$name.out"; return 1; }
+	pkill -9 -f "storkd --config $PWD/$dir"
+	wait $pid || true
+	[ "$(readlink "$dir/checkpoints/latest")" = step_00000020 ]
+}
+
+@test "checkpoint.local_dir: every checkpoint on the node's own tier, every persist_every-th in the run directory; a resume prefers the newer local one and continues bit for bit; another layout, or a tier gone, resumes from the run directory" {
+	fault_injection || skip "built without --enable-fault-injection"
+	for layout in "--local-ranks 2" "--local-ranks 2 --set parallel.tensor=2"; do
+		rm -rf runs local
+		# shellcheck disable=SC2086
+		"$STORK" run tiny.yaml $layout --set run.name=whole --set train.steps=40 >/dev/null
+		# shellcheck disable=SC2086
+		cut_local cut $layout
+		tier=$(ls -d local/stork-checkpoints.local.*)
+		[ "$(stat -c %a "$tier")" = 700 ]
+		newest=$(readlink "$tier/latest")
+		[[ "$newest" > step_00000020 ]]
+		# shellcheck disable=SC2086
+		run "$STORK" run tiny.yaml $layout --set run.name=cut --set train.steps=40 \
+			--set checkpoint.every=5 --set checkpoint.local_dir="$PWD/local" \
+			--set checkpoint.persist_every=4
+		echo "$output"
+		[ "$status" -eq 0 ]
+		[[ "$output" == *"checkpoint.local_dir: resuming from the node-local tier's step ${newest#step_000000}, newer than the run directory's step 20"* ]]
+		diff <(losses whole) <(losses cut | awk '{ last[$1] = $2 } END { for (s in last) print s, last[s] }' | sort -n)
+	done
+	# the same cut, then resumed on another layout: the run directory's step 20
+	rm -rf runs local
+	cut_local moved --local-ranks 2 --set parallel.tensor=2
+	run "$STORK" run tiny.yaml --local-ranks 2 --set run.name=moved --set train.steps=40 \
+		--set checkpoint.local_dir="$PWD/local"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"checkpoint.local_dir: the run directory's checkpoint is the one to resume from (the node-local tiers hold none complete on every node)"* ]]
+	[[ "$output" == *"resumed from $PWD/runs/moved__job=local__task=0/checkpoints/step_00000020 at step 20"* ]]
+	grep -q 'is of another layout or of other ranks on this node: not used' runs/moved__job=local__task=0/logs/rank-000.log
+	# and with the node's tier gone (a node lost)
+	rm -rf runs local
+	cut_local gone --local-ranks 2
+	rm -rf local
+	run "$STORK" run tiny.yaml --local-ranks 2 --set run.name=gone --set train.steps=40 \
+		--set checkpoint.local_dir="$PWD/local"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"resumed from $PWD/runs/gone__job=local__task=0/checkpoints/step_00000020 at step 20"* ]]
+}
+
+@test "checkpoint.local_dir must be auto or an absolute path; another user's directory in /tmp-like space is refused" {
+	run "$STORK" run tiny.yaml --set checkpoint.local_dir=relative/dir
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"checkpoint.local_dir: 'relative/dir' is neither auto nor an absolute path"* ]]
+	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
+	id stork-other >/dev/null 2>&1 || useradd --system --no-create-home stork-other
+	mkdir -m 1777 "$WORK/shared"
+	runuser -u stork-other -- mkdir -m 777 "$WORK/shared/ckpt"
+	run "$STORK" run tiny.yaml --set run.name=theirs --set checkpoint.local_dir="$WORK/shared/ckpt"
+	echo "$output"
+	[ "$status" -eq 3 ]
+	[ -z "$(ls runs/theirs__job=local__task=0/logs/rank-000.metrics.jsonl 2>/dev/null | xargs -r grep -l train_loss)" ]
+	[[ "$output" == *"node-local checkpoint directory $WORK/shared/ckpt/stork-checkpoints."*": $WORK/shared/ckpt, in a directory anyone may write, is another user's: refused; choose another checkpoint.local_dir"* ]]
+}
