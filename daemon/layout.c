@@ -241,6 +241,16 @@ int layout_groups(const struct par_layout *l, struct comm *world, struct par_gro
 		layout_groups_free(g);
 		return rc;
 	}
+	/* members as global ranks, rank = (stage * D + dp) * T + tp, for a hang's report */
+	if (g->tp != world)
+		comm_describe(g->tp, "tp", (l->stage * D + l->dp_rank) * T, T, 0);
+	if (g->dp != world)
+		comm_describe(g->dp, "dp", l->stage * D * T + l->tp_rank, 1, T);
+	if (g->pp != world)
+		comm_describe(g->pp, "pp", l->dp_rank * T + l->tp_rank, 1, D * T);
+	if (g->mp != world)
+		comm_describe(g->mp, "replica", l->dp_rank * T, T, D * T);
+	comm_describe(g->emb, "tied-embedding", l->dp_rank * T + l->tp_rank, 1, (P - 1) * D * T);
 	return 0;
 }
 

@@ -3,6 +3,8 @@ sbin_PROGRAMS += daemon/storkd
 daemon_storkd_SOURCES = daemon/storkd.c
 daemon_storkd_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS) $(UCX_CFLAGS) $(BLAS_CFLAGS)
 daemon_storkd_LDADD = $(STORKD_LIBS)
+# the stacks a hang leaves in the rank logs name storkd's own functions
+daemon_storkd_LDFLAGS = -rdynamic
 
 # storkd-program: the per-node daemon of `stork run -- PROGRAM`, which runs
 # the user's program and links no engine (no CUDA, BLAS or NCCL): the
@@ -21,6 +23,7 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/train.c daemon/train.h daemon/train_rank.h daemon/train_device.c \
 	daemon/train_checkpoint.c daemon/train_checkpoint_local.c \
 	daemon/ckpt_writer.c daemon/ckpt_writer.h \
+	daemon/hang_report.c daemon/hang_report.h \
 	daemon/pipeline.c daemon/pipeline.h \
 	daemon/zero.c daemon/zero.h \
 	daemon/checkpoint.c daemon/checkpoint.h \

@@ -1194,6 +1194,15 @@ static int head_forward(struct gpt2 *m, int have_targets, float *loss)
 	return 0;
 }
 
+/* Say which pass and block the model is in (a hang's report reads it). */
+static void where_now(struct gpt2 *m, int phase, int layer)
+{
+	if (!m->where)
+		return;
+	atomic_store_explicit(&m->where->layer, layer, memory_order_relaxed);
+	atomic_store_explicit(&m->where->phase, phase, memory_order_relaxed);
+}
+
 /* Token and position embedding of the stage's inputs into acts.encoded. */
 static int embed(struct gpt2 *m)
 {
@@ -1213,6 +1222,7 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
 
 	m->have_targets = 0;
 	m->loss = -1.0f;
+	where_now(m, GPT2_PHASE_FORWARD, -1);
 	if (check_batch(m, B, T))
 		return -1;
 	rc = ensure_acts(m, B, T);
@@ -1226,9 +1236,12 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
 	} else {
 		m->ops->upload(layer_input(m, first), x_in, BTC * sizeof(float));
 	}
-	for (int k = first; k < last; k++)
+	for (int k = first; k < last; k++) {
+		where_now(m, GPT2_PHASE_FORWARD, k);
 		if (arch_of(&m->config)->block_forward(m, k))
 			return -1;
+	}
+	where_now(m, GPT2_PHASE_FORWARD, last);
 	if (last < m->config.num_layers) {
 		m->ops->download(x_out, layer_input(m, last), BTC * sizeof(float));
 		return 0;
@@ -1329,6 +1342,7 @@ int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, f
 		m->ops->upload(m->acts.dres, dx_out, BTC * sizeof(float));
 	}
 	for (int l = last - 1; l >= first; l--) {
+		where_now(m, GPT2_PHASE_BACKWARD, l);
 		if (block_backward(m, l))
 			return -1;
 		if (m->layer_done)

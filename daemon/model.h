@@ -32,6 +32,7 @@
 #ifndef STORK_DAEMON_MODEL_H
 #define STORK_DAEMON_MODEL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -177,6 +178,18 @@ struct gpt2_slot {
 	float dlogits_scale;
 };
 
+/*
+ * Where a rank's model is, for a hang's report: the pass and the block it
+ * is in, updated as it goes (daemon/train.h's rank_progress holds one; the
+ * trainer adds its own phases above GPT2_PHASE_BACKWARD).
+ */
+enum gpt2_phase { GPT2_PHASE_NONE, GPT2_PHASE_FORWARD, GPT2_PHASE_BACKWARD };
+
+struct gpt2_where {
+	_Atomic int phase;
+	_Atomic int layer;              /* the block; num_layers: the head; -1: outside */
+};
+
 struct gpt2 {
 	struct gpt2_config config;
 	struct gpt2_shard shard;
@@ -208,6 +221,7 @@ struct gpt2 {
 	/* after each layer's backward pass (gpt2_set_layer_hook), or NULL */
 	void (*layer_done)(void *arg, struct gpt2 *m, int layer);
 	void *layer_done_arg;
+	struct gpt2_where *where;       /* updated per block when not NULL */
 	float loss_scale;               /* the backward passes' expected loss_scale (gpt2_set_fused) */
 	size_t grad_pad;                /* zeroed floats after the gradients (ZeRO-1 padding) */
 	float *host_losses;             /* (B, T) host copy of acts.losses for the mean */

@@ -13,6 +13,7 @@
 #include "daemon/join.h"
 #include "daemon/layout.h"
 #include "daemon/node_result.h"
+#include "daemon/hang_report.h"
 #include "daemon/node.h"
 #include "daemon/train.h"
 #include "kernels/device.h"
@@ -256,7 +257,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	struct comm_ucx *ucx = NULL;
 	struct comm_hier *hier = NULL;
 	const char *hang = NULL;
-	char err[1024], hang_msg[1024];
+	char err[1024], hang_msg[2048];
 	int code = STORK_EXIT_OK, started = 0;
 
 	node.progress = calloc((size_t)o->local_ranks, sizeof *node.progress);
@@ -284,6 +285,8 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	if (layout.node_index == 0)
 		write_library_versions(o->run_dir);
 	keep_global_batch(o, cfg, node.world_size);
+	if (hang_stacks_install() < 0)
+		stork_warn("no stacks in the rank logs if the node hangs: %s", strerror(errno));
 	for (int i = 0; i < o->local_ranks; i++) {
 		w[i] = (struct worker){ .node = &node, .local = i };
 		node.progress[i].beat = clock_monotonic();
@@ -305,6 +308,15 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 			break;
 		hang = find_stuck(&node, cfg->preempt.hang_timeout, hang_msg, sizeof hang_msg);
 		if (hang) {
+			pthread_t threads[started > 0 ? started : 1];
+			int running[started > 0 ? started : 1];
+
+			for (int i = 0; i < started; i++) {
+				threads[i] = w[i].thread;
+				running[i] = !node.progress[i].done;
+			}
+			/* where each rank is, before the abort wakes them */
+			hang_report(&node, threads, running, hang_msg, sizeof hang_msg);
 			stork_error("%s", hang);
 			comm_abort(node.rank_comm(node.rank_comm_arg, 0), hang);
 			/* A stuck rank may never return: report and leave. */

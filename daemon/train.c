@@ -14,6 +14,7 @@
 #include "daemon/data.h"
 #include "daemon/grad_sync.h"
 #include "daemon/layout.h"
+#include "daemon/hang_report.h"
 #include "daemon/hf_model.h"
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
@@ -51,6 +52,29 @@ static void heartbeat(struct rank *r, int64_t steps_done)
 
 	p->step = steps_done;
 	p->beat = clock_monotonic();
+}
+
+const char *rank_phase_name(int phase)
+{
+	switch (phase) {
+	case GPT2_PHASE_FORWARD: return "in forward";
+	case GPT2_PHASE_BACKWARD: return "in backward";
+	case RANK_PHASE_STEP_START: return "at the start";
+	case RANK_PHASE_UPDATE: return "in the update";
+	case RANK_PHASE_VALIDATION: return "in validation";
+	case RANK_PHASE_STOP_DECISION: return "in the stop decision";
+	case RANK_PHASE_CHECKPOINT: return "in a checkpoint";
+	}
+	return "";
+}
+
+/* The rank's phase outside the model's passes, for a hang's report. */
+static void phase(struct rank *r, int what)
+{
+	struct gpt2_where *w = &r->node->progress[r->local].where;
+
+	atomic_store_explicit(&w->layer, -1, memory_order_relaxed);
+	atomic_store_explicit(&w->phase, what, memory_order_relaxed);
 }
 
 /*
@@ -1373,7 +1397,10 @@ static int run_steps(struct rank *r, int64_t start)
 		uint64_t sent0 = comm_ucx_thread_bytes_sent();
 
 		heartbeat(r, step);
+		r->model.where = &r->node->progress[r->local].where; /* a rollback makes a new model */
+		phase(r, RANK_PHASE_STEP_START);
 		inject_faults(r, step);
+		phase(r, RANK_PHASE_VALIDATION);
 		if (r->val && step % c->train.val_every == 0 && validate(r, step))
 			return r->res->exit_code;
 		c0 = clock_monotonic();
@@ -1385,6 +1412,7 @@ static int run_steps(struct rank *r, int64_t start)
 		r->compute_ms = (clock_monotonic() - c0 - (r->lay.pp > 1 ? r->pipe.wait_seconds : 0.0)) *
 				1e3;
 		checkpoint_async_before_update(r); /* the update changes what it copies */
+		phase(r, RANK_PHASE_UPDATE);
 		if (update(r, step, loss, &norm, &lr))
 			return r->res->exit_code;
 		if (r->rollback_pending) { /* the same on every rank: the norm is global */
@@ -1401,6 +1429,7 @@ static int run_steps(struct rank *r, int64_t start)
 		report_step(r, step, loss, lr, norm, step_ms, comm_ucx_thread_bytes_sent() - sent0);
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);
+		phase(r, RANK_PHASE_STOP_DECISION);
 		if (agree_stop(r, step + 1, step_ms / 1e3, &stop, &no_room, &cancelled, &writing) ||
 		    checkpoint_async_poll(r, writing))
 			return r->res->exit_code;
@@ -1417,6 +1446,7 @@ static int run_steps(struct rank *r, int64_t start)
 					   stop_without_checkpoint(r, step + 1);
 		if (stop || step + 1 == c->train.steps ||
 		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0)) {
+			phase(r, RANK_PHASE_CHECKPOINT);
 			if (checkpoint_at(r, step + 1, stop || step + 1 == c->train.steps))
 				return r->res->exit_code;
 		}
@@ -1439,6 +1469,10 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	memset(res, 0, sizeof *res);
 	heartbeat(&r, 0);
 	r.comm = r.host_comm = n->rank_comm(n->rank_comm_arg, local);
+	comm_describe(r.comm, "world", 0, n->world_size, 0);
+	comm_trace_attach(&n->progress[local].trace);
+	hang_stacks_attach(&n->progress[local]);
+	atomic_store(&n->progress[local].where.layer, -1);
 	if (rank_log_open(&r.log, n->run_dir, r.rank, local, n->host, n->job_id, err,
 			  sizeof err) < 0) {
 		rank_fail(&r, STORK_EXIT_INTERNAL, err);

@@ -31,13 +31,36 @@
 #include "lib/comm/comm.h"
 #include "lib/stork_config.h"
 #include "lib/topology.h"
+#include "daemon/model.h"
 
-/* A rank's heartbeat, read by storkd's watchdog (see storkd.c). */
+/* What a rank does besides the model's passes (gpt2_where's phase). */
+enum rank_phase {
+	RANK_PHASE_STEP_START = GPT2_PHASE_BACKWARD + 1, /* before validation and the passes */
+	RANK_PHASE_UPDATE,             /* gradient all-reduce, norm, optimizer */
+	RANK_PHASE_VALIDATION,
+	RANK_PHASE_STOP_DECISION,
+	RANK_PHASE_CHECKPOINT,
+};
+
+#define HANG_STACK_FRAMES 48
+
+/*
+ * A rank's heartbeat, read by storkd's watchdog (see storkd.c); on a hang,
+ * where it was: the collective it waits in, else its phase and block.
+ */
 struct rank_progress {
 	_Atomic int64_t step;          /* steps completed */
 	_Atomic double beat;           /* CLOCK_MONOTONIC seconds of the last sign of life */
 	_Atomic int done;              /* the rank has returned */
+	struct comm_trace trace;       /* its calls on the communicators */
+	struct gpt2_where where;       /* its pass, block or phase */
+	void *stack[HANG_STACK_FRAMES]; /* its return addresses, when the watchdog asked */
+	int stack_n;
+	_Atomic int stack_ready;
 };
+
+/* "in forward", "at the start", ... (of step N): a phase ("" for none). */
+const char *rank_phase_name(int phase);
 
 struct train_node {
 	const struct stork_config *cfg;

@@ -185,6 +185,7 @@ int rank_device_comm(struct rank *r)
 	if ((rc = comm_device_wrap(r->comm, &mem, want, &w, r->err, sizeof r->err)))
 		return rc == COMM_EABORTED ? rank_fail_collective(r) : rank_fail(r, STORK_EXIT_CONFIG, r->err);
 	r->comm = w;
+	comm_describe(w, "world", 0, r->node->world_size, 0);
 	rank_logf(&r->log, "collectives on GPU buffers: %s", comm_device_describe(w));
 	if (r->rank == 0) {
 		printf("collectives on GPU buffers: %s\n", comm_device_describe(w));

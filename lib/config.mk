@@ -4,5 +4,6 @@
 lib_libstork_la_SOURCES += \
 	lib/stork_config.c lib/stork_config.h \
 	lib/stork_json.c lib/stork_json.h \
+	lib/hang_explain.c lib/hang_explain.h \
 	lib/atomic_file.c lib/atomic_file.h \
 	lib/io.c lib/io.h

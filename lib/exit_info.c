@@ -3,6 +3,7 @@
  */
 #include "config.h"
 #include "lib/exit_info.h"
+#include "lib/hang_explain.h"
 
 #include "lib/atomic_file.h"
 #include "lib/bounded.h"
@@ -339,6 +340,34 @@ int exit_info_missing(const char *run_dir, int nnodes, const struct exit_attempt
 	}
 }
 
+/*
+ * A hang: every node's watchdog left where its ranks were; together they
+ * say who waits in what and who never came (lib/hang_explain.h), which
+ * replaces the nodes' own messages ("no progress for ... on n2: rank 3").
+ */
+static void explain_hang(const char *run_dir, int nnodes, const struct exit_attempt *a,
+			 struct exit_info *sum)
+{
+	json_t *all = json_array();
+	char path[4200], why[256], text[sizeof sum->message];
+	int nodes = 0;
+
+	for (int n = 0; all && n < nnodes; n++) {
+		json_t *v;
+
+		hang_records_path(path, sizeof path, run_dir, n, a->restart_count, a->attempt);
+		if (!(v = sj_load_file(path, why, sizeof why)))
+			continue;
+		if (json_is_array(v) && json_array_extend(all, v) == 0)
+			nodes++;
+		json_decref(v);
+	}
+	if (nodes && hang_explain(all, text, sizeof text) > 0)
+		msg_format(sum->message, sizeof sum->message, "no progress for preempt.hang_timeout%s: %s",
+			   nodes == nnodes ? "" : " (some nodes left no record)", text);
+	json_decref(all);
+}
+
 int exit_info_summarise(const char *run_dir, int nnodes, const struct exit_attempt *a,
 			double wait_s, struct exit_info *sum, char *err, size_t errlen)
 {
@@ -390,6 +419,8 @@ int exit_info_summarise(const char *run_dir, int nnodes, const struct exit_attem
 			sum->reason = exit_reason_name(sum->exit_code);
 		}
 	}
+	if (sum->exit_code == STORK_EXIT_HANG)
+		explain_hang(run_dir, nnodes, a, sum);
 	snprintf(path, sizeof path, "%s/exit_info.json", run_dir);
 	if (write_json(path, sum, nnodes, a, err, errlen) < 0)
 		return -1;

@@ -38,6 +38,10 @@ struct comm {
 	const struct comm_ops *ops;
 	int rank;
 	int size;
+	/* what a hang's report says of the group (comm_describe); zero: undescribed */
+	const char *name;
+	int first, block, stride;
+	uint64_t calls;                 /* collectives and transfers begun on this handle */
 };
 
 /* ------------------------------------------------ UCX internals for hier.c */

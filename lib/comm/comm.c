@@ -7,7 +7,9 @@
 #include "config.h"
 #include "lib/comm/backend.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 size_t comm_dtype_size(enum comm_dtype t)
 {
@@ -43,6 +45,81 @@ int comm_size(const struct comm *c)
 	return c->size;
 }
 
+/* ------------------------------------------------------------ traces */
+
+static _Thread_local struct comm_trace *thread_trace;
+static _Thread_local int trace_depth;   /* nested calls leave the outer record */
+
+void comm_trace_attach(struct comm_trace *t)
+{
+	thread_trace = t;
+	trace_depth = 0;
+}
+
+void comm_describe(struct comm *c, const char *name, int first, int block, int stride)
+{
+	if (!c)
+		return;
+	c->name = name;
+	c->first = first;
+	c->block = block > 0 ? block : 1;
+	c->stride = stride;
+}
+
+int comm_member(int first, int block, int stride, int i)
+{
+	if (block <= 0)
+		block = 1;
+	return first + (i / block) * stride + i % block;
+}
+
+const char *comm_trace_op_name(int op)
+{
+	static const char *const names[] = { "", "all-reduce", "reduce-scatter", "all-gather",
+					     "broadcast", "barrier", "send", "recv" };
+
+	return op >= 0 && op < (int)(sizeof names / sizeof names[0]) ? names[op] : "?";
+}
+
+static void trace_enter(struct comm *c, int op, size_t bytes, int peer)
+{
+	struct comm_trace *t = thread_trace;
+	struct timespec ts;
+
+	if (trace_depth++ || !t)
+		return;
+	c->calls++;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	atomic_store_explicit(&t->group, c->name, memory_order_relaxed);
+	atomic_store_explicit(&t->first, c->name ? c->first : 0, memory_order_relaxed);
+	atomic_store_explicit(&t->block, c->name ? c->block : c->size, memory_order_relaxed);
+	atomic_store_explicit(&t->stride, c->stride, memory_order_relaxed);
+	atomic_store_explicit(&t->count, c->size, memory_order_relaxed);
+	atomic_store_explicit(&t->peer, peer < 0 ? -1 :
+			      comm_member(c->first, c->name ? c->block : c->size, c->stride, peer),
+			      memory_order_relaxed);
+	atomic_store_explicit(&t->bytes, bytes, memory_order_relaxed);
+	atomic_store_explicit(&t->call, c->calls, memory_order_relaxed);
+	atomic_store_explicit(&t->failed, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->since, (double)ts.tv_sec + ts.tv_nsec / 1e9, memory_order_relaxed);
+	atomic_store_explicit(&t->op, op, memory_order_release);
+}
+
+static int trace_leave(int rc)
+{
+	struct comm_trace *t = thread_trace;
+
+	if (--trace_depth || !t)
+		return rc;
+	if (rc)
+		atomic_store_explicit(&t->failed, 1, memory_order_relaxed);
+	else
+		atomic_store_explicit(&t->op, COMM_TRACE_NONE, memory_order_release);
+	return rc;
+}
+
+/* ------------------------------------------------------------ calls */
+
 static int valid_op(enum comm_op op)
 {
 	return op == COMM_SUM || op == COMM_MAX || op == COMM_MIN;
@@ -53,7 +130,8 @@ int comm_allreduce(struct comm *c, void *buf, size_t count, enum comm_dtype t,
 {
 	if (!comm_dtype_size(t) || !valid_op(op) || (count && !buf))
 		return COMM_EINVAL;
-	return c->ops->allreduce(c, buf, count, t, op);
+	trace_enter(c, COMM_TRACE_ALLREDUCE, count * comm_dtype_size(t), -1);
+	return trace_leave(c->ops->allreduce(c, buf, count, t, op));
 }
 
 int comm_reduce_scatter(struct comm *c, const void *send, void *recv,
@@ -61,7 +139,8 @@ int comm_reduce_scatter(struct comm *c, const void *send, void *recv,
 {
 	if (!comm_dtype_size(t) || !valid_op(op) || (recvcount && (!send || !recv)))
 		return COMM_EINVAL;
-	return c->ops->reduce_scatter(c, send, recv, recvcount, t, op);
+	trace_enter(c, COMM_TRACE_REDUCE_SCATTER, recvcount * (size_t)c->size * comm_dtype_size(t), -1);
+	return trace_leave(c->ops->reduce_scatter(c, send, recv, recvcount, t, op));
 }
 
 int comm_allgather(struct comm *c, const void *send, void *recv,
@@ -69,7 +148,8 @@ int comm_allgather(struct comm *c, const void *send, void *recv,
 {
 	if (!comm_dtype_size(t) || (sendcount && (!send || !recv)))
 		return COMM_EINVAL;
-	return c->ops->allgather(c, send, recv, sendcount, t);
+	trace_enter(c, COMM_TRACE_ALLGATHER, sendcount * (size_t)c->size * comm_dtype_size(t), -1);
+	return trace_leave(c->ops->allgather(c, send, recv, sendcount, t));
 }
 
 int comm_broadcast(struct comm *c, void *buf, size_t count, enum comm_dtype t,
@@ -77,12 +157,14 @@ int comm_broadcast(struct comm *c, void *buf, size_t count, enum comm_dtype t,
 {
 	if (!comm_dtype_size(t) || root < 0 || root >= c->size || (count && !buf))
 		return COMM_EINVAL;
-	return c->ops->broadcast(c, buf, count, t, root);
+	trace_enter(c, COMM_TRACE_BROADCAST, count * comm_dtype_size(t), -1);
+	return trace_leave(c->ops->broadcast(c, buf, count, t, root));
 }
 
 int comm_barrier(struct comm *c)
 {
-	return c->ops->barrier(c);
+	trace_enter(c, COMM_TRACE_BARRIER, 0, -1);
+	return trace_leave(c->ops->barrier(c));
 }
 
 static int valid_peer(const struct comm *c, int peer)
@@ -96,7 +178,8 @@ int comm_send(struct comm *c, const void *buf, size_t count, enum comm_dtype t, 
 		return COMM_EINVAL;
 	if (!c->ops->send)
 		return COMM_EINVAL;
-	return c->ops->send(c, buf, count * comm_dtype_size(t), dst);
+	trace_enter(c, COMM_TRACE_SEND, count * comm_dtype_size(t), dst);
+	return trace_leave(c->ops->send(c, buf, count * comm_dtype_size(t), dst));
 }
 
 int comm_recv(struct comm *c, void *buf, size_t count, enum comm_dtype t, int src)
@@ -105,7 +188,8 @@ int comm_recv(struct comm *c, void *buf, size_t count, enum comm_dtype t, int sr
 		return COMM_EINVAL;
 	if (!c->ops->recv)
 		return COMM_EINVAL;
-	return c->ops->recv(c, buf, count * comm_dtype_size(t), src);
+	trace_enter(c, COMM_TRACE_RECV, count * comm_dtype_size(t), src);
+	return trace_leave(c->ops->recv(c, buf, count * comm_dtype_size(t), src));
 }
 
 int comm_split(struct comm *c, int color, int key, struct comm **out)

@@ -139,6 +139,53 @@ void comm_abort(struct comm *c, const char *reason);
 /* The first abort's reason ("" if none); valid until the world is destroyed. */
 const char *comm_abort_reason(const struct comm *c);
 
+/* ------------------------------------------------ where a rank waits
+ *
+ * For a hang's report: every call above, made by a thread with a trace
+ * attached, records in it what it is, on which group, which call of that
+ * group's it is and since when; its return clears it, an error keeps it
+ * (marked failed). A backend's own calls inside one (nested) leave the
+ * outer record. Relaxed atomics: a watchdog thread reads the traces of the
+ * ranks it supervises while they run, and a record it reads mid-change is
+ * still one of the two calls'.
+ */
+enum comm_trace_op {
+	COMM_TRACE_NONE,
+	COMM_TRACE_ALLREDUCE,
+	COMM_TRACE_REDUCE_SCATTER,
+	COMM_TRACE_ALLGATHER,
+	COMM_TRACE_BROADCAST,
+	COMM_TRACE_BARRIER,
+	COMM_TRACE_SEND,
+	COMM_TRACE_RECV,
+};
+
+struct comm_trace {
+	_Atomic int op;                 /* enum comm_trace_op */
+	_Atomic int failed;             /* the call returned an error */
+	_Atomic(const char *) group;    /* comm_describe's name, or NULL */
+	_Atomic int first, block, stride, count; /* the group's members (comm_member) */
+	_Atomic int peer;               /* send, recv: the other rank (global), else -1 */
+	_Atomic uint64_t bytes, call;   /* the call's bytes; its number on the group (1, 2, ...) */
+	_Atomic double since;           /* CLOCK_MONOTONIC seconds when it began */
+};
+
+/*
+ * Name c's group for the reports and give its members as global ranks:
+ * member i is first + (i / block) * stride + i % block (the dp, tp, pp
+ * groups of a layout are such progressions; the world is 0, size, 0).
+ */
+void comm_describe(struct comm *c, const char *name, int first, int block, int stride);
+
+/* Global rank of member i of a group described so. */
+int comm_member(int first, int block, int stride, int i);
+
+/* The trace the calling thread's calls record into (NULL: none). */
+void comm_trace_attach(struct comm_trace *t);
+
+/* "all-reduce", "send", ... ("" for none). */
+const char *comm_trace_op_name(int op);
+
 /* ------------------------------------------------ in-node shared memory
  *
  * Ranks are threads of one process (storkd's workers). The world is created

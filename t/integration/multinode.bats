@@ -224,7 +224,7 @@ lost_job() {
 	cat >"$1.sh" <<-SCRIPT
 	#!/bin/bash
 	#SBATCH -N1-2 -c2 --exclusive --requeue -o $1.out --open-mode=append
-	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=$1 restart.max_restarts=1 run.rendezvous_timeout=10
+	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=$1 restart.max_restarts=1 run.rendezvous_timeout=10 ${LOST_ARGS:-}
 	SCRIPT
 	job=$(submit "$1.sh")
 	dir=$(run_dir "$1" "$job")
@@ -247,7 +247,8 @@ back_on_n1() {
 
 @test "a launcher lost for good: the restart's rendezvous misses it, the job is requeued without its node and completes on the other node (--nodes=1-2), keeping the global batch" {
 	fault_injection || skip "needs --enable-fault-injection"
-	lost_job lost
+	# with a node-local tier: n1's is of the 2-node layout, so the job resumes from the run directory
+	LOST_ARGS="checkpoint.local_dir=$WORK/local" lost_job lost
 	# node 2's launcher and daemon die; the node stays up, the launcher never comes back
 	pid=$(jq -r '.nodes[1].pid' "$dir/config/slurm_env.json")
 	launcher=$(ps -o ppid= -p "$pid" | tr -d ' ')
@@ -259,7 +260,30 @@ back_on_n1() {
 	rec=$dir/exit_info.node-000.requeue-0.restart-1.json
 	[ "$(jq -r .reason "$rec")" = node_lost_requeued ]
 	[[ "$(jq -r .message "$rec")" == *"node(s) n2 did not come back to the rendezvous of restart 1"* ]]
+	grep -q "checkpoint.local_dir: the run directory's checkpoint is the one to resume from (the node-local tiers hold none complete on every node)" lost.out
+	grep -q "resumed from $dir/checkpoints/step_000000[1-4]0 at step" lost.out
 	nodes_idle
+}
+
+@test "checkpoint.local_dir on 2 nodes: a storkd killed after a checkpoint only the nodes hold, the restart in the allocation resumes from the node-local tiers and completes" {
+	fault_injection || skip "needs --enable-fault-injection"
+	sed -i 's/every: 25/every: 5/' run.yaml
+	export STORK_FAULT_STEP_DELAY=0.1
+	RUN_ARGS="restart.max_restarts=1 checkpoint.local_dir=$WORK/local checkpoint.persist_every=4" \
+		two_node_script tier pmix
+	job=$(submit tier.sh)
+	dir=$(run_dir tier "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 27 120
+	# two tiers, one per host, each with its node's two shards
+	[ "$(ls -d "$WORK"/local/stork-checkpoints."$job".*.n[12] | wc -l)" -eq 2 ]
+	ls "$WORK"/local/stork-checkpoints."$job".*.n2/step_00000025/shard-0000[23].bin
+	kill -9 "$(jq -r '.nodes[1].pid' "$dir/config/slurm_env.json")"
+	wait_job_state "$job" COMPLETED 300
+	cat tier.out
+	grep -q "checkpoint.local_dir: resuming from the node-local tier's step [23][05], newer than the run directory's step 20" tier.out
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	[ "$(losses "$dir" | sort -un | wc -l)" -eq 50 ]
 }
 
 @test "a node killed with everything on it: the --nodes=1-2 job comes back on the other node and completes, keeping the global batch" {

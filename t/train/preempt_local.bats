@@ -58,14 +58,35 @@ setup() {
 	grep -q '"reason": "checkpoint_failed"' runs/tiny__job=local__task=0/exit_info.json
 }
 
-@test "a stalled rank: reason hang, naming the rank and its step" {
+@test "a stalled rank: reason hang; exit_info names who waits in which collective and who never entered it; the rank logs hold every rank's stack" {
 	fault_injection || skip "built without --enable-fault-injection"
 	run env STORK_FAULT_STALL=1:5 "$STORK" run tiny.yaml --local-ranks 2 --set preempt.hang_timeout=3
 	[ "$status" -eq 21 ]
 	info=runs/tiny__job=local__task=0/exit_info.json
 	cat $info
 	grep -q '"reason": "hang"' $info
-	grep -q 'rank 1 (at step 6)' $info
+	[[ "$output" == *"no progress for 3 s on vm: rank 0 (at step 6) rank 1 (at step 6)"* ]] ||
+		[[ "$output" == *"rank 1 (at step 6)"* ]]
+	[[ "$(jq -r .message $info)" == *"rank 0 ("*") waits in all-reduce #"*" of the world group (ranks 0-1, "*" bytes) since step 6 ("*" s); rank 1 never entered it; rank 1 ("*") was last seen at the start of step 6, in no collective" ]]
+	# TP2 x DP2: the chain of waits, down to the stalled rank
+	run env STORK_FAULT_STALL=3:5 "$STORK" run tiny.yaml --local-ranks 4 --set parallel.tensor=2 \
+		--set run.name=tp --set preempt.hang_timeout=3
+	[ "$status" -eq 21 ]
+	dir=runs/tp__job=local__task=0
+	jq -r .message $dir/exit_info.json
+	message=$(jq -r .message $dir/exit_info.json)
+	[[ "$message" == *"rank 2 ("*") waits in all-reduce #"*" of the tp group (ranks 2-3, "*" bytes) since step 6 ("*" s); rank 3 never entered it"* ]]
+	[[ "$message" == *"rank 0 ("*") waits in all-reduce #"*" of the dp group (ranks 0 and 2, "*" bytes) since step 6 ("*" s); rank 2 never entered it"* ]]
+	[[ "$message" == *"rank 3 ("*") was last seen at the start of step 6, in no collective" ]]
+	jq -e 'length == 4 and (map(select(.op == "all-reduce")) | length) == 3' \
+		$dir/logs/where.node-000.requeue-0.restart-0.json
+	# each rank's stack, named: the waiting ones in the collective, the stalled one asleep
+	for r in 0 1 2 3; do
+		grep -q "stack of rank $r when the watchdog found the node stuck" $dir/logs/rank-00$r.log
+	done
+	grep -q '#[0-9]* .*(comm_allreduce+' $dir/logs/rank-002.log
+	grep -q '#[0-9]* .*(tp_encoder_forward+\|#[0-9]* .*(gpt2_stage_forward+' $dir/logs/rank-002.log
+	grep -q '#[0-9]* .*(sleep+\|#[0-9]* .*(nanosleep+\|#[0-9]* .*(clock_nanosleep+' $dir/logs/rank-003.log
 }
 
 @test "a completed run's exit_info says completed" {
