@@ -655,3 +655,29 @@ one_rank_reference() {
 	jq -e '.reason == "requeue_failed"' "$dir/exit_info.json"
 	[ "$(job_field "$job" Restarts)" = 0 ]
 }
+
+@test "a hang across 2 nodes (TP2 x PP2, a rank of each node stalled): exit_info names who waits in what, on which node, and who never entered it; every rank's stack is in its log" {
+	fault_injection || skip "needs --enable-fault-injection"
+	export STORK_FAULT_STALL=1:5
+	RUN_ARGS="parallel.tensor=2 parallel.pipeline=2 train.grad_accum=2 preempt.hang_timeout=5" \
+		two_node_script stuck pmix
+	run sbatch_wait stuck.sh
+	cat stuck.out
+	[ "$status" -ne 0 ]
+	dir=$(ls -d "$WORK"/runs/stuck__job=*__task=0)
+	message=$(jq -r .message "$dir/exit_info.json")
+	echo "$message"
+	[ "$(jq -r .reason "$dir/exit_info.json")" = hang ]
+	ls "$dir"/logs/where.node-00[01].requeue-0.restart-0.json
+	# local rank 1 of each node (ranks 1 and 3) stalls at the start of step 6: its
+	# tp partner on n1 (rank 0) waits for it in the forward pass; on n2, stage 1's
+	# rank 2 waits for stage 0's activations from rank 0 (n1), which never come
+	[[ "$message" == *"rank 0 (n1) waits in all-reduce #"*" of the tp group (ranks 0-1, "*" bytes) since step 6 ("*" s); rank 1 never entered it"* ]]
+	[[ "$message" == *"rank 2 (n2) waits in recv #"*" of the pp group (ranks 0 and 2, "*" bytes) from rank 0 since step 6"* ]]
+	[[ "$message" == *"rank 1 (n1) was last seen at the start of step 6, in no collective"* ]]
+	[[ "$message" == *"rank 3 (n2) was last seen at the start of step 6, in no collective"* ]]
+	for r in 0 1 2 3; do
+		grep -q "stack of rank $r when the watchdog found the node stuck" "$dir/logs/rank-00$r.log"
+	done
+	nodes_idle
+}
