@@ -9,6 +9,7 @@
 #include "lib/stork_config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -91,7 +92,8 @@ static double block_params(const struct gpt2_config *c)
 	return n;
 }
 
-void layout_stage_layers(const struct gpt2_config *c, int P, int s, int *first, int *last)
+/* The layers [*first, *last) of stage s of P, balanced by parameter count. */
+static void split_by_params(const struct gpt2_config *c, int P, int s, int *first, int *last)
 {
 	double lp = block_params(c);
 	double norm = tensor_params(c, GPT2_LNFW) + tensor_params(c, GPT2_LNFB);
@@ -118,8 +120,133 @@ void layout_stage_layers(const struct gpt2_config *c, int P, int s, int *first, 
 	*last = b;
 }
 
+/*
+ * Forward FLOPs per token of one block and of the last stage's head, for
+ * stages balanced by compute: a block's matrix products (2 per parameter)
+ * and its causal attention (scores and the weighted sum, 2 T C); the head's
+ * classifier (2 C V) and softmax. The backward pass is about twice the
+ * forward for both, so the ratio holds for the whole step.
+ */
+static void compute_costs(const struct gpt2_config *c, int T, double *block, double *head)
+{
+	double C = c->channels, V = c->padded_vocab_size;
+
+	*block = 2.0 * block_params(c) + 2.0 * T * C;
+	*head = 2.0 * C * V + 5.0 * V;
+}
+
+/*
+ * Stage s's layers when the most expensive stage is as cheap as it can be
+ * (contiguous layers, every stage at least one; the last stage carries the
+ * head): the smallest such maximum by dynamic programming over the
+ * boundaries, then the boundaries themselves, leftmost first.
+ */
+static void split_by_compute(const struct gpt2_config *c, int P, int T, int s, int *first,
+			     int *last)
+{
+	int L = c->num_layers;
+	double block, head, best[65][257];
+	int from[65][257];
+
+	compute_costs(c, T, &block, &head);
+	/* best[k][n]: the cheapest maximum over k stages holding the first n layers */
+	for (int k = 0; k <= P; k++)
+		for (int n = 0; n <= L; n++)
+			best[k][n] = k == 0 && n == 0 ? 0 : 1e300;
+	for (int k = 1; k <= P; k++)
+		for (int n = k; n <= L - (P - k); n++)
+			for (int m = k - 1; m < n; m++) {
+				double cost = (n - m) * block + (k == P ? head : 0);
+				double worst = best[k - 1][m] > cost ? best[k - 1][m] : cost;
+
+				if (worst < best[k][n]) {
+					best[k][n] = worst;
+					from[k][n] = m;
+				}
+			}
+	{
+		int b[65];
+
+		b[P] = L;
+		for (int k = P; k > 0; k--)
+			b[k - 1] = from[k][b[k]];
+		*first = b[s];
+		*last = b[s + 1];
+	}
+}
+
+/* "5,7": layers per stage. The count of numbers read, or -1 when malformed. */
+static int parse_split_list(const char *text, int *n, int max)
+{
+	int k = 0;
+
+	while (*text) {
+		char *end;
+		long v = strtol(text, &end, 10);
+
+		if (end == text || v < 1 || v > 100000 || k == max)
+			return -1;
+		n[k++] = (int)v;
+		text = end;
+		while (*text == ' ')
+			text++;
+		if (*text == ',')
+			text++;
+		else if (*text)
+			return -1;
+		while (*text == ' ')
+			text++;
+	}
+	return k;
+}
+
+int layout_check_split(const struct gpt2_config *c, int P, const char *split, char *err,
+		       size_t errlen)
+{
+	int n[65], k, sum = 0;
+
+	if (!split || !strcmp(split, "params") || !strcmp(split, "compute")) {
+		if (split && !strcmp(split, "compute") && (P > 64 || c->num_layers > 256)) {
+			snprintf(err, errlen, "parallel.stage_split: compute balances at most 64 stages "
+				 "of 256 layers; give the layers per stage as a list");
+			return -1;
+		}
+		return 0;
+	}
+	k = parse_split_list(split, n, 65);
+	for (int i = 0; i < k; i++)
+		sum += n[i];
+	if (k != P || sum != c->num_layers) {
+		snprintf(err, errlen, "parallel.stage_split: '%s' %s; give params, compute or %d "
+			 "layer counts, one per stage, that add up to model.layers (%d)", split,
+			 k < 0 ? "is not a list of layer counts" :
+			 k != P ? "does not give one count per stage of parallel.pipeline" :
+				  "does not add up to model.layers", P, c->num_layers);
+		return -1;
+	}
+	return 0;
+}
+
+void layout_stage_layers(const struct gpt2_config *c, int P, const char *split, int seq_len,
+			 int s, int *first, int *last)
+{
+	int n[65];
+
+	if (split && !strcmp(split, "compute")) {
+		split_by_compute(c, P, seq_len, s, first, last);
+	} else if (split && strcmp(split, "params") && parse_split_list(split, n, 65) == P) {
+		*first = 0;
+		for (int i = 0; i < s; i++)
+			*first += n[i];
+		*last = *first + n[s];
+	} else {
+		split_by_params(c, P, s, first, last);
+	}
+}
+
 int layout_make(struct par_layout *l, const struct gpt2_config *c, int world, int tensor,
-		int pipeline, int zero, int rank, char *err, size_t errlen)
+		int pipeline, int zero, const char *split, int seq_len, int rank, char *err,
+		size_t errlen)
 {
 	memset(l, 0, sizeof *l);
 	if (world % (tensor * pipeline)) {
@@ -150,6 +277,8 @@ int layout_make(struct par_layout *l, const struct gpt2_config *c, int world, in
 			 pipeline, c->num_layers);
 		return -1;
 	}
+	if (layout_check_split(c, pipeline, split, err, errlen) < 0)
+		return -1;
 	l->world = world;
 	l->tp = tensor;
 	l->pp = pipeline;
@@ -160,7 +289,7 @@ int layout_make(struct par_layout *l, const struct gpt2_config *c, int world, in
 	l->tp_rank = rank % tensor;
 	l->dp_rank = rank / tensor % l->dp;
 	l->stage = rank / (tensor * l->dp);
-	layout_stage_layers(c, pipeline, l->stage, &l->first_layer, &l->last_layer);
+	layout_stage_layers(c, pipeline, split, seq_len, l->stage, &l->first_layer, &l->last_layer);
 	return 0;
 }
 

@@ -62,10 +62,21 @@ int layout_model_shape(const struct stork_config *cfg, struct gpt2_config *mc, c
  * 0, or -1 with a message naming the configuration keys and values.
  */
 int layout_make(struct par_layout *l, const struct gpt2_config *c, int world, int tensor,
-		int pipeline, int zero, int rank, char *err, size_t errlen);
+		int pipeline, int zero, const char *split, int seq_len, int rank, char *err,
+		size_t errlen);
 
-/* The layers [*first, *last) of stage s of P (balanced by parameter count). */
-void layout_stage_layers(const struct gpt2_config *c, int P, int s, int *first, int *last);
+/*
+ * The layers [*first, *last) of stage s of P by parallel.stage_split: params
+ * (or NULL: balanced by parameter count), compute (balanced by forward
+ * FLOPs at seq_len tokens, the last stage's head included), or a list of
+ * layer counts ("5,7"). Check the split with layout_check_split first.
+ */
+void layout_stage_layers(const struct gpt2_config *c, int P, const char *split, int seq_len,
+			 int s, int *first, int *last);
+
+/* parallel.stage_split fits P stages of this model: 0, or -1 with a message. */
+int layout_check_split(const struct gpt2_config *c, int P, const char *split, char *err,
+		       size_t errlen);
 
 /* "dp 2 x tp 2 x pp 2; rank 5 = dp 1, tp 1, stage 1 (layers 6-11)" */
 void layout_describe(const struct par_layout *l, char *buf, size_t len);

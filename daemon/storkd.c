@@ -191,7 +191,8 @@ static int check_layout(const struct stork_config *cfg, struct run_layout *layou
 	if (rc < 0)
 		return rc == -2 ? STORK_EXIT_CONFIG : STORK_EXIT_DATA;
 	if (layout_make(&l, &mc, layout->world_size, cfg->parallel.tensor, cfg->parallel.pipeline,
-			cfg->parallel.zero, 0, err, errlen) < 0)
+			cfg->parallel.zero, cfg->parallel.stage_split, cfg->train.seq_len, 0, err,
+			errlen) < 0)
 		return STORK_EXIT_CONFIG;
 	layout->dp = l.dp;
 	layout->tp = l.tp;
@@ -199,8 +200,8 @@ static int check_layout(const struct stork_config *cfg, struct run_layout *layou
 	layout->zero = l.zero;
 	layout->stage_layers = calloc((size_t)l.pp, sizeof *layout->stage_layers);
 	for (int s = 0; layout->stage_layers && s < l.pp; s++)
-		layout_stage_layers(&mc, l.pp, s, &layout->stage_layers[s][0],
-				    &layout->stage_layers[s][1]);
+		layout_stage_layers(&mc, l.pp, cfg->parallel.stage_split, cfg->train.seq_len, s,
+				    &layout->stage_layers[s][0], &layout->stage_layers[s][1]);
 	return 0;
 }
 

@@ -152,7 +152,8 @@ static int make_layout(struct rank *r, const struct gpt2_config *mc)
 	int rc;
 
 	if (layout_make(&r->lay, mc, r->node->world_size, c->parallel.tensor, c->parallel.pipeline,
-			c->parallel.zero, r->rank, r->err, sizeof r->err) < 0)
+			c->parallel.zero, c->parallel.stage_split, c->train.seq_len, r->rank, r->err,
+			sizeof r->err) < 0)
 		return rank_fail(r, STORK_EXIT_CONFIG, r->err);
 	if ((rc = layout_groups(&r->lay, r->comm, &r->grp))) {
 		snprintf(r->err, sizeof r->err, "cannot make the parallel groups of dp %d x tp %d x pp %d: %s",

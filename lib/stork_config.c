@@ -326,6 +326,9 @@ static const struct key keys[] = {
 	{ .path = "parallel.pipeline", .off = OFF(parallel.pipeline),
 	  .type = K_INT, .lo = 1, .hi = BIG,
 	  .dflt = "1", .help = "pipeline stages" },
+	{ .path = "parallel.stage_split", .off = OFF(parallel.stage_split),
+	  .type = K_STR,
+	  .dflt = "params", .help = "pipeline stages balanced by params | compute, or layers per stage: \"5,7\"" },
 	{ .path = "parallel.zero", .off = OFF(parallel.zero),
 	  .type = K_INT, .lo = 0, .hi = 1,
 	  .dflt = "0", .help = "0 = all-reduce, 1 = ZeRO-1" },
@@ -1247,6 +1250,27 @@ static int validate_arch(struct stork_config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* "5,7": count positive integers separated by commas. */
+static int stage_list_ok(const char *s, int count)
+{
+	int k = 0;
+
+	while (*s) {
+		char *end;
+		long v = strtol(s, &end, 10);
+
+		if (end == s || v < 1)
+			return 0;
+		k++;
+		s = end + strspn(end, " ");
+		if (*s == ',')
+			s += 1 + strspn(s + 1, " ");
+		else if (*s)
+			return 0;
+	}
+	return k == count;
+}
+
 int config_validate(struct stork_config *c, char *err, size_t errlen)
 {
 	if (check_data_urls(c, "data.train", &c->data.train, err, errlen) < 0 ||
@@ -1275,6 +1299,12 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 			    "train.grad_accum", config_origin(c, "train.batch_size"), c->train.batch_size,
 			    c->train.seq_len, config_origin(c, "train.seq_len"),
 			    (long long)c->train.batch_size * c->train.seq_len, INT_MAX);
+	if (strcmp(c->parallel.stage_split, "params") && strcmp(c->parallel.stage_split, "compute") &&
+	    !stage_list_ok(c->parallel.stage_split, c->parallel.pipeline))
+		return fail(err, errlen, "%s: parallel.stage_split: '%s' is neither params, compute nor "
+			    "a list of %d layer counts, one per stage of parallel.pipeline (\"5,7\")",
+			    config_origin(c, "parallel.stage_split"), c->parallel.stage_split,
+			    c->parallel.pipeline);
 	if (c->checkpoint.local_dir[0] && c->checkpoint.local_dir[0] != '/' &&
 	    strcmp(c->checkpoint.local_dir, "auto"))
 		return fail(err, errlen, "%s: checkpoint.local_dir: '%s' is neither auto nor an absolute "

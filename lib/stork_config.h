@@ -179,6 +179,7 @@ struct stork_config {
 		bool merge_tasks;           /* a host's tasks run as one launcher */
 		int tensor;
 		int pipeline;
+		char *stage_split;          /* params, compute or "5,7" */
 		int zero;                   /* 0 or 1 */
 		bool overlap;               /* all-reduce gradients during the backward pass */
 	} parallel;

@@ -98,8 +98,8 @@ static int bench_memory(const struct stork_config *cfg, const struct gpt2_config
 	struct par_layout l;
 	char err[512];
 
-	if (layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero, 0, err,
-			sizeof err) < 0) {
+	if (layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero,
+			cfg->parallel.stage_split, T, 0, err, sizeof err) < 0) {
 		stork_error("%s", err);
 		return STORK_EXIT_CONFIG;
 	}
@@ -113,8 +113,8 @@ static int bench_memory(const struct stork_config *cfg, const struct gpt2_config
 		size_t sizes[GPT2_NUM_TENSORS], n, opt, act;
 		int slots;
 
-		layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero, r, err,
-			    sizeof err);
+		layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero,
+			    cfg->parallel.stage_split, T, r, err, sizeof err);
 		slots = P > 1 ? (P - l.stage < m ? P - l.stage : m) : 1;
 		layout_shard(&l, &s);
 		n = gpt2_shard_sizes(g, &s, sizes);

@@ -384,3 +384,31 @@ time.sleep(30)' "$name" >squat.out &
 	[[ "$output" == *"the local socket @$name belongs to another user"* ]]
 	kill "$squatter"
 }
+
+@test "parallel.stage_split: compute gives the last stage, which carries the head, fewer layers; a list sets them; a list that does not fit is refused naming the key" {
+	# a 4-layer model whose head (2 C V per token) costs more than a block
+	sed -i 's/vocab_size: 257/vocab_size: 4096/' tiny.yaml
+	run "$STORK" run tiny.yaml --local-ranks 2 --set run.name=pr --set parallel.pipeline=2 \
+		--set train.grad_accum=2 --set train.steps=2
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"rank 0 = dp 0, tp 0, stage 0 (layers 0-1)"* ]]
+	run "$STORK" run tiny.yaml --local-ranks 2 --set run.name=co --set parallel.pipeline=2 \
+		--set train.grad_accum=2 --set train.steps=2 --set parallel.stage_split=compute
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"rank 0 = dp 0, tp 0, stage 0 (layers 0-2)"* ]]
+	grep -q 'stage 1 (layers 3-3)' runs/co__job=local__task=0/logs/rank-001.log
+	run "$STORK" run tiny.yaml --local-ranks 2 --set run.name=li --set parallel.pipeline=2 \
+		--set train.grad_accum=2 --set train.steps=2 --set parallel.stage_split=1,3
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"rank 0 = dp 0, tp 0, stage 0 (layers 0-0)"* ]]
+	# the same model trained: the losses do not depend on where the stages are cut
+	diff <(losses pr) <(losses co)
+	diff <(losses pr) <(losses li)
+	run "$STORK" run tiny.yaml --local-ranks 2 --set run.name=bad --set parallel.pipeline=2 \
+		--set train.grad_accum=2 --set parallel.stage_split=2,3
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"parallel.stage_split: '2,3' does not add up to model.layers; give params, compute or 2 layer counts, one per stage, that add up to model.layers (4)"* ]]
+	run "$STORK" run tiny.yaml --set parallel.stage_split=heavy
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"parallel.stage_split: 'heavy' is neither params, compute nor a list of 1 layer counts"* ]]
+}

@@ -553,6 +553,7 @@ START_TEST(hash_changes_with_every_key)
 		"train.max_rollbacks=1", "restart.max_restarts=1", "parallel.overlap=true",
 		"parallel.merge_tasks=false", "checkpoint.async=true",
 		"checkpoint.local_dir=/x", "checkpoint.persist_every=2",
+		"parallel.stage_split=compute",
 		"program.command=[a, b]", "program.tee=all", "program.signal=TERM",
 		"program.kill_grace=1", "program.checkpoint_grace=5",
 		"notify.url=https://hooks.example.org/x", "notify.events=[failed]", "notify.timeout=9",
