@@ -11,6 +11,7 @@
  */
 #include "config.h"
 #include "daemon/checkpoint.h"
+#include "daemon/checkpoint_format.h"
 
 #include "lib/atomic_file.h"
 #include "lib/bounded.h"
@@ -29,36 +30,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define OPT_MAGIC "STORKOPT"
-#define OPT_VERSION 1
-
-struct opt_header {
-	char magic[8];
-	uint32_t version;
-	uint32_t reserved;
-	uint64_t n;
-	int64_t step;
-};
-
 static const char *const ckpt_files[] = { "model.bin", "optimizer.bin", "state.json" };
 #define NFILES (sizeof ckpt_files / sizeof ckpt_files[0])
-
-#define SHARD_NAME "shard-%05d.bin"
-#define SHARD_MAGIC "STORKSHD"
-#define SHARD_VERSION 1
-
-/* The header of a shard file; parameters and the moments of its parts follow. */
-struct shard_header {
-	char magic[8];
-	uint32_t version;
-	int32_t rank, world, dp, tp, pp, zero;
-	int32_t tp_rank, dp_rank, stage, first_layer, last_layer;
-	int32_t model[GPT2_HEADER_INTS];      /* the model's llm.c header (gpt2_config_header) */
-	uint64_t nparams;
-	uint32_t nseg, reserved;
-	uint64_t seg_lo[CKPT_MAX_SEGMENTS], seg_hi[CKPT_MAX_SEGMENTS];
-	int64_t opt_step;
-};
 
 /* ------------------------------------------------------------- checksum */
 
@@ -646,7 +619,7 @@ int ckpt_read_state(const char *dir, struct ckpt_state *st, char *err, size_t er
 	return 0;
 }
 
-static void shape_str(const struct gpt2_config *c, char *buf, size_t len)
+void ckpt_shape_str(const struct gpt2_config *c, char *buf, size_t len)
 {
 	snprintf(buf, len, "layers %d, heads %d, channels %d, max_seq_len %d, vocab %d (padded %d)",
 		 c->num_layers, c->num_heads, c->channels, c->max_seq_len, c->vocab_size,
@@ -694,8 +667,8 @@ int ckpt_load(const char *dir, const struct gpt2_config *expect, struct gpt2 *m,
 	if (gpt2_load(m, path, err, errlen) < 0)
 		return -1;
 	if (expect && memcmp(&m->config, expect, sizeof *expect)) {
-		shape_str(&m->config, have, sizeof have);
-		shape_str(expect, want, sizeof want);
+		ckpt_shape_str(&m->config, have, sizeof have);
+		ckpt_shape_str(expect, want, sizeof want);
 		snprintf(err, errlen, "checkpoint %s holds a model of another shape: it has %s; the configuration asks for %s",
 			 path, have, want);
 		gpt2_free(m);
@@ -862,9 +835,8 @@ static int read_exact(int fd, void *buf, size_t n, off_t at)
 	return pread_all(fd, buf, n, at) == (ssize_t)n ? 0 : -1;
 }
 
-/* Open shard k of dir and read its header; checks it belongs to layout l. */
-static int open_shard(const char *dir, int k, const struct ckpt_layout *l, struct shard_header *h,
-		      char *err, size_t errlen)
+int ckpt_open_shard(const char *dir, int k, const struct ckpt_layout *l, struct shard_header *h,
+		    char *err, size_t errlen)
 {
 	char path[4200];
 	int fd;
@@ -928,7 +900,7 @@ static int load_full_sharded(const char *dir, const struct ckpt_layout *l, struc
 	float *lp = NULL, *lm = NULL, *lv = NULL;
 	int fd, rc = -1;
 
-	if ((fd = open_shard(dir, 0, l, &h, err, errlen)) < 0)
+	if ((fd = ckpt_open_shard(dir, 0, l, &h, err, errlen)) < 0)
 		return -1;
 	close(fd);
 	{
@@ -957,7 +929,7 @@ static int load_full_sharded(const char *dir, const struct ckpt_layout *l, struc
 			for (int dp = 0; dp < (l->zero ? l->dp : 1); dp++) {
 				int k = stage * l->dp * l->tp + dp * l->tp + tp;
 
-				if ((fd = open_shard(dir, k, l, &h, err, errlen)) < 0)
+				if ((fd = ckpt_open_shard(dir, k, l, &h, err, errlen)) < 0)
 					goto out;
 				s.first_layer = h.first_layer;
 				s.last_layer = h.last_layer;
@@ -1043,8 +1015,8 @@ int ckpt_load_full(const char *dir, const struct gpt2_config *expect, struct ckp
 			load_full_plain(dir, f, err, errlen))
 		return -1;
 	if (expect && memcmp(&f->config, expect, sizeof *expect)) {
-		shape_str(&f->config, have, sizeof have);
-		shape_str(expect, want, sizeof want);
+		ckpt_shape_str(&f->config, have, sizeof have);
+		ckpt_shape_str(expect, want, sizeof want);
 		snprintf(err, errlen, "checkpoint %s%s holds a model of another shape: it has %s; the configuration asks for %s",
 			 dir, l.sharded ? "" : "/model.bin", have, want);
 		ckpt_full_free(f);
@@ -1057,7 +1029,7 @@ int ckpt_read_own_shard(const char *dir, const struct ckpt_shard_info *want, flo
 			float *m, float *v, int64_t *opt_step, char *err, size_t errlen)
 {
 	struct shard_header h;
-	int fd = open_shard(dir, want->rank, &want->layout, &h, err, errlen);
+	int fd = ckpt_open_shard(dir, want->rank, &want->layout, &h, err, errlen);
 	int32_t model[GPT2_HEADER_INTS];
 	uint64_t nm = 0;
 	int rc = -1;

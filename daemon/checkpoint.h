@@ -26,6 +26,8 @@
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
 
+struct par_layout;
+
 /*
  * The settings a checkpoint was written under, so that a resume can say
  * what changed since (and tell a new data-parallel width from a new batch
@@ -182,6 +184,24 @@ void ckpt_full_free(struct ckpt_full *f);
  */
 int ckpt_read_own_shard(const char *dir, const struct ckpt_shard_info *want, float *params,
 			float *m, float *v, int64_t *opt_step, char *err, size_t errlen);
+
+/*
+ * When the layout changed: read rank want->rank's part of checkpoint dir
+ * (any layout, whole model or shards) straight into params, m and v (its
+ * moment parts, packed), by byte ranges: only what overlaps the part is
+ * read, so nothing beyond the rank's own arrays is allocated but a list
+ * of pieces. want->config is the shape the checkpoint must have; opt_step
+ * gets the optimizer's step. 0 or -1 with a message.
+ */
+int ckpt_read_resharded(const char *dir, const struct ckpt_shard_info *want, float *params,
+			float *m, float *v, int64_t *opt_step, char *err, size_t errlen);
+
+/*
+ * What rank l->rank of layout l holds of a model of shape g: its shard and,
+ * under ZeRO-1, its parts of the moments (opt_step left 0).
+ */
+void ckpt_shard_info_of(const struct gpt2_config *g, const struct par_layout *l,
+			struct ckpt_shard_info *info);
 
 /* Write the checkpoint's model as one llm.c model file at out (stork export). */
 int ckpt_export(const char *dir, const char *out, char *err, size_t errlen);

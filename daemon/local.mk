@@ -26,7 +26,8 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/hang_report.c daemon/hang_report.h \
 	daemon/pipeline.c daemon/pipeline.h \
 	daemon/zero.c daemon/zero.h \
-	daemon/checkpoint.c daemon/checkpoint.h \
+	daemon/checkpoint.c daemon/checkpoint.h daemon/checkpoint_format.h \
+	daemon/checkpoint_reshard.c \
 	daemon/rank_log.c daemon/rank_log.h \
 	daemon/join.c daemon/join.h \
 	daemon/node_result.c daemon/node_result.h \

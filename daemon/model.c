@@ -185,46 +185,92 @@ size_t gpt2_shard_sizes(const struct gpt2_config *c, const struct gpt2_shard *s,
 	return total;
 }
 
-/* Copy one chunk between its whole-model form and the shard's slice of it (struct tp_split). */
-static void copy_chunk(const struct gpt2_config *c, const struct gpt2_shard *s, int t, float *full,
-		       float *local, int to_local)
+/* Add a piece, joined to the one before when both continue it. */
+static void piece_run_add(struct piece_run *run, size_t full, size_t local, size_t n)
+{
+	struct shard_piece *p = &run->pending;
+
+	if (!n)
+		return;
+	if (p->n && p->full + p->n == full && p->local + p->n == local) {
+		p->n += n;
+		return;
+	}
+	if (p->n)
+		run->fn(run->arg, p);
+	*p = (struct shard_piece){ .full = full, .local = local, .n = n };
+}
+
+static void piece_run_end(struct piece_run *run)
+{
+	if (run->pending.n)
+		run->fn(run->arg, &run->pending);
+	run->pending.n = 0;
+}
+
+/*
+ * The contiguous pieces of one chunk the shard holds: a split tensor gives
+ * its tensor-parallel rank's 1/tp of every segment of every repeat
+ * (struct tp_split); any other chunk is one piece. full and local are the
+ * chunk's offsets in the whole model and in the shard.
+ */
+static void chunk_pieces(const struct gpt2_config *c, const struct gpt2_shard *s, int t,
+			 size_t full, size_t local, struct piece_run *run)
 {
 	struct tp_split sp;
 
 	arch_of(c)->split(c, t, &sp);
 	if (!sp.nseg || s->tp_size == 1) {
-		sp = (struct tp_split){ .repeat = 1, .nseg = 1, .seg = { full_chunk(c, t) } };
-		if (to_local)
-			memcpy(local, full, sp.seg[0] * sizeof(float));
-		else
-			memcpy(full, local, sp.seg[0] * sizeof(float));
+		piece_run_add(run, full, local, full_chunk(c, t));
 		return;
 	}
 	for (size_t r = 0; r < sp.repeat; r++) {
 		for (int k = 0; k < sp.nseg; k++) {
 			size_t sub = sp.seg[k] / (size_t)s->tp_size;
-			float *f = full + (size_t)s->tp_rank * sub;
 
-			if (to_local)
-				memcpy(local, f, sub * sizeof(float));
-			else
-				memcpy(f, local, sub * sizeof(float));
+			piece_run_add(run, full + (size_t)s->tp_rank * sub, local, sub);
 			full += sp.seg[k];
 			local += sub;
 		}
 	}
 }
 
+struct copy_args {
+	float *full, *local;
+	int to_local;
+};
+
+static void copy_piece(void *arg, const struct shard_piece *p)
+{
+	struct copy_args *a = arg;
+
+	if (a->to_local)
+		memcpy(a->local + p->local, a->full + p->full, p->n * sizeof(float));
+	else
+		memcpy(a->full + p->full, a->local + p->local, p->n * sizeof(float));
+}
+
+/* Copy one chunk between its whole-model form and the shard's slice of it. */
+static void copy_chunk(const struct gpt2_config *c, const struct gpt2_shard *s, int t, float *full,
+		       float *local, int to_local)
+{
+	struct copy_args a = { full, local, to_local };
+	struct piece_run run = { .fn = copy_piece, .arg = &a };
+
+	chunk_pieces(c, s, t, 0, 0, &run);
+	piece_run_end(&run);
+}
+
 /*
  * Call fn for every chunk the shard holds, in llm.c's order: (tensor,
- * layer), its offset in the whole model and where it goes in local.
+ * layer), its offset in the whole model and in the shard.
  */
-typedef int chunk_fn(void *arg, int t, int l, size_t full_off, float *local);
+typedef int chunk_fn(void *arg, int t, int l, size_t full_off, size_t local_off);
 
-static int for_each_chunk(const struct gpt2_config *c, const struct gpt2_shard *s, float *local,
-			  chunk_fn *fn, void *arg)
+static int for_each_chunk(const struct gpt2_config *c, const struct gpt2_shard *s, chunk_fn *fn,
+			  void *arg)
 {
-	size_t full_off = 0;
+	size_t full_off = 0, local = 0;
 	int rc;
 
 	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
@@ -242,28 +288,36 @@ static int for_each_chunk(const struct gpt2_config *c, const struct gpt2_shard *
 	return 0;
 }
 
-struct copy_args {
+struct pieces_args {
 	const struct gpt2_config *c;
 	const struct gpt2_shard *s;
-	float *full;
-	int to_local;
+	struct piece_run run;
 };
 
-static int copy_one(void *arg, int t, int l, size_t full_off, float *local)
+static int pieces_of_chunk(void *arg, int t, int l, size_t full_off, size_t local_off)
 {
-	struct copy_args *a = arg;
+	struct pieces_args *a = arg;
 
 	(void)l;
-	copy_chunk(a->c, a->s, t, a->full + full_off, local, a->to_local);
+	chunk_pieces(a->c, a->s, t, full_off, local_off, &a->run);
 	return 0;
+}
+
+void gpt2_shard_pieces(const struct gpt2_config *c, const struct gpt2_shard *s,
+		       shard_piece_fn *fn, void *arg)
+{
+	struct pieces_args a = { c, s, { .fn = fn, .arg = arg } };
+
+	for_each_chunk(c, s, pieces_of_chunk, &a);
+	piece_run_end(&a.run);
 }
 
 void gpt2_shard_copy(const struct gpt2_config *c, const struct gpt2_shard *s, float *full,
 		     float *local, int to_local)
 {
-	struct copy_args a = { c, s, full, to_local };
+	struct copy_args a = { full, local, to_local };
 
-	for_each_chunk(c, s, local, copy_one, &a);
+	gpt2_shard_pieces(c, s, copy_piece, &a);
 }
 
 int gpt2_tensor_is_split(const struct gpt2_config *c, enum gpt2_tensor t)
@@ -491,15 +545,16 @@ struct build_args {
 	const struct gpt2_shard *s;
 	uint64_t seed;
 	float *tmp;
+	float *local;                /* the shard's parameters */
 };
 
-static int build_one(void *arg, int t, int l, size_t full_off, float *local)
+static int build_one(void *arg, int t, int l, size_t full_off, size_t local_off)
 {
 	struct build_args *a = arg;
 
 	(void)full_off;
 	init_chunk(a->c, t, l, a->seed, a->tmp);
-	copy_chunk(a->c, a->s, t, a->tmp, local, 1);
+	copy_chunk(a->c, a->s, t, a->tmp, a->local + local_off, 1);
 	return 0;
 }
 
@@ -516,7 +571,7 @@ static size_t max_chunk(const struct gpt2_config *c)
 int gpt2_build_shard(struct gpt2 *m, const struct gpt2_config *c, const struct gpt2_shard *s,
 		     uint64_t seed)
 {
-	struct build_args a = { c, s, seed, NULL };
+	struct build_args a = { c, s, seed, NULL, NULL };
 	char err[200];
 	int rc;
 
@@ -533,7 +588,8 @@ int gpt2_build_shard(struct gpt2 *m, const struct gpt2_config *c, const struct g
 		snprintf(m->err, sizeof m->err, "out of memory for the model");
 		return -2;
 	}
-	for_each_chunk(c, s, m->params, build_one, &a);
+	a.local = m->params;
+	for_each_chunk(c, s, build_one, &a);
 	free(a.tmp);
 	return 0;
 }
@@ -695,12 +751,13 @@ struct load_args {
 	int fd;
 	const char *path;
 	float *tmp;
+	float *local;                /* the shard's parameters */
 	char *err;
 	size_t errlen;
 };
 
 /* Read one chunk of the whole model from the file and keep the shard's slice. */
-static int load_one(void *arg, int t, int l, size_t full_off, float *local)
+static int load_one(void *arg, int t, int l, size_t full_off, size_t local_off)
 {
 	struct load_args *a = arg;
 	size_t bytes = full_chunk(a->c, t) * sizeof(float);
@@ -713,7 +770,7 @@ static int load_one(void *arg, int t, int l, size_t full_off, float *local)
 			 a->path, k < 0 ? ": " : "", k < 0 ? strerror(errno) : "");
 		return -1;
 	}
-	copy_chunk(a->c, a->s, t, a->tmp, local, 1);
+	copy_chunk(a->c, a->s, t, a->tmp, a->local + local_off, 1);
 	return 0;
 }
 
@@ -794,7 +851,8 @@ int gpt2_load_shard(struct gpt2 *m, const char *path, const struct gpt2_shard *w
 		rc = -2;
 		goto fail;
 	}
-	if (for_each_chunk(&c, &s, m->params, load_one, &a))
+	a.local = m->params;
+	if (for_each_chunk(&c, &s, load_one, &a))
 		goto fail;
 	free(a.tmp);
 	fclose(f);

@@ -271,6 +271,32 @@ size_t gpt2_shard_sizes(const struct gpt2_config *c, const struct gpt2_shard *s,
 void gpt2_shard_copy(const struct gpt2_config *c, const struct gpt2_shard *s, float *full,
 		     float *local, int to_local);
 
+/*
+ * A run of floats a shard holds contiguously that is contiguous in the
+ * whole model too: n floats from offset full there and local in the shard.
+ */
+struct shard_piece {
+	size_t full, local, n;
+};
+
+typedef void shard_piece_fn(void *arg, const struct shard_piece *p);
+
+/* Pieces being joined while they are listed (model.c's own). */
+struct piece_run {
+	shard_piece_fn *fn;
+	void *arg;
+	struct shard_piece pending;
+};
+
+/*
+ * Call fn for every piece of the shard in increasing order of both offsets,
+ * joined where they continue each other: the map gpt2_shard_copy follows,
+ * which a resharding resume intersects with the pieces of the shards that
+ * wrote a checkpoint.
+ */
+void gpt2_shard_pieces(const struct gpt2_config *c, const struct gpt2_shard *s,
+		       shard_piece_fn *fn, void *arg);
+
 /* Whether tensor parallelism cuts tensor t (else every tensor-parallel rank holds all of it). */
 int gpt2_tensor_is_split(const struct gpt2_config *c, enum gpt2_tensor t);
 

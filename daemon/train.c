@@ -323,60 +323,30 @@ static int load_own_shard(struct rank *r, const char *dir, const struct gpt2_con
 }
 
 /*
- * Resume from checkpoint dir, whatever layout wrote it: the whole model and
- * its moments are read (from one model file or from every rank's shard),
- * and this rank keeps its shard of them and, under ZeRO-1, its part of the
- * moments. The same bits whatever the layout, so a requeued job may come
- * back on another number of nodes or ranks.
+ * Resume from checkpoint dir, whatever layout wrote it: this rank reads its
+ * own shard's parameters and its part of the moments from the pieces of
+ * the files that hold them (the whole model is never in memory). The same
+ * bits whatever the layout, so a requeued job may come back on another
+ * number of nodes or ranks.
  */
 static int load_checkpoint(struct rank *r, const char *dir, const struct gpt2_config *expect,
 			   const struct gpt2_shard *shard)
 {
-	struct gpt2_config cc;
-	struct ckpt_full full = { 0 };
-	float *lm = NULL, *lv = NULL;
-	int code = 0, own;
+	struct ckpt_shard_info info;
+	int own;
 
-	if (expect && (own = load_own_shard(r, dir, expect, shard)))
+	if ((own = load_own_shard(r, dir, expect, shard)))
 		return own < 0 ? r->res->exit_code : 0;
-	if (ckpt_load_full(dir, expect, &full, r->err, sizeof r->err) < 0)
-		return rank_fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
-	cc = full.config;
-	if (gpt2_shard_from_full(&r->model, &cc, shard, full.params) < 0) {
-		code = rank_fail(r, STORK_EXIT_CONFIG, r->model.err);
-		goto out;
-	}
+	if (gpt2_shard_from_full(&r->model, expect, shard, NULL) < 0)
+		return rank_fail(r, STORK_EXIT_CONFIG, r->model.err);
 	r->model.shard.tp = shard->tp;
-	if ((code = init_optimizer(r)))
-		goto out;
-	lm = malloc(r->model.num_params * sizeof(float));
-	lv = malloc(r->model.num_params * sizeof(float));
-	if (!lm || !lv) {
-		code = rank_fail(r, STORK_EXIT_INTERNAL, "out of memory reading the optimizer state");
-		goto out;
-	}
-	gpt2_shard_copy(&cc, shard, full.m, lm, 1);
-	gpt2_shard_copy(&cc, shard, full.v, lv, 1);
-	if (r->lay.zero) {
-		size_t at = 0;
-
-		for (int k = 0; k < r->zero.nseg; k++) {
-			size_t lo = r->zero.seg[k].lo, n = r->zero.seg[k].hi - lo;
-
-			memcpy(r->opt.m + at, lm + lo, n * sizeof(float));
-			memcpy(r->opt.v + at, lv + lo, n * sizeof(float));
-			at += n;
-		}
-	} else {
-		memcpy(r->opt.m, lm, r->model.num_params * sizeof(float));
-		memcpy(r->opt.v, lv, r->model.num_params * sizeof(float));
-	}
-	r->opt.step = full.opt_step;
-out:
-	free(lm);
-	free(lv);
-	ckpt_full_free(&full);
-	return code;
+	if (init_optimizer(r))
+		return r->res->exit_code;
+	shard_info(r, &info);
+	if (ckpt_read_resharded(dir, &info, r->model.params, r->opt.m, r->opt.v, &r->opt.step,
+				r->err, sizeof r->err) < 0)
+		return rank_fail(r, STORK_EXIT_CHECKPOINT_BAD, r->err);
+	return 0;
 }
 
 /*

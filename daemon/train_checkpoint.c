@@ -104,27 +104,8 @@ int checkpoint_fits_kill(struct rank *r, double *left, double *need)
 /* This rank's shard of a sharded checkpoint: its place, its parameters and moment parts. */
 void shard_info(const struct rank *r, struct ckpt_shard_info *info)
 {
-	const struct par_layout *l = &r->lay;
-
-	*info = (struct ckpt_shard_info){
-		.rank = r->rank,
-		.layout = { .world = l->world, .dp = l->dp, .tp = l->tp, .pp = l->pp,
-			    .zero = l->zero, .sharded = 1 },
-		.config = r->model.config,
-		.tp_rank = l->tp_rank, .dp_rank = l->dp_rank, .stage = l->stage,
-		.first_layer = l->first_layer, .last_layer = l->last_layer,
-		.nparams = r->model.num_params, .opt_step = r->opt.step,
-	};
-	if (l->zero) {
-		info->nseg = r->zero.nseg;
-		for (int k = 0; k < r->zero.nseg; k++) {
-			info->seg_lo[k] = r->zero.seg[k].lo;
-			info->seg_hi[k] = r->zero.seg[k].hi;
-		}
-	} else {
-		info->nseg = 1;
-		info->seg_hi[0] = r->model.num_params;
-	}
+	ckpt_shard_info_of(&r->model.config, &r->lay, info);
+	info->opt_step = r->opt.step;
 }
 
 /*

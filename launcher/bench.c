@@ -1,8 +1,8 @@
 /*
  * launcher/bench.c - `stork bench WHAT`: programs that print figures.
  *
- * launch (it times `srun stork run`) and report are stork's own; train, checkpoint and
- * comm run the training engine, so stork hands them to stork-engine
+ * launch (it times `srun stork run`) and report are stork's own; train, checkpoint,
+ * reshard and comm run the training engine, so stork hands them to stork-engine
  * (launcher/engine/).
  */
 #include "config.h"
@@ -16,6 +16,7 @@ static int bench_usage(FILE *out)
 {
 	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--ranks W] [--overlap W] [--set KEY=VALUE]... [KEY=VALUE]...\n"
 		     "       stork bench checkpoint CONFIG [--dir DIR] [--repeat N]\n"
+		     "       stork bench reshard CONFIG --tensor T --pipeline P [--data D] [--zero] [--dir DIR]\n"
 		     "       stork bench launch CONFIG [--nodes N] [--repeat R]   (inside an allocation)\n"
 		     "       stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
 		     "       stork bench report [--steps N] [--ranks R] [--repeat K] [--dir DIR]\n");
@@ -24,7 +25,7 @@ static int bench_usage(FILE *out)
 
 int cmd_bench(int argc, char **argv)
 {
-	static const char *const in_engine[] = { "train", "checkpoint", "comm" };
+	static const char *const in_engine[] = { "train", "checkpoint", "reshard", "comm" };
 
 	if (argc >= 2 && !strcmp(argv[1], "launch"))
 		return cmd_bench_launch(argc - 1, argv + 1);

@@ -31,7 +31,7 @@ launcher_stork_LDADD = lib/libstork_slurm.a lib/libstork.la $(SLURM_LIBS) $(CURL
 pkglibexec_PROGRAMS += launcher/engine/stork-engine
 launcher_engine_stork_engine_SOURCES = \
 	launcher/engine/stork_engine.c launcher/engine/commands.h \
-	launcher/engine/bench_train.c launcher/engine/bench_checkpoint.c \
+	launcher/engine/bench_train.c launcher/engine/bench_checkpoint.c launcher/engine/bench_reshard.c \
 	launcher/engine/bench_comm.c launcher/engine/check.c launcher/engine/export.c \
 	launcher/bench_util.c launcher/bench_util.h
 launcher_engine_stork_engine_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)

@@ -11,6 +11,7 @@
 
 int cmd_bench_train(int argc, char **argv);      /* bench_train.c */
 int cmd_bench_checkpoint(int argc, char **argv); /* bench_checkpoint.c */
+int cmd_bench_reshard(int argc, char **argv); /* bench_reshard.c */
 int cmd_check(int argc, char **argv);            /* check.c */
 int cmd_export(int argc, char **argv);           /* export.c */
 

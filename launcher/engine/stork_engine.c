@@ -24,6 +24,7 @@
 static const struct stork_command benches[] = {
 	{ "train", cmd_bench_train, "training speed and memory" },
 	{ "checkpoint", cmd_bench_checkpoint, "checkpoint commit, verify and load" },
+	{ "reshard", cmd_bench_reshard, "the memory of a resume on another layout" },
 	{ "comm", cmd_bench_comm, "all-reduce bandwidth between the tasks of a step" },
 };
 
@@ -53,7 +54,7 @@ int main(int argc, char **argv)
 		code = dispatch(commands, sizeof commands / sizeof commands[0], argc - 1, argv + 1);
 	if (code >= 0)
 		return code;
-	fprintf(stderr, "usage: stork-engine bench train|checkpoint|comm ... | check | export ...\n"
+	fprintf(stderr, "usage: stork-engine bench train|checkpoint|reshard|comm ... | check | export ...\n"
 		"stork-engine runs these stork commands for stork; see stork(1).\n");
 	return STORK_EXIT_USAGE;
 }
