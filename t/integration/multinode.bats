@@ -217,10 +217,11 @@ kill_node1_daemon() {
 }
 
 # lost_job NAME: a --nodes=1-2 --requeue job of restart.max_restarts=1 on
-# both nodes, at step 15 (0.1 s steps); sets job and dir.
+# both nodes, at step 15 (0.25 s steps: the 35 left outlast killing a node
+# on a loaded machine); sets job and dir.
 lost_job() {
 	sed -i 's/every: 25/every: 10/' run.yaml
-	export STORK_FAULT_STEP_DELAY=0.1
+	export STORK_FAULT_STEP_DELAY=0.25
 	cat >"$1.sh" <<-SCRIPT
 	#!/bin/bash
 	#SBATCH -N1-2 -c2 --exclusive --requeue -o $1.out --open-mode=append
