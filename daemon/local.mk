@@ -24,6 +24,7 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/train_checkpoint.c daemon/train_checkpoint_local.c \
 	daemon/ckpt_writer.c daemon/ckpt_writer.h \
 	daemon/hang_report.c daemon/hang_report.h \
+	daemon/preflight_probe.c daemon/preflight_probe.h \
 	daemon/pipeline.c daemon/pipeline.h \
 	daemon/zero.c daemon/zero.h \
 	daemon/checkpoint.c daemon/checkpoint.h daemon/checkpoint_format.h \

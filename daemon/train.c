@@ -19,6 +19,7 @@
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
 #include "daemon/pipeline.h"
+#include "daemon/preflight_probe.h"
 #include "daemon/rank_log.h"
 #include "daemon/zero.h"
 #include "kernels/device.h"
@@ -1458,7 +1459,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	rank_logf(&r.log, "rank %d of %d (local %d of %d) on %s", r.rank, n->world_size, local,
 		  n->local_ranks, n->host);
 	if (rank_bind(&r) || rank_device_comm(&r) || model_shape(&r, &mc) || make_layout(&r, &mc) ||
-	    open_data(&r) || init_model(&r, &mc, &start) || rank_move_to_device(&r) ||
+	    preflight_run(&r, &mc) || open_data(&r) || init_model(&r, &mc, &start) || rank_move_to_device(&r) ||
 	    init_pipeline(&r) || start_grad_sync(&r))
 		goto out;
 	rank_logf(&r.log, "model: %zu parameters; training steps %" PRId64 "..%d", r.model.num_params,

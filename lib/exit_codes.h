@@ -21,6 +21,7 @@ enum stork_exit_code {
 	STORK_EXIT_DIVERGED = 14,       /* reason "diverged": a non-finite loss or gradient norm */
 	STORK_EXIT_NODE_LOST = 15,      /* reason "node_lost_requeued": requeued without a lost node */
 	STORK_EXIT_CANCELLED = 16,      /* reason "cancelled": scancel ended the job, never requeued */
+	STORK_EXIT_PREFLIGHT = 17,      /* reason "preflight_failed": a node fell short and could not be left out */
 	STORK_EXIT_RANK_FAILED = 20,    /* reason "rank_failed" */
 	STORK_EXIT_HANG = 21,           /* reason "hang" */
 	STORK_EXIT_RENDEZVOUS = 22,     /* reason "rendezvous_timeout" */

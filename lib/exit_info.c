@@ -34,6 +34,7 @@ static const struct {
 	{ STORK_EXIT_DIVERGED, "diverged" },
 	{ STORK_EXIT_NODE_LOST, "node_lost_requeued" },
 	{ STORK_EXIT_CANCELLED, "cancelled" },
+	{ STORK_EXIT_PREFLIGHT, "preflight_failed" },
 	{ STORK_EXIT_CONFIG, "config_error" },
 	{ STORK_EXIT_DATA, "data_error" },
 	/* Bad input of other kinds keeps its own exit code but reports one of

@@ -91,6 +91,10 @@ static const struct enum_name notify_events[] = {
 	{ "started", 0 }, { "preempted", 1 }, { "restarted", 2 }, { "failed", 3 }, { "completed", 4 },
 	{ "cancelled", 5 }, { NULL, 0 },
 };
+static const struct enum_name preflight_modes[] = {
+	{ "auto", STORK_PREFLIGHT_AUTO }, { "true", STORK_PREFLIGHT_ON }, { "false", STORK_PREFLIGHT_OFF },
+	{ NULL, 0 },
+};
 static const struct enum_name signals[] = {
 	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { NULL, 0 },
 };
@@ -310,6 +314,12 @@ static const struct key keys[] = {
 	{ .path = "preempt.deadline_lead", .off = OFF(preempt.deadline_lead),
 	  .type = K_DOUBLE, .lo = 0, .hi = DBL_MAX,
 	  .dflt = "10", .help = "seconds the deadline guard keeps free before the end" },
+	{ .path = "preflight.enabled", .off = OFF(preflight.enabled),
+	  .type = K_ENUM, .names = preflight_modes,
+	  .dflt = "auto", .help = "auto (jobs of 2+ nodes) | true | false: probe every rank's device and the groups' links before the first step" },
+	{ .path = "preflight.tolerance", .off = OFF(preflight.tolerance),
+	  .type = K_DOUBLE, .lo = 0, .hi = 1, .flags = LO_OPEN,
+	  .dflt = "0.25", .help = "a node this far below the median of the others (matrix product or memory bandwidth) is left out" },
 	{ .path = "restart.max_restarts", .off = OFF(restart.max_restarts),
 	  .type = K_INT, .lo = 0, .hi = BIG,
 	  .dflt = "0", .help = "restarts from the latest checkpoint inside the job after a failure" },
@@ -365,8 +375,8 @@ static const struct key keys[] = {
 #define NKEYS (sizeof keys / sizeof keys[0])
 
 static const char *const sections[] = {
-	"run", "model", "data", "train", "checkpoint", "preempt", "restart", "parallel", "notify",
-	"program", NULL,
+	"run", "model", "data", "train", "checkpoint", "preempt", "preflight", "restart", "parallel",
+	"notify", "program", NULL,
 };
 
 /* ---------------------------------------------------------------- helpers */

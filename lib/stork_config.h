@@ -68,6 +68,13 @@ enum stork_nonfinite {
 	STORK_NONFINITE_ROLLBACK = 2, /* reload the latest checkpoint, skip that step's batch */
 };
 
+/* preflight.enabled: whether the probes run before the first step. */
+enum stork_preflight {
+	STORK_PREFLIGHT_AUTO = 0, /* in jobs of 2 or more nodes */
+	STORK_PREFLIGHT_ON = 1,
+	STORK_PREFLIGHT_OFF = 2,
+};
+
 /* program.tee: whose output the launcher's own output repeats. */
 enum stork_tee {
 	STORK_TEE_RANK0 = 0, /* rank 0's lines */
@@ -166,6 +173,10 @@ struct stork_config {
 		bool deadline_guard;        /* stop before the job's end without any signal */
 		double deadline_lead;       /* seconds kept free before the end by the guard */
 	} preempt;
+	struct {
+		int enabled;                /* enum stork_preflight */
+		double tolerance;           /* fraction below the others' median that leaves a node out */
+	} preflight;
 	struct {
 		int max_restarts;           /* storkd restarts inside the job after a failure */
 	} restart;

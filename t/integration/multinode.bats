@@ -12,6 +12,10 @@ setup() {
 	docs_data
 	small_config run.yaml mn 2 64 4 32 50
 	sed -i 's/every: 0/every: 25/' run.yaml
+	# The test cluster's two nodes share this machine's cores, so their
+	# preflight probes compete for them: the jobs here do without, and the
+	# preflight tests below turn it on (preflight.enabled=auto, the default)
+	printf 'preflight:\n  enabled: false\n' >>run.yaml
 }
 
 losses() { run_losses "$1" "${2:-000}"; }
@@ -680,5 +684,68 @@ one_rank_reference() {
 	for r in 0 1 2 3; do
 		grep -q "stack of rank $r when the watchdog found the node stuck" "$dir/logs/rank-00$r.log"
 	done
+	nodes_idle
+}
+
+# preflight_job NAME SBATCH-OPTIONS: a job of up to 2 nodes x 2 ranks with
+# preflight as by default (auto: 2 or more nodes); sets job and dir once it ran.
+preflight_job() {
+	cat >"$1.sh" <<-SCRIPT
+	#!/bin/bash
+	#SBATCH $2 -c2 --exclusive -o $1.out --open-mode=append
+	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=$1 preflight.enabled=auto
+	SCRIPT
+	job=$(submit "$1.sh")
+	wait_job_state "$job" 'COMPLETED|FAILED' 300 || true
+	cat "$1.out"
+	dir=$(run_dir "$1" "$job")
+}
+
+@test "preflight on 2 nodes: every rank's figures in metrics/preflight.csv, every node kept, in under 5 s" {
+	preflight_job pf0 -N2
+	[ "$(job_field "$job" JobState)" = COMPLETED ]
+	csv=$dir/metrics/preflight.csv
+	cat "$csv"
+	[ "$(head -1 "$csv")" = "rank,node,host,matmul_gflops,memory_gbs,dp_allreduce_gbs,tp_allreduce_gbs,world_allreduce_gbs,verdict" ]
+	[ "$(grep -c ',"ok"$' "$csv")" -eq 4 ]
+	awk -F, 'NR > 1 && !($4 > 0 && $5 > 0 && $6 > 0 && $8 > 0) { bad = 1 } END { exit bad || NR != 5 }' "$csv"
+	secs=$(sed -n 's/^preflight: 2 node(s) in \([0-9.]*\) s: .*/\1/p' pf0.out)
+	echo "preflight took $secs s" >&3
+	awk -v s="$secs" 'BEGIN { exit !(s > 0 && s < 5) }'
+	grep -q 'preflight: this rank: matrix product' "$dir/logs/rank-003.log"
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	nodes_idle
+}
+
+@test "preflight: a node whose matrix product is 4x slower is left out: the --nodes=1-2 job is requeued without it and completes on the other; preflight.csv says why" {
+	fault_injection || skip "needs --enable-fault-injection"
+	export STORK_FAULT_PREFLIGHT_SLOW_HOST=n2
+	preflight_job pfslow "-N1-2 --requeue"
+	[ "$(job_field "$job" JobState)" = COMPLETED ]
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	[ "$(job_field "$job" ExcNodeList)" = n2 ]
+	[ "$(job_field "$job" NodeList)" = n1 ]
+	csv=$dir/metrics/preflight.csv
+	cat "$csv"
+	grep -q '^[23],1,n2,.*,"matrix product [0-9.]* GFLOP/s, [0-9]*% of the other nodes'"'"' median [0-9.]* (preflight.tolerance 0.25)"$' "$csv"
+	[ "$(grep -c ',0,n1,.*,"ok"$' "$csv")" -eq 2 ]
+	rec=$dir/exit_info.node-000.requeue-0.json
+	[ "$(jq -r .reason "$rec")" = node_lost_requeued ]
+	[[ "$(jq -r .message "$rec")" == *"preflight: node(s) n2 left out (n2: matrix product "*"): job $job requeued without them (ExcNodeList=n2)"* ]]
+	# the requeued job, on one node, skips the preflight (auto) and trains every step
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	[ "$(losses "$dir" | sort -un | wc -l)" -eq 50 ]
+	nodes_idle
+}
+
+@test "preflight: a slow node of a job that cannot be requeued ends the run as preflight_failed (exit 17), naming the node and the figure" {
+	fault_injection || skip "needs --enable-fault-injection"
+	export STORK_FAULT_PREFLIGHT_SLOW_HOST=n2
+	preflight_job pfno "-N2 --no-requeue"
+	[ "$(job_field "$job" JobState)" = FAILED ]
+	[ "$(jq -r .reason "$dir/exit_info.json")" = preflight_failed ]
+	[ "$(jq -r .exit_code "$dir/exit_info.json")" -eq 17 ]
+	[[ "$(jq -r .message "$dir/exit_info.json")" == *"preflight: node(s) n2 fall short (n2: matrix product "*"% of the other nodes' median"*") and the job cannot go on without them"* ]]
+	[ -z "$(losses "$dir")" ]
 	nodes_idle
 }

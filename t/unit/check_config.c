@@ -229,7 +229,7 @@ END_TEST
 START_TEST(unknown_section_is_an_error_at_the_key)
 {
 	ASSERT_ERROR("err_unknown_section.yaml", "err_unknown_section.yaml:3:1:", "trian",
-		     "run, model, data, train, checkpoint, preempt, restart, parallel");
+		     "run, model, data, train, checkpoint, preempt, preflight, restart, parallel");
 }
 END_TEST
 
@@ -553,7 +553,7 @@ START_TEST(hash_changes_with_every_key)
 		"train.max_rollbacks=1", "restart.max_restarts=1", "parallel.overlap=true",
 		"parallel.merge_tasks=false", "checkpoint.async=true",
 		"checkpoint.local_dir=/x", "checkpoint.persist_every=2",
-		"parallel.stage_split=compute",
+		"parallel.stage_split=compute", "preflight.enabled=false", "preflight.tolerance=0.5",
 		"program.command=[a, b]", "program.tee=all", "program.signal=TERM",
 		"program.kill_grace=1", "program.checkpoint_grace=5",
 		"notify.url=https://hooks.example.org/x", "notify.events=[failed]", "notify.timeout=9",
