@@ -355,7 +355,10 @@ static int leave_out(struct rank *r, int nbad, int nodes, const char *bad, const
 	int rc;
 
 	if (r->rank == 0) {
-		if (!n->slurm_job)
+		if (r->cfg->preflight.enabled == STORK_PREFLIGHT_ONLY)
+			snprintf(err, sizeof err, "preflight.enabled: only (stork check --all) "
+				 "leaves nothing out");
+		else if (!n->slurm_job)
 			snprintf(err, sizeof err, "not a Slurm job: nothing to requeue");
 		else if (nbad >= nodes)
 			snprintf(err, sizeof err, "no node would be left");
@@ -394,7 +397,7 @@ static int wanted(struct rank *r, int32_t *nodes)
 		return 0;
 	if (r->node->world_size > 1 && comm_allreduce(r->comm, nodes, 1, COMM_INT32, COMM_MAX) < 0)
 		return -1;
-	return mode == STORK_PREFLIGHT_ON || *nodes >= 2;
+	return mode == STORK_PREFLIGHT_ON || mode == STORK_PREFLIGHT_ONLY || *nodes >= 2;
 }
 
 int preflight_run(struct rank *r, const struct gpt2_config *mc)
@@ -447,6 +450,10 @@ int preflight_run(struct rank *r, const struct gpt2_config *mc)
 				used += (size_t)snprintf(why + used, sizeof why - used, "%s%s: %s",
 							 used ? "; " : "", hosts[k], verdicts[k]);
 		code = leave_out(r, nbad, nodes, bad, why);
+	} else if (r->cfg->preflight.enabled == STORK_PREFLIGHT_ONLY) {
+		msg_format(r->res->message, sizeof r->res->message, "preflight only: %d node(s), "
+			   "every one kept (metrics/preflight.csv)", (int)nodes);
+		code = -1; /* done: no training */
 	}
 	fflush(stdout);
 out:

@@ -34,7 +34,8 @@ int preflight_judge(const struct probe_figures *all, int world, int nodes, int n
  * and act on the verdict:
  * 0 to go on training; else the rank's exit code, the same on every rank
  * (node_lost_requeued after rank 0 requeued the job without the slow
- * nodes, preflight_failed when it could not).
+ * nodes, preflight_failed when it could not); -1 when preflight.enabled
+ * is only and every node was kept (the message says so; no training).
  */
 int preflight_run(struct rank *r, const struct gpt2_config *mc);
 

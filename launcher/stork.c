@@ -15,17 +15,19 @@
 #include "lib/version.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
+static int cmd_check(int argc, char **argv);
 
 static const struct stork_command commands[] = {
 	{ "run", cmd_run, "train: stork run CONFIG [--local-ranks N] [--set KEY=VALUE]..." },
 	{ "prep", cmd_prep, "turn text files into byte-level token shards" },
 	{ "bench", cmd_bench, "print figures: stork bench train CONFIG" },
 	{ "report", cmd_report, "a run read back: stork report --text RUN_DIR, or RUNS_DIR" },
-	{ "check", engine_exec, "list the GPUs, driver, CUDA and NCCL, and test an all-reduce" },
+	{ "check", cmd_check, "list the GPUs, driver, CUDA and NCCL, and test an all-reduce; --all CONFIG: the preflight of a job" },
 	{ "export", engine_exec, "write a checkpoint's model as one llm.c file: stork export CKPT MODEL.bin" },
 	{ "help", cmd_help, "show this list" },
 	{ "version", cmd_version, "print the version and build information" },
@@ -52,10 +54,35 @@ static int cmd_help(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * stork check: this node (stork-engine's check); `stork check --all CONFIG
+ * [overrides]` in a job: the preflight of every node of it and no
+ * training, that is `stork run CONFIG ... preflight.enabled=only`.
+ */
+static int cmd_check(int argc, char **argv)
+{
+	char **args;
+	int n = 0, code;
+
+	if (argc < 2 || strcmp(argv[1], "--all"))
+		return engine_exec(argc, argv);
+	if (!(args = calloc((size_t)argc + 3, sizeof *args)))
+		return STORK_EXIT_INTERNAL;
+	args[n++] = "run";
+	for (int i = 2; i < argc; i++)
+		args[n++] = argv[i];
+	args[n++] = "--set";
+	args[n++] = "preflight.enabled=only";
+	code = cmd_run(n, args);
+	free(args);
+	return code;
+}
+
 int main(int argc, char **argv)
 {
 	/* Before anything else: a preemption signal must wait for its handler. */
-	if (argc > 1 && !strcmp(argv[1], "run"))
+	if (argc > 1 && (!strcmp(argv[1], "run") || (!strcmp(argv[1], "check") && argc > 2 &&
+						      !strcmp(argv[2], "--all"))))
 		stop_signals_block();
 	stork_log_init("stork", STORK_LOG_INFO);
 	if (argc < 2) {

@@ -93,7 +93,7 @@ static const struct enum_name notify_events[] = {
 };
 static const struct enum_name preflight_modes[] = {
 	{ "auto", STORK_PREFLIGHT_AUTO }, { "true", STORK_PREFLIGHT_ON }, { "false", STORK_PREFLIGHT_OFF },
-	{ NULL, 0 },
+	{ "only", STORK_PREFLIGHT_ONLY }, { NULL, 0 },
 };
 static const struct enum_name signals[] = {
 	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { NULL, 0 },
@@ -316,7 +316,7 @@ static const struct key keys[] = {
 	  .dflt = "10", .help = "seconds the deadline guard keeps free before the end" },
 	{ .path = "preflight.enabled", .off = OFF(preflight.enabled),
 	  .type = K_ENUM, .names = preflight_modes,
-	  .dflt = "auto", .help = "auto (jobs of 2+ nodes) | true | false: probe every rank's device and the groups' links before the first step" },
+	  .dflt = "auto", .help = "auto (jobs of 2+ nodes) | true | false | only (then stop: stork check --all): probe every rank's device and the groups' links before the first step" },
 	{ .path = "preflight.tolerance", .off = OFF(preflight.tolerance),
 	  .type = K_DOUBLE, .lo = 0, .hi = 1, .flags = LO_OPEN,
 	  .dflt = "0.25", .help = "a node this far below the median of the others (matrix product or memory bandwidth) is left out" },

@@ -73,6 +73,7 @@ enum stork_preflight {
 	STORK_PREFLIGHT_AUTO = 0, /* in jobs of 2 or more nodes */
 	STORK_PREFLIGHT_ON = 1,
 	STORK_PREFLIGHT_OFF = 2,
+	STORK_PREFLIGHT_ONLY = 3, /* on any node count, then stop: stork check --all */
 };
 
 /* program.tee: whose output the launcher's own output repeats. */

@@ -341,3 +341,23 @@ setup() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"notify.events: unknown name 'finished': expected a list of started, preempted, restarted, failed, completed"* ]]
 }
+
+@test "stork check --all CONFIG: the preflight of every rank and no training; preflight.enabled true probes before a one-node run too" {
+	run "$STORK" check --all tiny.yaml --local-ranks 2 --set run.name=pfonly
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"preflight: 1 node(s) in "*" s: matrix product "*" GFLOP/s, memory "*"metrics/preflight.csv"* ]]
+	[[ "$output" == *"stork: completed (exit 0): preflight only: 1 node(s), every one kept (metrics/preflight.csv)"* ]]
+	dir=runs/pfonly__job=local__task=0
+	[ "$(grep -c ',0,.*,"ok"$' "$dir/metrics/preflight.csv")" -eq 2 ]
+	[ -z "$(grep -h train_loss "$dir"/logs/rank-00[01].metrics.jsonl)" ]
+	# a training run does without it on one node (auto), and with it when asked
+	run "$STORK" run tiny.yaml --set run.name=plain
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"preflight:"* ]]
+	[ ! -e runs/plain__job=local__task=0/metrics/preflight.csv ]
+	run "$STORK" run tiny.yaml --set run.name=asked --set preflight.enabled=true
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"preflight: 1 node(s) in "* ]]
+	[ "$(losses asked | wc -l)" -eq 20 ]
+}
