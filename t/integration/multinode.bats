@@ -281,7 +281,8 @@ back_on_n1() {
 	wait_job_state "$job" RUNNING 60
 	wait_step "$dir" 27 120
 	# two tiers, one per host, each with its node's two shards
-	[ "$(ls -d "$WORK"/local/stork-checkpoints."$job".*.n[12] | wc -l)" -eq 2 ]
+	tiers=("$WORK"/local/stork-checkpoints."$job".*.n[12])
+	[ "${#tiers[@]}" -eq 2 ] && [ -d "${tiers[0]}" ] && [ -d "${tiers[1]}" ]
 	ls "$WORK"/local/stork-checkpoints."$job".*.n2/step_00000025/shard-0000[23].bin
 	kill -9 "$(jq -r '.nodes[1].pid' "$dir/config/slurm_env.json")"
 	wait_job_state "$job" COMPLETED 300
@@ -327,7 +328,7 @@ net_bytes() {
 	[ "$(jq .nodes "$dir/exit_info.json")" -eq 2 ]
 	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
 	[ -s "$dir/exit_info.node-001.json" ]
-	[ -z "$(ls "$dir" | grep 'exit_info.node-00[23]')" ]
+	[ ! -e "$dir/exit_info.node-002.json" ] && [ ! -e "$dir/exit_info.node-003.json" ]
 	"$STORK" report --text "$dir" | grep -q '4 rank(s) on 2 node(s)'
 	grep -q '^\[1/1 n1 ' "$dir/logs/rank-001.log"
 	grep -q '^\[3/1 n2 ' "$dir/logs/rank-003.log"

@@ -127,7 +127,8 @@ same_checkpoints() {
 	done
 	same_checkpoints dpfalse dptrue
 	same_checkpoints tppfalse tpptrue
-	[ "$(ls -d runs/tpptrue__job=local__task=0/checkpoints/step_* | wc -l)" -eq 4 ]
+	steps=(runs/tpptrue__job=local__task=0/checkpoints/step_*)
+	[ "${#steps[@]}" -eq 4 ]
 	diff <(losses dpfalse) <(losses dptrue)
 	diff <(losses tppfalse) <(losses tpptrue)
 	# written in the background, committed a step or more later; the stall is a metric
@@ -266,6 +267,7 @@ cut_local() {
 	run "$STORK" run tiny.yaml --set run.name=theirs --set checkpoint.local_dir="$WORK/shared/ckpt"
 	echo "$output"
 	[ "$status" -eq 3 ]
-	[ -z "$(ls runs/theirs__job=local__task=0/logs/rank-000.metrics.jsonl 2>/dev/null | xargs -r grep -l train_loss)" ]
 	[[ "$output" == *"node-local checkpoint directory $WORK/shared/ckpt/stork-checkpoints."*": $WORK/shared/ckpt, in a directory anyone may write, is another user's: refused; choose another checkpoint.local_dir"* ]]
+	run grep -s -l train_loss runs/theirs__job=local__task=0/logs/rank-000.metrics.jsonl
+	[ -z "$output" ]
 }

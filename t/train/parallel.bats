@@ -348,7 +348,7 @@ as_task() {
 	wait "$follower"
 	cat follower.out
 	[[ "$output" == *"the 2 tasks on this host run as one launcher: 2 rank(s)"* ]]
-	dir=$(ls -d runs/ht__job=$JOBID__task=0 2>/dev/null || ls -d runs/ht__*)
+	dir=$(ls -d runs/ht__*)
 	[ "$(jq '[.nodes[].local_ranks]' -c "$dir/config/slurm_env.json")" = "[2]" ]
 	[ "$(jq .nodes "$dir/exit_info.json")" -eq 1 ]
 	diff <(run_losses runs/lr2__job=local__task=0) <(run_losses "$dir")
