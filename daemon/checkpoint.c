@@ -191,6 +191,24 @@ static int write_model(const char *path, const struct gpt2 *m, struct digest *d,
 	return write_spans(path, spans, 2, d, err, errlen);
 }
 
+/* The spike detector's window: {"loss": [...], "grad_norm": [...], "in_row": k}, oldest first. */
+static json_t *spike_json(const struct spike_window *w)
+{
+	json_t *loss = json_array(), *norm = json_array();
+
+	for (int i = 0; loss && norm && i < w->n; i++)
+		if (json_array_append_new(loss, json_real(w->loss[i])) < 0 ||
+		    json_array_append_new(norm, json_real(w->norm[i])) < 0)
+			goto fail;
+	if (loss && norm)
+		return json_pack("{s:o, s:o, s:i}", "loss", loss, "grad_norm", norm, "in_row",
+				 w->in_row);
+fail:
+	json_decref(loss);
+	json_decref(norm);
+	return NULL;
+}
+
 static int write_state(const char *path, const struct ckpt_state *st,
 		       const struct ckpt_layout *l, struct digest *d, char *err, size_t errlen)
 {
@@ -217,6 +235,8 @@ static int write_state(const char *path, const struct ckpt_state *st,
 					      "tp", st->was.tp, "pp", st->was.pp,
 					      "zero", st->was.zero, "steps", (json_int_t)st->was.steps,
 					      "lr", st->was.lr));
+	if (v && (st->spike.n > 0 || st->spike.in_row > 0))
+		json_object_set_new(v, "spike_window", spike_json(&st->spike));
 	if (v && l)
 		json_object_set_new(v, "layout", json_pack("{s:i, s:i, s:i, s:i, s:i}",
 							   "world", l->world, "dp", l->dp,
@@ -587,6 +607,31 @@ static void read_settings(const json_t *o, struct ckpt_settings *w)
 	w->lr = sj_real(o, "lr", 0.0);
 }
 
+/* state.json's spike_window, when there is one (else an empty window); -1 when malformed. */
+static int read_spike(const json_t *o, struct spike_window *w)
+{
+	const json_t *loss = json_object_get(o, "loss"), *norm = json_object_get(o, "grad_norm");
+	size_t n = json_array_size(loss);
+
+	spike_init(w);
+	if (!o)
+		return 0;
+	if (!json_is_array(loss) || !json_is_array(norm) || json_array_size(norm) != n ||
+	    n > SPIKE_WINDOW_MAX || !json_is_integer(json_object_get(o, "in_row")))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *a = json_array_get(loss, i), *b = json_array_get(norm, i);
+
+		if (!json_is_number(a) || !json_is_number(b))
+			return -1;
+		w->loss[i] = (float)json_number_value(a);
+		w->norm[i] = (float)json_number_value(b);
+	}
+	w->n = (int)n;
+	w->in_row = (int)sj_int(o, "in_row", 0);
+	return w->in_row < 0 ? -1 : 0;
+}
+
 int ckpt_read_state(const char *dir, struct ckpt_state *st, char *err, size_t errlen)
 {
 	char path[4096];
@@ -603,7 +648,8 @@ int ckpt_read_state(const char *dir, struct ckpt_state *st, char *err, size_t er
 			"shard", &sh, "sample", &sa, "restart_count", &rc) < 0 ||
 	    sj_get_hex64(d, "rng", &st->train.rng) < 0 ||
 	    sj_get_hex64(v, "config_hash", &st->config_hash) < 0 ||
-	    sj_get_hex64(v, "model_hash", &st->model_hash) < 0) {
+	    sj_get_hex64(v, "model_hash", &st->model_hash) < 0 ||
+	    read_spike(json_object_get(v, "spike_window"), &st->spike) < 0) {
 		snprintf(err, errlen, "%s: missing or malformed fields", path);
 		json_decref(v);
 		return -1;

@@ -4,7 +4,8 @@
  *   checkpoints/step_00001200/
  *     model.bin       the weights as an llm.c model file (fp32, version 3)
  *     optimizer.bin   AdamW moments and step ("STORKOPT" header, then m, v)
- *     state.json      completed steps, data position, config and model hashes
+ *     state.json      completed steps, data position, config and model hashes,
+ *                     the loss-spike detector's window
  *     manifest.json   every file above with its size and checksum (XXH3-64,
  *                     "hash": "xxh3-64"), written last
  *   checkpoints/latest -> step_00001200   (a symlink, replaced atomically)
@@ -25,6 +26,7 @@
 #include "daemon/data.h"
 #include "daemon/model.h"
 #include "daemon/optimizer.h"
+#include "daemon/spike.h"
 
 struct par_layout;
 
@@ -49,6 +51,7 @@ struct ckpt_state {
 	int64_t global_batch;         /* sequences per optimizer step (B x grad_accum x D);
 				       * 0: not recorded (checkpoints of earlier versions) */
 	struct ckpt_settings was;     /* the settings it was written under */
+	struct spike_window spike;    /* train.on_spike's window (empty: none recorded) */
 };
 
 /* Report a fallback or other notice (e.g. into the rank's log). */

@@ -87,6 +87,10 @@ static const struct enum_name nonfinite_actions[] = {
 	{ "stop", STORK_NONFINITE_STOP }, { "skip", STORK_NONFINITE_SKIP },
 	{ "rollback", STORK_NONFINITE_ROLLBACK }, { NULL, 0 },
 };
+static const struct enum_name spike_actions[] = {
+	{ "off", STORK_SPIKE_OFF }, { "warn", STORK_SPIKE_WARN }, { "skip", STORK_SPIKE_SKIP },
+	{ "rollback", STORK_SPIKE_ROLLBACK }, { NULL, 0 },
+};
 static const struct enum_name notify_events[] = {
 	{ "started", 0 }, { "preempted", 1 }, { "restarted", 2 }, { "failed", 3 }, { "completed", 4 },
 	{ "cancelled", 5 }, { NULL, 0 },
@@ -251,7 +255,24 @@ static const struct key keys[] = {
 		  "rollback (to the latest checkpoint, skipping that batch)" },
 	{ .path = "train.max_rollbacks", .off = OFF(train.max_rollbacks),
 	  .type = K_INT, .lo = 0, .hi = BIG,
-	  .dflt = "3", .help = "rollbacks a run may make; the next divergence stops it" },
+	  .dflt = "3", .help = "rollbacks a run may make (on_nonfinite, on_spike); the next one stops it" },
+	{ .path = "train.on_spike", .off = OFF(train.on_spike),
+	  .type = K_ENUM, .names = spike_actions,
+	  .dflt = "warn",
+	  .help = "a loss spike: off | warn (log it) | skip (drop the update) | "
+		  "rollback (to the latest checkpoint, skipping that batch)" },
+	{ .path = "train.spike_window", .off = OFF(train.spike_window),
+	  .type = K_INT, .lo = 2, .hi = STORK_SPIKE_WINDOW_MAX,
+	  .dflt = "50", .help = "accepted steps whose loss and gradient norm a spike is measured against" },
+	{ .path = "train.spike_zscore", .off = OFF(train.spike_zscore),
+	  .type = K_DOUBLE, .lo = 0, .hi = DBL_MAX, .flags = LO_OPEN,
+	  .dflt = "6.0", .help = "standard deviations above the window's mean that make a spike" },
+	{ .path = "train.spike_min_steps", .off = OFF(train.spike_min_steps),
+	  .type = K_INT, .lo = 2, .hi = STORK_SPIKE_WINDOW_MAX,
+	  .dflt = "20", .help = "values the window needs before steps are judged" },
+	{ .path = "train.spike_max_in_row", .off = OFF(train.spike_max_in_row),
+	  .type = K_INT, .lo = 1, .hi = BIG,
+	  .dflt = "10", .help = "spikes in a row that make a new level: the window starts again" },
 	{ .path = "train.warmup_steps", .off = OFF(train.warmup_steps),
 	  .type = K_INT, .lo = 0, .hi = BIG,
 	  .dflt = "100", .help = "linear warmup steps" },
@@ -1320,6 +1341,11 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 		return fail(err, errlen, "%s: checkpoint.local_dir: '%s' is neither auto nor an absolute "
 			    "path (a node-local directory, the same path on every node)",
 			    config_origin(c, "checkpoint.local_dir"), c->checkpoint.local_dir);
+	if (c->train.spike_min_steps > c->train.spike_window)
+		return fail(err, errlen, "%s: train.spike_min_steps: %d exceeds train.spike_window = %d "
+			    "(%s): the window could never hold enough steps to judge one",
+			    config_origin(c, "train.spike_min_steps"), c->train.spike_min_steps,
+			    c->train.spike_window, config_origin(c, "train.spike_window"));
 	if (c->train.min_lr > c->train.lr)
 		return fail(err, errlen, "%s: train.min_lr: %g exceeds train.lr = %g (%s)",
 			    config_origin(c, "train.min_lr"), c->train.min_lr, c->train.lr, config_origin(c, "train.lr"));

@@ -76,6 +76,15 @@ enum stork_preflight {
 	STORK_PREFLIGHT_ONLY = 3, /* on any node count, then stop: stork check --all */
 };
 
+/* train.on_spike: what a loss spike (daemon/spike.h) does. */
+#define STORK_SPIKE_WINDOW_MAX 1000 /* train.spike_window's largest value */
+enum stork_spike {
+	STORK_SPIKE_OFF = 0,      /* not looked for */
+	STORK_SPIKE_WARN = 1,     /* said in the log, the metrics and the report; nothing changes */
+	STORK_SPIKE_SKIP = 2,     /* drop that step's update (its batch is consumed) */
+	STORK_SPIKE_ROLLBACK = 3, /* reload the latest checkpoint, skip that step's batch */
+};
+
 /* program.tee: whose output the launcher's own output repeats. */
 enum stork_tee {
 	STORK_TEE_RANK0 = 0, /* rank 0's lines */
@@ -148,7 +157,12 @@ struct stork_config {
 		enum stork_recompute recompute;
 		bool fused;                 /* fused kernels (classifier; residual + LayerNorm) */
 		enum stork_nonfinite on_nonfinite;
-		int max_rollbacks;
+		int max_rollbacks;          /* shared by on_nonfinite and on_spike */
+		enum stork_spike on_spike;
+		int spike_window;           /* accepted steps the z-score looks back over */
+		double spike_zscore;        /* standard deviations above the window's mean */
+		int spike_min_steps;        /* window values before a step is judged */
+		int spike_max_in_row;       /* spikes in a row after which the window starts again */
 		int warmup_steps;
 		double min_lr;
 		double weight_decay;

@@ -551,6 +551,8 @@ START_TEST(hash_changes_with_every_key)
 		"data.sha256=x", "data.ca_file=x", "data.netrc=x", "data.token_env=X",
 		"data.downloads=2", "train.recompute=block", "train.fused=false",
 		"train.max_rollbacks=1", "restart.max_restarts=1", "parallel.overlap=true",
+		"train.on_spike=skip", "train.spike_window=40", "train.spike_zscore=5",
+		"train.spike_min_steps=10", "train.spike_max_in_row=4",
 		"parallel.merge_tasks=false", "checkpoint.async=true",
 		"checkpoint.local_dir=/x", "checkpoint.persist_every=2",
 		"parallel.stage_split=compute", "preflight.enabled=false", "preflight.tolerance=0.5",
