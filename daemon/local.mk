@@ -22,7 +22,7 @@ noinst_LIBRARIES += daemon/libstorkd.a
 daemon_libstorkd_a_SOURCES = \
 	daemon/train.c daemon/train.h daemon/train_rank.h daemon/train_device.c \
 	daemon/train_checkpoint.c daemon/train_checkpoint_local.c \
-	daemon/spike.c daemon/spike.h \
+	daemon/train_guard.c daemon/spike.c daemon/spike.h \
 	daemon/ckpt_writer.c daemon/ckpt_writer.h \
 	daemon/hang_report.c daemon/hang_report.h \
 	daemon/preflight_probe.c daemon/preflight_probe.h \

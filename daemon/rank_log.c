@@ -93,24 +93,33 @@ void rank_logf(struct rank_log *rl, const char *fmt, ...)
 void rank_metric(struct rank_log *rl, int64_t step, const char *metric, double value,
 		 const char *unit)
 {
+	rank_metric_with(rl, step, metric, value, unit, NULL);
+}
+
+void rank_metric_with(struct rank_log *rl, int64_t step, const char *metric, double value,
+		      const char *unit, json_t *more)
+{
 	struct timeval tv;
-	json_t *v;
+	json_t *v = NULL;
 	char *text;
 
 	if (!rl->metrics)
-		return;
+		goto out;
 	gettimeofday(&tv, NULL);
 	v = json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o, s:i, s:i}",
 		      "ts", sj_number((double)tv.tv_sec + tv.tv_usec / 1e6),
 		      "job_id", sj_text(rl->job_id), "rank", rl->rank, "host", sj_text(rl->host),
 		      "step", (json_int_t)step, "metric", sj_text(metric), "value", sj_number(value),
 		      "unit", sj_text(unit), "requeue", rl->requeue, "attempt", rl->attempt);
+	if (v && more && json_object_update(v, more) < 0)
+		goto out;
 	text = v ? sj_compact(v) : NULL;
-	json_decref(v);
-	if (!text)
-		return;
-	put_line(rl, rl->metrics, rl->metrics_path, text, "\n");
+	if (text)
+		put_line(rl, rl->metrics, rl->metrics_path, text, "\n");
 	free(text);
+out:
+	json_decref(v);
+	json_decref(more);
 }
 
 int rank_log_close(struct rank_log *rl)

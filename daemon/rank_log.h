@@ -10,6 +10,7 @@
 #ifndef STORK_DAEMON_RANK_LOG_H
 #define STORK_DAEMON_RANK_LOG_H
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,14 @@ void rank_logf(struct rank_log *rl, const char *fmt, ...) __attribute__((format(
 /* One metrics line; unit may be "". */
 void rank_metric(struct rank_log *rl, int64_t step, const char *metric, double value,
 		 const char *unit);
+
+/*
+ * The same with the members of the object more after the usual fields (an
+ * event's details: a loss spike's action, loss and z-scores); more may be
+ * NULL, and its reference is taken either way.
+ */
+void rank_metric_with(struct rank_log *rl, int64_t step, const char *metric, double value,
+		      const char *unit, json_t *more);
 
 /* Close both files; -1 when any line was lost on the way (said on stderr). */
 int rank_log_close(struct rank_log *rl);

@@ -486,6 +486,7 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 	shard.tp = r->grp.tp;
 	*start_step = 0;
 	r->shape = *mc;
+	spike_init(&r->spike);
 	snprintf(root, sizeof root, "%s/checkpoints", r->node->run_dir);
 	if (find_checkpoint(r, root, dir, sizeof dir) ||
 	    (c->checkpoint.local_dir[0] && local_tier_find(r, -1, dir, sizeof dir))) {
@@ -498,6 +499,9 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 			return r->res->exit_code;
 		if (data_set_position(r->train, &st.train, r->err, sizeof r->err))
 			return rank_fail(r, STORK_EXIT_DATA, r->err);
+		/* the spike window as it was: a resumed run judges its steps alike */
+		r->spike = st.spike;
+		spike_trim(&r->spike, c->train.spike_window);
 		*start_step = st.step;
 		rank_logf(&r->log, "resumed from %s at step %" PRId64, dir, st.step);
 		if (r->rank == 0)
@@ -604,30 +608,7 @@ static int validate(struct rank *r, int64_t step)
 }
 
 /*
- * Forward and backward over grad_accum micro-batches; returns the mean loss
- * (on the last stage; the pipeline schedules the micro-batches 1F1B).
- */
-/*
- * Fault injection (test builds): a NaN in rank STORK_FAULT_NAN_RANK's loss
- * and gradients at the steps STORK_FAULT_NAN_STEP lists, as a numerical
- * blow-up would leave them; once per step, as a bad batch would cause it
- * (a rollback trains the step again on another batch).
- */
-static void inject_nan(struct rank *r, int64_t step, float *loss)
-{
-	const char *s = getenv("STORK_FAULT_NAN_RANK");
-	float nan = NAN;
-
-	if (!fault_at_step("STORK_FAULT_NAN_STEP", step + 1) || r->rank != (s ? atoi(s) : 0) ||
-	    step <= r->nan_injected_step)
-		return;
-	r->nan_injected_step = step;
-	*loss = NAN;
-	r->model.ops->upload(r->model.grads, &nan, sizeof nan);
-}
-
-/*
- * After a rollback: the batch of the step that diverged is drawn and
+ * After a rollback: the batch of the step that diverged or spiked is drawn and
  * dropped (every rank, as every pipeline stage draws each micro-batch), so
  * the step trains on the next one instead.
  */
@@ -641,7 +622,8 @@ static int skip_batch(struct rank *r, int64_t step)
 	for (int micro = 0; micro < r->cfg->train.grad_accum; micro++)
 		if ((rc = data_next(r->train, r->inputs, r->targets, r->err, sizeof r->err)))
 			return rank_fail(r, rc, r->err);
-	rank_logf(&r->log, "step %" PRId64 ": skipping the batch that diverged", step + 1);
+	rank_logf(&r->log, "step %" PRId64 ": skipping the batch that %s", step + 1,
+		  r->skip_batch_cause == ROLLBACK_SPIKE ? "spiked" : "diverged");
 	return 0;
 }
 
@@ -676,6 +658,10 @@ static int start_grad_sync(struct rank *r)
 	return 0;
 }
 
+/*
+ * Forward and backward over grad_accum micro-batches; returns the mean loss
+ * (on the last stage; the pipeline schedules the micro-batches 1F1B).
+ */
 static int compute_gradients(struct rank *r, int64_t step, float *loss)
 {
 	const struct stork_config *c = r->cfg;
@@ -683,6 +669,7 @@ static int compute_gradients(struct rank *r, int64_t step, float *loss)
 	float scale = 1.0f / (float)c->train.grad_accum;
 
 	*loss = 0;
+	scale *= spike_fault(r, step); /* test builds: 1 but at an injected spike */
 	if (skip_batch(r, step))
 		return r->res->exit_code;
 	if (gpt2_zero_grad(&r->model) < 0)
@@ -787,62 +774,6 @@ static int sync_replicated(struct rank *r)
 }
 
 /*
- * Average the gradients over the replicas (all-reduce, or ZeRO-1's
- * reduce-scatter), add the tied embedding's two halves (first and last
- * stage), clip to the global norm, update, and (ZeRO-1) gather the
- * parameters back. Returns 0 with the norm before clipping.
- */
-/*
- * The divergence guard: the gradient norm is the same on every rank (a
- * global sum), and a NaN or Inf anywhere makes it non-finite, so every rank
- * sees it at once. The first rank whose own loss was not finite is named
- * (one more all-reduce, only then). train.on_nonfinite: stop ends the run
- * (reason diverged, before anything is checkpointed); skip drops this
- * step's update. Returns 0 to go on without this update, or the exit code.
- */
-static int diverged(struct rank *r, int64_t step, float loss, float norm)
-{
-	int32_t first = isfinite(loss) ? INT32_MAX : r->rank;
-	char who[64] = "its gradients (every rank's loss was finite)";
-
-	if (comm_allreduce(r->comm, &first, 1, COMM_INT32, COMM_MIN) < 0)
-		return rank_fail_collective(r);
-	if (first != INT32_MAX)
-		snprintf(who, sizeof who, "rank %d's loss first", (int)first);
-	snprintf(r->err, sizeof r->err,
-		 "step %" PRId64 ": the gradient norm is not finite (%g), seen in %s", step + 1,
-		 (double)norm, who);
-	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_STOP ||
-	    (r->cfg->train.on_nonfinite == STORK_NONFINITE_ROLLBACK &&
-	     r->rollbacks >= r->cfg->train.max_rollbacks)) {
-		if (r->cfg->train.on_nonfinite == STORK_NONFINITE_ROLLBACK) {
-			size_t l = strlen(r->err);
-
-			msg_format(r->err + l, sizeof r->err - l,
-				   " (after train.max_rollbacks %d rollbacks)", r->rollbacks);
-		}
-		return rank_fail_agreed(r, STORK_EXIT_DIVERGED, r->err);
-	}
-	if (r->cfg->train.on_nonfinite == STORK_NONFINITE_ROLLBACK) {
-		r->rollback_pending = 1; /* every rank: the norm is the same everywhere */
-		rank_logf(&r->log, "warning: %s; train.on_nonfinite: rollback", r->err);
-		if (r->rank == 0) {
-			fprintf(stderr, "storkd: warning: %s; rolling back to the latest checkpoint\n",
-				r->err);
-			fflush(stderr);
-		}
-		return 0;
-	}
-	rank_logf(&r->log, "warning: %s; train.on_nonfinite: skip: this step's update is dropped",
-		  r->err);
-	if (r->rank == 0) {
-		fprintf(stderr, "storkd: warning: %s; the update is dropped\n", r->err);
-		fflush(stderr);
-	}
-	return 0;
-}
-
-/*
  * The data-parallel sum of the gradients: what the overlap thread has not
  * finished yet, or the whole collective now: an all-reduce, or under
  * ZeRO-1 a reduce-scatter of this rank's part (which it also averages;
@@ -872,7 +803,33 @@ static int reduce_gradients(struct rank *r)
 	return rc;
 }
 
-static int update(struct rank *r, int64_t step, float loss, float *norm_out, float *lr_out)
+/*
+ * The guards before an update (train_guard.c): the divergence guard when
+ * the norm is not finite, else the spike guard, which judges the loss
+ * averaged over the replicas (done here, for every step: *loss becomes
+ * that mean on every rank). 0 with *drop set when the update is dropped,
+ * or the exit code.
+ */
+static int guards(struct rank *r, int64_t step, float *loss, float norm, int *drop)
+{
+	int rc;
+
+	*drop = !isfinite(norm);
+	if (*drop && (rc = diverged(r, step, *loss, norm)))
+		return rc;
+	if (mean_over_replicas(r, loss) < 0)
+		return rank_fail_collective(r);
+	return *drop ? 0 : spike_guard(r, step, *loss, norm, drop);
+}
+
+/*
+ * Average the gradients over the replicas (all-reduce, or ZeRO-1's
+ * reduce-scatter), add the tied embedding's two halves (first and last
+ * stage), clip to the global norm, update, and (ZeRO-1) gather the
+ * parameters back. Returns 0 with the norm before clipping and
+ * *loss averaged over the replicas.
+ */
+static int update(struct rank *r, int64_t step, float *loss, float *norm_out, float *lr_out)
 {
 	const struct stork_config *c = r->cfg;
 	struct adamw_params hp = {
@@ -890,6 +847,7 @@ static int update(struct rank *r, int64_t step, float loss, float *norm_out, flo
 	size_t nwte = m->sizes[GPT2_WTE];
 	double sumsq;
 	float norm, clip;
+	int drop, rc;
 
 	if (r->lay.zero) {
 		if (reduce_gradients(r) < 0)
@@ -909,8 +867,9 @@ static int update(struct rank *r, int64_t step, float loss, float *norm_out, flo
 	norm = (float)sqrt(sumsq);
 	*norm_out = norm;
 	*lr_out = lr_at(&sched, step);
-	if (!isfinite(norm)) /* skip: parameters and moments untouched, replicas still equal */
-		return diverged(r, step, loss, norm);
+	/* a dropped update leaves parameters and moments untouched, replicas still equal */
+	if ((rc = guards(r, step, loss, norm, &drop)) || drop)
+		return rc;
 	clip = grad_clip_scale(norm, (float)c->train.grad_clip);
 	if (r->lay.zero) {
 		if (clip != 1.0f)
@@ -1271,19 +1230,24 @@ static void inject_faults(struct rank *r, int64_t step)
 }
 
 /*
- * train.on_nonfinite: rollback, after step bad_step diverged on every rank.
- * Each rank drops its model, optimizer state and pipeline buffers and loads
- * the latest checkpoint again (the start when there is none yet) exactly as
- * a resume does; training goes on from there and skips bad_step's batch.
- * Returns 0 with the step to go on from in *start, or the exit code.
+ * train.on_nonfinite or train.on_spike: rollback, after step bad_step
+ * diverged or spiked on every rank. Each rank drops its model, optimizer
+ * state and pipeline buffers and loads the latest checkpoint again (the
+ * start when there is none yet) exactly as a resume does, the spike window
+ * included; training goes on from there and skips bad_step's batch. The
+ * metric rollback records it. Returns 0 with the step to go on from in
+ * *start, or the exit code.
  */
 static int rollback(struct rank *r, int64_t bad_step, int64_t *start)
 {
+	const char *what = r->rollback_pending == ROLLBACK_SPIKE ? "spiked" : "diverged";
+
 	/* the checkpoint in flight was taken before the divergence: it is the one to go back to */
 	if (checkpoint_async_drain(r))
 		return r->res->exit_code;
 	r->rollbacks++;
-	r->rollback_pending = 0;
+	r->skip_batch_cause = r->rollback_pending;
+	r->rollback_pending = ROLLBACK_NONE;
 	r->skip_batch_step = bad_step;
 	pipeline_free(&r->pipe);
 	zero_plan_free(&r->zero);
@@ -1293,12 +1257,15 @@ static int rollback(struct rank *r, int64_t bad_step, int64_t *start)
 		return rank_fail(r, STORK_EXIT_DATA, r->err);
 	if (init_model(r, &r->shape, start) || rank_move_to_device(r) || init_pipeline(r))
 		return r->res->exit_code;
+	rank_metric_with(&r->log, bad_step + 1, "rollback", (double)*start, "step",
+			 json_pack("{s:s}", "cause", r->skip_batch_cause == ROLLBACK_SPIKE ? "spike" :
+									     "nonfinite"));
 	rank_logf(&r->log, "rolled back to step %" PRId64 " (rollback %d of train.max_rollbacks %d); "
 		  "step %" PRId64 "'s batch will be skipped", *start, r->rollbacks,
 		  r->cfg->train.max_rollbacks, bad_step + 1);
 	if (r->rank == 0) {
-		printf("rolled back to step %" PRId64 " after step %" PRId64 " diverged (rollback %d of %d)\n",
-		       *start, bad_step + 1, r->rollbacks, r->cfg->train.max_rollbacks);
+		printf("rolled back to step %" PRId64 " after step %" PRId64 " %s (rollback %d of %d)\n",
+		       *start, bad_step + 1, what, r->rollbacks, r->cfg->train.max_rollbacks);
 		fflush(stdout);
 	}
 	return 0;
@@ -1385,9 +1352,9 @@ static int run_steps(struct rank *r, int64_t start)
 				1e3;
 		checkpoint_async_before_update(r); /* the update changes what it copies */
 		phase(r, RANK_PHASE_UPDATE);
-		if (update(r, step, loss, &norm, &lr))
+		if (update(r, step, &loss, &norm, &lr))
 			return r->res->exit_code;
-		if (r->rollback_pending) { /* the same on every rank: the norm is global */
+		if (r->rollback_pending) { /* the same on every rank: norm and loss are global */
 			int64_t from;
 
 			if (rollback(r, step, &from))
@@ -1395,8 +1362,6 @@ static int run_steps(struct rank *r, int64_t start)
 			step = from - 1; /* the loop's step++ makes it from */
 			continue;
 		}
-		if (mean_over_replicas(r, &loss) < 0)
-			return rank_fail_collective(r);
 		step_ms = (clock_monotonic() * 1e3) - t0;
 		report_step(r, step, loss, lr, norm, step_ms, comm_ucx_thread_bytes_sent() - sent0);
 		r->res->last_step = step + 1;
@@ -1433,7 +1398,8 @@ static int run_steps(struct rank *r, int64_t start)
 void train_rank(const struct train_node *n, int local, struct train_rank_result *res)
 {
 	struct rank r = { .node = n, .cfg = n->cfg, .local = local, .rank = n->rank_base + local,
-			  .res = res, .skip_batch_step = -1, .nan_injected_step = -1 };
+			  .res = res, .skip_batch_step = -1, .nan_injected_step = -1,
+			  .spike_injected_step = -1 };
 	struct gpt2_config mc;
 	int64_t start;
 	char err[512];

@@ -142,6 +142,7 @@ void checkpoint_state(const struct rank *r, int64_t steps_done, struct ckpt_stat
 		.restart_count = r->node->restart_count,
 		.global_batch = (int64_t)r->cfg->train.batch_size * r->cfg->train.grad_accum * r->lay.dp,
 		.was = settings_now(r),
+		.spike = r->spike,
 	};
 	data_get_position(r->train, &st->train);
 }

@@ -13,6 +13,7 @@
 #include "daemon/optimizer.h"
 #include "daemon/pipeline.h"
 #include "daemon/rank_log.h"
+#include "daemon/spike.h"
 #include "daemon/train.h"
 #include "daemon/zero.h"
 
@@ -44,10 +45,13 @@ struct rank {
 	int ckpt_failures;             /* periodic checkpoints failed in a row */
 	struct gpt2_config shape;      /* the model's shape, for a rollback's reload */
 	struct data_position data_start; /* the first batch, for a rollback to the start */
-	int rollbacks;                 /* train.on_nonfinite: rollback, done so far */
-	int rollback_pending;          /* this step diverged: roll back before the next */
+	int rollbacks;                 /* rollbacks (on_nonfinite, on_spike) done so far */
+	int rollback_pending;          /* ROLLBACK_*: this step asks for one before the next */
 	int64_t skip_batch_step;       /* step whose batch a rollback skips; -1: none */
+	int skip_batch_cause;          /* ROLLBACK_*: why that batch is skipped */
+	struct spike_window spike;     /* train.on_spike's recent accepted steps */
 	int64_t nan_injected_step;     /* test builds: the last step given a NaN; -1: none */
+	int64_t spike_injected_step;   /* test builds: the last step given a spike; -1: none */
 	int64_t first_step;            /* the step this attempt (or rollback) started at */
 	double step_ms_avg;            /* moving average of the step time, for the ETA */
 	double compute_ms;             /* this step's forward and backward on this rank */
@@ -65,6 +69,32 @@ struct rank {
 int rank_fail(struct rank *r, int code, const char *msg);
 int rank_fail_agreed(struct rank *r, int code, const char *msg);
 int rank_fail_collective(struct rank *r);
+
+/* ------------------------------------------------ train_guard.c */
+
+/* Why a rollback is pending (rank.rollback_pending) or a batch skipped. */
+enum { ROLLBACK_NONE = 0, ROLLBACK_NONFINITE = 1, ROLLBACK_SPIKE = 2 };
+
+/*
+ * train.on_nonfinite, after a step whose global gradient norm is not
+ * finite: 0 to go on without this update (skip; rollback pending), or the
+ * exit code (stop, or the rollbacks spent).
+ */
+int diverged(struct rank *r, int64_t step, float loss, float norm);
+/*
+ * train.on_spike, after a step with a finite norm: loss is the loss
+ * averaged over the replicas, norm the global gradient norm, so every rank
+ * decides alike. 0 with *drop set when this step's update is to be dropped
+ * (skip; rollback, then pending), or the exit code.
+ */
+int spike_guard(struct rank *r, int64_t step, float loss, float norm, int *drop);
+/* Test builds: a NaN in the loss and gradients at STORK_FAULT_NAN_STEP. */
+void inject_nan(struct rank *r, int64_t step, float *loss);
+/*
+ * Test builds: the factor this step's loss is multiplied by on this rank
+ * (STORK_FAULT_SPIKE_STEP, _SCALE, _REPLICA); 1 on any other step.
+ */
+float spike_fault(struct rank *r, int64_t step);
 
 /* ------------------------------------------------ train_checkpoint.c */
 
