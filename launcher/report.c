@@ -7,7 +7,7 @@
  * inside the allocation, the layout and the nodes, the steps and final
  * losses, throughput, each rank's compute time and the stragglers (ranks
  * whose median compute time is more than 10% above the median of all
- * ranks' medians), the checkpoints. Several runs (a directory of run
+ * ranks' medians), the loss spikes, the checkpoints. Several runs (a directory of run
  * directories): one line each.
  *
  * Everything comes from the files stork(1) documents (exit_info.json,
@@ -155,6 +155,17 @@ static void print_stops(const struct run_report *rep)
 	}
 }
 
+/* Each loss spike train.on_spike found, a line each. */
+static void print_spikes(const struct run_report *rep)
+{
+	for (int i = 0; i < rep->nspikes; i++) {
+		const struct report_spike *sp = &rep->spikes[i];
+
+		printf("loss spike: step %ld, %s: loss %.4g (z %.1f), grad norm %.4g (z %.1f)\n",
+		       sp->step, sp->action, sp->loss, sp->loss_z, sp->norm, sp->norm_z);
+	}
+}
+
 static int report_text(const char *dir)
 {
 	struct run_report rep;
@@ -186,6 +197,7 @@ static int report_text(const char *dir)
 			print_ranks(&rep);
 	}
 	print_stops(&rep);
+	print_spikes(&rep);
 	printf("latest checkpoint: %s\n", rep.latest_checkpoint[0] ? rep.latest_checkpoint : "none");
 	report_free(&rep);
 	return STORK_EXIT_OK;

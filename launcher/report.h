@@ -32,6 +32,14 @@ struct report_attempt {
 	char message[512];
 };
 
+/* A loss spike train.on_spike found (rank 0's loss_spike lines; the latest one per step). */
+struct report_spike {
+	long step;
+	char action[16];               /* warn, skip or rollback */
+	double z;                      /* the larger of the two z-scores */
+	double loss, loss_z, norm, norm_z;
+};
+
 struct report_rank {
 	int rank;                      /* from the file name rank-NNN */
 	struct series tps, step_ms, compute_ms; /* the latest value logged for each step */
@@ -49,6 +57,10 @@ struct run_report {
 	struct series train_loss, val_loss; /* rank 0, the latest value for each step */
 	struct series checkpoint_s;    /* rank 0: commit seconds by step */
 	struct series checkpoint_stall_ms; /* rank 0: the training loop's stall per checkpoint */
+	struct series rollbacks;       /* rank 0: at the step that spiked or diverged,
+					* the step gone back to */
+	struct report_spike *spikes;   /* in step order */
+	int nspikes;
 	struct report_rank *ranks;
 	int nranks;
 	double median_compute_ms;      /* the median of the ranks' medians */
@@ -65,6 +77,9 @@ void report_free(struct run_report *rep);
 
 double series_median(const struct series *s);
 double series_last(const struct series *s);
+
+/* The spike at step, or NULL. */
+const struct report_spike *report_spike_at(const struct run_report *rep, long step);
 
 /* Where attempt a stopped: its last trained step (-1 when it trained none), and why. */
 long report_stop_step(const struct report_attempt *a);

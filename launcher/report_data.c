@@ -3,7 +3,8 @@
  *
  * Rank 0's metrics give the loss curves, split into attempts by the
  * requeue and attempt fields of each line (a requeued or restarted run
- * logs its first steps again from its checkpoint); every rank's give the
+ * logs its first steps again from its checkpoint) or by a step logged
+ * again inside one (a rollback), and the loss spikes; every rank's give the
  * step times and the stragglers: ranks whose median compute time is more
  * than 10% above the median of all ranks' medians (compute time, because
  * every rank's step time waits for the slowest one).
@@ -150,13 +151,51 @@ static void refresh_sacct(struct run_report *rep)
 	free(fresh);
 }
 
+const struct report_spike *report_spike_at(const struct run_report *rep, long step)
+{
+	for (int i = 0; i < rep->nspikes; i++)
+		if (rep->spikes[i].step == step)
+			return &rep->spikes[i];
+	return NULL;
+}
+
+/* A loss_spike line: in step order, replacing one of the same step (a step trained again). */
+static int take_spike(struct run_report *rep, const json_t *v, long step)
+{
+	struct report_spike sp = { .step = step }, *ns;
+	int i = 0;
+
+	snprintf(sp.action, sizeof sp.action, "%s",
+		 json_string_value(json_object_get(v, "action")) ?: "?");
+	sp.z = sj_real(v, "value", NAN);
+	sp.loss = sj_real(v, "loss", NAN);
+	sp.loss_z = sj_real(v, "loss_z", NAN);
+	sp.norm = sj_real(v, "grad_norm", NAN);
+	sp.norm_z = sj_real(v, "grad_norm_z", NAN);
+	while (i < rep->nspikes && rep->spikes[i].step < step)
+		i++;
+	if (i < rep->nspikes && rep->spikes[i].step == step) {
+		rep->spikes[i] = sp;
+		return 0;
+	}
+	if (!(ns = realloc(rep->spikes, (size_t)(rep->nspikes + 1) * sizeof *ns)))
+		return -1;
+	rep->spikes = ns;
+	memmove(ns + i + 1, ns + i, (size_t)(rep->nspikes - i) * sizeof *ns);
+	ns[i] = sp;
+	rep->nspikes++;
+	return 0;
+}
+
 /* One metrics line of rank r: into the series the report shows. */
 static int take_line(struct run_report *rep, int r, const char *line, const char *path)
 {
-	/* the first four are rank 0's alone */
+	/* the first six are rank 0's alone */
 	static const char *const wanted[] = { "train_loss", "val_loss", "checkpoint_s",
-					      "checkpoint_stall_ms", "step_time_ms", "compute_ms",
-					      "tokens_per_sec", "pipeline_wait_ms", "net_bytes_sent" };
+					      "checkpoint_stall_ms", "loss_spike", "rollback",
+					      "step_time_ms",
+					      "compute_ms", "tokens_per_sec", "pipeline_wait_ms",
+					      "net_bytes_sent" };
 	struct report_rank *rk = &rep->ranks[r];
 	struct report_attempt *a;
 	const char *name = NULL;
@@ -166,13 +205,15 @@ static int take_line(struct run_report *rep, int r, const char *line, const char
 	int rc = 0;
 
 	for (size_t i = 0; i < sizeof wanted / sizeof *wanted && !name; i++)
-		if ((r == 0 || i >= 4) && metrics_line_is(line, wanted[i]))
+		if ((r == 0 || i >= 6) && metrics_line_is(line, wanted[i]))
 			name = wanted[i];
 	if (!name || !(v = sj_parse(line, strlen(line), path, err, sizeof err)))
 		return 0; /* another metric, or a line cut short by a full disk */
 	value = json_object_get(v, "value");
 	step = (long)sj_int(v, "step", -1);
-	if (!json_is_number(value) || step < 0)
+	if (!strcmp(name, "loss_spike") && step >= 0) /* its value may be null: an infinite z */
+		rc = take_spike(rep, v, step);
+	if (!json_is_number(value) || step < 0 || !strcmp(name, "loss_spike"))
 		goto out;
 	if (!strcmp(name, "step_time_ms")) {
 		rc = series_set(&rk->step_ms, step, json_number_value(value));
@@ -186,6 +227,8 @@ static int take_line(struct run_report *rep, int r, const char *line, const char
 		rc = series_set(&rk->net_bytes, step, json_number_value(value));
 	} else if (!strcmp(name, "checkpoint_s")) {
 		rc = series_set(&rep->checkpoint_s, step, json_number_value(value));
+	} else if (!strcmp(name, "rollback")) {
+		rc = series_push(&rep->rollbacks, step, json_number_value(value));
 	} else if (!strcmp(name, "checkpoint_stall_ms")) {
 		rc = series_set(&rep->checkpoint_stall_ms, step, json_number_value(value));
 	} else {
@@ -302,7 +345,34 @@ static json_t *load_json(struct run_report *rep, const char *name)
 	return v;
 }
 
-/* How each attempt ended, from node 0's record of it. */
+/*
+ * An attempt whose next step rolled the run back (a rollback line at that
+ * step: train.on_spike or train.on_nonfinite) ended in that rollback: the
+ * step spiked (its loss_spike line says how) or diverged.
+ */
+static int ended_in_rollback(struct run_report *rep, int i)
+{
+	struct report_attempt *a = &rep->attempts[i];
+	const struct report_spike *sp;
+	long bad = report_stop_step(a) + 1;
+	int rolled = 0;
+
+	for (size_t k = 0; k < rep->rollbacks.n; k++)
+		rolled |= rep->rollbacks.step[k] == bad;
+	if (!rolled)
+		return 0;
+	snprintf(a->ended, sizeof a->ended, "rollback");
+	if ((sp = report_spike_at(rep, bad)) && !strcmp(sp->action, "rollback"))
+		snprintf(a->message, sizeof a->message, "loss spike at step %ld (loss %.4g, z %.1f; "
+			 "grad norm %.4g, z %.1f): rolled back to the latest checkpoint", bad, sp->loss,
+			 sp->loss_z, sp->norm, sp->norm_z);
+	else
+		snprintf(a->message, sizeof a->message, "step %ld diverged (train.on_nonfinite): "
+			 "rolled back to the latest checkpoint", bad);
+	return 1;
+}
+
+/* How each attempt ended, from node 0's record of it (or a rollback). */
 static void attempts_ended(struct run_report *rep)
 {
 	for (int i = 0; i < rep->nattempts; i++) {
@@ -310,6 +380,8 @@ static void attempts_ended(struct run_report *rep)
 		char path[4200], err[512];
 		json_t *v;
 
+		if (i + 1 < rep->nattempts && ended_in_rollback(rep, i))
+			continue;
 		if (a->requeue < 0 ||
 		    exit_info_node_path(path, sizeof path, rep->dir, 0, a->requeue, a->attempt) < 0 ||
 		    access(path, F_OK) < 0)
@@ -359,6 +431,7 @@ void report_free(struct run_report *rep)
 		series_free(&rep->attempts[i].val_loss);
 	}
 	free(rep->attempts);
+	free(rep->spikes);
 	for (int r = 0; r < rep->nranks; r++) {
 		series_free(&rep->ranks[r].tps);
 		series_free(&rep->ranks[r].step_ms);
@@ -371,6 +444,7 @@ void report_free(struct run_report *rep)
 	series_free(&rep->val_loss);
 	series_free(&rep->checkpoint_s);
 	series_free(&rep->checkpoint_stall_ms);
+	series_free(&rep->rollbacks);
 	free(rep->sacct);
 	memset(rep, 0, sizeof *rep);
 }

@@ -163,7 +163,8 @@ static void chart_begin(FILE *f, const struct chart *c, const char *id, const ch
 		ylabel);
 }
 
-/* One curve; attrs are its class and data- attributes, already escaped. */
+/* One curve, its points kept inside the box (a value off the chart on its edge); attrs
+ * are its class and data- attributes, already escaped. */
 static void chart_curve(FILE *f, const struct chart *c, const struct series *s, const char *attrs,
 			const char *colour, const char *title)
 {
@@ -172,7 +173,7 @@ static void chart_curve(FILE *f, const struct chart *c, const struct series *s, 
 	fprintf(f, "<polyline %s fill=\"none\" stroke=\"%s\" points=\"", attrs, colour);
 	for (size_t i = 0; i < s->n; i++)
 		fprintf(f, "%s%.1f,%.1f", i ? " " : "", px(c, (double)s->step[i]),
-			isfinite(s->v[i]) ? py(c, s->v[i]) : py(c, c->y1));
+			isfinite(s->v[i]) ? py(c, fmin(fmax(s->v[i], c->y0), c->y1)) : py(c, c->y1));
 	fprintf(f, "\"><title>");
 	put_escaped(f, title);
 	fprintf(f, "</title></polyline>\n");
@@ -301,10 +302,68 @@ static void stop_list(FILE *f, const struct run_report *rep)
 		fprintf(f, "</ol>\n");
 }
 
+/* The train loss's range without the steps that spiked: one spike would flatten the curve. */
+static void widen_unspiked(struct chart *c, const struct run_report *rep, const struct series *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct series one = { .v = &s->v[i], .step = &s->step[i], .n = 1 };
+
+		if (!report_spike_at(rep, s->step[i]))
+			widen(c, &one);
+	}
+}
+
+/*
+ * A marker at each loss spike: a triangle pointing down at its loss (at
+ * the top edge when off the chart), its action's colour, a title with its
+ * figures.
+ */
+static void spike_markers(FILE *f, const struct run_report *rep, const struct chart *c)
+{
+	for (int i = 0; i < rep->nspikes; i++) {
+		const struct report_spike *sp = &rep->spikes[i];
+		double x = px(c, (double)sp->step);
+		double tip = py(c, isfinite(sp->loss) ? fmin(fmax(sp->loss, c->y0), c->y1) : c->y1);
+
+		tip = fmax(tip, MARGIN_T + 9.0); /* the whole triangle inside the box */
+		fprintf(f, "<g class=\"spike-marker ");
+		put_escaped(f, sp->action);
+		fprintf(f, "\" data-step=\"%ld\" data-action=\"", sp->step);
+		put_escaped(f, sp->action);
+		fprintf(f, "\"><polyline points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f\"/><title>loss "
+			   "spike at step %ld: loss %.4g (z %.1f), grad norm %.4g (z %.1f); ", x - 5,
+			tip - 9, x + 5, tip - 9, x, tip, x - 5, tip - 9, sp->step, sp->loss, sp->loss_z,
+			sp->norm, sp->norm_z);
+		put_escaped(f, sp->action);
+		fprintf(f, "</title></g>\n");
+	}
+}
+
+/* The loss spikes, a row each, under the loss chart. */
+static void spike_table(FILE *f, const struct run_report *rep)
+{
+	if (!rep->nspikes)
+		return;
+	fprintf(f, "<h3>Loss spikes (train.on_spike)</h3>\n<table class=\"spikes\"><tr><th>step</th>"
+		   "<th>action</th><th>loss</th><th>loss z</th><th>grad norm</th><th>grad norm z</th>"
+		   "</tr>\n");
+	for (int i = 0; i < rep->nspikes; i++) {
+		const struct report_spike *sp = &rep->spikes[i];
+
+		fprintf(f, "<tr class=\"spike\" data-step=\"%ld\"><td>%ld</td><td>", sp->step, sp->step);
+		put_escaped(f, sp->action);
+		fprintf(f, "</td><td>%.4g</td><td>%.1f</td><td>%.4g</td><td>%.1f</td></tr>\n", sp->loss,
+			sp->loss_z, sp->norm, sp->norm_z);
+	}
+	fprintf(f, "</table>\n");
+}
+
 /*
  * Loss against step, one curve per attempt (train solid, validation
- * dashed), and a numbered marker where each attempt but the last stopped:
- * its last trained step, the reason node 0 recorded for it listed below.
+ * dashed), a numbered marker where each attempt but the last stopped (its
+ * last trained step, the reason node 0 recorded for it or the rollback,
+ * listed below), and a triangle at each loss spike (a table below). The
+ * range leaves the spikes out; a spike's point sits on the top edge.
  */
 static void section_loss(FILE *f, const struct run_report *rep)
 {
@@ -313,7 +372,7 @@ static void section_loss(FILE *f, const struct run_report *rep)
 	fprintf(f, "<section id=\"loss\"><h2>Loss</h2>\n");
 	chart_empty(&c);
 	for (int i = 0; i < rep->nattempts; i++) {
-		widen(&c, &rep->attempts[i].train_loss);
+		widen_unspiked(&c, rep, &rep->attempts[i].train_loss);
 		widen(&c, &rep->attempts[i].val_loss);
 	}
 	chart_finish(&c, 0);
@@ -333,6 +392,7 @@ static void section_loss(FILE *f, const struct run_report *rep)
 		chart_curve(f, &c, &a->val_loss, attrs, COLOUR(i), title);
 	}
 	stop_markers(f, rep, &c);
+	spike_markers(f, rep, &c);
 	chart_end(f);
 	fprintf(f, "<p class=\"legend\">");
 	for (int i = 0; i < rep->nattempts; i++) {
@@ -350,6 +410,7 @@ static void section_loss(FILE *f, const struct run_report *rep)
 	fprintf(f, "(solid: train, dashed: validation). Final train loss %.4f, last validation loss "
 		   "%.4f.</p>\n", series_last(&rep->train_loss), series_last(&rep->val_loss));
 	stop_list(f, rep);
+	spike_table(f, rep);
 	fprintf(f, "</section>\n");
 }
 
@@ -689,6 +750,8 @@ static const char style[] =
 	"polyline{stroke-width:1.5}.restart-marker line{stroke:#d62728;stroke-dasharray:4 3}"
 	".restart-marker text{font-size:11px;font-weight:bold;fill:#d62728}"
 	".stops{color:#d62728;font-size:.9em}.checkpoint{fill:#2ca02c}"
+	".spike-marker polyline{fill:#ff7f0e;stroke:none}.spike-marker.skip polyline{fill:#9467bd}"
+	".spike-marker.rollback polyline{fill:#d62728}"
 	".straggler{color:#d62728;font-weight:bold}.problems{color:#a00}";
 
 int report_write_html(const struct run_report *rep, FILE *f)
