@@ -689,12 +689,15 @@ one_rank_reference() {
 }
 
 # preflight_job NAME SBATCH-OPTIONS: a job of up to 2 nodes x 2 ranks with
-# preflight as by default (auto: 2 or more nodes); sets job and dir once it ran.
+# preflight as by default (auto: 2 or more nodes); sets job and dir once it
+# ran. The two nodes' four ranks share this machine's two cores, so their
+# figures differ by up to 2x on their own: preflight.tolerance 0.6 keeps
+# them, and still leaves out a node slowed 4x.
 preflight_job() {
 	cat >"$1.sh" <<-SCRIPT
 	#!/bin/bash
 	#SBATCH $2 -c2 --exclusive -o $1.out --open-mode=append
-	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=$1 preflight.enabled=auto
+	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=$1 preflight.enabled=auto preflight.tolerance=0.6
 	SCRIPT
 	job=$(submit "$1.sh")
 	wait_job_state "$job" 'COMPLETED|FAILED' 300 || true
@@ -728,7 +731,7 @@ preflight_job() {
 	[ "$(job_field "$job" NodeList)" = n1 ]
 	csv=$dir/metrics/preflight.csv
 	cat "$csv"
-	grep -q '^[23],1,n2,.*,"matrix product [0-9.]* GFLOP/s, [0-9]*% of the other nodes'"'"' median [0-9.]* (preflight.tolerance 0.25)"$' "$csv"
+	grep -q '^[23],1,n2,.*,"matrix product [0-9.]* GFLOP/s, [0-9]*% of the other nodes'"'"' median [0-9.]* (preflight.tolerance 0.60)"$' "$csv"
 	[ "$(grep -c ',0,n1,.*,"ok"$' "$csv")" -eq 2 ]
 	rec=$dir/exit_info.node-000.requeue-0.json
 	[ "$(jq -r .reason "$rec")" = node_lost_requeued ]
