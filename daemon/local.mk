@@ -26,6 +26,7 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/hang_report.c daemon/hang_report.h \
 	daemon/pipeline.c daemon/pipeline.h \
 	daemon/zero.c daemon/zero.h \
+	daemon/layout_cost.c daemon/layout_cost.h \
 	daemon/checkpoint.c daemon/checkpoint.h \
 	daemon/rank_log.c daemon/rank_log.h \
 	daemon/join.c daemon/join.h \

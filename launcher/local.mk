@@ -33,6 +33,7 @@ launcher_engine_stork_engine_SOURCES = \
 	launcher/engine/stork_engine.c launcher/engine/commands.h \
 	launcher/engine/bench_train.c launcher/engine/bench_checkpoint.c \
 	launcher/engine/bench_comm.c launcher/engine/check.c launcher/engine/export.c \
+	launcher/engine/config_args.c \
 	launcher/bench_util.c launcher/bench_util.h
 launcher_engine_stork_engine_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 launcher_engine_stork_engine_LDADD = $(STORKD_LIBS)
