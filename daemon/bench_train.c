@@ -424,6 +424,19 @@ static int train_steps(struct gpt2 *m, struct adamw_state *s, const int *tok, in
 	return 0;
 }
 
+/* What o->result asks for, from n timed steps' phases. */
+static void keep_result(const struct bench_train_opts *o, const struct gpt2 *m,
+			const struct phase *ph, int n, int threads, const char *device)
+{
+	if (!o->result)
+		return;
+	*o->result = (struct bench_train_result){ .fwd_bwd_s = (ph->fwd + ph->bwd) / n,
+						  .update_s = ph->upd / n,
+						  .num_params = m->num_params, .B = o->B, .T = o->T,
+						  .threads = threads };
+	snprintf(o->result->device, sizeof o->result->device, "%s", device);
+}
+
 #ifdef HAVE_CUDA
 /*
  * The GPU benchmark: the same steps on ops_cuda, every array in device
@@ -477,6 +490,7 @@ int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts 
 	if (train_steps(&m, &s, tok, B, T, steps, &ph))
 		goto step_fail;
 
+	keep_result(o, &m, &ph, steps, 1, desc);
 	peak = kernels_cuda_peak_flops(prec);
 	fpt = bench_flops_per_token(c, m.num_params, T);
 	step_s = (ph.fwd + ph.bwd + ph.upd) / steps;
@@ -558,6 +572,7 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
 	if (train_steps(&m, &s, tok, B, T, steps, &ph))
 		goto step_fail;
 
+	keep_result(o, &m, &ph, steps, ops_cpu_threads(), "cpu");
 	peak = bench_fp32_peak(ops_cpu_threads(), peak_how, sizeof peak_how);
 	fpt = bench_flops_per_token(c, m.num_params, T);
 	step_s = (ph.fwd + ph.bwd + ph.upd) / steps;
@@ -590,6 +605,84 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
 step_fail:
 	fprintf(out, "bench train: %s\n", m.err);
 fail:
+	adamw_free(&s);
+	gpt2_free(&m);
+	free(tok);
+	return rc;
+}
+
+/* ------------------------------------------------------------ probe */
+
+#ifdef HAVE_CUDA
+/* The probe's model on the first GPU (adamw's state too). */
+static int probe_use_gpu(struct gpt2 *m, struct adamw_state *s, const struct bench_train_opts *o,
+			 char *desc, size_t dlen, char *err, size_t errlen)
+{
+	if (kernels_cuda_use_device(0, desc, dlen, err, errlen) < 0 ||
+	    kernels_cuda_check_precision(o->precision, err, errlen) < 0)
+		return -1;
+	ops_cuda.set_precision(o->precision);
+	if (gpt2_set_backend(m, &ops_cuda) || adamw_move(s, &ops_cuda)) {
+		snprintf(err, errlen, "%s", m->err[0] ? m->err : "out of GPU memory");
+		return -1;
+	}
+	return 0;
+}
+#else
+static int probe_use_gpu(struct gpt2 *m, struct adamw_state *s, const struct bench_train_opts *o,
+			 char *desc, size_t dlen, char *err, size_t errlen)
+{
+	(void)m, (void)s, (void)o, (void)desc, (void)dlen;
+	snprintf(err, errlen, "this build has no CUDA backend");
+	return -1;
+}
+#endif
+
+int bench_train_probe(const struct gpt2_config *c, const struct bench_train_opts *o, int cuda,
+		      double min_seconds, void (*each)(const struct bench_train_result *step,
+						       void *arg),
+		      void *arg, char *err, size_t errlen)
+{
+	int B = o->B, T = o->T, rc = -1;
+	struct gpt2 m;
+	struct adamw_state s = { 0 };
+	struct phase one;
+	struct bench_train_result r;
+	struct bench_train_opts ro = *o;
+	int *tok = malloc(((size_t)B * T + 1) * sizeof(int));
+	char desc[160] = "cpu";
+
+	if (!tok || gpt2_build(&m, c, 1337)) {
+		snprintf(err, errlen, "%s", tok ? m.err : "out of memory");
+		free(tok);
+		return -1;
+	}
+	ops_cpu.set_precision(o->precision);
+	gpt2_set_recompute(&m, o->recompute);
+	gpt2_set_fused(&m, o->fused, 1.0f);
+	if (adamw_init(&s, m.num_params)) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	if (cuda && probe_use_gpu(&m, &s, o, desc, sizeof desc, err, errlen) < 0)
+		goto out;
+	random_tokens(tok, (size_t)B * T + 1, c->vocab_size);
+	if (gpt2_zero_grad(&m) || train_steps(&m, &s, tok, B, T, 1, &one)) /* warm-up */
+		goto step_fail;
+	ro.result = &r;
+	for (double spent = 0; ; ) {
+		if (train_steps(&m, &s, tok, B, T, 1, &one))
+			goto step_fail;
+		keep_result(&ro, &m, &one, 1, cuda ? 1 : ops_cpu_threads(), desc);
+		each(&r, arg);
+		if ((spent += one.fwd + one.bwd + one.upd) >= min_seconds)
+			break;
+	}
+	rc = 0;
+	goto out;
+step_fail:
+	snprintf(err, errlen, "%s", m.err);
+out:
 	adamw_free(&s);
 	gpt2_free(&m);
 	free(tok);
