@@ -243,7 +243,8 @@ static void combine(const struct cost_layout *l, const struct cost_machine *x,
 	}
 	e->pipe_comm_s = comm;
 	e->compute_s = (l->micro - 1) * tmax + tsum;
-	e->bubble = l->pp > 1 ? 1.0 - l->micro * tmax / e->compute_s : 0.0;
+	/* the stages' mean idle share: (P-1)/(m+P-1) when they are equal */
+	e->bubble = l->pp > 1 ? 1.0 - l->micro * tsum / l->pp / e->compute_s : 0.0;
 	e->small_s = 4.0 * ((x->ranks_per_node > 1 && world > 1 ? x->intra.latency_s : 0) +
 			    (x->nodes > 1 ? x->inter.latency_s : 0));
 	e->step_s = e->compute_s + after + e->small_s;

@@ -28,7 +28,9 @@
  * Time of a step: stage s takes t(s) per micro-batch (its FLOPs at the
  * rank's rate, its tensor-parallel collectives, its pipeline transfers);
  * 1F1B over m micro-batches takes (m - 1) max t(s) + sum t(s), which is
- * (m + P - 1) t for equal stages; then the gradient collectives, AdamW and
+ * (m + P - 1) t for equal stages, in which a stage waits 1 - m t(s) / that
+ * (the bubble: (P - 1) / (m + P - 1) for equal stages, more for unequal
+ * ones, the mean over stages); then the gradient collectives, AdamW and
  * the scalars. On CPU nodes where ranks share cores (more ranks on a
  * machine than cores) no step is shorter than the machine's whole work
  * over its cores: a stage waiting in the bubble leaves its core to others.
@@ -90,7 +92,7 @@ struct cost_estimate {
 	struct rank_memory mem;       /* that rank's, in floats */
 	double flops;                 /* model FLOPs per step, the busiest rank's */
 	double intra_bytes, inter_bytes;
-	double bubble;                /* share of the pipeline's time the slowest stage waits */
+	double bubble;                /* share of the pipeline's time a stage waits, their mean */
 	double compute_s;             /* the pipeline: forward, backward, tensor and stage traffic */
 	double pipe_comm_s;           /* the tensor and stage traffic's part, the busiest stage's */
 	double dp_s, update_s, small_s; /* gradients (and tied embedding), AdamW, the 4 scalars */
