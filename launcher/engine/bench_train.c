@@ -23,6 +23,7 @@
 #include "daemon/layout.h"
 #include "daemon/layout_cost.h"
 #include "kernels/device.h"
+#include "launcher/engine/plan.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
 #include "lib/stork_config.h"
@@ -116,6 +117,7 @@ int cmd_bench_train(int argc, char **argv)
 	struct stork_config cfg;
 	struct gpt2_config g;
 	struct bench_train_opts opts;
+	struct bench_train_result result;
 	char err[1024];
 	int steps = 5, ranks = 0, overlap = 0, c, code = STORK_EXIT_CONFIG, gpu;
 
@@ -169,7 +171,7 @@ int cmd_bench_train(int argc, char **argv)
 					  .steps = steps,
 					  .precision = layout_precision(&cfg),
 					  .recompute = layout_recompute(&cfg),
-					  .fused = cfg.train.fused };
+					  .fused = cfg.train.fused, .result = &result };
 	/* on_gpu sets code when run.device is cuda without a GPU */
 	gpu = steps > 0 && on_gpu(&cfg, &code);
 	if (!code && steps > 0 &&
@@ -177,6 +179,8 @@ int cmd_bench_train(int argc, char **argv)
 	     gpu     ? bench_train_cuda(&g, &opts, stdout) :
 		       bench_train(&g, &opts, stdout)))
 		code = STORK_EXIT_INTERNAL;
+	else if (!code && steps > 0 && !overlap)
+		plan_keep_train_figure(&g, &opts, gpu, stdout);
 	config_free(&cfg);
 	return code;
 fail:

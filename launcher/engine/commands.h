@@ -17,6 +17,7 @@ struct stork_config;
 int cmd_bench_train(int argc, char **argv);      /* bench_train.c */
 int cmd_bench_checkpoint(int argc, char **argv); /* bench_checkpoint.c */
 int cmd_check(int argc, char **argv);            /* check.c */
+int cmd_plan(int argc, char **argv);             /* plan.c */
 int cmd_export(int argc, char **argv);           /* export.c */
 
 /*
