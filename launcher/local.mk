@@ -36,6 +36,7 @@ launcher_engine_stork_engine_SOURCES = \
 	launcher/engine/config_args.c \
 	launcher/engine/plan.c launcher/engine/plan.h launcher/engine/plan_check.c \
 	launcher/engine/plan_figures.c launcher/engine/plan_probe.c launcher/engine/plan_link.c \
+	launcher/engine/plan_print.c \
 	launcher/bench_util.c launcher/bench_util.h
 launcher_engine_stork_engine_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 launcher_engine_stork_engine_LDADD = $(STORKD_LIBS)

@@ -337,12 +337,13 @@ static int use_gpu(struct comm **c, struct comm **dev, const char *host, struct 
 static int keep_figure(struct comm *c, const struct bench_opts *o, const char *host,
 		       double first_us, double busbw)
 {
-	int64_t h = 0, lo, hi;
+	uint64_t h = 0;
+	int64_t lo, hi;
 	int rc;
 
 	for (const char *p = host; *p; p++)
 		h = h * 31 + (unsigned char)*p;
-	lo = hi = h & INT64_MAX;
+	lo = hi = (int64_t)(h & INT64_MAX);
 	if ((rc = comm_allreduce(c, &lo, 1, COMM_INT64, COMM_MIN)) ||
 	    (rc = comm_allreduce(c, &hi, 1, COMM_INT64, COMM_MAX)))
 		return rc;

@@ -25,7 +25,6 @@
 #include "launcher/engine/plan.h"
 
 #include "daemon/layout.h"
-#include "kernels/device.h"
 #include "lib/log.h"
 #include "lib/stork_config.h"
 
@@ -241,61 +240,6 @@ static int by_speed(const void *a, const void *b)
 	return (p->e.mem_bytes > q->e.mem_bytes) - (p->e.mem_bytes < q->e.mem_bytes);
 }
 
-/* "1.5 GiB", "12.0 MiB", "0 B" */
-static const char *bytes_text(double b, char *buf, size_t len)
-{
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	int u = 0;
-
-	while (b >= 1024 && u < 4) {
-		b /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
-	return buf;
-}
-
-void plan_print_header(FILE *out)
-{
-	fprintf(out, "%4s %4s %3s %3s %4s %-9s %9s %11s %7s %10s %10s %10s %10s\n", "#", "dp", "tp",
-		"pp", "zero", "recompute", "B x m", "memory/rank", "bubble", "in node", "between",
-		"step (ms)", "tokens/s");
-}
-
-void plan_print_line(FILE *out, int k, const struct cost_layout *l, const struct cost_estimate *e)
-{
-	char mem[32], intra[32], inter[32], bm[32];
-
-	snprintf(bm, sizeof bm, "%d x %d", l->B, l->micro);
-	fprintf(out, "%4d %4d %3d %3d %4d %-9s %9s %11s %6.1f%% %10s %10s %10.2f %10.0f\n", k, l->dp,
-		l->tp, l->pp, l->zero, gpt2_recompute_name(l->recompute), bm,
-		bytes_text(e->mem_bytes, mem, sizeof mem), 100.0 * e->bubble,
-		bytes_text(e->intra_bytes, intra, sizeof intra),
-		bytes_text(e->inter_bytes, inter, sizeof inter), 1e3 * e->step_s, e->tokens_per_s);
-}
-
-void plan_print_figures(FILE *out, const struct plan_figures *f, const struct cost_machine *x)
-{
-	fprintf(out, "compute: %.2f GFLOP/s per %s, AdamW %.2f ns per parameter: %s\n",
-		f->flops_per_s / 1e9, x->gpu ? "GPU" : "thread", f->update_s_per_param * 1e9,
-		f->compute_from);
-	fprintf(out, "in node: %.1f us + %.2f GB/s: %s\n", f->intra.latency_s * 1e6,
-		f->intra.bytes_per_s / 1e9, f->intra_from);
-	fprintf(out, "between nodes: %.1f us + %.2f GB/s: %s\n", f->inter.latency_s * 1e6,
-		f->inter.bytes_per_s / 1e9, f->inter_from);
-}
-
-void plan_machine(struct cost_machine *x, const struct plan_figures *f, int nodes, int per_node,
-		  int cuda, int cores)
-{
-	*x = (struct cost_machine){ .nodes = nodes, .ranks_per_node = per_node, .gpu = cuda,
-				    .cores = cores, .nodes_per_machine = 1,
-				    .threads_per_rank = cores / per_node > 1 ? cores / per_node : 1,
-				    .flops_per_s = f->flops_per_s,
-				    .update_s_per_param = f->update_s_per_param,
-				    .intra = f->intra, .inter = f->inter };
-}
-
 /* The lines of stork plan: what it plans for, the figures, the layouts, the best. */
 static void print_plan(const struct stork_config *cfg, const struct cost_machine *x,
 		       const struct plan_figures *f, long long global, double limit,
@@ -317,7 +261,7 @@ static void print_plan(const struct stork_config *cfg, const struct cost_machine
 	fprintf(stdout, "global batch: %lld sequences of %d tokens per step (train.batch_size %d x "
 		"train.grad_accum %d x the configuration's replicas), in every layout\n", global,
 		cfg->train.seq_len, cfg->train.batch_size, cfg->train.grad_accum);
-	fprintf(stdout, "memory: at most %s per rank\n", bytes_text(limit, lim, sizeof lim));
+	fprintf(stdout, "memory: at most %s per rank\n", plan_bytes_text(limit, lim, sizeof lim));
 	plan_print_figures(stdout, f, x);
 	fprintf(stdout, "%d valid layouts, %d fit; by estimated tokens/s:\n", cs->valid, cs->n);
 	plan_print_header(stdout);
@@ -345,12 +289,6 @@ static long long global_batch(const struct stork_config *cfg, int world)
 	return (long long)cfg->train.batch_size * cfg->train.grad_accum * (world / per_replica);
 }
 
-int plan_on_gpu(const struct stork_config *cfg)
-{
-	return cfg->run.device == STORK_DEVICE_CUDA ||
-	       (cfg->run.device == STORK_DEVICE_AUTO && kernels_cuda_device_count() > 0);
-}
-
 static int plan(const struct stork_config *cfg, const struct plan_args *a)
 {
 	struct gpt2_config g;
@@ -369,6 +307,8 @@ static int plan(const struct stork_config *cfg, const struct plan_args *a)
 	if (layout_model_shape(cfg, &g, err, sizeof err) < 0)
 		goto fail;
 	n.threads_per_rank = cores / a->per_node > 1 ? cores / a->per_node : 1;
+	n.cores = cores;
+	n.copies = a->per_node * (a->per_machine ? a->per_machine : 1);
 	code = STORK_EXIT_INTERNAL;
 	if (plan_figures(cfg, &g, &n, &f, err, sizeof err) < 0)
 		goto fail;

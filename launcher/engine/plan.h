@@ -1,8 +1,9 @@
 /*
  * launcher/engine/plan.h - the parts of `stork plan` (stork(1)): the
  * command (plan.c), the measured figures it estimates with
- * (plan_figures.c), their probes (plan_probe.c, plan_link.c) and the comparison with a
- * measured run (plan_check.c). The estimate itself is
+ * (plan_figures.c), their probes (plan_probe.c, plan_link.c), the lines it
+ * prints (plan_print.c) and the comparison with a measured run
+ * (plan_check.c). The estimate itself is
  * daemon/layout_cost.h's.
  */
 #ifndef STORK_LAUNCHER_ENGINE_PLAN_H
@@ -26,6 +27,8 @@ struct plan_node {
 	int ranks_per_node;
 	int threads_per_rank;        /* CPU: each rank's cores */
 	int cuda;                    /* ranks are GPUs */
+	int cores;                   /* CPU: a machine's */
+	int copies;                  /* CPU: ranks on a machine (they share its cores when more) */
 };
 
 /* The figures an estimate takes, and where each came from, in words. */
@@ -61,24 +64,27 @@ void plan_keep_comm_figure(int hosts, int cuda, int ranks, double latency_s, dou
 			   FILE *out);
 
 /*
- * Probes (plan_probe.c). The compute probe trains g, or a copy cut to at
- * most 4 GFLOP per step, at micro-batches of B x T on `threads` threads of
- * this process (or the first GPU) for about a quarter of a second (the
- * model in *probed, the batch it took in r->B) (plan_probe.c); the link
+ * Probes. The compute probe trains g, or a copy cut to at most 4 GFLOP
+ * per step, at micro-batches of B x T: on CPU nodes n->copies copies at
+ * once, one per rank of a machine, each on n->threads_per_rank threads and
+ * pinned as storkd pins its ranks; on GPU nodes one on the first GPU; for
+ * about a quarter of a second (the model in *probed, the batch it took in
+ * r->B; its times per core when copies share cores) (plan_probe.c); the link
  * probe all-reduces between `ranks` threads of this process over the
  * shared memory storkd uses, idle and between chunks of chunk_s seconds
  * of compute (plan_link.c). 0, or -1 with a message.
  */
 int plan_probe_compute(const struct gpt2_config *g, const struct bench_train_opts *o,
-		       int threads, int cuda, struct gpt2_config *probed,
+		       const struct plan_node *n, struct gpt2_config *probed,
 		       struct bench_train_result *r, char *err, size_t errlen);
 int plan_probe_shm(int ranks, double chunk_s, struct link_figure *f, char *err, size_t errlen);
 
-/* Output and setup shared by the plan and its check (plan.c). */
+/* Output shared by the plan and its check (plan_print.c); "1.5 GiB" into buf. */
+const char *plan_bytes_text(double b, char *buf, size_t len);
 void plan_print_header(FILE *out);
 void plan_print_line(FILE *out, int k, const struct cost_layout *l, const struct cost_estimate *e);
 void plan_print_figures(FILE *out, const struct plan_figures *f, const struct cost_machine *x);
-/* x for nodes x per_node ranks (per_node sharing `cores` on CPU nodes) from figures f. */
+/* x for nodes x per_node ranks (per_node sharing `cores` on CPU nodes) from figures f (plan_figures.c). */
 void plan_machine(struct cost_machine *x, const struct plan_figures *f, int nodes, int per_node,
 		  int cuda, int cores);
 /* Whether cfg trains on GPUs here: run.device cuda, or auto with a GPU visible. */
@@ -93,7 +99,11 @@ int plan_check(const char *run_dir, const char *host);
  */
 double plan_memory_limit(double gib, int cuda, int ranks_per_machine);
 
-/* This process's cores (its CPU affinity). */
+/* This process's cores (its CPU affinity); the first max of them in cpus, their number. */
 int plan_cores(void);
+int plan_allowed_cpus(int *cpus, int max);
+
+/* Pin the calling thread to cpu (not when cpu < 0). */
+void plan_pin(int cpu);
 
 #endif

@@ -6,8 +6,10 @@
  * the model, layout and micro-batches; config/slurm_env.json the nodes,
  * their ranks, each rank's cores and threads and GPU, and which nodes ran
  * on one machine (the same "machine": a test cluster's nodes share its
- * cores); logs/rank-*.metrics.jsonl the step times (lib/metrics_file.h),
- * of which the median over every rank's steps is the measured one. The
+ * cores); rank 0's log whether it trained on its GPU; the
+ * logs/rank-*.metrics.jsonl the step times (lib/metrics_file.h), of
+ * which the median over every rank's steps, each attempt's first left
+ * out (it allocates and starts cold), is the measured one. The
  * figures are those of node 0's host first (--host names another), else
  * this one's, as for a plan.
  */
@@ -109,39 +111,55 @@ static int read_nodes(const json_t *env, struct run_nodes *rn, char *err, size_t
 		snprintf(err, errlen, "its nodes have no ranks or no cpus");
 		return -1;
 	}
+	if (sj_int(env, "world_size", 0) != (int64_t)rn->nodes * rn->per_node) {
+		snprintf(err, errlen, "its %d nodes run different numbers of ranks (%lld in all): "
+			 "the estimate is of nodes of equal ranks", rn->nodes,
+			 (long long)sj_int(env, "world_size", 0));
+		return -1;
+	}
 	return 0;
 }
 
-/* Every step_time_ms of the run's metrics files. */
+/* The step_time_ms of the run's metrics files but each attempt's first. */
 struct samples {
 	double *v;
 	int n, cap;
+	long long attempt;         /* requeue << 32 | attempt of the file's last line; -1: none yet */
 };
 
-static int add_step_time(const char *line, void *arg)
+static int push_sample(struct samples *s, double x)
 {
-	struct samples *s = arg;
-	char err[256];
-	json_t *v;
-
-	if (!metrics_line_is(line, "step_time_ms") ||
-	    !(v = sj_parse(line, strlen(line), "metrics", err, sizeof err)))
-		return 0;
 	if (s->n == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 256;
 		double *p = realloc(s->v, (size_t)cap * sizeof *p);
 
-		if (!p) {
-			json_decref(v);
+		if (!p)
 			return -1;
-		}
 		s->v = p;
 		s->cap = cap;
 	}
-	if (json_is_number(json_object_get(v, "value")))
-		s->v[s->n++] = sj_real(v, "value", 0);
-	json_decref(v);
+	s->v[s->n++] = x;
 	return 0;
+}
+
+static int add_step_time(const char *line, void *arg)
+{
+	struct samples *s = arg;
+	long long attempt;
+	char err[256];
+	json_t *v;
+	int rc = 0;
+
+	if (!metrics_line_is(line, "step_time_ms") ||
+	    !(v = sj_parse(line, strlen(line), "metrics", err, sizeof err)))
+		return 0;
+	/* an attempt's first step allocates its buffers (and starts cold): left out */
+	attempt = (long long)sj_int(v, "requeue", 0) << 32 | sj_int(v, "attempt", 0);
+	if (attempt == s->attempt && json_is_number(json_object_get(v, "value")))
+		rc = push_sample(s, sj_real(v, "value", 0));
+	s->attempt = attempt;
+	json_decref(v);
+	return rc;
 }
 
 /* The median step_time_ms over every rank's steps (ms); -1 when there is none. */
@@ -155,8 +173,10 @@ static double measured_step_ms(const char *run_dir, int *steps, int *ranks)
 	snprintf(pattern, sizeof pattern, "%s/logs/rank-*.metrics.jsonl", run_dir);
 	*ranks = 0;
 	if (glob(pattern, 0, NULL, &gl) == 0) {
-		for (size_t i = 0; i < gl.gl_pathc; i++)
+		for (size_t i = 0; i < gl.gl_pathc; i++) {
+			s.attempt = -1;
 			*ranks += metrics_file_lines(gl.gl_pathv[i], add_step_time, &s) == 0;
+		}
 		globfree(&gl);
 	}
 	if (s.n > 0)
@@ -164,6 +184,36 @@ static double measured_step_ms(const char *run_dir, int *steps, int *ranks)
 	*steps = s.n;
 	free(s.v);
 	return med;
+}
+
+/*
+ * Whether rank 0 trained on a GPU: its log's first word on the matter,
+ * "device: cpu (why)" or "bound: gpu N (its name)" (a binding's GPU alone
+ * says nothing: the test cluster's GPUs are declared, not there).
+ */
+static int ran_on_gpu(const char *run_dir)
+{
+	char path[4200], line[1024];
+	FILE *f;
+	int gpu = 0;
+
+	snprintf(path, sizeof path, "%s/logs/rank-000.log", run_dir);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	while (fgets(line, sizeof line, f)) {
+		const char *b = strstr(line, "] bound: gpu ");
+		int dev;
+		char paren;
+
+		if (strstr(line, "] device: cpu ("))
+			break;
+		if (b && sscanf(b, "] bound: gpu %d %c", &dev, &paren) == 2 && paren == '(') {
+			gpu = 1;
+			break;
+		}
+	}
+	fclose(f);
+	return gpu;
 }
 
 /* The run's layout from its configuration on its world. */
@@ -185,7 +235,8 @@ static int check_estimate(const char *run_dir, const struct stork_config *cfg,
 	struct gpt2_config g;
 	struct plan_node n = { .host = host ? host : rn->host, .ranks_per_node = rn->per_node,
 			       .threads_per_rank = rn->threads,
-			       .cuda = rn->gpu && cfg->run.device != STORK_DEVICE_CPU };
+			       .cuda = rn->gpu && ran_on_gpu(run_dir), .cores = rn->cores,
+			       .copies = rn->per_node * rn->nodes_per_machine };
 	struct plan_figures f;
 	struct cost_machine x;
 	struct cost_layout l;
@@ -217,8 +268,8 @@ static int check_estimate(const char *run_dir, const struct stork_config *cfg,
 	plan_print_figures(stdout, &f, &x);
 	plan_print_header(stdout);
 	plan_print_line(stdout, 1, &l, &e);
-	printf("measured: %.2f ms per step (median step_time_ms of %d steps over %d ranks)\n", ms,
-	       steps, ranks);
+	printf("measured: %.2f ms per step (median step_time_ms of %d steps over %d ranks, "
+	       "each attempt's first left out)\n", ms, steps, ranks);
 	printf("estimate / measured: %.2f\n", 1e3 * e.step_s / ms);
 	return STORK_EXIT_OK;
 }
@@ -252,7 +303,8 @@ int plan_check(const char *run_dir, const char *host)
 	}
 	json_decref(env);
 	if ((ms = measured_step_ms(run_dir, &steps, &ranks)) <= 0) {
-		stork_error("--check: %s/logs has no step_time_ms: the run trained no step", run_dir);
+		stork_error("--check: %s/logs has no step_time_ms after an attempt's first step: the "
+			    "run trained too few steps", run_dir);
 		config_free(&cfg);
 		return PLAN_EXIT_NO_RUN;
 	}

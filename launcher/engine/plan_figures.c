@@ -6,7 +6,8 @@
  *   train-DEV-KEY.json   `stork bench train` of one model (KEY: a hash of
  *                        its shape, sequence length, precision and fused
  *                        kernels; DEV: cpu or cuda)
- *   probe-DEV-KEY-tN.json  the compute probe of that model's block on N threads
+ *   probe-cpu-KEY-tN-rR-cC.json, probe-cuda-KEY-gpu.json  the compute probe of
+ *                        that model: R ranks of N threads on C cores, or a GPU
  *   shm-RANKSr-CHUNKus.json  the in-node link probe between RANKS rank
  *                        threads, between chunks of CHUNK us of compute
  *   comm-inter-DEV.json  `stork bench comm` between hosts
@@ -17,6 +18,10 @@
  * (layout_shard_flops of the whole model), so its rate per thread is
  * flops_per_step / fwd_bwd_s / threads. A link figure holds latency_s and
  * bytes_per_s.
+ *
+ * Also what the node is: its cores, its memory or its GPU's, whether a
+ * configuration trains on GPUs here, and the machine the estimate takes
+ * from all of it (plan_machine).
  */
 #include "config.h"
 #include "launcher/engine/plan.h"
@@ -27,6 +32,7 @@
 #include "lib/stork_config.h"
 #include "lib/stork_json.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,12 +112,16 @@ static void describe(const json_t *v, const char *path, char *buf, size_t len)
 {
 	time_t t = (time_t)sj_int(v, "time", 0);
 	struct tm tm;
-	char when[32] = "?", how[32];
+	char when[32] = "?", how[64];
 
 	if (localtime_r(&t, &tm))
 		strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
 	if (json_object_get(v, "ranks"))
 		snprintf(how, sizeof how, "%d ranks", (int)sj_int(v, "ranks", 0));
+	else if (sj_int(v, "copies", 1) > 1)
+		snprintf(how, sizeof how, "%d ranks of %d thread(s) on %d core(s)",
+			 (int)sj_int(v, "copies", 1), (int)sj_int(v, "threads", 0),
+			 (int)sj_int(v, "cores", 0));
 	else
 		snprintf(how, sizeof how, "%d thread(s)", (int)sj_int(v, "threads", 0));
 	snprintf(buf, len, "%.60s on %.64s at %s, %s (%.300s)",
@@ -132,6 +142,12 @@ static json_t *load_either(const char *host, const char *name, char *path, size_
 	return v;
 }
 
+/* Whether the ranks of a machine outnumber its cores (CPU nodes). */
+static int shared(const struct plan_node *n)
+{
+	return !n->cuda && n->copies > n->cores;
+}
+
 /* Run the compute probe for n's ranks and keep its figure as name; the figure, or NULL. */
 static json_t *probe_compute(const char *text, const char *name, const struct gpt2_config *g,
 			     const struct bench_train_opts *o, const struct plan_node *n,
@@ -142,14 +158,21 @@ static json_t *probe_compute(const char *text, const char *name, const struct gp
 	char why[512];
 	json_t *v;
 
-	fprintf(stderr, "stork plan: no figure of this model on this node: probing it on %d %s "
-		"(stork bench train CONFIG measures it)\n",
-		n->cuda ? 1 : n->threads_per_rank, n->cuda ? "GPU" : "thread(s)");
-	if (plan_probe_compute(g, o, n->threads_per_rank, n->cuda, &g1, &r, err, errlen) < 0)
+	if (n->cuda)
+		fprintf(stderr, "stork plan: no figure of this model on this node: probing it on "
+			"the GPU (stork bench train CONFIG measures it)\n");
+	else
+		fprintf(stderr, "stork plan: no figure of this model on this node: probing it as %d "
+			"rank(s) of %d thread(s) on %d core(s)%s\n", n->copies, n->threads_per_rank,
+			n->cores, shared(n) ? "" : " (stork bench train CONFIG measures it)");
+	if (plan_probe_compute(g, o, n, &g1, &r, err, errlen) < 0)
 		return NULL;
 	snprintf(why, sizeof why, "stork plan's probe (%d of %d layers, vocabulary %d, B=%d)",
 		 g1.num_layers, g->num_layers, g1.padded_vocab_size, r.B);
-	if (!(v = compute_json(why, text, &g1, o->recompute, &r))) {
+	if (!(v = compute_json(why, text, &g1, o->recompute, &r)) ||
+	    json_object_set_new(v, "copies", json_integer(n->cuda ? 1 : n->copies)) < 0 ||
+	    json_object_set_new(v, "cores", json_integer(n->cuda ? 0 : n->cores)) < 0) {
+		json_decref(v);
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
@@ -158,7 +181,18 @@ static json_t *probe_compute(const char *text, const char *name, const struct gp
 	return v;
 }
 
-/* bench train's figure of this model, else the probe's, cached or run now. */
+/* A probe that could not run: -1, with what to do on a GPU configuration away from GPUs. */
+static int no_probe(const struct plan_node *n, char *err, size_t errlen)
+{
+	size_t len = strlen(err);
+
+	if (n->cuda)
+		snprintf(err + len, errlen - len, "; plan on a GPU node, or run stork bench train "
+			 "CONFIG on one (its figure is kept) and plan with --host NODE");
+	return -1;
+}
+
+/* bench train's figure of this model (not for ranks that share cores), else the probe's, cached or run now. */
 static int compute_figure(const struct stork_config *cfg, const struct gpt2_config *g,
 			  const struct plan_node *n, struct plan_figures *f, char *err,
 			  size_t errlen)
@@ -166,26 +200,29 @@ static int compute_figure(const struct stork_config *cfg, const struct gpt2_conf
 	struct bench_train_opts o = { .B = cfg->train.batch_size, .T = cfg->train.seq_len,
 				      .precision = layout_precision(cfg),
 				      .recompute = GPT2_RECOMPUTE_NONE, .fused = cfg->train.fused };
-	char text[256], name[128], path[4200], how[500], suffix[16];
-	const char *what = "this model's";
+	char text[256], name[128], path[4200], suffix[48];
 	json_t *v;
 
 	model_text(g, o.T, o.precision, o.fused, text, sizeof text);
 	figure_name("train", n->cuda, text, "", name, sizeof name);
-	if (!(v = load_either(n->host, name, path, sizeof path)) || compute_rates(v, f) < 0) {
+	/* bench train runs one process: ranks that share cores are the probe's to measure */
+	v = shared(n) ? NULL : load_either(n->host, name, path, sizeof path);
+	if (!v || compute_rates(v, f) < 0) {
 		json_decref(v);
-		what = "the";
-		snprintf(suffix, sizeof suffix, "-t%d", n->cuda ? 1 : n->threads_per_rank);
+		if (n->cuda)
+			snprintf(suffix, sizeof suffix, "-gpu");
+		else
+			snprintf(suffix, sizeof suffix, "-t%d-r%d-c%d", n->threads_per_rank, n->copies,
+				 n->cores);
 		figure_name("probe", n->cuda, text, suffix, name, sizeof name);
 		if (!(v = load_either(NULL, name, path, sizeof path)) || compute_rates(v, f) < 0) {
 			json_decref(v);
 			if (!(v = probe_compute(text, name, g, &o, n, path, sizeof path, err, errlen)))
-				return -1;
+				return no_probe(n, err, errlen);
 			compute_rates(v, f);
 		}
 	}
-	describe(v, path, how, sizeof how);
-	snprintf(f->compute_from, sizeof f->compute_from, "%s %s", what, how);
+	describe(v, path, f->compute_from, sizeof f->compute_from);
 	json_decref(v);
 	return 0;
 }
@@ -300,7 +337,7 @@ void plan_keep_train_figure(const struct gpt2_config *g, const struct bench_trai
 
 	model_text(g, o->T, o->precision, o->fused, text, sizeof text);
 	figure_name("train", cuda, text, "", name, sizeof name);
-	v = compute_json("stork bench train", text, g, o->recompute, o->result);
+	v = compute_json("stork bench train of this model", text, g, o->recompute, o->result);
 	if (v && figures_save(NULL, name, v, path, sizeof path, err, sizeof err) == 0)
 		fprintf(out, "kept for stork plan: %s\n", path);
 	else
@@ -339,6 +376,30 @@ int plan_cores(void)
 		       CPU_COUNT(&set) : 1;
 }
 
+int plan_allowed_cpus(int *cpus, int max)
+{
+	cpu_set_t set;
+	int n = 0;
+
+	if (sched_getaffinity(0, sizeof set, &set) < 0)
+		return 0;
+	for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+		if (CPU_ISSET(c, &set))
+			cpus[n++] = c;
+	return n;
+}
+
+void plan_pin(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 double plan_memory_limit(double gib, int cuda, int ranks_per_machine)
 {
 	size_t free_b = 0, total = 0;
@@ -357,4 +418,21 @@ double plan_memory_limit(double gib, int cuda, int ranks_per_machine)
 	(void)cuda;
 	total = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
 	return (double)total / ranks_per_machine;
+}
+
+void plan_machine(struct cost_machine *x, const struct plan_figures *f, int nodes, int per_node,
+		  int cuda, int cores)
+{
+	*x = (struct cost_machine){ .nodes = nodes, .ranks_per_node = per_node, .gpu = cuda,
+				    .cores = cores, .nodes_per_machine = 1,
+				    .threads_per_rank = cores / per_node > 1 ? cores / per_node : 1,
+				    .flops_per_s = f->flops_per_s,
+				    .update_s_per_param = f->update_s_per_param,
+				    .intra = f->intra, .inter = f->inter };
+}
+
+int plan_on_gpu(const struct stork_config *cfg)
+{
+	return cfg->run.device == STORK_DEVICE_CUDA ||
+	       (cfg->run.device == STORK_DEVICE_AUTO && kernels_cuda_device_count() > 0);
 }

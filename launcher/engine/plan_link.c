@@ -120,24 +120,13 @@ static double loaded_allreduce(struct link_rank *r, float *x)
 	return k ? bench_median(d, k) : 0;
 }
 
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
 static void *link_rank_main(void *arg)
 {
 	struct link_rank *r = arg;
 	float *x = calloc(LARGE, sizeof *x);
 	int rank = comm_rank(r->world);
 
-	pin(r->cpu);
+	plan_pin(r->cpu);
 	r->rc = x ? comm_split(r->world, rank / 2, rank, &r->pair) : COMM_ENOMEM;
 	if (!r->rc && r->pair && comm_size(r->pair) < 2) {
 		comm_free(r->pair);
@@ -156,25 +145,11 @@ static void *link_rank_main(void *arg)
 	return NULL;
 }
 
-/* The cpus this process may use, in order, into cpus; their number. */
-static int allowed_cpus(int *cpus, int max)
-{
-	cpu_set_t set;
-	int n = 0;
-
-	if (sched_getaffinity(0, sizeof set, &set) < 0)
-		return 0;
-	for (int c = 0; c < CPU_SETSIZE && n < max; c++)
-		if (CPU_ISSET(c, &set))
-			cpus[n++] = c;
-	return n;
-}
-
 /* Start the ranks (pinned, chunks of chunk_s) and wait for them; 0 or -1. */
 static int run_ranks(struct comm_world *w, struct link_rank *r, int ranks, double chunk_s)
 {
 	pthread_t *th = calloc((size_t)ranks, sizeof *th);
-	int cpus[CPU_SETSIZE], n = allowed_cpus(cpus, CPU_SETSIZE), started = 0;
+	int cpus[CPU_SETSIZE], n = plan_allowed_cpus(cpus, CPU_SETSIZE), started = 0;
 	double oversub = n && ranks > n ? (double)ranks / n : 1.0;
 	long spin_n = (long)(chunk_s * spin_rate());
 	int k = (int)(LOADED_SECONDS / (chunk_s * oversub));
