@@ -390,6 +390,16 @@ static void print_step(FILE *out, const struct gpt2_config *c, const struct gpt2
 		fpt, product_params(c, m->num_params), model_arch_name(c->arch));
 }
 
+/* A model of c (seed 1337) as o asks: its recompute mode and fused kernels. 0, or -1 (m->err). */
+static int build_model(struct gpt2 *m, const struct gpt2_config *c, const struct bench_train_opts *o)
+{
+	if (gpt2_build(m, c, 1337))
+		return -1;
+	gpt2_set_recompute(m, o->recompute);
+	gpt2_set_fused(m, o->fused, 1.0f);
+	return 0;
+}
+
 static int train_step(struct gpt2 *m, struct adamw_state *s, const int *tok, int B, int T,
 		      struct phase *ph)
 {
@@ -470,13 +480,11 @@ int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts 
 	}
 	ops_cuda.set_precision(o->precision);
 	ops_cuda.mem_info(&free0, &total);
-	if (gpt2_build(&m, c, 1337)) {
+	if (build_model(&m, c, o)) {
 		fprintf(out, "bench train: %s\n", m.err);
 		free(tok);
 		return -1;
 	}
-	gpt2_set_recompute(&m, o->recompute);
-	gpt2_set_fused(&m, o->fused, 1.0f);
 	if (!tok || adamw_init(&s, m.num_params) || gpt2_set_backend(&m, &ops_cuda) ||
 	    adamw_move(&s, &ops_cuda) || gpt2_zero_grad(&m)) {
 		fprintf(out, "bench train: %s\n", m.err[0] ? m.err : "out of memory");
@@ -548,14 +556,12 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
 	double peak, fpt, step_s, tps, rest;
 	int rc = -1;
 
-	if (gpt2_build(&m, c, 1337)) {
+	if (build_model(&m, c, o)) {
 		fprintf(out, "bench train: %s\n", m.err);
 		free(tok);
 		return -1;
 	}
 	ops_cpu.set_precision(o->precision);
-	gpt2_set_recompute(&m, o->recompute);
-	gpt2_set_fused(&m, o->fused, 1.0f);
 	if (gpt2_set_backend(&m, &timed)) {
 		fprintf(out, "bench train: %s\n", m.err);
 		goto fail;
@@ -652,14 +658,12 @@ int bench_train_probe(const struct gpt2_config *c, const struct bench_train_opts
 	int *tok = malloc(((size_t)B * T + 1) * sizeof(int));
 	char desc[160] = "cpu";
 
-	if (!tok || gpt2_build(&m, c, 1337)) {
+	if (!tok || build_model(&m, c, o)) {
 		snprintf(err, errlen, "%s", tok ? m.err : "out of memory");
 		free(tok);
 		return -1;
 	}
 	ops_cpu.set_precision(o->precision);
-	gpt2_set_recompute(&m, o->recompute);
-	gpt2_set_fused(&m, o->fused, 1.0f);
 	if (adamw_init(&s, m.num_params)) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -798,12 +802,10 @@ static void *ov_rank_main(void *arg)
 	if (gpu && ov_use_gpu(r))
 		goto out_tok;
 	r->ops->set_precision(r->o->precision);
-	if (!tok || gpt2_build(&m, r->c, 1337)) {
+	if (!tok || build_model(&m, r->c, r->o)) {
 		snprintf(r->err, sizeof r->err, "%s", tok ? m.err : "out of memory");
 		goto out_comm;
 	}
-	gpt2_set_recompute(&m, r->o->recompute);
-	gpt2_set_fused(&m, r->o->fused, 1.0f);
 	if (adamw_init(&s, m.num_params) || gpt2_set_backend(&m, r->ops) || adamw_move(&s, r->ops) ||
 	    grad_sync_start(&r->sync, r->comm, r->ops, gpt2_grad_pieces(&m),
 			    gpu ? ov_gpu : NULL, NULL)) {
