@@ -645,9 +645,8 @@ static int probe_use_gpu(struct gpt2 *m, struct adamw_state *s, const struct ben
 #endif
 
 int bench_train_probe(const struct gpt2_config *c, const struct bench_train_opts *o, int cuda,
-		      double min_seconds, void (*each)(const struct bench_train_result *step,
-						       void *arg),
-		      void *arg, char *err, size_t errlen)
+		      int (*each)(const struct bench_train_result *step, void *arg), void *arg,
+		      char *err, size_t errlen)
 {
 	int B = o->B, T = o->T, rc = -1;
 	struct gpt2 m;
@@ -674,14 +673,11 @@ int bench_train_probe(const struct gpt2_config *c, const struct bench_train_opts
 	if (gpt2_zero_grad(&m) || train_steps(&m, &s, tok, B, T, 1, &one)) /* warm-up */
 		goto step_fail;
 	ro.result = &r;
-	for (double spent = 0; ; ) {
+	do {
 		if (train_steps(&m, &s, tok, B, T, 1, &one))
 			goto step_fail;
 		keep_result(&ro, &m, &one, 1, cuda ? 1 : ops_cpu_threads(), desc);
-		each(&r, arg);
-		if ((spent += one.fwd + one.bwd + one.upd) >= min_seconds)
-			break;
-	}
+	} while (each(&r, arg));
 	rc = 0;
 	goto out;
 step_fail:

@@ -63,15 +63,14 @@ int bench_overlap(const struct gpt2_config *c, const struct bench_train_opts *o,
 
 /*
  * The figures of bench_train without its report: a model of c, one
- * warm-up step, then timed steps until min_seconds have passed (at least
- * one), on the first GPU (cuda) or this thread's CPU threads; o->steps
- * and o->result are not used: each(step, arg) receives every timed
- * step's figures. Returns 0, or -1 with a message in err.
+ * warm-up step, then timed steps on the first GPU (cuda) or this thread's
+ * CPU threads, each step's figures handed to each(step, arg), until it
+ * returns 0; o->steps and o->result are not used. Returns 0, or -1 with a
+ * message in err.
  */
 int bench_train_probe(const struct gpt2_config *c, const struct bench_train_opts *o, int cuda,
-		      double min_seconds, void (*each)(const struct bench_train_result *step,
-						       void *arg),
-		      void *arg, char *err, size_t errlen);
+		      int (*each)(const struct bench_train_result *step, void *arg), void *arg,
+		      char *err, size_t errlen);
 
 /* Model FLOPs per trained token: 6 N (N = parameters minus wpe) + 12 L C T. */
 double bench_flops_per_token(const struct gpt2_config *c, size_t num_params, int T);
