@@ -390,6 +390,16 @@ static void print_step(FILE *out, const struct gpt2_config *c, const struct gpt2
 		fpt, product_params(c, m->num_params), model_arch_name(c->arch));
 }
 
+/* A model of c (seed 1337) as o asks: its recompute mode and fused kernels. 0, or -1 (m->err). */
+static int build_model(struct gpt2 *m, const struct gpt2_config *c, const struct bench_train_opts *o)
+{
+	if (gpt2_build(m, c, 1337))
+		return -1;
+	gpt2_set_recompute(m, o->recompute);
+	gpt2_set_fused(m, o->fused, 1.0f);
+	return 0;
+}
+
 static int train_step(struct gpt2 *m, struct adamw_state *s, const int *tok, int B, int T,
 		      struct phase *ph)
 {
@@ -422,6 +432,19 @@ static int train_steps(struct gpt2 *m, struct adamw_state *s, const int *tok, in
 		if (train_step(m, s, tok, B, T, ph))
 			return -1;
 	return 0;
+}
+
+/* What o->result asks for, from n timed steps' phases. */
+static void keep_result(const struct bench_train_opts *o, const struct gpt2 *m,
+			const struct phase *ph, int n, int threads, const char *device)
+{
+	if (!o->result)
+		return;
+	*o->result = (struct bench_train_result){ .fwd_bwd_s = (ph->fwd + ph->bwd) / n,
+						  .update_s = ph->upd / n,
+						  .num_params = m->num_params, .B = o->B, .T = o->T,
+						  .threads = threads };
+	snprintf(o->result->device, sizeof o->result->device, "%s", device);
 }
 
 #ifdef HAVE_CUDA
@@ -457,13 +480,11 @@ int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts 
 	}
 	ops_cuda.set_precision(o->precision);
 	ops_cuda.mem_info(&free0, &total);
-	if (gpt2_build(&m, c, 1337)) {
+	if (build_model(&m, c, o)) {
 		fprintf(out, "bench train: %s\n", m.err);
 		free(tok);
 		return -1;
 	}
-	gpt2_set_recompute(&m, o->recompute);
-	gpt2_set_fused(&m, o->fused, 1.0f);
 	if (!tok || adamw_init(&s, m.num_params) || gpt2_set_backend(&m, &ops_cuda) ||
 	    adamw_move(&s, &ops_cuda) || gpt2_zero_grad(&m)) {
 		fprintf(out, "bench train: %s\n", m.err[0] ? m.err : "out of memory");
@@ -477,6 +498,7 @@ int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts 
 	if (train_steps(&m, &s, tok, B, T, steps, &ph))
 		goto step_fail;
 
+	keep_result(o, &m, &ph, steps, 1, desc);
 	peak = kernels_cuda_peak_flops(prec);
 	fpt = bench_flops_per_token(c, m.num_params, T);
 	step_s = (ph.fwd + ph.bwd + ph.upd) / steps;
@@ -534,14 +556,12 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
 	double peak, fpt, step_s, tps, rest;
 	int rc = -1;
 
-	if (gpt2_build(&m, c, 1337)) {
+	if (build_model(&m, c, o)) {
 		fprintf(out, "bench train: %s\n", m.err);
 		free(tok);
 		return -1;
 	}
 	ops_cpu.set_precision(o->precision);
-	gpt2_set_recompute(&m, o->recompute);
-	gpt2_set_fused(&m, o->fused, 1.0f);
 	if (gpt2_set_backend(&m, &timed)) {
 		fprintf(out, "bench train: %s\n", m.err);
 		goto fail;
@@ -558,6 +578,7 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
 	if (train_steps(&m, &s, tok, B, T, steps, &ph))
 		goto step_fail;
 
+	keep_result(o, &m, &ph, steps, ops_cpu_threads(), "cpu");
 	peak = bench_fp32_peak(ops_cpu_threads(), peak_how, sizeof peak_how);
 	fpt = bench_flops_per_token(c, m.num_params, T);
 	step_s = (ph.fwd + ph.bwd + ph.upd) / steps;
@@ -590,6 +611,78 @@ int bench_train(const struct gpt2_config *c, const struct bench_train_opts *o, F
 step_fail:
 	fprintf(out, "bench train: %s\n", m.err);
 fail:
+	adamw_free(&s);
+	gpt2_free(&m);
+	free(tok);
+	return rc;
+}
+
+/* ------------------------------------------------------------ probe */
+
+#ifdef HAVE_CUDA
+/* The probe's model on the first GPU (adamw's state too). */
+static int probe_use_gpu(struct gpt2 *m, struct adamw_state *s, const struct bench_train_opts *o,
+			 char *desc, size_t dlen, char *err, size_t errlen)
+{
+	if (kernels_cuda_use_device(0, desc, dlen, err, errlen) < 0 ||
+	    kernels_cuda_check_precision(o->precision, err, errlen) < 0)
+		return -1;
+	ops_cuda.set_precision(o->precision);
+	if (gpt2_set_backend(m, &ops_cuda) || adamw_move(s, &ops_cuda)) {
+		snprintf(err, errlen, "%s", m->err[0] ? m->err : "out of GPU memory");
+		return -1;
+	}
+	return 0;
+}
+#else
+static int probe_use_gpu(struct gpt2 *m, struct adamw_state *s, const struct bench_train_opts *o,
+			 char *desc, size_t dlen, char *err, size_t errlen)
+{
+	(void)m, (void)s, (void)o, (void)desc, (void)dlen;
+	snprintf(err, errlen, "this build has no CUDA backend");
+	return -1;
+}
+#endif
+
+int bench_train_probe(const struct gpt2_config *c, const struct bench_train_opts *o, int cuda,
+		      int (*each)(const struct bench_train_result *step, void *arg), void *arg,
+		      char *err, size_t errlen)
+{
+	int B = o->B, T = o->T, rc = -1;
+	struct gpt2 m;
+	struct adamw_state s = { 0 };
+	struct phase one;
+	struct bench_train_result r;
+	struct bench_train_opts ro = *o;
+	int *tok = malloc(((size_t)B * T + 1) * sizeof(int));
+	char desc[160] = "cpu";
+
+	if (!tok || build_model(&m, c, o)) {
+		snprintf(err, errlen, "%s", tok ? m.err : "out of memory");
+		free(tok);
+		return -1;
+	}
+	ops_cpu.set_precision(o->precision);
+	if (adamw_init(&s, m.num_params)) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	if (cuda && probe_use_gpu(&m, &s, o, desc, sizeof desc, err, errlen) < 0)
+		goto out;
+	random_tokens(tok, (size_t)B * T + 1, c->vocab_size);
+	if (gpt2_zero_grad(&m) || train_steps(&m, &s, tok, B, T, 1, &one)) /* warm-up */
+		goto step_fail;
+	ro.result = &r;
+	do {
+		if (train_steps(&m, &s, tok, B, T, 1, &one))
+			goto step_fail;
+		keep_result(&ro, &m, &one, 1, cuda ? 1 : ops_cpu_threads(), desc);
+	} while (each(&r, arg));
+	rc = 0;
+	goto out;
+step_fail:
+	snprintf(err, errlen, "%s", m.err);
+out:
 	adamw_free(&s);
 	gpt2_free(&m);
 	free(tok);
@@ -705,12 +798,10 @@ static void *ov_rank_main(void *arg)
 	if (gpu && ov_use_gpu(r))
 		goto out_tok;
 	r->ops->set_precision(r->o->precision);
-	if (!tok || gpt2_build(&m, r->c, 1337)) {
+	if (!tok || build_model(&m, r->c, r->o)) {
 		snprintf(r->err, sizeof r->err, "%s", tok ? m.err : "out of memory");
 		goto out_comm;
 	}
-	gpt2_set_recompute(&m, r->o->recompute);
-	gpt2_set_fused(&m, r->o->fused, 1.0f);
 	if (adamw_init(&s, m.num_params) || gpt2_set_backend(&m, r->ops) || adamw_move(&s, r->ops) ||
 	    grad_sync_start(&r->sync, r->comm, r->ops, gpt2_grad_pieces(&m),
 			    gpu ? ov_gpu : NULL, NULL)) {

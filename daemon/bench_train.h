@@ -8,12 +8,23 @@
 
 #include "daemon/model.h"
 
+/* What a training benchmark measured: its timed steps' figures (stork plan keeps them). */
+struct bench_train_result {
+	double fwd_bwd_s;              /* forward and backward of one step */
+	double update_s;               /* AdamW of one step */
+	size_t num_params;
+	int B, T;                      /* the batches timed */
+	int threads;                   /* CPU threads of the kernels; 1 on a GPU */
+	char device[160];              /* "cpu" or the GPU's description */
+};
+
 /* What a training benchmark runs. */
 struct bench_train_opts {
 	int B, T, steps;
 	enum ops_precision precision;  /* the matrix products' (bf16 is emulated on the CPU) */
 	enum gpt2_recompute recompute; /* what the forward pass keeps */
 	int fused;                     /* fused kernels (gpt2_set_fused) */
+	struct bench_train_result *result; /* filled when not NULL */
 };
 
 /*
@@ -49,6 +60,17 @@ int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts 
  */
 int bench_overlap(const struct gpt2_config *c, const struct bench_train_opts *o, int ranks,
 		  int cuda, FILE *out);
+
+/*
+ * The figures of bench_train without its report: a model of c, one
+ * warm-up step, then timed steps on the first GPU (cuda) or this thread's
+ * CPU threads, each step's figures handed to each(step, arg), until it
+ * returns 0; o->steps and o->result are not used. Returns 0, or -1 with a
+ * message in err.
+ */
+int bench_train_probe(const struct gpt2_config *c, const struct bench_train_opts *o, int cuda,
+		      int (*each)(const struct bench_train_result *step, void *arg), void *arg,
+		      char *err, size_t errlen);
 
 /* Model FLOPs per trained token: 6 N (N = parameters minus wpe) + 12 L C T. */
 double bench_flops_per_token(const struct gpt2_config *c, size_t num_params, int T);

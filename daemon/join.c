@@ -1,6 +1,6 @@
 /*
  * daemon/join.c - see join.h. The blob is
- *   "STK2" | u32 length | JSON {host, local_ranks, pid, job_end}
+ *   "STK2" | u32 length | JSON {host, machine, local_ranks, pid, job_end}
  *          | u32 length | JSON array of the ranks' bindings | UCX worker address
  * so a daemon of another Stork version is recognised instead of misread, and
  * the bindings travel as the text slurm_env.json embeds.
@@ -10,6 +10,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/exit_codes.h"
+#include "lib/machine_id.h"
 #include "lib/stork_json.h"
 
 #include <stdint.h>
@@ -25,15 +26,17 @@
 
 static void *make_blob(const struct join_offer *o, size_t *len)
 {
-	char host[64] = "";
+	char host[64] = "", machine[17];
 	unsigned char *blob = NULL;
 	uint32_t jlen, blen = (uint32_t)strlen(o->bindings_json);
 	json_t *v;
 	char *desc = NULL;
 
 	gethostname(host, sizeof host - 1);
-	v = json_pack("{s:o, s:i, s:i, s:I}", "host", sj_text(host), "local_ranks", o->local_ranks,
-		      "pid", (int)getpid(), "job_end", (json_int_t)o->job_end);
+	snprintf(machine, sizeof machine, "%016llx", (unsigned long long)machine_id());
+	v = json_pack("{s:o, s:s, s:i, s:i, s:I}", "host", sj_text(host), "machine", machine,
+		      "local_ranks", o->local_ranks, "pid", (int)getpid(), "job_end",
+		      (json_int_t)o->job_end);
 	if (!v || !(desc = sj_compact(v)))
 		goto out;
 	jlen = (uint32_t)strlen(desc);
@@ -91,6 +94,10 @@ static int check_node(int index, const struct run_node *n, char *err, size_t err
 		snprintf(err, errlen, "launcher %d sent a malformed host name", index);
 		return -1;
 	}
+	if (n->machine[0] && strspn(n->machine, "0123456789abcdef") != 16) {
+		snprintf(err, errlen, "launcher %d (%s) sent a malformed machine id", index, n->host);
+		return -1;
+	}
 	if (n->local_ranks < 1 || n->local_ranks > JOIN_MAX_LOCAL_RANKS) {
 		snprintf(err, errlen, "launcher %d (%s) runs %d ranks (1..%d)", index, n->host,
 			 n->local_ranks, JOIN_MAX_LOCAL_RANKS);
@@ -116,7 +123,7 @@ static int check_node(int index, const struct run_node *n, char *err, size_t err
 int join_parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, size_t errlen)
 {
 	json_t *v = NULL, *bind = NULL;
-	const char *desc, *bindings, *host;
+	const char *desc, *bindings, *host, *machine;
 	uint32_t jlen, blen;
 	size_t off = 4;
 	char what[64], why[256];
@@ -144,6 +151,10 @@ int join_parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, siz
 	}
 	host = json_string_value(json_object_get(v, "host"));
 	snprintf(n->host, sizeof n->host, "%s", host ? host : "?");
+	machine = json_string_value(json_object_get(v, "machine"));
+	/* none: a node of unknown machine; of another length: malformed (check_node) */
+	snprintf(n->machine, sizeof n->machine, "%.16s",
+		 !machine ? "" : strlen(machine) == 16 ? machine : "?");
 	n->local_ranks = (int)sj_int(v, "local_ranks", 0);
 	n->pid = (int)sj_int(v, "pid", 0);
 	n->job_end = sj_int(v, "job_end", 0);
@@ -235,8 +246,9 @@ int join_write_slurm_env(const char *run_dir, const struct run_layout *l, char *
 	for (int i = 0; nodes && i < l->nnodes; i++) {
 		const struct run_node *n = &l->nodes[i];
 
-		json_array_append_new(nodes, json_pack("{s:i, s:o, s:i, s:i, s:i, s:O}",
+		json_array_append_new(nodes, json_pack("{s:i, s:o, s:s, s:i, s:i, s:i, s:O}",
 							"node_rank", i, "host", sj_text(n->host),
+							"machine", n->machine,
 							"pid", n->pid, "rank_base", n->rank_base,
 							"local_ranks", n->local_ranks,
 							"ranks", n->bindings));

@@ -23,6 +23,7 @@
 
 struct run_node {
 	char host[64];
+	char machine[17];        /* lib/machine_id.h's, 16 hex digits: nodes of one machine share its cores */
 	int local_ranks;
 	int rank_base;
 	int pid;

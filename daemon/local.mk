@@ -28,6 +28,7 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/preflight_probe.c daemon/preflight_probe.h \
 	daemon/pipeline.c daemon/pipeline.h \
 	daemon/zero.c daemon/zero.h \
+	daemon/layout_cost.c daemon/layout_cost.h \
 	daemon/checkpoint.c daemon/checkpoint.h daemon/checkpoint_format.h \
 	daemon/checkpoint_reshard.c \
 	daemon/rank_log.c daemon/rank_log.h \

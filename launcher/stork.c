@@ -3,7 +3,7 @@
  *
  * Dispatches to subcommands. Each subcommand lives in its own file under
  * launcher/ and is listed in the table below; `stork help` prints the table.
- * check, export and three of the benchmarks need the training engine
+ * check, export, plan and three of the benchmarks need the training engine
  * (BLAS, UCX, PMIx, CUDA): they run in stork-engine (launcher/engine/),
  * so that stork run, the command of every job step, loads none of it.
  */
@@ -27,6 +27,7 @@ static const struct stork_command commands[] = {
 	{ "prep", cmd_prep, "turn text files into byte-level token shards" },
 	{ "bench", cmd_bench, "print figures: stork bench train CONFIG" },
 	{ "report", cmd_report, "a run read back: stork report --text RUN_DIR, or RUNS_DIR" },
+	{ "plan", engine_exec, "layouts that fit, fastest first: stork plan CONFIG --nodes N --gpus-per-node G" },
 	{ "check", cmd_check, "list the GPUs, driver, CUDA and NCCL, and test an all-reduce; --all CONFIG: the preflight of a job" },
 	{ "export", engine_exec, "write a checkpoint's model as one llm.c file: stork export CKPT MODEL.bin" },
 	{ "help", cmd_help, "show this list" },

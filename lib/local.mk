@@ -22,6 +22,8 @@ lib_libstork_la_SOURCES = \
 	lib/env_number.c lib/env_number.h \
 	lib/slurm_tasks.c lib/slurm_tasks.h \
 	lib/private_dir.c lib/private_dir.h \
+	lib/machine_id.c lib/machine_id.h \
+	lib/figures_cache.c lib/figures_cache.h \
 	lib/bounded.c lib/bounded.h \
 	lib/metrics_rollup.c lib/metrics_rollup.h lib/metrics_file.c lib/metrics_file.h \
 	lib/url.c lib/url.h \

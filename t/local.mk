@@ -35,10 +35,13 @@ SH_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-dri
 # Every bats test gets 15 minutes (the longest, a job run to its time limit,
 # takes about three): a test that hangs fails with a timeout instead of
 # holding the suite.
+# The figures stork bench and stork plan keep (stork(1) FILES) go to the
+# build tree, not the user's cache.
 AM_TESTS_ENVIRONMENT = abs_top_srcdir='$(abs_top_srcdir)' abs_top_builddir='$(abs_top_builddir)'; \
 	HWLOC_PLUGINS_PATH='$(abs_top_builddir)/t/no-hwloc-plugins'; \
 	BATS_TEST_TIMEOUT=$${BATS_TEST_TIMEOUT:-900}; \
-	export abs_top_srcdir abs_top_builddir HWLOC_PLUGINS_PATH BATS_TEST_TIMEOUT;
+	XDG_CACHE_HOME='$(abs_top_builddir)/t/cache'; \
+	export abs_top_srcdir abs_top_builddir HWLOC_PLUGINS_PATH BATS_TEST_TIMEOUT XDG_CACHE_HOME;
 EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/cluster.bats \
 	t/integration/preempt.bats t/integration/rendezvous.bats t/integration/plugin.bats \
 	t/integration/multinode.bats \
@@ -66,17 +69,17 @@ EXTRA_DIST += t/lint/shellcheck.sh .shellcheckrc
 
 # The training engine's behaviour, run locally with `stork run` (no Slurm).
 TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats t/train/staging.bats t/train/llama.bats t/train/tokenizer.bats \
-	t/train/checkpoint.bats t/train/spike.bats
+	t/train/checkpoint.bats t/train/spike.bats t/train/plan.bats
 TEST_EXTENSIONS += .bats
 BATS_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
 BATS_LOG_COMPILER = bats --tap
 EXTRA_DIST += t/tools/npm-oracles t/tools/tokenizer_oracle.js t/tools/make_corpus.py t/tools/tokenizer_files.py
 EXTRA_DIST += t/tools/png_colours.py t/tools/webhook.py t/tools/http_server.py t/tools/local_server.py t/train/staging.bats
 EXTRA_DIST += t/training.bash t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats t/train/llama.bats t/train/tokenizer.bats \
-	t/train/checkpoint.bats t/train/spike.bats
+	t/train/checkpoint.bats t/train/spike.bats t/train/plan.bats
 clean-local: clean-train
 clean-train:
-	rm -rf t/train/work
+	rm -rf t/train/work t/cache
 .PHONY: clean-train
 
 # What the built programs load and export (ldd, nm): the plugin and stork

@@ -92,7 +92,7 @@ def slurm_env: (.slurm | type) == "object" and str("rendezvous") and num("rendez
 	num("world_size") and num("job_end_time") and
 	((has("parallel") | not) or (.parallel | num("dp") and num("tp") and num("pp") and num("zero") and
 		str("rank_order") and (.stage_layers | type) == "array")) and
-	(.nodes | type == "array" and length > 0 and all(.[]; num("node_rank") and str("host") and
+	(.nodes | type == "array" and length > 0 and all(.[]; num("node_rank") and str("host") and str("machine") and
 		num("pid") and num("rank_base") and num("local_ranks") and (.ranks | bindings) and
 		(.ranks | length) == .local_ranks));
 def manifest: num("step") and num("shards") and .hash == "xxh3-64" and

@@ -42,6 +42,7 @@
 
 #include "kernels/device.h"
 #include "kernels/ops.h"
+#include "launcher/engine/plan.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"
 #include "lib/exit_codes.h"
@@ -214,8 +215,9 @@ static void fill_buffer(struct buffer *b, size_t count, int rank)
 		b->mem->upload(b->x, b->host, count * sizeof(float));
 }
 
-/* One table line: time and #wrong agreed over all ranks. */
-static int bench_size(struct comm *c, struct buffer *b, size_t count, const struct bench_opts *o)
+/* One table line: time and #wrong agreed over all ranks; the time (us) in *time_us. */
+static int bench_size(struct comm *c, struct buffer *b, size_t count, const struct bench_opts *o,
+		      double *time_us)
 {
 	int n = comm_size(c), rank = comm_rank(c), rc;
 	float *x = b->x;
@@ -242,6 +244,7 @@ static int bench_size(struct comm *c, struct buffer *b, size_t count, const stru
 	if ((rc = comm_allreduce(c, &us, 1, COMM_FLOAT64, COMM_MAX)) ||
 	    (rc = comm_allreduce(c, &wrong, 1, COMM_INT64, COMM_SUM)))
 		return rc;
+	*time_us = us;
 	if (rank == 0) {
 		double size = (double)count * sizeof(float), algbw = size / us * 1e-3;
 
@@ -326,6 +329,30 @@ static int use_gpu(struct comm **c, struct comm **dev, const char *host, struct 
 	return 0;
 }
 
+/*
+ * Rank 0 keeps the figure for stork plan: the latency (the smallest size's
+ * time) and bus bandwidth (the largest size's) between hosts, or between
+ * the GPUs of one host; collective (the hosts are counted). 0 or a COMM_E*.
+ */
+static int keep_figure(struct comm *c, const struct bench_opts *o, const char *host,
+		       double first_us, double busbw)
+{
+	uint64_t h = 0;
+	int64_t lo, hi;
+	int rc;
+
+	for (const char *p = host; *p; p++)
+		h = h * 31 + (unsigned char)*p;
+	lo = hi = (int64_t)(h & INT64_MAX);
+	if ((rc = comm_allreduce(c, &lo, 1, COMM_INT64, COMM_MIN)) ||
+	    (rc = comm_allreduce(c, &hi, 1, COMM_INT64, COMM_MAX)))
+		return rc;
+	if (comm_rank(c) == 0 && comm_size(c) > 1)
+		plan_keep_comm_figure(lo != hi ? 2 : 1, o->cuda, comm_size(c), first_us * 1e-6, busbw,
+				      stdout);
+	return 0;
+}
+
 int cmd_bench_comm(int argc, char **argv)
 {
 	struct bench_opts o;
@@ -334,6 +361,7 @@ int cmd_bench_comm(int argc, char **argv)
 	struct buffer b = { .mem = &ops_cpu };
 	const char *method = "";
 	size_t bytes;
+	double us = 0, first_us = 0, busbw = 0;
 	int code, wrong = 0, rc = 0;
 	char host[256] = "";
 
@@ -374,12 +402,17 @@ int cmd_bench_comm(int argc, char **argv)
 	for (size_t size = o.min; size <= o.max && rc >= 0; ) {
 		size_t count = size / sizeof(float);
 
-		rc = bench_size(c, &b, count, &o);
+		rc = bench_size(c, &b, count, &o, &us);
 		wrong |= rc > 0;
+		first_us = first_us > 0 ? first_us : us;
+		busbw = (double)count * sizeof(float) / (us * 1e-6) * 2.0 * (comm_size(c) - 1) /
+			comm_size(c);
 		if (size > o.max / o.factor)
 			break;
 		size *= o.factor;
 	}
+	if (rc >= 0 && !wrong) /* rc is 0 then */
+		rc = keep_figure(c, &o, host, first_us, busbw);
 	if (rc < 0) {
 		fprintf(stderr, "stork bench comm: rank %d: all-reduce failed: %s%s%s\n",
 			comm_rank(c), comm_strerror(rc), *comm_abort_reason(c) ? ": " : "",

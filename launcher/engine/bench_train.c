@@ -21,8 +21,9 @@
 
 #include "daemon/bench_train.h"
 #include "daemon/layout.h"
-#include "daemon/zero.h"
+#include "daemon/layout_cost.h"
 #include "kernels/device.h"
+#include "launcher/engine/plan.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
 #include "lib/stork_config.h"
@@ -38,24 +39,6 @@ static int usage(FILE *out)
 	fprintf(out, "usage: stork bench train CONFIG [--steps N] [--ranks W] [--overlap W] "
 		     "[--set KEY=VALUE]... [KEY=VALUE]...\n");
 	return out == stdout ? STORK_EXIT_OK : STORK_EXIT_USAGE;
-}
-
-/* The configuration of argv's CONFIG with its --set and KEY=VALUE overrides, validated. */
-static int load(struct stork_config *cfg, int argc, char **argv, const struct option *longopts,
-		int config_at, char *err, size_t errlen)
-{
-	int c;
-
-	if (config_load(cfg, argv[config_at], err, errlen) < 0)
-		return -1;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
-		if (c == 's' && config_set(cfg, optarg, err, errlen) < 0)
-			return -1;
-	for (int i = config_at + 1; i < argc; i++)
-		if (config_set(cfg, argv[i], err, errlen) < 0)
-			return -1;
-	return config_validate(cfg, err, errlen);
 }
 
 /*
@@ -86,9 +69,8 @@ static double mib(size_t floats)
 }
 
 /*
- * Per-rank memory of a layout: what storkd allocates for each rank's shard.
- * Gradients include ZeRO-1's padding; activations are one set per
- * micro-batch in flight (P - stage under 1F1B, else one).
+ * Per-rank memory of a layout: what storkd allocates for each rank's shard
+ * (daemon/layout_cost.h, which stork plan shares).
  */
 static int bench_memory(const struct stork_config *cfg, const struct gpt2_config *g, int world,
 			FILE *out)
@@ -109,27 +91,15 @@ static int bench_memory(const struct stork_config *cfg, const struct gpt2_config
 	fprintf(out, "%5s %5s %3s %3s %7s %12s %12s %12s %12s %12s %10s\n", "rank", "stage", "tp",
 		"dp", "layers", "params", "grads", "optimizer", "activations", "total", "(MiB)");
 	for (int r = 0; r < world; r++) {
-		struct gpt2_shard s;
-		size_t sizes[GPT2_NUM_TENSORS], n, opt, act;
-		int slots;
+		struct rank_memory mem;
 
 		layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero,
 			    cfg->parallel.stage_split, T, r, err, sizeof err);
-		slots = P > 1 ? (P - l.stage < m ? P - l.stage : m) : 1;
-		layout_shard(&l, &s);
-		n = gpt2_shard_sizes(g, &s, sizes);
-		opt = 2 * n;
-		if (l.zero) {
-			struct zero_plan z;
-
-			zero_plan_layout(&z, sizes, l.dp, l.dp_rank);
-			opt = 2 * z.state_n;
-		}
-		act = gpt2_activation_floats(g, &s, B, T, layout_recompute(cfg)) * (size_t)slots;
+		layout_rank_memory(g, &l, B, T, m, layout_recompute(cfg), &mem);
 		fprintf(out, "%5d %5d %3d %3d %3d-%-3d %12.2f %12.2f %12.2f %12.2f %12.2f\n", r,
-			l.stage, l.tp_rank, l.dp_rank, l.first_layer, l.last_layer - 1, mib(n),
-			mib(n + (l.zero ? (size_t)l.dp : 0)), mib(opt), mib(act),
-			mib(n + n + opt + act));
+			l.stage, l.tp_rank, l.dp_rank, l.first_layer, l.last_layer - 1,
+			mib(mem.params), mib(mem.grads), mib(mem.optimizer), mib(mem.activations),
+			mib(layout_memory_floats(&mem)));
 	}
 	return 0;
 }
@@ -147,6 +117,7 @@ int cmd_bench_train(int argc, char **argv)
 	struct stork_config cfg;
 	struct gpt2_config g;
 	struct bench_train_opts opts;
+	struct bench_train_result result;
 	char err[1024];
 	int steps = 5, ranks = 0, overlap = 0, c, code = STORK_EXIT_CONFIG, gpu;
 
@@ -185,7 +156,7 @@ int cmd_bench_train(int argc, char **argv)
 				    argv[i]);
 			return usage(stderr);
 		}
-	if (load(&cfg, argc, argv, longopts, optind, err, sizeof err) < 0)
+	if (engine_config_load(&cfg, argc, argv, longopts, optind, err, sizeof err) < 0)
 		goto fail;
 	if (layout_model_shape(&cfg, &g, err, sizeof err) < 0)
 		goto fail;
@@ -200,7 +171,7 @@ int cmd_bench_train(int argc, char **argv)
 					  .steps = steps,
 					  .precision = layout_precision(&cfg),
 					  .recompute = layout_recompute(&cfg),
-					  .fused = cfg.train.fused };
+					  .fused = cfg.train.fused, .result = &result };
 	/* on_gpu sets code when run.device is cuda without a GPU */
 	gpu = steps > 0 && on_gpu(&cfg, &code);
 	if (!code && steps > 0 &&
@@ -208,6 +179,8 @@ int cmd_bench_train(int argc, char **argv)
 	     gpu     ? bench_train_cuda(&g, &opts, stdout) :
 		       bench_train(&g, &opts, stdout)))
 		code = STORK_EXIT_INTERNAL;
+	else if (!code && steps > 0 && !overlap)
+		plan_keep_train_figure(&g, &opts, gpu, stdout);
 	config_free(&cfg);
 	return code;
 fail:

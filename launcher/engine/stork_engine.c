@@ -1,7 +1,7 @@
 /*
  * launcher/engine/stork_engine.c - stork-engine, the stork subcommands that
  * run the training engine: stork bench train, bench checkpoint, bench comm,
- * stork check and stork export.
+ * stork check, stork export and stork plan.
  *
  * They are a program of their own so that `stork` itself (run, prep, bench
  * launch) loads no UCX, PMIx, BLAS or CUDA: stork executes this program,
@@ -31,6 +31,7 @@ static const struct stork_command benches[] = {
 static const struct stork_command commands[] = {
 	{ "check", cmd_check, "the GPUs, driver, CUDA and NCCL" },
 	{ "export", cmd_export, "a checkpoint's model as one llm.c file or a Hugging Face directory" },
+	{ "plan", cmd_plan, "the layouts of a world that fit, fastest first" },
 };
 
 /* The command of table named argv[0], run; -1 when there is none. */
@@ -54,7 +55,7 @@ int main(int argc, char **argv)
 		code = dispatch(commands, sizeof commands / sizeof commands[0], argc - 1, argv + 1);
 	if (code >= 0)
 		return code;
-	fprintf(stderr, "usage: stork-engine bench train|checkpoint|reshard|comm ... | check | export ...\n"
+	fprintf(stderr, "usage: stork-engine bench train|checkpoint|reshard|comm ... | check | export ... | plan ...\n"
 		"stork-engine runs these stork commands for stork; see stork(1).\n");
 	return STORK_EXIT_USAGE;
 }

@@ -67,6 +67,7 @@
  */
 #include "config.h"
 #include "lib/comm/backend.h"
+#include "lib/machine_id.h"
 #include "lib/simd_clones.h"
 
 #include <pthread.h>
@@ -1274,25 +1275,6 @@ static const void *data_address(const void *blob)
 	return (const char *)blob + sizeof(uint32_t) + len;
 }
 
-/* This machine (kernel boot), the same in every container and namespace of it. */
-static uint64_t host_key(void)
-{
-	char id[64] = "", host[256] = "";
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	if (f) {
-		if (!fgets(id, sizeof id, f))
-			id[0] = 0;
-		fclose(f);
-	}
-	if (!id[0])     /* no boot id: fall back to the host name */
-		gethostname(host, sizeof host);
-	for (const char *p = id[0] ? id : host; *p; p++)
-		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
-	return h;
-}
-
 /*
  * UCX offers no peer failure handling on its shared-memory transports, so
  * the endpoints made with UCP_ERR_HANDLING_MODE_PEER run over TCP even
@@ -1306,7 +1288,7 @@ static int same_host_data_eps(struct ucx_comm *c, const void *const *addrs)
 	/* 0: this rank keeps every transfer on the error-handling endpoints
 	 * (and so do its peers with it, so both sides agree on the worker) */
 	uint64_t *keys = calloc((size_t)n, sizeof *keys),
-		 mine = getenv("STORK_UCX_PEER_ONLY") ? 0 : host_key() | 1;
+		 mine = getenv("STORK_UCX_PEER_ONLY") ? 0 : machine_id() | 1;
 
 	if (!keys)
 		return COMM_ENOMEM;
