@@ -66,10 +66,11 @@ void plan_keep_comm_figure(int hosts, int cuda, int ranks, double latency_s, dou
 /*
  * Probes. The compute probe trains g, or a copy cut to at most 4 GFLOP
  * per step, at micro-batches of B x T: on CPU nodes n->copies copies at
- * once, one per rank of a machine, each on n->threads_per_rank threads and
- * pinned as storkd pins its ranks; on GPU nodes one on the first GPU; for
- * about a quarter of a second (the model in *probed, the batch it took in
- * r->B; its times per core when copies share cores) (plan_probe.c); the link
+ * once, one per rank of a machine, each on n->threads_per_rank threads,
+ * pinned as storkd pins its ranks and meeting after every step; on GPU
+ * nodes one on the first GPU; for about a quarter of a second (the model
+ * in *probed, the batch it took in r->B; the median step, or, where the
+ * copies share cores, their wall time per step per core) (plan_probe.c); the link
  * probe all-reduces between `ranks` threads of this process over the
  * shared memory storkd uses, idle and between chunks of chunk_s seconds
  * of compute (plan_link.c). 0, or -1 with a message.
