@@ -854,6 +854,10 @@ static Suite *safetensors_suite(void)
 	Suite *s = suite_create("safetensors");
 	TCase *tc = tcase_create("core");
 
+	/* the conversions try every bf16 and f16 value: over Check's 4 s
+	 * under AddressSanitizer on a busy 2-core machine */
+	tcase_set_timeout(tc, 60);
+
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, f16_converts_every_value_exactly);
 	tcase_add_test(tc, bf16_widens_by_appending_zero_bits);
