@@ -72,7 +72,7 @@ TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/tra
 	t/train/checkpoint.bats t/train/spike.bats t/train/plan.bats
 TEST_EXTENSIONS += .bats
 BATS_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
-BATS_LOG_COMPILER = bats --tap
+BATS_LOG_COMPILER = bats --tap --timing
 EXTRA_DIST += t/tools/npm-oracles t/tools/tokenizer_oracle.js t/tools/make_corpus.py t/tools/tokenizer_files.py
 EXTRA_DIST += t/tools/png_colours.py t/tools/webhook.py t/tools/http_server.py t/tools/local_server.py t/train/staging.bats
 EXTRA_DIST += t/training.bash t/train/helpers.bash t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats t/train/llama.bats t/train/tokenizer.bats \

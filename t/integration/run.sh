@@ -45,7 +45,7 @@ files=("$srcdir"/t/integration/*.bats)
 # shellcheck disable=SC2206 # unquoted on purpose: the filter is a glob
 [[ -n "${STORK_BATS_FILTER:-}" ]] && files=("$srcdir"/t/integration/$STORK_BATS_FILTER.bats)
 # STORK_BATS_TEST selects tests by name (bats -f REGEX).
-bats --tap ${STORK_BATS_TEST:+-f "$STORK_BATS_TEST"} "${files[@]}"
+bats --tap --timing ${STORK_BATS_TEST:+-f "$STORK_BATS_TEST"} "${files[@]}"
 rc=$?
 
 if ((started)); then
