@@ -26,6 +26,32 @@ uint32_t slurm_job_id_from_env(void)
 	return s ? (uint32_t)strtoul(s, NULL, 10) : 0;
 }
 
+/*
+ * Is there a slurm.conf for libslurm to read? Without one its parser
+ * retries for 60 s before giving up, which a process that merely carries
+ * SLURM_JOB_ID (a test, a copied environment) should not sit through. In a
+ * job step the file is there: /etc/slurm, or where SLURM_CONF points (as
+ * slurmd sets it in configless clusters, to its cached copy), or slurmd's
+ * cache /run/slurm/conf.
+ */
+static int slurm_config_present(char *err, size_t errlen)
+{
+	const char *env = getenv("SLURM_CONF");
+	const char *paths[] = { env && *env ? env : "/etc/slurm/slurm.conf", "/run/slurm/conf/slurm.conf" };
+
+	int first_errno = 0;
+
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+		if (access(paths[i], R_OK) == 0)
+			return 1;
+		if (i == 0)
+			first_errno = errno;
+	}
+	snprintf(err, errlen, "no Slurm configuration to reach slurmctld with (%s: %s)", paths[0],
+		 strerror(first_errno));
+	return 0;
+}
+
 /* Slurm's "no limit" end time: a year after the start. */
 #define SLURM_YEAR_S (365L * 24 * 3600)
 
@@ -35,6 +61,8 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 	int unlimited;
 
 	memset(job, 0, sizeof *job);
+	if (!slurm_config_present(err, errlen))
+		return -1;
 	if (slurm_load_job(&msg, id, SHOW_ALL) != SLURM_SUCCESS || !msg || msg->record_count < 1) {
 		snprintf(err, errlen, "cannot read job %u from slurmctld: %s", id,
 			 slurm_strerror(slurm_get_errno()));
@@ -74,8 +102,11 @@ int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen
 int slurm_kill_wait(void)
 {
 	slurm_conf_t *conf = NULL;
+	char err[256];
 	int kw;
 
+	if (!slurm_config_present(err, sizeof err))
+		return -1;
 	if (slurm_load_ctl_conf((time_t)0, &conf) != SLURM_SUCCESS || !conf)
 		return -1;
 	kw = (int)conf->kill_wait;
@@ -161,6 +192,8 @@ int slurm_job_requeue(uint32_t id, char *err, size_t errlen)
 		if (job.pending)
 			return 0;
 	}
+	if (!slurm_config_present(err, errlen))
+		return -1;
 	if (slurm_requeue(id, 0) == SLURM_SUCCESS)
 		return 0;
 	snprintf(err, errlen, "slurm_requeue(%u): %s", id, slurm_strerror(slurm_get_errno()));
@@ -172,6 +205,8 @@ int slurm_job_exclude_nodes(uint32_t id, const char *hosts, char *err, size_t er
 	job_desc_msg_t desc;
 	char list[1024];
 
+	if (!slurm_config_present(err, errlen))
+		return -1;
 	slurm_init_job_desc_msg(&desc);
 	desc.job_id = id;
 	snprintf(list, sizeof list, "%s", hosts);
@@ -188,6 +223,8 @@ int slurm_job_set_comment(uint32_t id, const char *comment)
 	job_desc_msg_t desc;
 	char text[256];
 
+	if (!slurm_config_present(text, sizeof text))
+		return -1;
 	slurm_init_job_desc_msg(&desc);
 	desc.job_id = id;
 	snprintf(text, sizeof text, "%s", comment);
@@ -227,9 +264,16 @@ int slurm_job_signal(uint32_t id, int *signo, int *lead)
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
 
+	char err[256];
+
 	*signo = *lead = 0;
 	if (!f)
 		return -1;
+	if (!slurm_config_present(err, sizeof err)) {
+		fclose(f);
+		free(text);
+		return -1;
+	}
 	if (slurm_job_batch_script(f, id) != SLURM_SUCCESS) {
 		fclose(f);
 		free(text);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef FAKE_SCONTROL_DIR
@@ -86,6 +87,33 @@ START_TEST(requeue_falls_back_to_a_clean_scontrol)
 }
 END_TEST
 
+/*
+ * A process that carries SLURM_JOB_ID with no slurm.conf to read (a copied
+ * environment, a test): libslurm's parser would retry for 60 s; the calls
+ * fail at once naming the file instead.
+ */
+START_TEST(no_slurm_conf_fails_at_once_naming_it)
+{
+	struct slurm_job job;
+	char err[512] = "";
+	int signo, lead;
+	time_t start = time(NULL);
+
+	setenv("SLURM_CONF", "/nonexistent/stork-test/slurm.conf", 1);
+	ck_assert_int_eq(slurm_job_query(4242, &job, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "/nonexistent/stork-test/slurm.conf: No such file or directory"),
+		      "%s", err);
+	err[0] = '\0';
+	ck_assert_int_eq(slurm_job_requeue(4242, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "no Slurm configuration"), "%s", err);
+	ck_assert_int_eq(slurm_job_exclude_nodes(4242, "n1", err, sizeof err), -1);
+	ck_assert_int_eq(slurm_job_set_comment(4242, "x"), -1);
+	ck_assert_int_eq(slurm_job_signal(4242, &signo, &lead), -1);
+	ck_assert_int_eq(slurm_kill_wait(), -1);
+	ck_assert_msg(time(NULL) - start < 10, "took %ld s", (long)(time(NULL) - start));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("slurm_job");
@@ -95,6 +123,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, requeue_falls_back_to_a_clean_scontrol);
+	tcase_add_test(tc, no_slurm_conf_fails_at_once_naming_it);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
