@@ -249,8 +249,10 @@ static void combine(const struct cost_layout *l, const struct cost_machine *x,
 			    (x->nodes > 1 ? x->inter.latency_s : 0));
 	e->step_s = e->compute_s + after + e->small_s;
 	e->floor_s = shared_floor(l, x, c);
+	/* the cores also idle through the pipeline's fill and drain: what the
+	 * stages do at once is the floor's share of the step */
 	if (e->floor_s > 0)
-		e->floor_s += comm + e->dp_s + e->small_s;
+		e->floor_s = e->floor_s / (1.0 - e->bubble) + comm + e->dp_s + e->small_s;
 	if (e->floor_s > e->step_s)
 		e->step_s = e->floor_s;
 	e->tokens_per_s = (double)l->dp * l->micro * l->B * l->T / e->step_s;

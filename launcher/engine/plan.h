@@ -64,8 +64,9 @@ void plan_keep_comm_figure(int hosts, int cuda, int ranks, double latency_s, dou
 			   FILE *out);
 
 /*
- * Probes. The compute probe trains g, or a copy cut to at most 4 GFLOP
- * per step, at micro-batches of B x T: on CPU nodes n->copies copies at
+ * Probes. The compute probe trains g, or a copy cut to at most 16 GFLOP
+ * per step (layers first, the micro-batch's rows last), at micro-batches
+ * of B x T: on CPU nodes n->copies copies at
  * once, one per rank of a machine, each on n->threads_per_rank threads,
  * pinned as storkd pins its ranks and meeting after every step; on GPU
  * nodes one on the first GPU; for about a quarter of a second (the model
@@ -75,6 +76,9 @@ void plan_keep_comm_figure(int hosts, int cuda, int ranks, double latency_s, dou
  * shared memory storkd uses, idle and between chunks of chunk_s seconds
  * of compute (plan_link.c). 0, or -1 with a message.
  */
+/* Part of a compute probe's cache key: raised when the probe cuts models another way. */
+#define PLAN_PROBE_VERSION 2
+
 int plan_probe_compute(const struct gpt2_config *g, const struct bench_train_opts *o,
 		       const struct plan_node *n, struct gpt2_config *probed,
 		       struct bench_train_result *r, char *err, size_t errlen);

@@ -214,6 +214,9 @@ static int compute_figure(const struct stork_config *cfg, const struct gpt2_conf
 		else
 			snprintf(suffix, sizeof suffix, "-t%d-r%d-c%d", n->threads_per_rank, n->copies,
 				 n->cores);
+		/* the probe's way of cutting a model is part of its key: a figure an
+		 * earlier stork kept of another cut is measured again */
+		snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), "-p%d", PLAN_PROBE_VERSION);
 		figure_name("probe", n->cuda, text, suffix, name, sizeof name);
 		if (!(v = load_either(NULL, name, path, sizeof path)) || compute_rates(v, f) < 0) {
 			json_decref(v);

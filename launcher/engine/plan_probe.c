@@ -3,11 +3,13 @@
  * no benchmark left a figure of the model for this node (plan.h).
  *
  * Compute: the model itself, trained on random tokens as `stork bench
- * train` does, when a step of a micro-batch takes at most 4 GFLOP; a
- * larger one is cut until it does: fewer sequences, then fewer layers,
- * then a vocabulary of 128 (GPT-2 124M at T 64: one sequence, one layer;
- * the head's large matrix product, left out, often runs faster than the
- * block). On a GPU node one copy on the GPU; on a CPU node one copy per
+ * train` does, when a step of a micro-batch takes at most 16 GFLOP; a
+ * larger one is cut until it does: fewer layers, then a vocabulary of 128,
+ * then fewer sequences (GPT-2 124M at B 4, T 64: one layer, all four
+ * sequences). The micro-batch's rows are kept longest because they set how
+ * well the matrix products run: cut to one sequence, GPT-2 124M's probe
+ * ran at half the rate its ranks reach (the estimates 1.4 to 2 times the
+ * measured steps). On a GPU node one copy on the GPU; on a CPU node one copy per
  * rank of a machine, at once, each on a rank's threads and pinned as
  * storkd pins its ranks, for a quarter of a second. The copies meet after
  * every step, as ranks meet in their gradient all-reduce, so that on
@@ -37,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PROBE_FLOPS 4e9          /* per step, at most (one sequence at least) */
+#define PROBE_FLOPS 16e9 /* per step, at most (one sequence at least) */
 #define PROBE_SECONDS 0.25
 #define PROBE_MAX_STEPS 4096
 
@@ -52,8 +54,8 @@ static double seq_flops(const struct gpt2_config *g, int T)
 
 /*
  * The probe's model and batch: g itself at B sequences when a step takes
- * at most PROBE_FLOPS, else fewer sequences (one at least), then fewer
- * layers (one at least), then a vocabulary of 128.
+ * at most PROBE_FLOPS, else fewer layers (one at least), then a
+ * vocabulary of 128, then fewer sequences (one at least).
  */
 static void probe_shape(const struct gpt2_config *g, int B, int T, struct gpt2_config *p,
 			int *pb)
@@ -62,12 +64,12 @@ static void probe_shape(const struct gpt2_config *g, int B, int T, struct gpt2_c
 
 	*p = *g;
 	p->max_seq_len = T;
+	while (p->num_layers > 1 && B * seq_flops(p, T) > PROBE_FLOPS)
+		p->num_layers--;
+	if (B * seq_flops(p, T) > PROBE_FLOPS)
+		p->vocab_size = p->padded_vocab_size = 128;
 	n = PROBE_FLOPS / seq_flops(p, T);
 	*pb = n >= B ? B : n < 1 ? 1 : (int)n;
-	while (p->num_layers > 1 && seq_flops(p, T) > PROBE_FLOPS)
-		p->num_layers--;
-	if (seq_flops(p, T) > PROBE_FLOPS)
-		p->vocab_size = p->padded_vocab_size = 128;
 }
 
 /*

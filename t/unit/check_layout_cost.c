@@ -205,9 +205,12 @@ START_TEST(test_ranks_sharing_cores_take_the_machines_work)
 	x.gpu = 0;
 	x.cores = 2;
 	estimate(&l, &x, &shared);
-	/* 4 ranks on 2 cores: the bubble is no longer idle time, the cores are the limit */
+	/* 4 ranks on 2 cores: the cores are the limit, and they idle through
+	 * the pipeline's fill and drain as the stages do (GPT-2 124M on the
+	 * test cluster: PP2xDP2 took 1.6 times DP4's step, the same work) */
 	ck_assert_double_gt(shared.step_s, alone.step_s);
-	ck_assert_double_eq_tol(shared.floor_s, work / 2, 1e-12);
+	ck_assert_double_gt(shared.bubble, 0.1);
+	ck_assert_double_eq_tol(shared.floor_s, work / 2 / (1 - shared.bubble), 1e-12);
 	ck_assert_double_eq(shared.step_s, shared.floor_s);
 	/* two nodes of one machine (a test cluster) share its 2 cores like one node */
 	two.gpu = 0;
