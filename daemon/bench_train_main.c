@@ -60,6 +60,8 @@ int main(int argc, char **argv)
 	struct bench_train_opts o = { .B = 4, .T = 64, .steps = 5, .precision = OPS_FP32, .fused = 1 };
 	int cuda = 0, overlap = 0, k = 1, n;
 
+	/* each line as it comes: a run stopped by a timeout still shows how far it got */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	ops_cpu_blas_reexec(argv);
 	for (; k < argc && !strncmp(argv[k], "--", 2); k++) {
 		if (!strcmp(argv[k], "--cuda")) {
