@@ -15,6 +15,7 @@
 
 #include "lib/atomic_file.h"
 #include "lib/bounded.h"
+#include "lib/direct_write.h"
 #include "lib/fault.h"
 #include "lib/io.h"
 #include "lib/stork_json.h"
@@ -124,43 +125,34 @@ struct digest {
 };
 
 /*
- * Create path with the spans one after the other, fsynced; its checksum
- * comes from the same buffers, as they are written. 0 or -1 with a message.
+ * Create path with the spans one after the other, fsynced, past the page
+ * cache where the file system allows (lib/direct_write.h); its checksum
+ * comes from the same buffers. 0 or -1 with a message.
  */
 static int write_spans(const char *path, const struct span *spans, int nspans,
 		       struct digest *d, char *err, size_t errlen)
 {
 	XXH3_state_t *x = XXH3_createState();
-	int fd = -1;
+	struct iovec iov[8];
 
-	if (!x || XXH3_64bits_reset(x) == XXH_ERROR) {
-		errno = ENOMEM;
-		goto fail;
+	if (!x || XXH3_64bits_reset(x) == XXH_ERROR || nspans > (int)(sizeof iov / sizeof iov[0])) {
+		XXH3_freeState(x);
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(ENOMEM));
+		return -1;
 	}
-	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-		goto fail;
 	d->size = 0;
 	for (int i = 0; i < nspans; i++) {
-		if (write_all(fd, spans[i].p, spans[i].n) < 0)
-			goto fail;
+		iov[i] = (struct iovec){ (void *)spans[i].p, spans[i].n };
 		XXH3_64bits_update(x, spans[i].p, spans[i].n);
 		d->size += spans[i].n;
 	}
-	if (fsync(fd) < 0)
-		goto fail;
-	if (close(fd) < 0) {
-		fd = -1;
-		goto fail;
-	}
 	d->sum = XXH3_64bits_digest(x);
 	XXH3_freeState(x);
+	if (write_file_synced(path, 0, 0644, iov, nspans) < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+		return -1;
+	}
 	return 0;
-fail:
-	snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	XXH3_freeState(x);
-	return -1;
 }
 
 static int write_optimizer(const char *path, const struct adamw_state *opt, struct digest *d,

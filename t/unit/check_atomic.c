@@ -4,13 +4,15 @@
  * old file as it was and no temporary file; links are replaced in one step;
  * mkdir_p makes missing parents and reports a file in the way. And those
  * of lib/io, which it writes with: whole writes at the offset or at a
- * position, whole reads that come back short only at the end of the file.
+ * position, whole reads that come back short only at the end of the file;
+ * and lib/direct_write's: every byte, with O_DIRECT or without.
  *
  * Each test works in its own fresh directory under /tmp.
  */
 #include "config.h"
 #include "lib/atomic_file.h"
 #include "lib/bounded.h"
+#include "lib/direct_write.h"
 #include "lib/io.h"
 
 #include <check.h>
@@ -26,6 +28,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -412,6 +415,74 @@ START_TEST(whole_writes_and_reads)
 }
 END_TEST
 
+/* The bytes of the n parts, one after the other, equal the file's. */
+static void assert_file_is(const char *path, const struct iovec *iov, int n)
+{
+	int fd = open(path, O_RDONLY);
+	size_t total = 0, at = 0;
+	char *got;
+	struct stat st;
+
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_uint_eq((size_t)st.st_size, total);
+	got = malloc(total + 1);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_int_eq(pread_all(fd, got, total, 0), (ssize_t)total);
+	for (int i = 0; i < n; i++) {
+		ck_assert_msg(!memcmp(got + at, iov[i].iov_base, iov[i].iov_len), "part %d differs", i);
+		at += iov[i].iov_len;
+	}
+	free(got);
+	close(fd);
+}
+
+/*
+ * Parts of odd sizes (none a multiple of a block, one across two 4 MiB
+ * chunks) come back byte for byte: on this disk through O_DIRECT, on
+ * /dev/shm (tmpfs refuses O_DIRECT) through the page cache; an exclusive
+ * create of an existing file fails with EEXIST and leaves it alone.
+ */
+START_TEST(direct_write_keeps_every_byte)
+{
+	size_t sizes[] = { 1, (4u << 20) + 3, 5000, 0, 4093 };
+	struct iovec iov[5];
+	char shm[] = "/dev/shm/check_atomic.XXXXXX", shm_file[64];
+	unsigned x = 12345;
+
+	for (int i = 0; i < 5; i++) {
+		char *p = malloc(sizes[i] + 1);
+
+		ck_assert_ptr_nonnull(p);
+		for (size_t k = 0; k < sizes[i]; k++)
+			p[k] = (char)((x = x * 1103515245u + 12345u) >> 16);
+		iov[i] = (struct iovec){ p, sizes[i] };
+	}
+	ck_assert_int_eq(write_file_synced(in_dir("big.bin"), 0, 0644, iov, 5), 0);
+	assert_file_is(in_dir("big.bin"), iov, 5);
+	/* again over it (O_TRUNC), fewer parts: the old tail is gone */
+	ck_assert_int_eq(write_file_synced(in_dir("big.bin"), 0, 0644, iov + 2, 1), 0);
+	assert_file_is(in_dir("big.bin"), iov + 2, 1);
+	errno = 0;
+	ck_assert_int_eq(write_file_synced(in_dir("big.bin"), 1, 0644, iov, 5), -1);
+	ck_assert_int_eq(errno, EEXIST);
+	assert_file_is(in_dir("big.bin"), iov + 2, 1);
+	if (mkdtemp(shm)) {
+		snprintf(shm_file, sizeof shm_file, "%s/f", shm);
+		ck_assert_int_eq(write_file_synced(shm_file, 0, 0600, iov, 5), 0);
+		assert_file_is(shm_file, iov, 5);
+		unlink(shm_file);
+		rmdir(shm);
+	}
+	ck_assert_int_eq(write_file_synced(in_dir("no/such/dir"), 0, 0644, iov, 1), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	for (int i = 0; i < 5; i++)
+		free(iov[i].iov_base);
+}
+END_TEST
+
 static Suite *atomic_suite(void)
 {
 	Suite *s = suite_create("atomic_file");
@@ -434,6 +505,7 @@ static Suite *atomic_suite(void)
 	tcase_add_test(tc, mkdir_p_reports_a_file_in_the_way);
 	tcase_add_test(tc, fsync_dir_reports_errors);
 	tcase_add_test(tc, whole_writes_and_reads);
+	tcase_add_test(tc, direct_write_keeps_every_byte);
 	suite_add_tcase(s, tc);
 	return s;
 }
