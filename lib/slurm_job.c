@@ -37,8 +37,8 @@ uint32_t slurm_job_id_from_env(void)
 static int slurm_config_present(char *err, size_t errlen)
 {
 	const char *env = getenv("SLURM_CONF");
-	const char *paths[] = { env && *env ? env : "/etc/slurm/slurm.conf", "/run/slurm/conf/slurm.conf" };
-
+	const char *paths[] = { env && *env ? env : "/etc/slurm/slurm.conf",
+				"/run/slurm/conf/slurm.conf" };
 	int first_errno = 0;
 
 	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {

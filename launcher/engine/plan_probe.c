@@ -9,8 +9,8 @@
  * sequences). The micro-batch's rows are kept longest because they set how
  * well the matrix products run: cut to one sequence, GPT-2 124M's probe
  * ran at half the rate its ranks reach (the estimates 1.4 to 2 times the
- * measured steps). On a GPU node one copy on the GPU; on a CPU node one copy per
- * rank of a machine, at once, each on a rank's threads and pinned as
+ * measured steps). On a GPU node one copy on the GPU; on a CPU node one
+ * copy per rank of a machine, at once, each on a rank's threads and pinned as
  * storkd pins its ranks, for a quarter of a second. The copies meet after
  * every step, as ranks meet in their gradient all-reduce, so that on
  * shared cores they take turns as ranks do (free-running copies preempt
