@@ -943,6 +943,7 @@ static size_t layout_acts(struct gpt2_acts *a, float *mem, const struct gpt2_con
 		{ &a->res3, Lr * BT * C },	   { &a->lnf, H * BT * C },
 		{ &a->lnf_mean, M * H * BT },	   { &a->lnf_rstd, H * BT },
 		{ &a->logits, H * BT * d.Vp },	   { &a->losses, H * BT },
+		{ &a->vocab_rows, H * (s->tp_size > 1) * 2 * BT },
 		{ &a->dres, BT * C },		   { &a->dln, BT * C },
 		{ &a->datty, BT * d.att_c },	   { &a->dqkv, BT * d.qkv_oc },
 		{ &a->dqkvr, BT * d.qkvr_oc },

@@ -1,23 +1,21 @@
 /*
  * daemon/tensor_parallel.c - see tensor_parallel.h.
  *
- * The per-row loops here are the vocabulary-parallel versions of the
- * encoder and softmax kernels (kernels/cpu), written with the same
- * formulas of kernels/math.h so that a tensor-parallel run follows the
- * whole-model run within rounding: only the order of a few sums differs.
+ * The per-row work is the backend's (kernels/ops.h: the vocab_ entries,
+ * written with the formulas of the whole-vocabulary kernels), so that a
+ * tensor-parallel run follows the whole-model run within rounding on
+ * either device: only the order of a few sums differs. The collectives go
+ * through the group's communicator, which takes device buffers on a GPU
+ * (lib/comm/device.c).
  */
 #include "config.h"
 #include "daemon/tensor_parallel.h"
 
 #include "daemon/model.h"
-#include "kernels/math.h"
+#include "kernels/ops.h"
 #include "lib/comm/comm.h"
 
-#include <float.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* The collective failed: say so in the model's error (the world is aborted). */
 static int tp_failed(struct gpt2 *m, const char *what, int rc)
@@ -46,29 +44,18 @@ static void vocab_slice(const struct gpt2 *m, int *v0, int *vn)
 
 int tp_encoder_forward(struct gpt2 *m, float *out, const int *inp, int B, int T)
 {
-	const float *wte = m->tensors[GPT2_WTE];
 	const float *wpe = m->sizes[GPT2_WPE] ? m->tensors[GPT2_WPE] : NULL; /* NULL: rotary positions */
 	int C = m->config.channels, v0, vn;
 
 	vocab_slice(m, &v0, &vn);
-	for (int n = 0; n < B * T; n++) {
-		float *o = out + (size_t)n * C;
-		int v = inp[n] - v0;
-
-		if (v >= 0 && v < vn)
-			memcpy(o, wte + (size_t)v * C, C * sizeof(float));
-		else
-			memset(o, 0, C * sizeof(float));
-	}
+	m->ops->vocab_encoder_forward(out, inp, m->tensors[GPT2_WTE], B * T, C, v0, vn);
 	/* exactly one rank contributes each row: the sum is that row, bit for bit */
 	if (tp_allreduce(m, out, (size_t)B * T * C))
 		return -1;
-	for (int n = 0; wpe && n < B * T; n++) {
-		float *o = out + (size_t)n * C;
-		const float *p = wpe + (size_t)(n % T) * C;
+	for (int b = 0; wpe && b < B; b++) {
+		float *o = out + (size_t)b * T * C;
 
-		for (int i = 0; i < C; i++)
-			o[i] += p[i];
+		m->ops->residual_forward(o, o, wpe, (size_t)T * C);
 	}
 	return 0;
 }
@@ -76,23 +63,10 @@ int tp_encoder_forward(struct gpt2 *m, float *out, const int *inp, int B, int T)
 void tp_encoder_backward(struct gpt2 *m, float *dwte, float *dwpe, const float *dout,
 			 const int *inp, int B, int T)
 {
-	int C = m->config.channels, v0, vn;
+	int v0, vn;
 
 	vocab_slice(m, &v0, &vn);
-	for (int n = 0; n < B * T; n++) {
-		const float *d = dout + (size_t)n * C;
-		float *dp = dwpe ? dwpe + (size_t)(n % T) * C : NULL;
-		int v = inp[n] - v0;
-
-		if (v >= 0 && v < vn) {
-			float *dw = dwte + (size_t)v * C;
-
-			for (int i = 0; i < C; i++)
-				dw[i] += d[i];
-		}
-		for (int i = 0; dp && i < C; i++)
-			dp[i] += d[i];
-	}
+	m->ops->vocab_encoder_backward(dwte, dwpe, dout, inp, B, T, m->config.channels, v0, vn);
 }
 
 /* Columns of this rank's slice that are real tokens (the rest is padding). */
@@ -106,79 +80,29 @@ static int valid_columns(const struct gpt2 *m, int v0, int vn)
 int tp_softmax_xent_forward(struct gpt2 *m, float *losses, float *logits, const int *targets,
 			    int N)
 {
-	int v0, vn, nv;
-	float *mx = malloc(2 * (size_t)N * sizeof *mx), *sum = mx + N;
-	int rc = -1;
+	const struct ops *o = m->ops;
+	float *mx = m->acts.vocab_rows, *sum = mx + N;
+	int v0, vn, nv, rc;
 
-	if (!mx) {
-		snprintf(m->err, sizeof m->err, "out of memory for the softmax");
-		return -1;
-	}
 	vocab_slice(m, &v0, &vn);
 	nv = valid_columns(m, v0, vn);
-	for (int r = 0; r < N; r++) {
-		const float *row = logits + (size_t)r * vn;
-		float x = -FLT_MAX;
-
-		for (int v = 0; v < nv; v++)
-			x = row[v] > x ? row[v] : x;
-		mx[r] = x;
-	}
-	if ((rc = comm_allreduce(m->shard.tp, mx, (size_t)N, COMM_FLOAT32, COMM_MAX))) {
-		rc = tp_failed(m, "softmax max", rc);
-		goto out;
-	}
-	for (int r = 0; r < N; r++) {
-		float *row = logits + (size_t)r * vn;
-		double s = 0.0;
-
-		for (int v = 0; v < nv; v++) {
-			row[v] = math_softmax_exp(row[v], mx[r]);
-			s += row[v];
-		}
-		sum[r] = (float)s;
-	}
-	if ((rc = comm_allreduce(m->shard.tp, sum, (size_t)N, COMM_FLOAT32, COMM_SUM))) {
-		rc = tp_failed(m, "softmax sum", rc);
-		goto out;
-	}
-	for (int r = 0; r < N; r++) {
-		float *row = logits + (size_t)r * vn;
-
-		for (int v = 0; v < nv; v++)
-			row[v] /= sum[r];
-		for (int v = nv; v < vn; v++)
-			row[v] = 0.0f;
-	}
-	rc = 0;
-	if (!targets)
-		goto out;
+	o->vocab_softmax_max(mx, logits, N, nv, vn);
+	if ((rc = comm_allreduce(m->shard.tp, mx, (size_t)N, COMM_FLOAT32, COMM_MAX)))
+		return tp_failed(m, "softmax max", rc);
+	o->vocab_softmax_exp(logits, sum, mx, N, nv, vn);
+	if ((rc = comm_allreduce(m->shard.tp, sum, (size_t)N, COMM_FLOAT32, COMM_SUM)))
+		return tp_failed(m, "softmax sum", rc);
+	o->vocab_softmax_finish(losses, logits, sum, targets, N, nv, vn, v0);
 	/* the rank holding a row's target knows its loss; the others add 0 */
-	for (int r = 0; r < N; r++) {
-		int v = targets[r] - v0;
-
-		losses[r] = v >= 0 && v < nv ? -logf(logits[(size_t)r * vn + v]) : 0.0f;
-	}
-	if ((rc = comm_allreduce(m->shard.tp, losses, (size_t)N, COMM_FLOAT32, COMM_SUM)))
-		rc = tp_failed(m, "loss", rc);
-out:
-	free(mx);
-	return rc;
+	if (targets && (rc = comm_allreduce(m->shard.tp, losses, (size_t)N, COMM_FLOAT32, COMM_SUM)))
+		return tp_failed(m, "loss", rc);
+	return 0;
 }
 
 void tp_softmax_xent_backward(struct gpt2 *m, float *probs, const int *targets, float dloss, int N)
 {
-	int v0, vn, nv;
+	int v0, vn;
 
 	vocab_slice(m, &v0, &vn);
-	nv = valid_columns(m, v0, vn);
-	for (int r = 0; r < N; r++) {
-		float *row = probs + (size_t)r * vn;
-		int target = targets[r] - v0;
-
-		for (int v = 0; v < nv; v++)
-			row[v] = math_xent_dlogit(row[v], v == target, dloss);
-		for (int v = nv; v < vn; v++)
-			row[v] = 0.0f;
-	}
+	m->ops->vocab_xent_backward(probs, targets, dloss, N, valid_columns(m, v0, vn), vn, v0);
 }

@@ -12,8 +12,9 @@
  * from the rank that holds it; the softmax all-reduces a max and a sum of
  * exponentials per row, and the loss per row.
  *
- * All functions act on the model's shard (m->shard.tp, host memory) and
- * are called by every rank of the group in the same order. On a failed
+ * All functions act on the model's shard (m->shard.tp) in the memory of
+ * the model's backend (m->ops: host or GPU) and are called by every rank
+ * of the group in the same order. On a failed
  * collective they return -1 with m->err naming it.
  */
 #ifndef STORK_DAEMON_TENSOR_PARALLEL_H

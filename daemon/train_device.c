@@ -112,16 +112,6 @@ static int choose_device(struct rank *r)
 			 r->rank, r->node->host, err);
 		return rank_fail(r, STORK_EXIT_CONFIG, r->err);
 	}
-	if (r->cfg->parallel.tensor > 1) {
-		/* the vocabulary-parallel embedding and softmax (tensor_parallel.c)
-		 * run on the host; refused here, before any collective, so every
-		 * rank stops with this reason */
-		snprintf(r->err, sizeof r->err,
-			 "parallel.tensor: %d is not supported on GPUs yet (data and pipeline "
-			 "parallelism and ZeRO-1 are); set parallel.tensor: 1 or run.device: cpu",
-			 r->cfg->parallel.tensor);
-		return rank_fail(r, STORK_EXIT_CONFIG, r->err);
-	}
 	if (kernels_cuda_check_precision(layout_precision(r->cfg), err, sizeof err) < 0) {
 		snprintf(r->err, sizeof r->err,
 			 "train.precision: %s: rank %d's GPU on %s (%s); set train.precision: fp32",

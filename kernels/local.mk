@@ -6,7 +6,8 @@ kernels_libkernels_a_SOURCES = kernels/device.h kernels/cpu/device_cpu.c \
 	kernels/cpu/threads.c kernels/cpu/memory.c kernels/cpu/encoder.c \
 	kernels/cpu/layernorm.c kernels/cpu/matmul.c kernels/cpu/attention.c \
 	kernels/cpu/softmax_xent.c kernels/cpu/elementwise.c kernels/cpu/reduce.c \
-	kernels/cpu/precision.c kernels/cpu/rmsnorm.c kernels/cpu/rope.c kernels/cpu/swiglu.c
+	kernels/cpu/precision.c kernels/cpu/rmsnorm.c kernels/cpu/rope.c kernels/cpu/swiglu.c \
+	kernels/cpu/vocab_parallel.c
 # Vectorising the element-wise loops without changing a single result:
 # -fno-math-errno lets sqrtf inline (errno is never read), -fno-trapping-math
 # lets the clamps of math_exp become min/max (no code reads FP exception
@@ -31,7 +32,7 @@ CUDA_SOURCES = kernels/cuda/device_cuda.cu kernels/cuda/ops_cuda.cu kernels/cuda
 	kernels/cuda/matmul.cu kernels/cuda/attention.cu kernels/cuda/flash_attention.cu \
 	kernels/cuda/softmax_xent.cu \
 	kernels/cuda/elementwise.cu kernels/cuda/reduce.cu kernels/cuda/rmsnorm.cu \
-	kernels/cuda/rope.cu kernels/cuda/swiglu.cu
+	kernels/cuda/rope.cu kernels/cuda/swiglu.cu kernels/cuda/vocab_parallel.cu
 EXTRA_DIST += kernels/cuda/common.cuh
 EXTRA_DIST += $(CUDA_SOURCES)
 if HAVE_CUDA

@@ -189,6 +189,44 @@ struct ops {
 				   int N, int V, int Vp);
 
 	/*
+	 * Tensor parallelism over the vocabulary (daemon/tensor_parallel.c):
+	 * this rank holds rows [v0, v0 + vn) of wte and the same columns of
+	 * the logits; of those the first nv are real tokens (the rest is
+	 * padding). The collectives between the calls are the caller's.
+	 *
+	 * vocab_encoder_forward: out (B*T, C) = wte[inp[n] - v0] where the
+	 * token is in the slice, else 0 (the all-reduce over the slices then
+	 * gives each row from its one holder, bit for bit); no positions.
+	 * vocab_encoder_backward: dwte += the rows of dout (B*T, C) whose token
+	 * is in the slice, dwpe (T, C; NULL: none) += every row of position t,
+	 * in position order.
+	 */
+	void (*vocab_encoder_forward)(float *out, const int *inp, const float *wte, int N, int C,
+				      int v0, int vn);
+	void (*vocab_encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *inp,
+				       int B, int T, int C, int v0, int vn);
+	/*
+	 * The softmax over the slices, in three steps around the caller's
+	 * all-reduces of rows (N floats each):
+	 * vocab_softmax_max: rows (N) = the largest of the first nv of each
+	 * row's vn logits (-FLT_MAX when nv is 0); then the MAX all-reduce.
+	 * vocab_softmax_exp: in place, logits = exp(logit - max[r]) for the
+	 * first nv columns; sums (N) = their sum in column order, in double,
+	 * rounded to float once; then the SUM all-reduce.
+	 * vocab_softmax_finish: logits /= sums[r], padding columns 0; with
+	 * targets, losses[r] = -log p[target - v0] where the target is in the
+	 * slice, else 0 (then the SUM all-reduce of the losses).
+	 */
+	void (*vocab_softmax_max)(float *rows, const float *logits, int N, int nv, int vn);
+	void (*vocab_softmax_exp)(float *logits, float *sums, const float *max, int N, int nv,
+				  int vn);
+	void (*vocab_softmax_finish)(float *losses, float *logits, const float *sums,
+				     const int *targets, int N, int nv, int vn, int v0);
+	/* In place: probs (N, vn) become dlogits (math_xent_dlogit) for the first nv columns, 0 after. */
+	void (*vocab_xent_backward)(float *probs, const int *targets, float dloss, int N, int nv,
+				    int vn, int v0);
+
+	/*
 	 * AdamW over n parameters (kernels/math.h: math_adamw); bc1, bc2 are the
 	 * bias corrections 1 - beta^t of step t.
 	 */

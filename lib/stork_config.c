@@ -1369,11 +1369,6 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 			    "(the idle share of a step is (P-1)/(m+P-1), so 4 x %d keeps it under 20%%)",
 			    config_origin(c, "train.grad_accum"), c->train.grad_accum, c->parallel.pipeline,
 			    config_origin(c, "parallel.pipeline"), c->parallel.pipeline, c->parallel.pipeline);
-	if (c->run.device == STORK_DEVICE_CUDA && c->parallel.tensor > 1)
-		return fail(err, errlen, "%s: parallel.tensor: %d is not supported with run.device: cuda (%s) "
-			    "yet: the vocabulary-parallel embedding and softmax run on the CPU only; "
-			    "use data or pipeline parallelism or ZeRO-1 on GPUs, or run.device: cpu",
-			    config_origin(c, "parallel.tensor"), c->parallel.tensor, config_origin(c, "run.device"));
 	return 0;
 }
 

@@ -1,8 +1,8 @@
 /*
  * kernels/cpu/ops_cpu.c - the CPU backend of kernels/ops.h: the table of the
  * layer files beside it (encoder.c, layernorm.c, rmsnorm.c, matmul.c,
- * attention.c, rope.c, swiglu.c, softmax_xent.c, elementwise.c, reduce.c,
- * memory.c; threads.c splits the work).
+ * attention.c, rope.c, swiglu.c, softmax_xent.c, vocab_parallel.c,
+ * elementwise.c, reduce.c, memory.c; threads.c splits the work).
  *
  * Each layer is a forward/backward pair of plain loops over plain arrays, as
  * in llm.c's train_gpt2.c; the element-wise formulas come from
@@ -59,6 +59,12 @@ const struct ops ops_cpu = {
 	.softmax_xent_forward = cpu_softmax_xent_forward,
 	.softmax_xent_backward = cpu_softmax_xent_backward,
 	.softmax_xent_fused = cpu_softmax_xent_fused,
+	.vocab_encoder_forward = cpu_vocab_encoder_forward,
+	.vocab_encoder_backward = cpu_vocab_encoder_backward,
+	.vocab_softmax_max = cpu_vocab_softmax_max,
+	.vocab_softmax_exp = cpu_vocab_softmax_exp,
+	.vocab_softmax_finish = cpu_vocab_softmax_finish,
+	.vocab_xent_backward = cpu_vocab_xent_backward,
 	.adamw = cpu_adamw,
 	.zero = cpu_zero,
 	.scale = cpu_scale,

@@ -123,6 +123,16 @@ void cuda_softmax_xent_backward(float *probs, const int *targets, float dloss, i
 				int Vp);
 void cuda_softmax_xent_fused(float *losses, float *logits, const int *targets, float dloss, int N,
 			     int V, int Vp);
+void cuda_vocab_encoder_forward(float *out, const int *inp, const float *wte, int N, int C,
+				int v0, int vn);
+void cuda_vocab_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp,
+				 int B, int T, int C, int v0, int vn);
+void cuda_vocab_softmax_max(float *rows, const float *logits, int N, int nv, int vn);
+void cuda_vocab_softmax_exp(float *logits, float *sums, const float *max, int N, int nv, int vn);
+void cuda_vocab_softmax_finish(float *losses, float *logits, const float *sums,
+			       const int *targets, int N, int nv, int vn, int v0);
+void cuda_vocab_xent_backward(float *probs, const int *targets, float dloss, int N, int nv,
+			      int vn, int v0);
 void cuda_adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr,
 		float beta1, float beta2, float eps, float wd, float bc1, float bc2);
 void cuda_zero(float *p, size_t n);

@@ -9,10 +9,15 @@
  * positions by token in position order, and one block per distinct token
  * adds its positions' rows in that order: the same sequence of additions
  * as the CPU backend's, so the same bits.
+ *
+ * The vocabulary-parallel pair (tensor parallelism: this rank holds rows
+ * [v0, v0 + vn) of wte) gathers only its own rows, zeros elsewhere, and
+ * sorts only the positions whose token is its own.
  */
 #include "config.h"
 #include "kernels/cuda/common.cuh"
 
+#include <climits>
 #include <cstdlib>
 #include <vector>
 
@@ -78,11 +83,15 @@ __global__ static void wte_backward_kernel(float *dwte, const float *dout, const
 	}
 }
 
-void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
-			   int T, int C)
+/*
+ * dwte (rows of the tokens in [v0, v0 + vn), row tok - v0) and dwpe: the
+ * whole vocabulary is v0 = 0, vn = INT_MAX.
+ */
+static void encoder_backward_rows(float *dwte, float *dwpe, const float *dout, const int *inp,
+				  int B, int T, int C, int v0, int vn)
 {
-	int N = B * T, distinct = 0;
-	std::vector<int> tok(N), order(N), tokens, start;
+	int N = B * T, distinct = 0, kept = 0;
+	std::vector<int> tok(N), order, tokens, start;
 	int *dev;
 
 	if (N <= 0 || C <= 0)
@@ -92,14 +101,20 @@ void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const in
 		LAUNCHED("encoder_backward wpe");
 	}
 
-	/* counting sort of the positions by token, stable (position order kept) */
+	/* counting sort of the positions by row, stable (position order kept) */
 	cuda_download(tok.data(), inp, (size_t)N * sizeof(int));
-	int vmax = 0;
-	for (int n = 0; n < N; n++)
+	int vmax = -1;
+	for (int n = 0; n < N; n++) {
+		tok[n] = tok[n] >= v0 && tok[n] - v0 < vn ? tok[n] - v0 : -1;
 		vmax = tok[n] > vmax ? tok[n] : vmax;
+		kept += tok[n] >= 0;
+	}
+	if (!kept)
+		return;
 	std::vector<int> count((size_t)vmax + 2, 0);
 	for (int n = 0; n < N; n++)
-		count[(size_t)tok[n] + 1]++;
+		if (tok[n] >= 0)
+			count[(size_t)tok[n] + 1]++;
 	for (int v = 0; v <= vmax; v++) {
 		if (count[(size_t)v + 1]) {
 			tokens.push_back(v);
@@ -108,13 +123,15 @@ void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const in
 		}
 		count[(size_t)v + 1] += count[(size_t)v];
 	}
-	start.push_back(N);
+	start.push_back(kept);
+	order.resize((size_t)kept);
 	for (int n = 0; n < N; n++)
-		order[(size_t)count[(size_t)tok[n]]++] = n;
+		if (tok[n] >= 0)
+			order[(size_t)count[(size_t)tok[n]]++] = n;
 
 	/* one upload: tokens, start (distinct + 1), positions */
 	std::vector<int> packed;
-	packed.reserve((size_t)2 * distinct + 1 + N);
+	packed.reserve((size_t)2 * distinct + 1 + kept);
 	packed.insert(packed.end(), tokens.begin(), tokens.end());
 	packed.insert(packed.end(), start.begin(), start.end());
 	packed.insert(packed.end(), order.begin(), order.end());
@@ -129,4 +146,40 @@ void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const in
 	wte_backward_kernel<<<distinct, 128>>>(dwte, dout, dev, dev + distinct,
 					       dev + 2 * distinct + 1, C);
 	LAUNCHED("encoder_backward wte");
+}
+
+void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
+			   int T, int C)
+{
+	encoder_backward_rows(dwte, dwpe, dout, inp, B, T, C, 0, INT_MAX);
+}
+
+/* out (N, C) = wte[inp[n] - v0] where the token is this rank's, else 0. */
+__global__ static void vocab_encoder_forward_kernel(float *out, const int *inp, const float *wte,
+						    int N, int C, int v0, int vn)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < (size_t)N * C) {
+		int n = (int)(i / C), c = (int)(i % C), v = inp[n] - v0;
+
+		out[i] = v >= 0 && v < vn ? wte[(size_t)v * C + c] : 0.0f;
+	}
+}
+
+void cuda_vocab_encoder_forward(float *out, const int *inp, const float *wte, int N, int C,
+				int v0, int vn)
+{
+	size_t n = (size_t)N * C;
+
+	if (!n)
+		return;
+	vocab_encoder_forward_kernel<<<grid_for(n), BLOCK>>>(out, inp, wte, N, C, v0, vn);
+	LAUNCHED("vocab_encoder_forward");
+}
+
+void cuda_vocab_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp,
+				 int B, int T, int C, int v0, int vn)
+{
+	encoder_backward_rows(dwte, dwpe, dout, inp, B, T, C, v0, vn);
 }

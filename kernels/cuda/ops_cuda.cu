@@ -11,6 +11,7 @@
  *   rope.cu          rotary positions and grouped-query heads (Llama's attention input)
  *   swiglu.cu        SwiGLU, Llama's MLP activation
  *   softmax_xent.cu  softmax + cross-entropy over the padded vocabulary (and fused with its backward)
+ *   vocab_parallel.cu  the softmax of a rank holding a slice of the vocabulary (tensor parallelism)
  *   elementwise.cu   GELU, residual, AdamW, zero, scale
  *   reduce.cu        sum of squares and column sums, without atomics
  *   memory.cu        device and pinned host memory, per-thread state
@@ -52,6 +53,12 @@ static struct ops make_ops_cuda(void)
 	o.softmax_xent_forward = cuda_softmax_xent_forward;
 	o.softmax_xent_backward = cuda_softmax_xent_backward;
 	o.softmax_xent_fused = cuda_softmax_xent_fused;
+	o.vocab_encoder_forward = cuda_vocab_encoder_forward;
+	o.vocab_encoder_backward = cuda_vocab_encoder_backward;
+	o.vocab_softmax_max = cuda_vocab_softmax_max;
+	o.vocab_softmax_exp = cuda_vocab_softmax_exp;
+	o.vocab_softmax_finish = cuda_vocab_softmax_finish;
+	o.vocab_xent_backward = cuda_vocab_xent_backward;
 	o.adamw = cuda_adamw;
 	o.zero = cuda_zero;
 	o.scale = cuda_scale;

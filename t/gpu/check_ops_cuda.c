@@ -468,6 +468,60 @@ START_TEST(test_softmax_xent)
 END_TEST
 
 /*
+ * Tensor parallelism over the vocabulary: each of 2 slices' embedding and
+ * softmax steps against the CPU's. Each step starts from the CPU's result
+ * of the step before, uploaded, so a difference is the step's own.
+ */
+START_TEST(test_vocab_parallel)
+{
+	const struct dims *z = &sizes[_i];
+	int N = z->B * z->T, C = z->C, vn = z->Vp / 2, *dtok, *tok;
+
+	use_gpu();
+	tok = tokens((size_t)N, z->V, &dtok);
+	for (int k = 0; k < 2; k++) {
+		int v0 = k * vn, nv = z->V - v0 < vn ? z->V - v0 : vn;
+		struct pair wte = rnd((size_t)vn * C, 1.0f), out = rnd((size_t)N * C, 1.0f);
+		struct pair dout = rnd((size_t)N * C, 1.0f), dwte = rnd((size_t)vn * C, 1.0f);
+		struct pair dwpe = rnd((size_t)z->T * C, 1.0f), logits = rnd((size_t)N * vn, 3.0f);
+		struct pair rows = rnd((size_t)N, 1.0f), sums = rnd((size_t)N, 1.0f);
+		struct pair losses = rnd((size_t)N, 1.0f);
+
+		ops_cpu.vocab_encoder_forward(out.h, tok, wte.h, N, C, v0, vn);
+		ops_cuda.vocab_encoder_forward(out.d, dtok, wte.d, N, C, v0, vn);
+		agree(&out, "vocab encoder out");
+		ops_cpu.vocab_encoder_backward(dwte.h, k ? NULL : dwpe.h, dout.h, tok, z->B, z->T, C,
+					       v0, vn);
+		ops_cuda.vocab_encoder_backward(dwte.d, k ? NULL : dwpe.d, dout.d, dtok, z->B, z->T, C,
+						v0, vn);
+		agree(&dwte, "vocab dwte");
+		agree(&dwpe, "vocab dwpe");
+		ops_cpu.vocab_softmax_max(rows.h, logits.h, N, nv, vn);
+		ops_cuda.vocab_softmax_max(rows.d, logits.d, N, nv, vn);
+		agree(&rows, "vocab row max");
+		ops_cuda.upload(rows.d, rows.h, (size_t)N * sizeof(float));
+		ops_cpu.vocab_softmax_exp(logits.h, sums.h, rows.h, N, nv, vn);
+		ops_cuda.vocab_softmax_exp(logits.d, sums.d, rows.d, N, nv, vn);
+		agree(&logits, "vocab exponentials");
+		agree(&sums, "vocab row sums");
+		ops_cuda.upload(sums.d, sums.h, (size_t)N * sizeof(float));
+		ops_cuda.upload(logits.d, logits.h, (size_t)N * vn * sizeof(float));
+		ops_cpu.vocab_softmax_finish(losses.h, logits.h, sums.h, tok, N, nv, vn, v0);
+		ops_cuda.vocab_softmax_finish(losses.d, logits.d, sums.d, dtok, N, nv, vn, v0);
+		agree(&logits, "vocab probabilities");
+		agree(&losses, "vocab losses");
+		ops_cpu.vocab_xent_backward(logits.h, tok, 1.0f / N, N, nv, vn, v0);
+		ops_cuda.vocab_xent_backward(logits.d, dtok, 1.0f / N, N, nv, vn, v0);
+		agree(&logits, "vocab dlogits");
+		drop(&wte), drop(&out), drop(&dout), drop(&dwte), drop(&dwpe);
+		drop(&logits), drop(&rows), drop(&sums), drop(&losses);
+	}
+	free(tok);
+	ops_cuda.free(dtok);
+}
+END_TEST
+
+/*
  * The fused kernels on the GPU: within TOL of the CPU's fused kernels,
  * and the bits of the GPU's own unfused kernels (the same expressions and
  * reduction orders): the classifier's losses and dlogits; the residual
@@ -739,6 +793,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_fused_attention, 0, 3 * NATT);
 	tcase_add_loop_test(tc, test_softmax_xent, 0, NSIZES);
 	tcase_add_loop_test(tc, test_fused_kernels, 0, NSIZES);
+	tcase_add_loop_test(tc, test_vocab_parallel, 0, NSIZES);
 	tcase_add_test(tc, test_elementwise);
 	tcase_add_test(tc, test_sumsq_is_deterministic_and_right);
 	tcase_add_test(tc, test_backward_passes_repeat_their_bits);

@@ -17,7 +17,8 @@
  *   - 2 and 4 data-parallel ranks sharing the one GPU, gradients averaged
  *     through the host-staged device communicator (lib/comm/device.c), track
  *     the same ranks on the CPU; overlapped with the backward pass
- *     (daemon/grad_sync.c), the all-reduce gives the same bits.
+ *     (daemon/grad_sync.c), the all-reduce gives the same bits;
+ *   - 2 tensor-parallel ranks on the one GPU (staged) track the whole model.
  * Exits 77 (skipped) when no GPU is visible. Needs only the kernels, the
  * model, the optimizer and lib/comm's in-process backend, so t/gpu/run
  * builds it on a GPU machine with nvcc and a C compiler alone.
@@ -517,6 +518,110 @@ START_TEST(test_nccl_collectives_on_one_gpu)
 }
 END_TEST
 
+/* ------------------------------------------- tensor parallelism on the GPU */
+
+struct tp_arg {
+	struct comm *comm;
+	int k;                 /* slice k of 2 */
+	float losses[STEPS];
+	char err[320];         /* room for the model's 256 and where */
+};
+
+/* One step without clipping (the norm would need the group): zero, forward, backward, AdamW. */
+static float plain_step(struct gpt2 *m, struct adamw_state *s, int k)
+{
+	int tok[B * T + 1];
+	float loss;
+
+	batch(tok, k, 0);
+	ck_assert_int_eq(gpt2_zero_grad(m), 0);
+	loss = gpt2_forward(m, tok, tok + 1, B, T);
+	if (isnan(loss) || gpt2_backward(m, 1.0f))
+		return NAN;
+	adamw_step_model(s, &hp, 1e-3f, m);
+	return loss;
+}
+
+/* A tensor-parallel rank on the one GPU: its slice of every layer, the vocabulary's too. */
+static void *tp_main(void *p)
+{
+	struct tp_arg *a = p;
+	struct comm_device_memory mem = {
+		.is_device = kernels_cuda_is_device_ptr,
+		.to_host = ops_cuda.download, .to_device = ops_cuda.upload,
+		.host_alloc = ops_cuda.host_alloc, .host_free = ops_cuda.host_free,
+		.device_id = "this machine/gpu 0",
+	};
+	struct comm *w = NULL;
+	struct gpt2_shard h;
+	struct gpt2 m;
+	struct adamw_state s;
+
+	use_gpu();
+	if (comm_device_wrap(a->comm, &mem, COMM_DEVICE_AUTO, &w, a->err, sizeof a->err))
+		return NULL;
+	gpt2_shard_whole(model_cfg, &h);
+	h.tp_rank = a->k;
+	h.tp_size = 2;
+	h.tp = w;
+	if (gpt2_build_shard(&m, model_cfg, &h, 1337) || adamw_init(&s, m.num_params) ||
+	    gpt2_set_backend(&m, &ops_cuda) || adamw_move(&s, &ops_cuda)) {
+		snprintf(a->err, sizeof a->err, "set-up: %s", m.err);
+		return NULL;
+	}
+	for (int k = 0; k < STEPS && !a->err[0]; k++)
+		if (isnan(a->losses[k] = plain_step(&m, &s, k)))
+			snprintf(a->err, sizeof a->err, "step %d: %s", k, m.err);
+	gpt2_free(&m);
+	adamw_free(&s);
+	comm_free(w);
+	return NULL;
+}
+
+/*
+ * parallel.tensor: 2 on the GPU: two ranks sharing the one GPU (the
+ * host-staged communicator carries the activations' all-reduces, each
+ * row's softmax maximum and sum, and the losses), GPT-2 (tied embedding:
+ * the vocabulary-parallel embedding and head) and the Llama (GQA, untied),
+ * track the whole model on the GPU within 1e-4 over 20 steps.
+ */
+START_TEST(test_tensor_parallel_on_one_gpu_tracks_the_whole_model)
+{
+	struct comm_world *world = comm_world_create(2);
+	struct tp_arg a[2];
+	pthread_t th[2];
+	struct gpt2 g;
+	struct adamw_state gs;
+
+	use_gpu();
+	model_cfg = _i ? &small_llama : &small;
+	ck_assert_ptr_nonnull(world);
+	for (int k = 0; k < 2; k++) {
+		memset(&a[k], 0, sizeof a[k]);
+		a[k].comm = comm_world_rank(world, k);
+		a[k].k = k;
+		ck_assert_int_eq(pthread_create(&th[k], NULL, tp_main, &a[k]), 0);
+	}
+	for (int k = 0; k < 2; k++) {
+		pthread_join(th[k], NULL);
+		ck_assert_msg(!a[k].err[0], "tensor-parallel rank %d: %s", k, a[k].err);
+	}
+	comm_world_destroy(world);
+	make(&g, &gs, &ops_cuda);
+	for (int k = 0; k < STEPS; k++) {
+		float whole = plain_step(&g, &gs, k);
+
+		ck_assert_msg(a[0].losses[k] == a[1].losses[k], "step %d: the slices' losses differ", k);
+		ck_assert_msg(fabsf(a[0].losses[k] - whole) <= REL_TOL * fabsf(whole),
+			      "%s step %d: tp 2 %.8f, whole %.8f", _i ? "llama" : "gpt-2", k,
+			      a[0].losses[k], whole);
+	}
+	model_cfg = &small;
+	gpt2_free(&g);
+	adamw_free(&gs);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s;
@@ -541,6 +646,7 @@ int main(void)
 	tcase_add_test(tc, test_four_ranks_on_one_gpu_match_the_cpu);
 	tcase_add_test(tc, test_overlapped_all_reduce_on_the_gpu_is_bit_exact);
 	tcase_add_test(tc, test_nccl_collectives_on_one_gpu);
+	tcase_add_loop_test(tc, test_tensor_parallel_on_one_gpu_tracks_the_whole_model, 0, 2);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	/* no fork per test: the device count above initialised CUDA in this

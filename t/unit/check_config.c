@@ -282,8 +282,6 @@ START_TEST(enums_list_the_accepted_values)
 		     "one of none, gelu, block", "'all'");
 	ASSERT_ERROR("err_nonfinite.yaml", "err_nonfinite.yaml:2:17:", "train.on_nonfinite",
 		     "one of stop, skip, rollback", "'retry'");
-	ASSERT_ERROR("err_tensor_cuda.yaml", "err_tensor_cuda.yaml:4:11:", "parallel.tensor: 2",
-		     "run.device: cuda", "err_tensor_cuda.yaml:2:11");
 }
 END_TEST
 

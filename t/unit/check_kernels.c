@@ -550,6 +550,95 @@ START_TEST(test_fused_classifier_equals_forward_then_backward)
 END_TEST
 
 /*
+ * Tensor parallelism over the vocabulary: the slices' entries, with the
+ * all-reduces done here in rank order, give the whole-vocabulary kernels'
+ * results. The embedding bit for bit (one slice holds each row, the
+ * others add 0); the softmax within rounding (the slices sum their
+ * exponentials in double, the whole kernel in float lanes). The last of
+ * the 4 slices ends in padding (V = 1000 of VP = 1024).
+ */
+START_TEST(test_vocab_slices_give_the_whole_vocabulary)
+{
+	enum { B = 3, T = 5, C = 24, WV = 50, WVP = 64, TP = 4, N = 37, V = 1000, VP = 1024 };
+	enum { WN = B * T, WVN = WVP / TP, VN = VP / TP };
+	float *wte = frand(WVP * C, 1.0f), *wpe = frand(T * C, 1.0f), *dout = frand(WN * C, 1.0f);
+	float *whole = fzero(WN * C), *part = fzero(WN * C), *sum = fzero(WN * C);
+	float *dwte = frand(WVP * C, 1.0f), *dwpe = frand(T * C, 1.0f);
+	float *dwte_s = track(malloc(sizeof(float) * WVP * C)), *dwpe_s = track(malloc(sizeof(float) * T * C));
+	float *logits = frand((size_t)N * VP, 3.0f), *slice = fzero((size_t)TP * N * VN);
+	float mx[N], mk[N], sums[N], sk[N], losses[N], lk[N], lsum[N];
+	int tok[WN], targets[N];
+
+	for (int n = 0; n < WN; n++)
+		tok[n] = n % 3 ? (n * 17) % WV : 5; /* token 5 repeats */
+	ops_cpu.encoder_forward(whole, tok, wte, wpe, B, T, C);
+	for (int k = 0; k < TP; k++) {
+		ops_cpu.vocab_encoder_forward(part, tok, wte + (size_t)k * WVN * C, WN, C, k * WVN, WVN);
+		for (int i = 0; i < WN * C; i++)
+			sum[i] = k ? sum[i] + part[i] : part[i];
+	}
+	for (int b = 0; b < B; b++)
+		ops_cpu.residual_forward(sum + b * T * C, sum + b * T * C, wpe, (size_t)T * C);
+	ck_assert(!memcmp(whole, sum, sizeof(float) * WN * C));
+	memcpy(dwte_s, dwte, sizeof(float) * WVP * C);
+	memcpy(dwpe_s, dwpe, sizeof(float) * T * C);
+	ops_cpu.encoder_backward(dwte, dwpe, dout, tok, B, T, C);
+	for (int k = 0; k < TP; k++)
+		ops_cpu.vocab_encoder_backward(dwte_s + (size_t)k * WVN * C, k ? NULL : dwpe_s, dout, tok,
+					       B, T, C, k * WVN, WVN);
+	ck_assert(!memcmp(dwte, dwte_s, sizeof(float) * WVP * C));
+	ck_assert(!memcmp(dwpe, dwpe_s, sizeof(float) * T * C));
+
+	for (int n = 0; n < N; n++)
+		targets[n] = (n * 131) % V;
+	for (int k = 0; k < TP; k++)
+		for (int n = 0; n < N; n++)
+			memcpy(slice + ((size_t)k * N + n) * VN, logits + (size_t)n * VP + k * VN,
+			       sizeof(float) * VN);
+	ops_cpu.softmax_xent_forward(losses, logits, targets, N, V, VP);
+	for (int k = 0; k < TP; k++) { /* the MAX all-reduce */
+		int nv = V - k * VN < VN ? V - k * VN : VN;
+
+		ops_cpu.vocab_softmax_max(mk, slice + (size_t)k * N * VN, N, nv, VN);
+		for (int n = 0; n < N; n++)
+			mx[n] = k && mx[n] > mk[n] ? mx[n] : mk[n];
+	}
+	for (int k = 0; k < TP; k++) { /* the SUM all-reduce */
+		int nv = V - k * VN < VN ? V - k * VN : VN;
+
+		ops_cpu.vocab_softmax_exp(slice + (size_t)k * N * VN, sk, mx, N, nv, VN);
+		for (int n = 0; n < N; n++)
+			sums[n] = k ? sums[n] + sk[n] : sk[n];
+	}
+	for (int k = 0; k < TP; k++) {
+		int nv = V - k * VN < VN ? V - k * VN : VN;
+
+		ops_cpu.vocab_softmax_finish(lk, slice + (size_t)k * N * VN, sums, targets, N, nv, VN,
+					     k * VN);
+		for (int n = 0; n < N; n++)
+			lsum[n] = k ? lsum[n] + lk[n] : lk[n];
+		ops_cpu.vocab_xent_backward(slice + (size_t)k * N * VN, targets, 0.25f / N, N, nv, VN,
+					    k * VN);
+	}
+	ops_cpu.softmax_xent_backward(logits, targets, 0.25f / N, N, V, VP);
+	for (int n = 0; n < N; n++) {
+		ck_assert_msg(fabsf(lsum[n] - losses[n]) <= 1e-5f * (1 + fabsf(losses[n])),
+			      "row %d: loss %.8g over the slices, %.8g whole", n, lsum[n], losses[n]);
+		for (int v = 0; v < VP; v++) {
+			float got = slice[((size_t)(v / VN) * N + n) * VN + v % VN];
+			float want = logits[(size_t)n * VP + v];
+
+			ck_assert_msg(fabsf(got - want) <= 1e-7f + 1e-5f * fabsf(want),
+				      "row %d column %d: dlogit %.8g over the slices, %.8g whole", n, v,
+				      got, want);
+			if (v >= V)
+				ck_assert(got == 0.0f);
+		}
+	}
+}
+END_TEST
+
+/*
  * residual + LayerNorm fused gives the bits of residual_forward then
  * layernorm_forward, also when the sum overwrites one of its inputs (the
  * model writes res2 over the projection's output).
@@ -941,6 +1030,7 @@ static Suite *kernels_suite(void)
 	tcase_add_test(tc, test_math_tanh_is_within_3e7_absolute);
 	tcase_add_test(tc, test_fused_classifier_equals_forward_then_backward);
 	tcase_add_test(tc, test_fused_residual_layernorm_equals_the_two_kernels);
+	tcase_add_test(tc, test_vocab_slices_give_the_whole_vocabulary);
 	tcase_add_test(tc, test_bf16_rounds_to_nearest_even);
 	tcase_add_test(tc, test_bf16_matmul_is_sgemm_of_rounded_operands);
 	tcase_add_test(tc, test_zero_scale_sumsq_match_reference);

@@ -38,7 +38,7 @@ EXTRA_DIST += \
 	t/data/config/err_two_documents.yaml \
 	t/data/config/err_unknown_key.yaml \
 	t/data/config/err_unknown_section.yaml \
-	t/data/config/err_zero.yaml t/data/config/err_device.yaml t/data/config/err_precision.yaml t/data/config/err_tensor_cuda.yaml t/data/config/err_nonfinite.yaml \
+	t/data/config/err_zero.yaml t/data/config/err_device.yaml t/data/config/err_precision.yaml t/data/config/err_nonfinite.yaml \
 	t/data/config/err_zero_size.yaml \
 	t/data/config/full.yaml \
 	t/data/config/reordered.yaml \
