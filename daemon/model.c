@@ -13,6 +13,7 @@
 #include "daemon/model.h"
 #include "daemon/arch/arch.h"
 #include "daemon/tensor_parallel.h"
+#include "lib/big_alloc.h"
 #include "lib/io.h"
 #include "lib/rng.h"
 
@@ -339,15 +340,14 @@ int gpt2_shard_is_replica(const struct gpt2_config *c, const struct gpt2_shard *
  * blocks start 16 bytes into a page: every AVX-512 load of such an array
  * straddles two cache lines, which costs the LM head's sgemm calls about a
  * third of their speed. Tensor sizes are multiples of C, so tensors inside
- * an aligned buffer stay aligned when C is a multiple of 16.
+ * an aligned buffer stay aligned when C is a multiple of 16. Large buffers
+ * go on huge pages (lib/big_alloc.h).
  */
 static float *alloc_floats(size_t n, int zero)
 {
-	void *p;
+	float *p = big_alloc(n * sizeof(float));
 
-	if (posix_memalign(&p, 64, n * sizeof(float)))
-		return NULL;
-	if (zero)
+	if (p && zero)
 		memset(p, 0, n * sizeof(float));
 	return p;
 }

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 #include "daemon/optimizer.h"
+#include "lib/big_alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,11 +14,10 @@
 /* n zeroed floats aligned to a cache line (see alloc_floats in model.c), or NULL. */
 static float *alloc_zeroed(size_t n)
 {
-	void *p;
+	float *p = big_alloc(n * sizeof(float));
 
-	if (posix_memalign(&p, 64, n * sizeof(float)))
-		return NULL;
-	memset(p, 0, n * sizeof(float));
+	if (p)
+		memset(p, 0, n * sizeof(float));
 	return p;
 }
 

@@ -4,18 +4,16 @@
  */
 #include "config.h"
 #include "kernels/cpu/cpu.h"
+#include "lib/big_alloc.h"
 
 /*
- * Host memory aligned to a cache line: 64-byte aligned rows let the
- * element-wise loops use aligned AVX-512 loads.
+ * Host memory aligned to a cache line (64-byte aligned rows let the
+ * element-wise loops use aligned AVX-512 loads), large arrays on huge
+ * pages (lib/big_alloc.h).
  */
 void *cpu_host_alloc(size_t bytes)
 {
-	void *p;
-
-	if (posix_memalign(&p, 64, bytes ? bytes : 1))
-		return NULL;
-	return p;
+	return big_alloc(bytes);
 }
 
 void cpu_host_free(void *p)
