@@ -84,13 +84,27 @@ static void group_spread(const struct cost_machine *x, int first, int stride, in
 }
 
 /*
+ * The ranks of a node that move bytes between nodes at the same moment
+ * and so share its link: the node's ranks of one pipeline stage (they run
+ * in step), one per group (the group's leader on the node, lib/comm/hier.c)
+ * when groups have j members there.
+ */
+static double link_sharers(const struct cost_machine *x, const struct cost_layout *l, int j)
+{
+	int stage = x->ranks_per_node < l->dp * l->tp ? x->ranks_per_node : l->dp * l->tp;
+
+	return (double)((stage + j - 1) / (j > 1 ? j : 1));
+}
+
+/*
  * `calls` all-reduces of `bytes` over a group spanning k nodes with at
  * most j members on one (lib/comm/hier.c: in node, then between nodes),
  * each taking `latencies` latencies (2 for a reduce-scatter and an
- * all-gather, which move the bytes of one all-reduce).
+ * all-gather, which move the bytes of one all-reduce); the bytes between
+ * nodes share the link with the node's other groups (link_sharers).
  */
-static void allreduce_cost(const struct cost_machine *x, int k, int j, double bytes, double calls,
-			   int latencies, struct traffic *t)
+static void allreduce_cost(const struct cost_machine *x, const struct cost_layout *l, int k, int j,
+			   double bytes, double calls, int latencies, struct traffic *t)
 {
 	if (j > 1) {
 		double b = 2.0 * (j - 1) / j * bytes;
@@ -101,20 +115,21 @@ static void allreduce_cost(const struct cost_machine *x, int k, int j, double by
 	if (k > 1) {
 		double b = 2.0 * (k - 1) / k * bytes;
 
-		t->s += calls * (latencies * x->inter.latency_s + b / x->inter.bytes_per_s);
+		t->s += calls * (latencies * x->inter.latency_s +
+				 b * link_sharers(x, l, j) / x->inter.bytes_per_s);
 		t->inter += calls * b;
 	}
 }
 
-/* `calls` sends of `bytes` from rank a to rank b. */
-static void send_cost(const struct cost_machine *x, int a, int b, double bytes, double calls,
-		      struct traffic *t)
+/* `calls` sends of `bytes` from rank a to rank b; between nodes, every rank of the stage sends at once. */
+static void send_cost(const struct cost_machine *x, const struct cost_layout *l, int a, int b,
+		      double bytes, double calls, struct traffic *t)
 {
-	const struct link_figure *f = a / x->ranks_per_node == b / x->ranks_per_node ? &x->intra :
-										      &x->inter;
+	int inter = a / x->ranks_per_node != b / x->ranks_per_node;
+	const struct link_figure *f = inter ? &x->inter : &x->intra;
 
-	t->s += calls * (f->latency_s + bytes / f->bytes_per_s);
-	*(f == &x->intra ? &t->intra : &t->inter) += calls * bytes;
+	t->s += calls * (f->latency_s + bytes * (inter ? link_sharers(x, l, 1) : 1.0) / f->bytes_per_s);
+	*(inter ? &t->inter : &t->intra) += calls * bytes;
 }
 
 /* What one pipeline stage costs (its first rank's: dp 0, tp 0, the largest ZeRO part). */
@@ -138,16 +153,16 @@ static void stage_micro_traffic(const struct gpt2_config *g, const struct cost_l
 	int stride = l->dp * l->tp;
 
 	group_spread(x, pl->rank, 1, l->tp, &k, &j);
-	allreduce_cost(x, k, j, btc,
+	allreduce_cost(x, l, k, j, btc,
 		       layers * (l->recompute == GPT2_RECOMPUTE_BLOCK ? 6 : 4) + (s == 0) +
 			       (s == l->pp - 1),
 		       1, t);
 	if (s == l->pp - 1)
-		allreduce_cost(x, k, j, bt, 3, 1, t);
+		allreduce_cost(x, l, k, j, bt, 3, 1, t);
 	if (s < l->pp - 1) /* activations forward */
-		send_cost(x, pl->rank, pl->rank + stride, btc, 1, t);
+		send_cost(x, l, pl->rank, pl->rank + stride, btc, 1, t);
 	if (s > 0) /* their gradient back */
-		send_cost(x, pl->rank, pl->rank - stride, btc, 1, t);
+		send_cost(x, l, pl->rank, pl->rank - stride, btc, 1, t);
 }
 
 /* Per-step traffic of stage s: the replicas' gradients, the tied embedding's. */
@@ -158,10 +173,10 @@ static void stage_step_traffic(const struct gpt2_config *g, const struct cost_la
 	int stride = l->dp * l->tp, k, j;
 
 	group_spread(x, pl->rank, l->tp, l->dp, &k, &j);
-	allreduce_cost(x, k, j, 4.0 * (double)n, 1, l->zero ? 2 : 1, t);
+	allreduce_cost(x, l, k, j, 4.0 * (double)n, 1, l->zero ? 2 : 1, t);
 	if (l->pp > 1 && model_tied(g) && (pl->stage == 0 || pl->stage == l->pp - 1)) {
 		group_spread(x, pl->rank % stride, (l->pp - 1) * stride, 2, &k, &j);
-		allreduce_cost(x, k, j, 4.0 * (double)sizes[GPT2_WTE], 1, 1, t);
+		allreduce_cost(x, l, k, j, 4.0 * (double)sizes[GPT2_WTE], 1, 1, t);
 	}
 }
 

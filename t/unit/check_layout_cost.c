@@ -127,6 +127,32 @@ START_TEST(test_data_parallel_bytes_by_link)
 }
 END_TEST
 
+/*
+ * A node's ranks that move bytes between nodes at once share its link:
+ * DP4 on 2 nodes x 2 all-reduces through one leader per node; TP2xDP2
+ * has both tensor slices of a node all-reduce with the other node; in
+ * PP2xDP2 both replicas of a stage send their activations at once.
+ */
+START_TEST(test_ranks_of_a_node_share_its_link)
+{
+	struct cost_machine x = machine(2, 2);
+	struct cost_layout dp4 = layout(1, 1, 4, 1), tp2dp2 = layout(2, 1, 2, 1);
+	struct cost_layout pp2dp2 = layout(1, 2, 2, 2);
+	struct cost_estimate e;
+	double btc = 4.0 * B * T * tiny.channels;
+
+	x.inter = (struct link_figure){ 0, 1e9 };
+	estimate(&dp4, &x, &e);
+	ck_assert_double_gt(e.inter_bytes, 0);
+	ck_assert_double_eq_tol(e.dp_s, e.inter_bytes / 1e9, 1e-12);
+	estimate(&tp2dp2, &x, &e);
+	ck_assert_double_gt(e.inter_bytes, 0);
+	ck_assert_double_eq_tol(e.dp_s, 2 * e.inter_bytes / 1e9, 1e-12);
+	estimate(&pp2dp2, &x, &e);
+	ck_assert_double_eq_tol(e.pipe_comm_s, 2 * 2 * btc / 1e9, 1e-12);
+}
+END_TEST
+
 START_TEST(test_tensor_parallel_all_reduces_counted_per_layer)
 {
 	struct cost_machine x = machine(1, 4);
@@ -252,6 +278,7 @@ int main(void)
 	tcase_add_test(tc, test_memory_is_what_storkd_allocates);
 	tcase_add_test(tc, test_flops_are_bench_trains_and_recompute_adds_a_forward_pass);
 	tcase_add_test(tc, test_data_parallel_bytes_by_link);
+	tcase_add_test(tc, test_ranks_of_a_node_share_its_link);
 	tcase_add_test(tc, test_tensor_parallel_all_reduces_counted_per_layer);
 	tcase_add_test(tc, test_step_of_plain_data_parallelism);
 	tcase_add_test(tc, test_pipeline_bubble_follows_1f1b);
