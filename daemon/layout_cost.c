@@ -121,14 +121,18 @@ static void allreduce_cost(const struct cost_machine *x, const struct cost_layou
 	}
 }
 
-/* `calls` sends of `bytes` from rank a to rank b; between nodes, every rank of the stage sends at once. */
+/*
+ * `calls` sends of `bytes` from rank a to rank b; between nodes, every
+ * rank of the stage sends at once.
+ */
 static void send_cost(const struct cost_machine *x, const struct cost_layout *l, int a, int b,
 		      double bytes, double calls, struct traffic *t)
 {
 	int inter = a / x->ranks_per_node != b / x->ranks_per_node;
 	const struct link_figure *f = inter ? &x->inter : &x->intra;
+	double share = inter ? link_sharers(x, l, 1) : 1.0;
 
-	t->s += calls * (f->latency_s + bytes * (inter ? link_sharers(x, l, 1) : 1.0) / f->bytes_per_s);
+	t->s += calls * (f->latency_s + bytes * share / f->bytes_per_s);
 	*(inter ? &t->inter : &t->intra) += calls * bytes;
 }
 

@@ -148,7 +148,7 @@ struct gpt2_acts {
 	float *lnf, *lnf_mean, *lnf_rstd; /* (B, T, C), (B, T) x2 */
 	float *logits;   /* (B, T, Vp): logits, then probabilities, then their gradient */
 	float *losses;   /* (B, T) */
-	float *vocab_rows; /* (2, B, T) tensor parallelism: each row's max and exp-sum over the slices */
+	float *vocab_rows; /* (2, B, T) tensor parallelism: each row's max and exp-sum */
 	/* backward scratch, reused by every layer */
 	float *dres;     /* (B, T, C) gradient of the residual stream */
 	float *dln, *datty; /* (B, T, C) */

@@ -94,7 +94,8 @@ int tp_softmax_xent_forward(struct gpt2 *m, float *losses, float *logits, const 
 		return tp_failed(m, "softmax sum", rc);
 	o->vocab_softmax_finish(losses, logits, sum, targets, N, nv, vn, v0);
 	/* the rank holding a row's target knows its loss; the others add 0 */
-	if (targets && (rc = comm_allreduce(m->shard.tp, losses, (size_t)N, COMM_FLOAT32, COMM_SUM)))
+	if (targets &&
+	    (rc = comm_allreduce(m->shard.tp, losses, (size_t)N, COMM_FLOAT32, COMM_SUM)))
 		return tp_failed(m, "loss", rc);
 	return 0;
 }

@@ -222,7 +222,7 @@ struct ops {
 				  int vn);
 	void (*vocab_softmax_finish)(float *losses, float *logits, const float *sums,
 				     const int *targets, int N, int nv, int vn, int v0);
-	/* In place: probs (N, vn) become dlogits (math_xent_dlogit) for the first nv columns, 0 after. */
+	/* In place: probs (N, vn) become dlogits (math_xent_dlogit), nv columns; 0 after. */
 	void (*vocab_xent_backward)(float *probs, const int *targets, float dloss, int N, int nv,
 				    int vn, int v0);
 

@@ -490,8 +490,8 @@ START_TEST(test_vocab_parallel)
 		ops_cpu.vocab_encoder_forward(out.h, tok, wte.h, N, C, v0, vn);
 		ops_cuda.vocab_encoder_forward(out.d, dtok, wte.d, N, C, v0, vn);
 		agree(&out, "vocab encoder out");
-		ops_cpu.vocab_encoder_backward(dwte.h, k ? NULL : dwpe.h, dout.h, tok, z->B, z->T, C,
-					       v0, vn);
+		ops_cpu.vocab_encoder_backward(dwte.h, k ? NULL : dwpe.h, dout.h, tok, z->B, z->T,
+					       C, v0, vn);
 		ops_cuda.vocab_encoder_backward(dwte.d, k ? NULL : dwpe.d, dout.d, dtok, z->B, z->T, C,
 						v0, vn);
 		agree(&dwte, "vocab dwte");
