@@ -6,6 +6,8 @@
 #include "config.h"
 #include "kernels/cpu/cpu.h"
 
+#include <limits.h>
+
 SIMD_CLONES
 static void encoder_forward_part(void *p, int block, int count)
 {
@@ -37,35 +39,9 @@ void cpu_encoder_forward(float *out, const int *inp, const float *wte, const flo
 		     encoder_forward_part, &a);
 }
 
-/*
- * Split by channel: a token may occur several times, so rows of dwte are
- * shared; channels are not, and each keeps the serial order over (b, t).
- */
-SIMD_CLONES
-static void encoder_backward_part(void *p, int block, int count)
-{
-	struct rows_args *a = p;
-	int lo, hi, C = a->C;
-
-	split_range(C, 16, block, count, &lo, &hi);
-	for (int r = 0; r < a->B * a->T; r++) {
-		const float *d = a->dout + (size_t)r * C;
-		float *te = a->dwte + (size_t)a->tok[r] * C;
-		float *pe = a->dwpe ? a->dwpe + (size_t)(r % a->T) * C : NULL;
-
-		for (int c = lo; c < hi; c++)
-			te[c] += d[c];
-		if (pe)
-			for (int c = lo; c < hi; c++)
-				pe[c] += d[c];
-	}
-}
-
+/* The whole vocabulary is the one slice starting at 0 (vocab_parallel.c). */
 void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
 			     int T, int C)
 {
-	struct rows_args a = { .dwte = dwte, .dwpe = dwpe, .dout = dout, .tok = inp, .B = B,
-			       .T = T, .C = C };
-
-	parallel_for(blocks_of(C, 64), threads_for(4.0 * B * T * C), encoder_backward_part, &a);
+	cpu_vocab_encoder_backward(dwte, dwpe, dout, inp, B, T, C, 0, INT_MAX);
 }

@@ -47,34 +47,11 @@ void cpu_softmax_xent_forward(float *losses, float *logits, const int *targets, 
 	parallel_for(N, threads_for(20.0 * N * V), xent_forward_part, &a);
 }
 
-SIMD_CLONES
-static void xent_backward_part(void *p, int block, int count)
-{
-	struct xent_args *a = p;
-	int lo, hi;
-
-	int V = a->V, Vp = a->Vp;
-	float dloss = a->dloss;
-
-	split_range(a->N, 1, block, count, &lo, &hi);
-	for (int r = lo; r < hi; r++) {
-		float *row = a->logits + (size_t)r * Vp;
-		int target = a->targets[r];
-
-		for (int v = 0; v < V; v++)
-			row[v] = math_xent_dlogit(row[v], v == target, dloss);
-		for (int v = V; v < Vp; v++)
-			row[v] = 0.0f;
-	}
-}
-
+/* The whole vocabulary is the one slice starting at 0 (vocab_parallel.c). */
 void cpu_softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V,
 				  int Vp)
 {
-	struct xent_args a = { .logits = probs, .targets = targets, .dloss = dloss, .N = N, .V = V,
-			       .Vp = Vp };
-
-	parallel_for(N, threads_for(4.0 * N * V), xent_backward_part, &a);
+	cpu_vocab_xent_backward(probs, targets, dloss, N, V, Vp, 0);
 }
 
 /*

@@ -73,19 +73,6 @@ void cuda_softmax_xent_forward(float *losses, float *logits, const int *targets,
 	}
 }
 
-/* In place: probs -> (p - onehot(target)) * dloss, padding 0. One thread per element. */
-__global__ static void xent_backward_kernel(float *probs, const int *targets, float dloss, int N,
-					    int V, int Vp)
-{
-	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (i < (size_t)N * Vp) {
-		int n = (int)(i / Vp), v = (int)(i % Vp);
-
-		probs[i] = v < V ? math_xent_dlogit(probs[i], v == targets[n], dloss) : 0.0f;
-	}
-}
-
 /*
  * Fused, one block per row, three passes over the row: the maximum, the
  * sum of exponentials (computed, not stored), then each logit's gradient
@@ -127,13 +114,9 @@ void cuda_softmax_xent_fused(float *losses, float *logits, const int *targets, f
 	LAUNCHED("softmax_xent_fused");
 }
 
+/* The whole vocabulary is the one slice starting at 0 (vocab_parallel.cu). */
 void cuda_softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V,
 				int Vp)
 {
-	size_t n = (size_t)N * Vp;
-
-	if (!n)
-		return;
-	xent_backward_kernel<<<grid_for(n), BLOCK>>>(probs, targets, dloss, N, V, Vp);
-	LAUNCHED("softmax_xent_backward");
+	cuda_vocab_xent_backward(probs, targets, dloss, N, V, Vp, 0);
 }
