@@ -519,11 +519,36 @@ int gpt2_set_backend(struct gpt2 *m, const struct ops *o)
 	return move_memory(m, o);
 }
 
+/* A chunk's normals, each block drawn from where it begins in the chunk's stream. */
+struct normal_fill {
+	float *p;
+	size_t n;
+	uint64_t state; /* the stream's state before its first draw */
+	float std;
+};
+
+#define NORMALS_PER_BLOCK ((size_t)1 << 20)
+
+static void fill_normal_block(void *arg, int k, int count)
+{
+	struct normal_fill *f = arg;
+	size_t lo = (size_t)k * NORMALS_PER_BLOCK, hi = lo + NORMALS_PER_BLOCK;
+	uint64_t st = f->state;
+
+	(void)count;
+	rng_skip(&st, 2 * lo); /* rng_normal draws twice */
+	for (size_t i = lo; i < hi && i < f->n; i++)
+		f->p[i] = rng_normal(&st, 0.0f, f->std);
+}
+
 /*
  * The initial values of one chunk of the whole model (see gpt2_build in
  * model.h): each (tensor, layer) draws from its own stream, so a shard
  * generates the chunks it holds and keeps its slice of each. Norm weights
- * are 1, biases 0, matrices normal with the architecture's deviation.
+ * are 1, biases 0, matrices normal with the architecture's deviation. A
+ * matrix is drawn in blocks on the rank's threads (a 1B model is over a
+ * billion normals: 44 s on one core); each block jumps its stream to its
+ * first element, so the values are those of one thread drawing in order.
  */
 static void init_chunk(const struct gpt2_config *c, int t, int l, uint64_t seed, float *p)
 {
@@ -531,20 +556,27 @@ static void init_chunk(const struct gpt2_config *c, int t, int l, uint64_t seed,
 	int is_bias = t == GPT2_QKVB || t == GPT2_ATTPROJB || t == GPT2_FCB || t == GPT2_FCPROJB ||
 		      t == GPT2_LN1B || t == GPT2_LN2B || t == GPT2_LNFB;
 	int is_lnw = t == GPT2_LN1W || t == GPT2_LN2W || t == GPT2_LNFW;
-	float std = arch_of(c)->init_std(c, t);
-	uint64_t st = rng_seed(seed, (uint64_t)t * 65536 + (uint64_t)l);
+	struct normal_fill f = { p, 0, rng_seed(seed, (uint64_t)t * 65536 + (uint64_t)l),
+				 arch_of(c)->init_std(c, t) };
 
-	if (t == GPT2_WTE || t == GPT2_LMHEAD) /* padding rows stay 0 */
+	if (is_lnw || is_bias) {
+		for (size_t i = 0; i < n; i++)
+			p[i] = is_lnw ? 1.0f : 0.0f;
+		return;
+	}
+	if ((t == GPT2_WTE || t == GPT2_LMHEAD) && n) /* padding rows stay 0 */
 		real = (size_t)c->vocab_size * c->channels;
-	for (size_t i = 0; i < n; i++)
-		p[i] = is_lnw ? 1.0f : (is_bias || i >= real) ? 0.0f : rng_normal(&st, 0.0f, std);
+	f.n = real;
+	ops_cpu_parallel_for((int)((real + NORMALS_PER_BLOCK - 1) / NORMALS_PER_BLOCK),
+			     fill_normal_block, &f);
+	memset(p + real, 0, (n - real) * sizeof *p);
 }
 
 struct build_args {
 	const struct gpt2_config *c;
 	const struct gpt2_shard *s;
 	uint64_t seed;
-	float *tmp;
+	float *tmp;                  /* a whole chunk, where the shard keeps a slice of it */
 	float *local;                /* the shard's parameters */
 };
 
@@ -553,6 +585,10 @@ static int build_one(void *arg, int t, int l, size_t full_off, size_t local_off)
 	struct build_args *a = arg;
 
 	(void)full_off;
+	if (!a->tmp) { /* the shard holds whole chunks: drawn in place, first touched in parallel */
+		init_chunk(a->c, t, l, a->seed, a->local + local_off);
+		return 0;
+	}
 	init_chunk(a->c, t, l, a->seed, a->tmp);
 	copy_chunk(a->c, a->s, t, a->tmp, a->local + local_off, 1);
 	return 0;
@@ -583,7 +619,7 @@ int gpt2_build_shard(struct gpt2 *m, const struct gpt2_config *c, const struct g
 	rc = gpt2_alloc(m, c, s);
 	if (rc)
 		return rc;
-	if (!(a.tmp = alloc_floats(max_chunk(c), 0))) {
+	if (s->tp_size > 1 && !(a.tmp = alloc_floats(max_chunk(c), 0))) {
 		gpt2_free(m);
 		snprintf(m->err, sizeof m->err, "out of memory for the model");
 		return -2;

@@ -275,6 +275,12 @@ extern const struct ops ops_cpu;
 void ops_cpu_set_threads(int n);
 /* Threads the calling thread's kernels use now. */
 int ops_cpu_threads(void);
+/*
+ * fn(arg, k, count) for every block k in [0, count) on the calling thread
+ * and its helpers (the threads above): host work outside the kernels, such
+ * as filling the initial parameters, on the rank's own cores.
+ */
+void ops_cpu_parallel_for(int count, void (*fn)(void *arg, int block, int count), void *arg);
 
 /*
  * OpenBLAS core type this CPU should use when the kernels OpenBLAS loaded

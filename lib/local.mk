@@ -14,7 +14,7 @@ noinst_LTLIBRARIES += lib/libstork.la
 lib_libstork_la_SOURCES = \
 	lib/exit_codes.h \
 	lib/log.c lib/log.h \
-	lib/rng.h lib/clock.h lib/stop_signals.h lib/fault.h lib/simd_clones.h lib/big_alloc.h \
+	lib/rng.c lib/rng.h lib/clock.h lib/stop_signals.h lib/fault.h lib/simd_clones.h lib/big_alloc.h \
 	lib/token_shard.c lib/token_shard.h \
 	lib/version.c lib/version.h \
 	lib/rundir.c lib/rundir.h \

@@ -50,6 +50,15 @@ static inline RNG_HD float rng_normal(uint64_t *state, float mean, float std)
 	return mean + std * sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
 }
 
+/*
+ * Advance *state as `draws` calls of rng_u32 would, in at most 64 small
+ * steps (lib/rng.c; host code only). A normal from rng_normal is 2 draws.
+ */
+#ifdef __cplusplus
+extern "C"
+#endif
+void rng_skip(uint64_t *state, uint64_t draws);
+
 /* A non-zero state derived from a seed and a stream id (e.g. rank). */
 static inline RNG_HD uint64_t rng_seed(uint64_t seed, uint64_t stream)
 {

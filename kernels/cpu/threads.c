@@ -269,6 +269,11 @@ void parallel_for(int count, int threads, void (*fn)(void *arg, int block, int c
 	pthread_mutex_unlock(&p->mu);
 }
 
+void ops_cpu_parallel_for(int count, void (*fn)(void *arg, int block, int count), void *arg)
+{
+	parallel_for(count, ops_cpu_threads(), fn, arg);
+}
+
 /* Block k of count of [0, total): [*lo, *hi), cut in multiples of align. */
 void split_range(int total, int align, int k, int count, int *lo, int *hi)
 {

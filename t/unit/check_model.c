@@ -102,6 +102,57 @@ START_TEST(test_build_uses_gpt2_initialisation)
 }
 END_TEST
 
+START_TEST(test_rng_skip_lands_where_the_draws_would)
+{
+	static const uint64_t counts[] = { 0, 1, 2, 63, 64, 65, 1000, (1u << 20) + 3, 3u << 21 };
+
+	for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+		uint64_t drawn = rng_seed(5, k), jumped = drawn;
+
+		for (uint64_t i = 0; i < counts[k]; i++)
+			rng_u32(&drawn);
+		rng_skip(&jumped, counts[k]);
+		ck_assert_msg(drawn == jumped, "skip %llu: %016llx, drawn %016llx",
+			      (unsigned long long)counts[k], (unsigned long long)jumped,
+			      (unsigned long long)drawn);
+	}
+}
+END_TEST
+
+/*
+ * The embedding of this model is over two blocks of the parallel fill
+ * (2.1 M normals): on 1 and on 3 threads it is the one stream of its
+ * (tensor, layer) drawn in order, padding rows 0, and so is everything else.
+ */
+START_TEST(test_build_draws_each_matrix_as_one_stream)
+{
+	struct gpt2_config c = { .max_seq_len = 16, .vocab_size = 4100, .padded_vocab_size = 4224,
+				 .num_layers = 1, .num_heads = 8, .channels = 512 };
+	size_t real = (size_t)c.vocab_size * c.channels;
+	uint64_t st = rng_seed(3, (uint64_t)GPT2_WTE * 65536);
+	struct gpt2 one, three;
+
+	ops_cpu_set_threads(1);
+	ck_assert_int_eq(gpt2_build(&one, &c, 3), 0);
+	ops_cpu_set_threads(3);
+	ck_assert_int_eq(gpt2_build(&three, &c, 3), 0);
+	ops_cpu_set_threads(0);
+	ck_assert_msg(!memcmp(one.params, three.params, one.num_params * sizeof(float)),
+		      "1 and 3 threads built different parameters");
+	for (size_t i = 0; i < real; i++) {
+		float want = rng_normal(&st, 0.0f, 0.02f);
+
+		if (three.tensors[GPT2_WTE][i] != want)
+			ck_abort_msg("wte[%zu] = %.9g, the stream's draw %zu is %.9g", i,
+				     three.tensors[GPT2_WTE][i], i, want);
+	}
+	for (size_t i = real; i < three.sizes[GPT2_WTE]; i++)
+		ck_assert_msg(three.tensors[GPT2_WTE][i] == 0.0f, "padding wte[%zu] not 0", i);
+	gpt2_free(&one);
+	gpt2_free(&three);
+}
+END_TEST
+
 START_TEST(test_build_rejects_bad_sizes)
 {
 	struct gpt2 m;
@@ -1150,6 +1201,8 @@ static Suite *model_suite(void)
 
 	tcase_add_test(tc, test_build_is_deterministic);
 	tcase_add_test(tc, test_build_uses_gpt2_initialisation);
+	tcase_add_test(tc, test_rng_skip_lands_where_the_draws_would);
+	tcase_add_test(tc, test_build_draws_each_matrix_as_one_stream);
 	tcase_add_test(tc, test_build_rejects_bad_sizes);
 	tcase_add_loop_test(tc, test_gradients_match_finite_differences, 0,
 			    sizeof archs / sizeof archs[0]);
