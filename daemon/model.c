@@ -343,13 +343,9 @@ int gpt2_shard_is_replica(const struct gpt2_config *c, const struct gpt2_shard *
  * an aligned buffer stay aligned when C is a multiple of 16. Large buffers
  * go on huge pages (lib/big_alloc.h).
  */
-static float *alloc_floats(size_t n, int zero)
+static float *alloc_floats(size_t n)
 {
-	float *p = big_alloc(n * sizeof(float));
-
-	if (p && zero)
-		memset(p, 0, n * sizeof(float));
-	return p;
+	return big_alloc(n * sizeof(float));
 }
 
 /* Point tensors[] into buf following sizes. */
@@ -409,7 +405,7 @@ static int gpt2_alloc(struct gpt2 *m, const struct gpt2_config *c, const struct 
 	m->num_params = gpt2_shard_sizes(c, s, m->sizes);
 	m->nslots = 1;
 	m->slots = calloc(1, sizeof *m->slots);
-	m->params = alloc_floats(m->num_params ? m->num_params : 1, 0);
+	m->params = alloc_floats(m->num_params ? m->num_params : 1);
 	if (!m->params || !m->slots) {
 		snprintf(m->err, sizeof m->err, "out of memory for %zu parameters", m->num_params);
 		return -2;
@@ -619,7 +615,7 @@ int gpt2_build_shard(struct gpt2 *m, const struct gpt2_config *c, const struct g
 	rc = gpt2_alloc(m, c, s);
 	if (rc)
 		return rc;
-	if (s->tp_size > 1 && !(a.tmp = alloc_floats(max_chunk(c), 0))) {
+	if (s->tp_size > 1 && !(a.tmp = alloc_floats(max_chunk(c)))) {
 		gpt2_free(m);
 		snprintf(m->err, sizeof m->err, "out of memory for the model");
 		return -2;
@@ -882,7 +878,7 @@ int gpt2_load_shard(struct gpt2 *m, const char *path, const struct gpt2_shard *w
 	a.c = &c;
 	a.s = &s;
 	a.fd = fileno(f);
-	if (!(a.tmp = alloc_floats(max_chunk(&c), 0))) {
+	if (!(a.tmp = alloc_floats(max_chunk(&c)))) {
 		snprintf(err, errlen, "%s: out of memory", path);
 		rc = -2;
 		goto fail;
