@@ -3,13 +3,17 @@
  * bench_train() (the same figures as `stork bench train`).
  *
  *   daemon/bench-train [--cuda | --cuda-tf32 | --cuda-bf16] [--overlap RANKS]
- *                      [--recompute none|gelu|block] [LAYERS HEADS CHANNELS VOCAB B T STEPS]
+ *                      [--recompute none|gelu|block] [--attention wmma|mma]
+ *                      [LAYERS HEADS CHANNELS VOCAB B T STEPS]
  *
  * --cuda runs the steps on the first GPU in fp32, --cuda-tf32 with TF32,
  * --cuda-bf16 with bf16 matrix products (bench_train_cuda). --overlap
  * RANKS runs RANKS data-parallel ranks as threads, the gradient all-reduce
  * after the backward pass and then overlapped with it (bench_overlap).
  * --recompute is train.recompute: what the forward pass keeps.
+ * --attention mma runs the bf16 fused attention on the register-tile
+ * kernels (kernels_cuda_attention_mma) instead of the WMMA ones (wmma, the
+ * default); with --cuda-bf16 only, one rank.
  *
  * Defaults: GPT-2 124M (12 12 768 50257), B=4, T=64, 5 steps. Like storkd,
  * the program sets OpenBLAS's variables and re-executes itself once
@@ -18,6 +22,7 @@
  */
 #include "config.h"
 #include "daemon/bench_train.h"
+#include "kernels/device.h"
 #include "kernels/ops.h"
 
 #include <stdio.h>
@@ -27,7 +32,8 @@
 static int usage(const char *argv0)
 {
 	fprintf(stderr, "usage: %s [--cuda | --cuda-tf32 | --cuda-bf16] [--overlap RANKS] "
-			"[--recompute none|gelu|block] [LAYERS HEADS CHANNELS VOCAB B T STEPS]\n"
+			"[--recompute none|gelu|block] [--attention wmma|mma] "
+			"[LAYERS HEADS CHANNELS VOCAB B T STEPS]\n"
 			"       %s [--cuda...] --llama-1b B T STEPS   (Llama 3.2 1B's shape)\n",
 		argv0, argv0);
 	return 2;
@@ -58,7 +64,7 @@ int main(int argc, char **argv)
 	struct gpt2_config c = { .max_seq_len = 1024, .vocab_size = 50257, .num_layers = 12,
 				 .num_heads = 12, .channels = 768 };
 	struct bench_train_opts o = { .B = 4, .T = 64, .steps = 5, .precision = OPS_FP32, .fused = 1 };
-	int cuda = 0, overlap = 0, k = 1, n;
+	int cuda = 0, overlap = 0, mma = 0, k = 1, n;
 
 	/* each line as it comes: a run stopped by a timeout still shows how far it got */
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -77,6 +83,9 @@ int main(int argc, char **argv)
 			c = llama_1b;
 		} else if (!strcmp(argv[k], "--overlap") && k + 1 < argc && atoi(argv[k + 1]) > 0) {
 			overlap = atoi(argv[++k]);
+		} else if (!strcmp(argv[k], "--attention") && k + 1 < argc &&
+			   (!strcmp(argv[k + 1], "mma") || !strcmp(argv[k + 1], "wmma"))) {
+			mma = !strcmp(argv[++k], "mma");
 		} else if (!strcmp(argv[k], "--recompute") && k + 1 < argc &&
 			   recompute_named(argv[k + 1], &o.recompute)) {
 			k++;
@@ -102,6 +111,13 @@ int main(int argc, char **argv)
 	} else if (n != 0) {
 		return usage(argv[0]);
 	}
+	if (mma && (o.precision != OPS_BF16 || overlap)) {
+		fprintf(stderr, "%s: --attention mma is for one rank in bf16 (--cuda-bf16)\n", argv[0]);
+		return 2;
+	}
+	kernels_cuda_attention_mma(mma);
+	if (mma)
+		printf("attention: the register-tile kernels (--attention mma)\n");
 	if (o.steps <= 0) {
 		fprintf(stderr, "%s: STEPS must be positive\n", argv[0]);
 		return 2;

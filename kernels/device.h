@@ -81,6 +81,16 @@ int kernels_cuda_is_device_ptr(const void *p);
  */
 void kernels_cuda_fused_attention_everywhere(int on);
 
+/*
+ * Where the calling thread's bf16 fused attention runs the register-tile
+ * kernels (kernels/cuda/flash_attention_mma.cu: mma.sync, the scores
+ * never leaving the registers; heads up to 64 wide, sm_80 and later)
+ * instead of the WMMA ones. Off by default: they have not yet run on a
+ * GPU; bench-train --attention mma and t/gpu choose them. Nothing without
+ * CUDA.
+ */
+void kernels_cuda_attention_mma(int on);
+
 #ifdef __cplusplus
 }
 #endif

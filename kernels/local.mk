@@ -30,6 +30,7 @@ KERNELS_LIBS = kernels/libkernels.a $(BLAS_LIBS) -lpthread -lm
 CUDA_SOURCES = kernels/cuda/device_cuda.cu kernels/cuda/ops_cuda.cu kernels/cuda/check_cuda.cu \
 	kernels/cuda/memory.cu kernels/cuda/encoder.cu kernels/cuda/layernorm.cu \
 	kernels/cuda/matmul.cu kernels/cuda/attention.cu kernels/cuda/flash_attention.cu \
+	kernels/cuda/flash_attention_mma.cu \
 	kernels/cuda/softmax_xent.cu \
 	kernels/cuda/elementwise.cu kernels/cuda/reduce.cu kernels/cuda/rmsnorm.cu \
 	kernels/cuda/rope.cu kernels/cuda/swiglu.cu kernels/cuda/vocab_parallel.cu

@@ -95,4 +95,9 @@ void kernels_cuda_fused_attention_everywhere(int on)
 {
 	(void)on;
 }
+
+void kernels_cuda_attention_mma(int on)
+{
+	(void)on;
+}
 #endif

@@ -100,6 +100,18 @@ void cuda_attention_fused_forward(float *out, float *stats, const float *qkv, in
 void cuda_attention_fused_backward(float *dqkv, const float *dout, const float *out,
 				   const float *qkv, const float *stats, int B, int T, int NH,
 				   int HS);
+/*
+ * The register-tile bf16 kernels of the fused attention
+ * (flash_attention_mma.cu), for heads they take (cuda_attention_mma_takes)
+ * on sm_80 and later; rowdot = rowsum(dout * out) per row, as
+ * flash_attention.cu computes it.
+ */
+bool cuda_attention_mma_takes(int HS);
+void cuda_attention_mma_forward(float *out, float *stats, const float *qkv, int B, int T, int NH,
+				int HS);
+void cuda_attention_mma_backward(float *dqkv, const float *dout, const float *qkv,
+				 const float *stats, const float *rowdot, int B, int T, int NH,
+				 int HS);
 void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N,
 			  int C, float eps);
 void cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,

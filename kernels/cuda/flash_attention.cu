@@ -31,7 +31,9 @@
  * memory per block is too small, take the unfused path (attention.cu).
  * So do fp32 and TF32 unless kernels_cuda_fused_attention_everywhere: on
  * an H100 (GPT-2 124M, B=16, T=1024) these kernels took 34 ms a step in
- * bf16 against the unfused path's 56, but 94 in TF32 against 56.
+ * bf16 against the unfused path's 56, but 94 in TF32 against 56. In bf16,
+ * kernels_cuda_attention_mma hands heads up to 64 wide to the register-tile
+ * kernels of flash_attention_mma.cu instead.
  */
 #include "config.h"
 #include "kernels/cuda/common.cuh"
@@ -579,12 +581,18 @@ __global__ static void __launch_bounds__(FA_THREADS)
 	add_rows<P, D>(dqkv + (x.q - qkv), x.row3, dQ, s.S, q0 + 16 * w, T, HS);
 }
 
-static thread_local bool everywhere;
+static thread_local bool everywhere, registers;
 
 extern "C" void kernels_cuda_fused_attention_everywhere(int on)
 {
 	everywhere = on;
 }
+
+extern "C" void kernels_cuda_attention_mma(int on)
+{
+	registers = on;
+}
+
 
 /* The tile width D of heads HS wide, or 0: too wide for the fused kernels. */
 static int padded_width(int HS)
@@ -604,6 +612,12 @@ static enum ops_precision tile_precision(void)
 	cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
 		   "compute capability");
 	return major >= 8 ? cuda_precision() : OPS_FP32;
+}
+
+/* Whether the register-tile kernels (flash_attention_mma.cu) take heads HS wide now. */
+static bool use_mma(int HS)
+{
+	return registers && tile_precision() == OPS_BF16 && cuda_attention_mma_takes(HS);
 }
 
 /* Allow kernel the dynamic shared memory it needs; false where the GPU has less. */
@@ -636,21 +650,30 @@ static bool forward_with(float *out, float *stats, const float *qkv, int B, int 
 	return true;
 }
 
+/* rowsum(dout * out) of every (batch, head, row), in the thread's scratch. */
+static const float *rowdot_of(const float *dout, const float *out, int B, int T, int NH, int HS)
+{
+	size_t rows = (size_t)B * NH * T;
+	float *rowdot = (float *)cuda_scratch(SCRATCH_ATT_ROWDOT, rows * sizeof(float));
+
+	rowdot_kernel<<<(unsigned)((rows + 7) / 8), 256>>>(rowdot, dout, out, B, T, NH, HS);
+	LAUNCHED("flash attention rowsum(dout * out)");
+	return rowdot;
+}
+
 template <int P, int D>
 static bool backward_with(float *dqkv, const float *dout, const float *out, const float *qkv,
 			  const float *stats, int B, int T, int NH, int HS)
 {
 	typedef typename fa_elem<P>::type E;
 	size_t bytes = backward_smem<E>(D);
-	float scale = 1.0f / sqrtf((float)HS), *rowdot;
-	size_t rows = (size_t)B * NH * T;
+	float scale = 1.0f / sqrtf((float)HS);
+	const float *rowdot;
 
 	if (!allow_smem(backward_kv_kernel<P, D>, bytes) ||
 	    !allow_smem(backward_q_kernel<P, D>, bytes))
 		return false;
-	rowdot = (float *)cuda_scratch(SCRATCH_ATT_ROWDOT, rows * sizeof(float));
-	rowdot_kernel<<<(unsigned)((rows + 7) / 8), 256>>>(rowdot, dout, out, B, T, NH, HS);
-	LAUNCHED("flash attention rowsum(dout * out)");
+	rowdot = rowdot_of(dout, out, B, T, NH, HS);
 	backward_kv_kernel<P, D><<<dim3((T + ROWS - 1) / ROWS, B * NH), FA_THREADS, bytes>>>(
 		dqkv, dout, qkv, stats, rowdot, T, NH, HS, scale);
 	LAUNCHED("flash attention backward dk dv");
@@ -687,6 +710,10 @@ void cuda_attention_fused_forward(float *out, float *stats, const float *qkv, in
 
 	if (!B || !T || !NH || !HS)
 		return;
+	if (use_mma(HS)) {
+		cuda_attention_mma_forward(out, stats, qkv, B, T, NH, HS);
+		return;
+	}
 	FA_DISPATCH(forward_with, out, stats, qkv, B, T, NH, HS);
 	if (!ok)
 		cuda_attention_forward(out, stats, qkv, B, T, NH, HS);
@@ -700,6 +727,11 @@ void cuda_attention_fused_backward(float *dqkv, const float *dout, const float *
 
 	if (!B || !T || !NH || !HS)
 		return;
+	if (use_mma(HS)) {
+		cuda_attention_mma_backward(dqkv, dout, qkv, stats,
+					    rowdot_of(dout, out, B, T, NH, HS), B, T, NH, HS);
+		return;
+	}
 	FA_DISPATCH(backward_with, dqkv, dout, out, qkv, stats, B, T, NH, HS);
 	if (!ok)
 		cuda_attention_backward(dqkv, dout, qkv, stats, B, T, NH, HS);

@@ -723,11 +723,11 @@ static void keep(struct pair *p)
 	ops_cuda.download(p->h, p->d, p->n * sizeof(float));
 }
 
-START_TEST(test_fused_attention)
+/* The fused attention (the register-tile kernels where mma) of size z in prec against the unfused fp32. */
+static void fused_against_unfused(const struct att_dims *z, enum ops_precision prec, double tol,
+				  int mma)
 {
-	const struct att_dims *z = &att_sizes[_i / 3];
-	enum ops_precision prec = att_precisions[_i % 3];
-	double tol = att_tol[_i % 3], worst[3];
+	double worst[3];
 	int B = z->B, T = z->T, NH = z->NH, HS = z->HS;
 	size_t nq = (size_t)B * T * 3 * NH * HS, no = (size_t)B * T * NH * HS;
 	struct pair qkv = rnd(nq, 1.0f), out = rnd(no, 1.0f), dout = rnd(no, 1.0f);
@@ -744,6 +744,7 @@ START_TEST(test_fused_attention)
 	keep(&out), keep(&stats), keep(&dqkv);
 
 	ops_cuda.set_precision(prec);
+	kernels_cuda_attention_mma(mma);
 	ops_cuda.upload(dqkv.d, start, nq * sizeof(float));
 	ops_cuda.attention_fused_forward(out.d, stats.d, qkv.d, B, T, NH, HS);
 	worst[0] = agree_within(&out, "fused attention out", tol);
@@ -754,14 +755,31 @@ START_TEST(test_fused_attention)
 	ops_cuda.upload(dqkv.d, start, nq * sizeof(float));
 	ops_cuda.attention_fused_backward(dqkv.d, dout.d, out.d, qkv.d, stats.d, B, T, NH, HS);
 	same_bits(dqkv.d, again, nq, "fused attention dqkv, run again");
+	kernels_cuda_attention_mma(0);
 	ops_cuda.set_precision(OPS_FP32);
 	kernels_cuda_fused_attention_everywhere(0);
-	printf("fused attention %s B=%d T=%d NH=%d HS=%d: worst difference out %.2g, dqkv %.2g\n",
-	       ops_precision_name(prec), B, T, NH, HS, worst[0], worst[1]);
+	printf("fused attention%s %s B=%d T=%d NH=%d HS=%d: worst difference out %.2g, dqkv %.2g\n",
+	       mma ? " (mma)" : "", ops_precision_name(prec), B, T, NH, HS, worst[0], worst[1]);
 	if (prec != OPS_FP32)
 		ck_assert_msg(worst[0] > 0.0, "%s: the output is fp32's", ops_precision_name(prec));
 	free(start), free(again);
 	drop(&qkv), drop(&out), drop(&dout), drop(&stats), drop(&dqkv);
+}
+
+START_TEST(test_fused_attention)
+{
+	fused_against_unfused(&att_sizes[_i / 3], att_precisions[_i % 3], att_tol[_i % 3], 0);
+}
+END_TEST
+
+/*
+ * The register-tile bf16 kernels (kernels_cuda_attention_mma) at the same
+ * sizes and tolerance; heads wider than 64 show that they hand those to
+ * the WMMA kernels.
+ */
+START_TEST(test_fused_attention_mma)
+{
+	fused_against_unfused(&att_sizes[_i], OPS_BF16, att_tol[2], 1);
 }
 END_TEST
 
@@ -791,6 +809,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_matmul_bf16, 0, NSIZES);
 	tcase_add_loop_test(tc, test_attention, 0, NSIZES);
 	tcase_add_loop_test(tc, test_fused_attention, 0, 3 * NATT);
+	tcase_add_loop_test(tc, test_fused_attention_mma, 0, NATT);
 	tcase_add_loop_test(tc, test_softmax_xent, 0, NSIZES);
 	tcase_add_loop_test(tc, test_fused_kernels, 0, NSIZES);
 	tcase_add_loop_test(tc, test_vocab_parallel, 0, NSIZES);

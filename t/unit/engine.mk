@@ -42,3 +42,14 @@ TESTS += t/unit/check_layout_cost
 t_unit_check_layout_cost_SOURCES = t/unit/check_layout_cost.c
 t_unit_check_layout_cost_CFLAGS = $(UNIT_CFLAGS)
 t_unit_check_layout_cost_LDADD = daemon/libstorkd.a $(ENGINE_LIBS) $(UNIT_LIBS)
+if HAVE_CUDA
+# The register-tile attention kernels themselves, on the CPU
+# (t/unit/warp_emulation.h): C++, with the CUDA toolkit's bf16 header.
+check_PROGRAMS += t/unit/check_attention_mma
+TESTS += t/unit/check_attention_mma
+t_unit_check_attention_mma_SOURCES = t/unit/check_attention_mma.cc t/unit/warp_emulation.h
+t_unit_check_attention_mma_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+t_unit_check_attention_mma_CXXFLAGS = -std=c++17 -pthread -fno-strict-aliasing -Wall -Wextra \
+	-Werror -Wno-unknown-pragmas $(CHECK_CFLAGS)
+t_unit_check_attention_mma_LDADD = $(CHECK_LIBS) -lpthread -lm
+endif

@@ -1,0 +1,551 @@
+/*
+ * kernels/cuda/flash_attention_mma.cu - the bf16 fused attention with its
+ * tiles in registers: the same passes as flash_attention.cu (forward with
+ * the online softmax; backward as a dk/dv kernel per key tile and a dq
+ * kernel per query tile, each gradient summed by one warp in a fixed order),
+ * but every product is an mma.sync m16n8k16 whose operands and sums stay in
+ * the warp's registers.
+ *
+ * Why: the WMMA kernels hand every tile of scores through shared memory
+ * (store the scores, read them for the softmax, write the weights, load
+ * and store the output's sums around each product); on an H100 they took
+ * 34 ms of a 100 ms GPT-2 124M step in bf16. Here the scores of a product
+ * are already laid out as the next product's operand: the accumulator
+ * fragment of S (16 x 8, rows g and g + 8, columns 2t and 2t + 1 of lane
+ * 4g + t) is, two n-tiles at a time, the A fragment of P (16 x 16), so the
+ * weights go from one product to the next without leaving the registers.
+ * Shared memory holds only the bf16 tiles of q, k, v, dout that the warps
+ * share, in the layout each operand is read in: a B operand B[k][n] is
+ * read as pairs along k, so a tile used both ways is stored twice (rows,
+ * and transposed).
+ *
+ * Same formulas as flash_attention.cu (fused_weight, math_attention_dscore,
+ * the stats kept per row), so the unfused kernels and the CPU are the
+ * reference here too (t/gpu/check_ops_cuda.c). sm_80 and later, bf16,
+ * heads up to 64 wide; kernels_cuda_attention_mma chooses these kernels.
+ *
+ * Where there is no GPU, t/unit/check_attention_mma.cc runs the kernels
+ * themselves on the CPU (t/unit/warp_emulation.h: a block's threads as
+ * host threads, the mma from its documented fragment layout), so their
+ * tiles, masks and index arithmetic are checked in every CUDA build; the
+ * places that know of it are marked WARP_EMULATION.
+ */
+#include "config.h"
+#ifndef WARP_EMULATION /* WARP_EMULATION: the test brings its own CUDA */
+#include "kernels/cuda/common.cuh"
+#endif
+#include "kernels/math.h"
+#include "kernels/ops.h"
+
+#include <cfloat>
+#include <cstdint>
+#include <cstring>
+#include <cuda_bf16.h>
+
+#define MW 4             /* warps of a block */
+#define MT (32 * MW)     /* threads of a block */
+#define MR (16 * MW)     /* query rows (or keys) of a block: 16 a warp */
+#define MK 64            /* keys (or query rows) of a tile the warps walk */
+#define MPAD 8           /* bf16 after each shared row: rows 4 banks apart, pairs 4-byte aligned */
+static_assert(MR == MK, "a dk/dv block's keys are a tile of the dq kernel");
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define MMA_OK 1
+#else
+#define MMA_OK 0
+#endif
+
+typedef __nv_bfloat16 bf16;
+
+/* The block's dynamic shared memory (WARP_EMULATION: the emulated block's). */
+#ifndef BLOCK_SHARED
+#define BLOCK_SHARED(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
+
+/* Two floats as the bf16 pair of one register: lo in the low half (the lower column). */
+__device__ static inline uint32_t pack2(float lo, float hi)
+{
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	uint32_t bits;
+
+	memcpy(&bits, &v, sizeof bits);
+	return bits;
+}
+
+/* The 32 bits at p: two adjacent bf16 of one shared row. */
+__device__ static inline uint32_t pair_at(const bf16 *p)
+{
+	return *(const uint32_t *)p;
+}
+
+/* c (16 x 8, fp32) += a (16 x 16, bf16, rows) b (16 x 8, bf16, columns). */
+__device__ static inline void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+#if MMA_OK
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+		     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(WARP_EMULATION) /* WARP_EMULATION: the warp's product on the host */
+	warp_emulated_mma(c, a, b0, b1);
+#else
+	(void)c, (void)a, (void)b0, (void)b1;
+	__trap();
+#endif
+}
+
+/*
+ * The B fragment (16 x 8) of B[k][n] = Y[n][k], Y a shared tile stored with
+ * n as its rows: lane 4g + t holds (k 2t, 2t + 1; n g) and (k 2t + 8, 2t + 9; n g).
+ */
+__device__ static inline void frag_b(uint32_t &b0, uint32_t &b1, const bf16 *Y, int ld, int n0,
+				     int k0)
+{
+	int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+	const bf16 *p = Y + (size_t)(n0 + g) * ld + k0 + 2 * t;
+
+	b0 = pair_at(p);
+	b1 = pair_at(p + 8);
+}
+
+/*
+ * The A fragment of P (16 x 16: keys 16j..16j+15) from two accumulator
+ * tiles of S (keys 16j.. and 16j + 8..): the layouts agree element for element.
+ */
+__device__ static inline void frag_a_of(uint32_t a[4], const float lo[4], const float hi[4])
+{
+	a[0] = pack2(lo[0], lo[1]);
+	a[1] = pack2(lo[2], lo[3]);
+	a[2] = pack2(hi[0], hi[1]);
+	a[3] = pack2(hi[2], hi[3]);
+}
+
+/*
+ * Rows t0 .. t0 + MR - 1 of one head's (T, HS) slice of src (row t at src
+ * + t * stride) as bf16 into X (MR x D, leading dimension D + MPAD) and/or
+ * transposed into Xt (D x MR, leading dimension MR + MPAD), each where not
+ * NULL; zeros past T and past HS, so padded products are the true ones.
+ */
+template <int D>
+__device__ static void load_tile(bf16 *X, bf16 *Xt, const float *src, size_t stride, int t0, int T,
+				 int HS)
+{
+	for (int i = threadIdx.x; i < MR * D; i += MT) {
+		int r = i / D, d = i % D, t = t0 + r;
+		bf16 v = __float2bfloat16_rn(t < T && d < HS ? src[(size_t)t * stride + d] : 0.0f);
+
+		if (X)
+			X[r * (D + MPAD) + d] = v;
+		if (Xt)
+			Xt[d * (MR + MPAD) + r] = v;
+	}
+}
+
+/* A warp's 16 rows r0.. of src (fp32, global) as the A fragments of its D columns. */
+template <int D>
+__device__ static void frags_from_global(uint32_t a[D / 16][4], const float *src, size_t stride,
+					 int r0, int T, int HS)
+{
+	int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+
+#pragma unroll
+	for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			int r = r0 + g + (e & 1) * 8, c = kk * 16 + 2 * t + (e >> 1) * 8;
+			float x0 = r < T && c < HS ? src[(size_t)r * stride + c] : 0.0f;
+			float x1 = r < T && c + 1 < HS ? src[(size_t)r * stride + c + 1] : 0.0f;
+
+			a[kk][e] = pack2(x0, x1);
+		}
+}
+
+/* s (16 x 64: 8 tiles) = A (16 x D, fragments) times the 64 rows n0.. of Y, transposed. */
+template <int D>
+__device__ static void scores(float s[8][4], const uint32_t a[D / 16][4], const bf16 *Y, int n0)
+{
+#pragma unroll
+	for (int n = 0; n < 8; n++)
+		s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+	for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+		for (int n = 0; n < 8; n++) {
+			uint32_t b0, b1;
+
+			frag_b(b0, b1, Y, D + MPAD, n0 + 8 * n, 16 * kk);
+			mma16816(s[n], a[kk], b0, b1);
+		}
+}
+
+/* acc (16 x D: D / 8 tiles) += P (16 x 64, from 8 score tiles) times Zt's rows, transposed. */
+template <int D>
+__device__ static void accumulate(float acc[D / 8][4], const float p[8][4], const bf16 *Zt)
+{
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		uint32_t a[4];
+
+		frag_a_of(a, p[2 * j], p[2 * j + 1]);
+#pragma unroll
+		for (int n = 0; n < D / 8; n++) {
+			uint32_t b0, b1;
+
+			frag_b(b0, b1, Zt, MK + MPAD, 8 * n, 16 * j);
+			mma16816(acc[n], a, b0, b1);
+		}
+	}
+}
+
+/* The sum or max of a row's value over the 4 lanes that hold the row (lanes 4g .. 4g + 3). */
+__device__ static inline float quad_sum(float v)
+{
+	v += __shfl_xor_sync(0xffffffffu, v, 1);
+	return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+__device__ static inline float quad_max(float v)
+{
+	v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+	return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+/* Where one (batch, head) pair's rows start in qkv (B, T, 3, NH, HS) and in (B, T, NH, HS). */
+struct mma_head {
+	const float *q, *k, *v;
+	size_t row3, row, off, bh;
+};
+
+__device__ static mma_head mma_head_at(const float *qkv, int T, int NH, int HS, int bh)
+{
+	int b = bh / NH, h = bh % NH;
+	size_t C = (size_t)NH * HS;
+	mma_head x;
+
+	x.row = C;
+	x.row3 = 3 * C;
+	x.q = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+	x.k = x.q + C;
+	x.v = x.q + 2 * C;
+	x.off = (size_t)b * T * C + (size_t)h * HS;
+	x.bh = (size_t)bh;
+	return x;
+}
+
+/* dst rows r0.. (+=) a warp's 16 x D sums (D / 8 tiles), columns below HS, rows below T. */
+template <int D>
+__device__ static void add_sums(float *dst, size_t stride, const float acc[D / 8][4], int r0, int T,
+				int HS)
+{
+	int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+
+#pragma unroll
+	for (int n = 0; n < D / 8; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			int r = r0 + g + (e >> 1) * 8, c = 8 * n + 2 * t + (e & 1);
+
+			if (r < T && c < HS)
+				dst[(size_t)r * stride + c] += acc[n][e];
+		}
+}
+
+/* Accumulator element e of tile n of lane 4g + t: its row (0..15) and column (0..8n+7). */
+__device__ static inline int acc_row(int e)
+{
+	return threadIdx.x % 32 / 4 + (e >> 1) * 8;
+}
+
+__device__ static inline int acc_col(int n, int e)
+{
+	return 8 * n + 2 * (threadIdx.x % 4) + (e & 1);
+}
+
+template <int D>
+static size_t forward_bytes()
+{
+	return (size_t)MK * (D + MPAD) * sizeof(bf16) + (size_t)D * (MK + MPAD) * sizeof(bf16);
+}
+
+/*
+ * A block per 64 query rows of one (batch, head): each warp keeps its 16
+ * rows of q as fragments and walks the key tiles up to the diagonal; the
+ * scores, their running max and sum and the output's sums never leave its
+ * registers.
+ */
+template <int D>
+__global__ static void __launch_bounds__(MT)
+	mma_forward_kernel(float *out, float *stats, const float *qkv, int T, int NH, int HS,
+			   float scale)
+{
+	BLOCK_SHARED(smem);
+	bf16 *Ks = (bf16 *)smem, *Vt = Ks + MK * (D + MPAD);
+	int w = threadIdx.x / 32, t4 = threadIdx.x % 4;
+	int q0 = (gridDim.x - 1 - blockIdx.x) * MR, r0 = q0 + 16 * w, kend = min(T, q0 + MR);
+	mma_head x = mma_head_at(qkv, T, NH, HS, blockIdx.y);
+	uint32_t qa[D / 16][4];
+	float o[D / 8][4], m[2] = { -FLT_MAX, -FLT_MAX }, l[2] = { 0.0f, 0.0f };
+
+	frags_from_global<D>(qa, x.q, x.row3, r0, T, HS);
+#pragma unroll
+	for (int n = 0; n < D / 8; n++)
+		o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+	for (int k0 = 0; k0 < kend; k0 += MK) {
+		float s[8][4], mx[2], sum[2] = { 0.0f, 0.0f }, alpha[2];
+
+		__syncthreads();
+		load_tile<D>(Ks, nullptr, x.k, x.row3, k0, T, HS);
+		load_tile<D>(nullptr, Vt, x.v, x.row3, k0, T, HS);
+		__syncthreads();
+		if (k0 > r0 + 15) /* every key of the tile is after this warp's rows */
+			continue;
+		scores<D>(s, qa, Ks, 0);
+		mx[0] = mx[1] = -FLT_MAX;
+#pragma unroll
+		for (int n = 0; n < 8; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int row = r0 + acc_row(e), key = k0 + acc_col(n, e);
+
+				s[n][e] = key <= row && key < T ? s[n][e] * scale : -FLT_MAX;
+				mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+			}
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			float m_new = fmaxf(m[h], quad_max(mx[h]));
+
+			alpha[h] = __expf(m[h] - m_new);
+			m[h] = m_new;
+		}
+#pragma unroll
+		for (int n = 0; n < 8; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float p = s[n][e] == -FLT_MAX ? 0.0f : __expf(s[n][e] - m[e >> 1]);
+
+				s[n][e] = p;
+				sum[e >> 1] += p;
+			}
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+			l[h] = l[h] * alpha[h] + quad_sum(sum[h]);
+#pragma unroll
+		for (int n = 0; n < D / 8; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				o[n][e] *= alpha[e >> 1];
+		accumulate<D>(o, s, Vt);
+	}
+#pragma unroll
+	for (int n = 0; n < D / 8; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			int row = r0 + acc_row(e), c = acc_col(n, e);
+
+			if (row < T && c < HS)
+				out[x.off + (size_t)row * x.row + c] = o[n][e] / l[e >> 1];
+		}
+	if (t4 == 0)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			int row = r0 + threadIdx.x % 32 / 4 + 8 * h;
+
+			if (row < T) {
+				stats[(x.bh * T + row) * OPS_ATT_STATS] = m[h];
+				stats[(x.bh * T + row) * OPS_ATT_STATS + 1] = l[h];
+			}
+		}
+}
+
+template <int D>
+static size_t backward_kv_bytes()
+{
+	return 2 * ((size_t)MK * (D + MPAD) + (size_t)D * (MK + MPAD)) * sizeof(bf16) +
+	       3 * MK * sizeof(float);
+}
+
+/*
+ * dk, dv of a block of keys (a warp's 16 each, kept as fragments of k and
+ * v): the sums over every query row at or after them. The warp computes
+ * its keys' scores transposed (k q^T, v dout^T: 16 keys x 64 query rows),
+ * whose tiles are the A operands of dv += p^T dout and dk += ds^T q.
+ */
+template <int D>
+__global__ static void __launch_bounds__(MT)
+	mma_backward_kv_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats,
+			       const float *rowdot, int T, int NH, int HS, float scale)
+{
+	BLOCK_SHARED(smem);
+	bf16 *Qs = (bf16 *)smem, *Qt = Qs + MK * (D + MPAD), *dOs = Qt + D * (MK + MPAD);
+	bf16 *dOt = dOs + MK * (D + MPAD);
+	float *row_max = (float *)(dOt + D * (MK + MPAD)), *row_inv = row_max + MK,
+	      *row_dot = row_inv + MK;
+	int w = threadIdx.x / 32, k0 = blockIdx.x * MR, kr0 = k0 + 16 * w;
+	mma_head x = mma_head_at(qkv, T, NH, HS, blockIdx.y);
+	uint32_t ka[D / 16][4], va[D / 16][4];
+	float dk[D / 8][4], dv[D / 8][4];
+
+	frags_from_global<D>(ka, x.k, x.row3, kr0, T, HS);
+	frags_from_global<D>(va, x.v, x.row3, kr0, T, HS);
+#pragma unroll
+	for (int n = 0; n < D / 8; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			dk[n][e] = dv[n][e] = 0.0f;
+	for (int q0 = k0; q0 < T; q0 += MK) {
+		float st[8][4], dpt[8][4];
+
+		__syncthreads();
+		load_tile<D>(Qs, Qt, x.q, x.row3, q0, T, HS);
+		load_tile<D>(dOs, dOt, dout + x.off, x.row, q0, T, HS);
+		for (int r = threadIdx.x; r < MK; r += MT) {
+			int t = q0 + r < T ? q0 + r : T - 1;
+
+			row_max[r] = stats[(x.bh * T + t) * OPS_ATT_STATS];
+			row_inv[r] = 1.0f / stats[(x.bh * T + t) * OPS_ATT_STATS + 1];
+			row_dot[r] = rowdot[x.bh * T + t];
+		}
+		__syncthreads();
+		scores<D>(st, ka, Qs, 0);
+		scores<D>(dpt, va, dOs, 0);
+#pragma unroll
+		for (int n = 0; n < 8; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int key = kr0 + acc_row(e), qc = acc_col(n, e), q = q0 + qc;
+				float p = 0.0f, ds = 0.0f;
+
+				if (q < T && key <= q) {
+					p = __expf(st[n][e] * scale - row_max[qc]) * row_inv[qc];
+					ds = math_attention_dscore(p, dpt[n][e], row_dot[qc], scale);
+				}
+				st[n][e] = p;
+				dpt[n][e] = ds;
+			}
+		accumulate<D>(dv, st, dOt);
+		accumulate<D>(dk, dpt, Qt);
+	}
+	add_sums<D>(dqkv + (x.k - qkv), x.row3, dk, kr0, T, HS);
+	add_sums<D>(dqkv + (x.v - qkv), x.row3, dv, kr0, T, HS);
+}
+
+template <int D>
+static size_t backward_q_bytes()
+{
+	return (2 * (size_t)MK * (D + MPAD) + (size_t)D * (MK + MPAD)) * sizeof(bf16);
+}
+
+/* dq of a block of query rows (a warp's 16 each): the sum over the key tiles up to the diagonal. */
+template <int D>
+__global__ static void __launch_bounds__(MT)
+	mma_backward_q_kernel(float *dqkv, const float *dout, const float *qkv, const float *stats,
+			      const float *rowdot, int T, int NH, int HS, float scale)
+{
+	BLOCK_SHARED(smem);
+	bf16 *Ks = (bf16 *)smem, *Kt = Ks + MK * (D + MPAD), *Vs = Kt + D * (MK + MPAD);
+	int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+	int q0 = (gridDim.x - 1 - blockIdx.x) * MR, r0 = q0 + 16 * w, kend = min(T, q0 + MR);
+	mma_head x = mma_head_at(qkv, T, NH, HS, blockIdx.y);
+	uint32_t qa[D / 16][4], oa[D / 16][4];
+	float dq[D / 8][4], rmax[2], rinv[2], rdot[2];
+
+	frags_from_global<D>(qa, x.q, x.row3, r0, T, HS);
+	frags_from_global<D>(oa, dout + x.off, x.row, r0, T, HS);
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int t = r0 + g + 8 * h < T ? r0 + g + 8 * h : T - 1;
+
+		rmax[h] = stats[(x.bh * T + t) * OPS_ATT_STATS];
+		rinv[h] = 1.0f / stats[(x.bh * T + t) * OPS_ATT_STATS + 1];
+		rdot[h] = rowdot[x.bh * T + t];
+	}
+#pragma unroll
+	for (int n = 0; n < D / 8; n++)
+		dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+	for (int k0 = 0; k0 < kend; k0 += MK) {
+		float s[8][4], dp[8][4];
+
+		__syncthreads();
+		load_tile<D>(Ks, Kt, x.k, x.row3, k0, T, HS);
+		load_tile<D>(Vs, nullptr, x.v, x.row3, k0, T, HS);
+		__syncthreads();
+		if (k0 > r0 + 15) /* every key of the tile is after this warp's rows */
+			continue;
+		scores<D>(s, qa, Ks, 0);
+		scores<D>(dp, oa, Vs, 0);
+#pragma unroll
+		for (int n = 0; n < 8; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int row = r0 + acc_row(e), key = k0 + acc_col(n, e), h = e >> 1;
+				float ds = 0.0f;
+
+				if (row < T && key <= row) {
+					float p = __expf(s[n][e] * scale - rmax[h]) * rinv[h];
+
+					ds = math_attention_dscore(p, dp[n][e], rdot[h], scale);
+				}
+				s[n][e] = ds;
+			}
+		accumulate<D>(dq, s, Kt);
+	}
+	add_sums<D>(dqkv + (x.q - qkv), x.row3, dq, r0, T, HS);
+}
+
+#ifndef WARP_EMULATION /* WARP_EMULATION: the test launches the kernels itself */
+/* The tile width of heads HS wide for these kernels, or 0 (wider heads keep the WMMA ones). */
+static int mma_width(int HS)
+{
+	return HS <= 32 ? 32 : HS <= 64 ? 64 : 0;
+}
+
+template <int D>
+static void mma_forward_with(float *out, float *stats, const float *qkv, int B, int T, int NH,
+			     int HS)
+{
+	dim3 grid((T + MR - 1) / MR, B * NH);
+
+	mma_forward_kernel<D><<<grid, MT, forward_bytes<D>()>>>(out, stats, qkv, T, NH, HS,
+							       1.0f / sqrtf((float)HS));
+	LAUNCHED("flash attention (mma) forward");
+}
+
+template <int D>
+static void mma_backward_with(float *dqkv, const float *dout, const float *qkv,
+			      const float *stats, const float *rowdot, int B, int T, int NH, int HS)
+{
+	dim3 grid((T + MR - 1) / MR, B * NH);
+	float scale = 1.0f / sqrtf((float)HS);
+
+	mma_backward_kv_kernel<D><<<grid, MT, backward_kv_bytes<D>()>>>(dqkv, dout, qkv, stats,
+									 rowdot, T, NH, HS, scale);
+	LAUNCHED("flash attention (mma) backward dk dv");
+	mma_backward_q_kernel<D><<<grid, MT, backward_q_bytes<D>()>>>(dqkv, dout, qkv, stats,
+								       rowdot, T, NH, HS, scale);
+	LAUNCHED("flash attention (mma) backward dq");
+}
+
+bool cuda_attention_mma_takes(int HS)
+{
+	return mma_width(HS) != 0;
+}
+
+void cuda_attention_mma_forward(float *out, float *stats, const float *qkv, int B, int T, int NH,
+				int HS)
+{
+	if (mma_width(HS) == 32)
+		mma_forward_with<32>(out, stats, qkv, B, T, NH, HS);
+	else
+		mma_forward_with<64>(out, stats, qkv, B, T, NH, HS);
+}
+
+void cuda_attention_mma_backward(float *dqkv, const float *dout, const float *qkv,
+				 const float *stats, const float *rowdot, int B, int T, int NH,
+				 int HS)
+{
+	if (mma_width(HS) == 32)
+		mma_backward_with<32>(dqkv, dout, qkv, stats, rowdot, B, T, NH, HS);
+	else
+		mma_backward_with<64>(dqkv, dout, qkv, stats, rowdot, B, T, NH, HS);
+}
+#endif
