@@ -13,6 +13,7 @@
 #define STORK_KERNELS_CUDA_COMMON_CUH
 
 #include <cstddef>
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -32,6 +33,8 @@ void cublas_check(cublasStatus_t st, const char *what);
 
 /* The calling thread's cuBLAS handle, on its default stream, TF32 as set. */
 cublasHandle_t cuda_blas(void);
+/* The calling thread's cuBLASLt handle (the products with epilogues; streams are per call). */
+cublasLtHandle_t cuda_blas_lt(void);
 
 /* The calling thread's matmul precision (ops->set_precision) and its setter. */
 void cuda_set_precision(enum ops_precision p);
@@ -46,7 +49,7 @@ enum ops_precision cuda_precision(void);
 void *cuda_scratch(int slot, size_t bytes);
 enum { SCRATCH_ATT_QKV, SCRATCH_ATT_Y, SCRATCH_ATT_P, SCRATCH_ATT_DATT, SCRATCH_ATT_DQKV, SCRATCH_COLS,
        SCRATCH_SUMSQ, SCRATCH_TOKENS, SCRATCH_BF16_INP, SCRATCH_BF16_WEIGHT, SCRATCH_BF16_DOUT,
-       SCRATCH_ATT_ROWDOT, SCRATCH_NUM };
+       SCRATCH_ATT_ROWDOT, SCRATCH_LT_WORKSPACE, SCRATCH_NUM };
 
 /* Sum over a warp, in a fixed butterfly order (every lane gets the same bits). */
 __device__ static inline float warp_sum(float v)

@@ -9,14 +9,19 @@
  * (the same calls, the handle in TF32 tensor-op mode), or bf16: the
  * operands are converted to bf16 copies (math_bf16_bits, the rounding the
  * CPU emulation uses) and cublasGemmEx multiplies them on the tensor cores
- * with fp32 accumulation into the fp32 output. The bias is a kernel of
- * its own; its gradient a deterministic column sum of the fp32 dout.
+ * with fp32 accumulation into the fp32 output. In bf16 the bias is added
+ * by the product itself (a cuBLASLt epilogue: the sums plus the bias,
+ * rounded once to fp32, as the separate pass gives them, without reading
+ * and writing the whole output again); elsewhere it is a kernel of its own.
+ * Its gradient is a deterministic column sum of the fp32 dout.
  */
 #include "config.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/math.h"
 
 #include <cstdint>
+
+#define LT_WORKSPACE ((size_t)32 << 20) /* cuBLASLt's scratch: what Hopper's kernels ask for */
 
 __global__ static void to_bf16_kernel(uint16_t *dst, const float *src, size_t n)
 {
@@ -52,6 +57,63 @@ static void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, 
 		     what);
 }
 
+/*
+ * out (column-major OC x N) = W'^T (OC x C) x' (C x N) + bias, bf16 operands,
+ * fp32 sums and output, in one cuBLASLt call whose epilogue adds the bias.
+ * False, having launched nothing, where cuBLASLt offers no algorithm for
+ * the shape or a pointer lacks the 16-byte alignment the epilogue needs:
+ * the caller takes the separate bias pass then.
+ */
+static bool bf16_forward_with_bias(float *out, const uint16_t *w16, const uint16_t *x16,
+				   const float *bias, int N, int C, int OC)
+{
+	cublasLtMatmulDesc_t op = nullptr;
+	cublasLtMatrixLayout_t lw = nullptr, lx = nullptr, lo = nullptr;
+	cublasLtMatmulPreference_t pref = nullptr;
+	cublasLtMatmulHeuristicResult_t heur;
+	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+	cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+	cudaDataType_t bias_type = CUDA_R_32F;
+	size_t ws_bytes = LT_WORKSPACE;
+	const float one = 1.0f, zero = 0.0f;
+	int found = 0;
+	bool done = false;
+
+	if ((uintptr_t)bias % 16 || (uintptr_t)out % 16 || OC % 4)
+		return false;
+	if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
+	    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
+	    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
+	    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ||
+	    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+					   sizeof bias) ||
+	    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+					   sizeof bias_type) ||
+	    cublasLtMatrixLayoutCreate(&lw, CUDA_R_16BF, C, OC, C) ||
+	    cublasLtMatrixLayoutCreate(&lx, CUDA_R_16BF, C, N, C) ||
+	    cublasLtMatrixLayoutCreate(&lo, CUDA_R_32F, OC, N, OC) ||
+	    cublasLtMatmulPreferenceCreate(&pref) ||
+	    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+						 &ws_bytes, sizeof ws_bytes) ||
+	    cublasLtMatmulAlgoGetHeuristic(cuda_blas_lt(), op, lw, lx, lo, lo, pref, 1, &heur,
+					   &found) ||
+	    !found)
+		goto out;
+	cublas_check(cublasLtMatmul(cuda_blas_lt(), op, &one, w16, lw, x16, lx, &zero, out, lo,
+				    out, lo, &heur.algo,
+				    cuda_scratch(SCRATCH_LT_WORKSPACE, ws_bytes), ws_bytes,
+				    cudaStreamPerThread),
+		     "matmul_forward bf16 gemm with bias");
+	done = true;
+out:
+	cublasLtMatmulPreferenceDestroy(pref);
+	cublasLtMatrixLayoutDestroy(lo);
+	cublasLtMatrixLayoutDestroy(lx);
+	cublasLtMatrixLayoutDestroy(lw);
+	cublasLtMatmulDescDestroy(op);
+	return done;
+}
+
 /* out (N, OC) += bias (OC) broadcast over rows. */
 __global__ static void bias_add_kernel(float *out, const float *bias, int N, int OC)
 {
@@ -68,12 +130,15 @@ void cuda_matmul_forward(float *out, const float *inp, const float *weight, cons
 
 	if (N <= 0 || OC <= 0)
 		return;
-	if (cuda_precision() == OPS_BF16)
-		gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C,
-			  bf16_copy(SCRATCH_BF16_WEIGHT, weight, (size_t)OC * C), C,
-			  bf16_copy(SCRATCH_BF16_INP, inp, (size_t)N * C), C, 0.0f, out, OC,
+	if (cuda_precision() == OPS_BF16) {
+		const uint16_t *w16 = bf16_copy(SCRATCH_BF16_WEIGHT, weight, (size_t)OC * C);
+		const uint16_t *x16 = bf16_copy(SCRATCH_BF16_INP, inp, (size_t)N * C);
+
+		if (bias && bf16_forward_with_bias(out, w16, x16, bias, N, C, OC))
+			return;
+		gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, w16, C, x16, C, 0.0f, out, OC,
 			  "matmul_forward bf16 gemm");
-	else
+	} else
 		cublas_check(cublasSgemm(cuda_blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one,
 					 weight, C, inp, C, &zero, out, OC),
 			     "matmul_forward sgemm");

@@ -32,6 +32,7 @@ void cublas_check(cublasStatus_t st, const char *what)
 }
 
 static thread_local cublasHandle_t blas;
+static thread_local cublasLtHandle_t blas_lt;
 static thread_local enum ops_precision precision;
 static thread_local void *scratch[SCRATCH_NUM];
 static thread_local size_t scratch_bytes[SCRATCH_NUM];
@@ -44,6 +45,13 @@ cublasHandle_t cuda_blas(void)
 		cuda_set_precision(precision);
 	}
 	return blas;
+}
+
+cublasLtHandle_t cuda_blas_lt(void)
+{
+	if (!blas_lt)
+		cublas_check(cublasLtCreate(&blas_lt), "cublasLtCreate");
+	return blas_lt;
 }
 
 /*
