@@ -7,6 +7,7 @@
 #include "lib/comm/comm.h"
 #include "daemon/hf_model.h"
 #include "lib/stork_config.h"
+#include "kernels/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,9 +349,19 @@ enum ops_precision layout_precision(const struct stork_config *cfg)
 	case STORK_PRECISION_BF16:
 		return OPS_BF16;
 	case STORK_PRECISION_FP32:
+	case STORK_PRECISION_AUTO: /* fp32 on CPUs; layout_gpu_precision on GPUs */
 		break;
 	}
 	return OPS_FP32;
+}
+
+enum ops_precision layout_gpu_precision(const struct stork_config *cfg)
+{
+	char err[256];
+
+	if (cfg->train.precision != STORK_PRECISION_AUTO)
+		return layout_precision(cfg);
+	return kernels_cuda_check_precision(OPS_BF16, err, sizeof err) < 0 ? OPS_FP32 : OPS_BF16;
 }
 
 int layout_groups(const struct par_layout *l, struct comm *world, struct par_groups *g)

@@ -69,7 +69,8 @@ static void cpu_precision(struct rank *r)
 	const char *what = r->cfg->train.precision == STORK_PRECISION_BF16 ? bf16 :
 			   r->cfg->train.precision == STORK_PRECISION_TF32 ? tf32 : NULL;
 
-	r->ops->set_precision(layout_precision(r->cfg));
+	r->precision = layout_precision(r->cfg);
+	r->ops->set_precision(r->precision);
 	if (!what)
 		return;
 	rank_logf(&r->log, "precision: %s", what);
@@ -77,6 +78,12 @@ static void cpu_precision(struct rank *r)
 		printf("precision: %s\n", what);
 		fflush(stdout);
 	}
+}
+
+/* What the device line adds when train.precision: auto chose. */
+static const char *auto_note(const struct rank *r)
+{
+	return r->cfg->train.precision == STORK_PRECISION_AUTO ? " (train.precision: auto)" : "";
 }
 
 /*
@@ -112,7 +119,8 @@ static int choose_device(struct rank *r)
 			 r->rank, r->node->host, err);
 		return rank_fail(r, STORK_EXIT_CONFIG, r->err);
 	}
-	if (kernels_cuda_check_precision(layout_precision(r->cfg), err, sizeof err) < 0) {
+	r->precision = layout_gpu_precision(r->cfg);
+	if (kernels_cuda_check_precision(r->precision, err, sizeof err) < 0) {
 		snprintf(r->err, sizeof r->err,
 			 "train.precision: %s: rank %d's GPU on %s (%s); set train.precision: fp32",
 			 err, r->rank, r->node->host, desc);
@@ -121,13 +129,41 @@ static int choose_device(struct rank *r)
 #ifdef HAVE_CUDA
 	r->ops = &ops_cuda;
 #endif
-	r->ops->set_precision(layout_precision(r->cfg));
+	r->ops->set_precision(r->precision);
 	msg_format(r->device_id, sizeof r->device_id, "%s/%s", r->node->host, desc);
-	rank_logf(&r->log, "bound: gpu %d (%s), %s matrix products", dev, desc,
-		  config_precision_name(r->cfg->train.precision));
+	rank_logf(&r->log, "bound: gpu %d (%s), %s matrix products%s", dev, desc,
+		  ops_precision_name(r->precision), auto_note(r));
 	if (r->rank == 0) {
-		printf("device: gpu %d (%s) on rank 0, %s matrix products\n", dev, desc,
-		       config_precision_name(r->cfg->train.precision));
+		printf("device: gpu %d (%s) on rank 0, %s matrix products%s\n", dev, desc,
+		       ops_precision_name(r->precision), auto_note(r));
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/*
+ * train.precision: auto across the job: bf16 only where every rank's GPU
+ * has bf16 tensor cores, so that all ranks compute alike; fp32 on all of
+ * them else. Collective: every GPU rank calls it.
+ */
+static int agree_on_auto_precision(struct rank *r)
+{
+	int32_t bf16 = r->precision == OPS_BF16;
+
+	if (r->cfg->train.precision != STORK_PRECISION_AUTO)
+		return 0;
+	if (r->node->world_size > 1 &&
+	    comm_allreduce(r->comm, &bf16, 1, COMM_INT32, COMM_MIN) < 0)
+		return -1;
+	if (bf16 || r->precision != OPS_BF16)
+		return 0;
+	r->precision = OPS_FP32;
+	r->ops->set_precision(OPS_FP32);
+	rank_logf(&r->log, "train.precision: auto: fp32 matrix products, as a GPU of the job has "
+			   "no bf16 tensor cores");
+	if (r->rank == 0) {
+		printf("train.precision: auto: fp32 matrix products, as a GPU of the job has no bf16 "
+		       "tensor cores\n");
 		fflush(stdout);
 	}
 	return 0;
@@ -168,6 +204,8 @@ int rank_device_comm(struct rank *r)
 	}
 	if (!gpus)
 		return 0;
+	if (agree_on_auto_precision(r) < 0)
+		return rank_fail_collective(r);
 	if (env && !strcmp(env, "staged"))
 		want = COMM_DEVICE_STAGED;
 	else if (env && !strcmp(env, "nccl"))

@@ -26,6 +26,7 @@ struct rank {
 	const struct ops *ops;         /* where the rank computes: ops_cpu or ops_cuda */
 	char device_id[256];           /* host/PCI address of its GPU, for the collectives */
 	int gpu;                       /* its CUDA device (GPU ranks) */
+	enum ops_precision precision;  /* its matrix products (train.precision, auto decided) */
 	float *ckpt_host;              /* host copy of the rank's state for checkpoints: a GPU
 					* rank's (pinned), or checkpoint.async's */
 	struct ckpt_async *async;      /* checkpoint.async: the checkpoint in flight */

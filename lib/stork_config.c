@@ -74,7 +74,7 @@ static const struct enum_name devices[] = {
 };
 static const struct enum_name precisions[] = {
 	{ "fp32", STORK_PRECISION_FP32 }, { "tf32", STORK_PRECISION_TF32 },
-	{ "bf16", STORK_PRECISION_BF16 }, { NULL, 0 },
+	{ "bf16", STORK_PRECISION_BF16 }, { "auto", STORK_PRECISION_AUTO }, { NULL, 0 },
 };
 static const struct enum_name archs[] = {
 	{ "gpt2", STORK_ARCH_GPT2 }, { "llama", STORK_ARCH_LLAMA }, { NULL, 0 },
@@ -238,8 +238,9 @@ static const struct key keys[] = {
 	  .dflt = "cosine", .help = "constant | cosine" },
 	{ .path = "train.precision", .off = OFF(train.precision),
 	  .type = K_ENUM, .names = precisions,
-	  .dflt = "fp32",
-	  .help = "matrix products: fp32 | tf32 (GPU; the CPU computes fp32) | bf16 (emulated on CPUs)" },
+	  .dflt = "auto",
+	  .help = "matrix products: auto (bf16 on GPUs of compute capability 8.0+, else fp32) | "
+		  "fp32 | tf32 (GPU; the CPU computes fp32) | bf16 (emulated on CPUs)" },
 	{ .path = "train.recompute", .off = OFF(train.recompute),
 	  .type = K_ENUM, .names = recomputes,
 	  .dflt = "none",

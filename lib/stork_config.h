@@ -47,6 +47,7 @@ enum stork_precision {
 	STORK_PRECISION_FP32 = 0,
 	STORK_PRECISION_TF32 = 1, /* fp32 storage, TF32 tensor-core products (10-bit mantissa inputs) */
 	STORK_PRECISION_BF16 = 2, /* fp32 storage, products of bf16-rounded inputs summed in fp32 */
+	STORK_PRECISION_AUTO = 3, /* bf16 where every rank's GPU has bf16 tensor cores, else fp32 */
 };
 
 /* train.recompute: what the backward pass makes again instead of keeping from the forward pass. */

@@ -174,6 +174,8 @@ int cmd_bench_train(int argc, char **argv)
 					  .fused = cfg.train.fused, .result = &result };
 	/* on_gpu sets code when run.device is cuda without a GPU */
 	gpu = steps > 0 && on_gpu(&cfg, &code);
+	if (gpu)
+		opts.precision = layout_gpu_precision(&cfg);
 	if (!code && steps > 0 &&
 	    (overlap ? bench_overlap(&g, &opts, overlap, gpu, stdout) :
 	     gpu     ? bench_train_cuda(&g, &opts, stdout) :

@@ -61,13 +61,18 @@ setup() {
 	diff <(losses bf16 | head -7) <(losses mixed | head -7)
 }
 
-@test "train.precision tf32 on the CPU: said, and fp32's losses bit for bit" {
-	"$STORK" run tiny.yaml --set run.name=fp32 >/dev/null
+@test "train.precision tf32 on the CPU: said, and fp32's losses bit for bit; so are those of auto, the default" {
+	"$STORK" run tiny.yaml --set run.name=fp32 --set train.precision=fp32 >/dev/null
 	run "$STORK" run tiny.yaml --set run.name=tf32 --set train.precision=tf32
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"precision: tf32 computes in fp32 on the CPU"* ]]
 	[ "$(losses tf32 | wc -l)" -eq 20 ]
 	diff <(losses fp32) <(losses tf32)
+	run "$STORK" run tiny.yaml --set run.name=auto
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"precision:"* ]]
+	[ "$(losses auto | wc -l)" -eq 20 ]
+	diff <(losses fp32) <(losses auto)
 }
 
 @test "train.log_every: rank 0's progress line and the rank logs' step lines every N steps and at the last" {

@@ -77,7 +77,7 @@ START_TEST(defaults_fill_every_key)
 	ck_assert_int_eq(c.train.steps, 1000);
 	ck_assert(c.train.lr == 6.0e-4);
 	ck_assert_int_eq(c.train.lr_schedule, STORK_LR_COSINE);
-	ck_assert_int_eq(c.train.precision, STORK_PRECISION_FP32);
+	ck_assert_int_eq(c.train.precision, STORK_PRECISION_AUTO);
 	ck_assert_int_eq(c.run.device, STORK_DEVICE_AUTO);
 	ck_assert_int_eq(c.train.warmup_steps, 100);
 	ck_assert(c.train.min_lr == 6.0e-5);
@@ -648,6 +648,7 @@ START_TEST(names_of_enum_values)
 	ck_assert_str_eq(config_signal_name(SIGTERM), "TERM");
 	ck_assert_str_eq(config_precision_name(STORK_PRECISION_FP32), "fp32");
 	ck_assert_str_eq(config_precision_name(STORK_PRECISION_TF32), "tf32");
+	ck_assert_str_eq(config_precision_name(STORK_PRECISION_AUTO), "auto");
 }
 END_TEST
 
