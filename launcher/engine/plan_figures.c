@@ -192,13 +192,26 @@ static int no_probe(const struct plan_node *n, char *err, size_t errlen)
 	return -1;
 }
 
+/*
+ * The precision a run's matrix products take on n: train.precision: auto
+ * is what this host's GPU chooses (stork bench train keeps its figure
+ * under that name), bf16 where this host has none (every GPU since 2020
+ * has bf16 tensor cores); fp32 on CPUs.
+ */
+static enum ops_precision plan_precision(const struct stork_config *cfg, const struct plan_node *n)
+{
+	if (!n->cuda || cfg->train.precision != STORK_PRECISION_AUTO)
+		return layout_precision(cfg);
+	return kernels_cuda_device_count() > 0 ? layout_gpu_precision(cfg) : OPS_BF16;
+}
+
 /* bench train's figure of this model (not for ranks that share cores), else the probe's, cached or run now. */
 static int compute_figure(const struct stork_config *cfg, const struct gpt2_config *g,
 			  const struct plan_node *n, struct plan_figures *f, char *err,
 			  size_t errlen)
 {
 	struct bench_train_opts o = { .B = cfg->train.batch_size, .T = cfg->train.seq_len,
-				      .precision = layout_precision(cfg),
+				      .precision = plan_precision(cfg, n),
 				      .recompute = GPT2_RECOMPUTE_NONE, .fused = cfg->train.fused };
 	char text[256], name[128], path[4200], suffix[48];
 	json_t *v;
