@@ -485,8 +485,8 @@ int bench_train_cuda(const struct gpt2_config *c, const struct bench_train_opts 
 		free(tok);
 		return -1;
 	}
-	if (!tok || adamw_init(&s, m.num_params) || gpt2_set_backend(&m, &ops_cuda) ||
-	    adamw_move(&s, &ops_cuda) || gpt2_zero_grad(&m)) {
+	if (!tok || gpt2_set_backend(&m, &ops_cuda) || adamw_init_on(&s, m.num_params, &ops_cuda) ||
+	    gpt2_zero_grad(&m)) {
 		fprintf(out, "bench train: %s\n", m.err[0] ? m.err : "out of memory");
 		goto fail;
 	}
@@ -802,7 +802,7 @@ static void *ov_rank_main(void *arg)
 		snprintf(r->err, sizeof r->err, "%s", tok ? m.err : "out of memory");
 		goto out_comm;
 	}
-	if (adamw_init(&s, m.num_params) || gpt2_set_backend(&m, r->ops) || adamw_move(&s, r->ops) ||
+	if (gpt2_set_backend(&m, r->ops) || adamw_init_on(&s, m.num_params, r->ops) ||
 	    grad_sync_start(&r->sync, r->comm, r->ops, gpt2_grad_pieces(&m),
 			    gpu ? ov_gpu : NULL, NULL)) {
 		snprintf(r->err, sizeof r->err, "%s", m.err[0] ? m.err : "out of memory");

@@ -39,6 +39,26 @@ int adamw_init(struct adamw_state *s, size_t n)
 	return 0;
 }
 
+int adamw_init_on(struct adamw_state *s, size_t n, const struct ops *o)
+{
+	size_t bytes = (n ? n : 1) * sizeof(float);
+
+	if (o->alloc == ops_cpu.alloc)
+		return adamw_init(s, n);
+	memset(s, 0, sizeof *s);
+	s->m = o->alloc(bytes);
+	s->v = o->alloc(bytes);
+	s->mem = o;
+	if (!s->m || !s->v) {
+		adamw_free(s);
+		return -2;
+	}
+	o->zero(s->m, n);
+	o->zero(s->v, n);
+	s->n = n;
+	return 0;
+}
+
 int adamw_move(struct adamw_state *s, const struct ops *o)
 {
 	size_t bytes = (s->n ? s->n : 1) * sizeof(float);

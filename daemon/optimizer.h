@@ -34,6 +34,13 @@ struct adamw_state {
 int adamw_init(struct adamw_state *s, size_t n);
 
 /*
+ * The same in backend o's memory, zeroed there: a fresh state on a GPU
+ * without zeroing and copying host memory (10 GB for a 1B model). Returns
+ * 0 or -2 (o's memory is full).
+ */
+int adamw_init_on(struct adamw_state *s, size_t n, const struct ops *o);
+
+/*
  * Move the moments into backend o's memory (a GPU's for ops_cuda), where
  * the model's parameters are. Returns 0 or -2 (o's memory is full; the
  * state stays where it was).

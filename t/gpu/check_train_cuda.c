@@ -271,6 +271,40 @@ START_TEST(test_recompute_is_bit_exact_on_the_gpu)
 }
 END_TEST
 
+/*
+ * A fresh optimizer state made on the GPU (adamw_init_on: zeroed there,
+ * nothing copied) trains as the host's zeros moved up do, bit for bit.
+ */
+START_TEST(test_fresh_state_made_on_the_gpu_equals_one_moved_there)
+{
+	struct gpt2 a, b;
+	struct adamw_state as, bs;
+	float *pa, *pb;
+
+	use_gpu();
+	make(&a, &as, &ops_cuda);
+	ck_assert_int_eq(gpt2_build(&b, model_cfg, 1337), 0);
+	ck_assert_msg(gpt2_set_backend(&b, &ops_cuda) == 0, "%s", b.err);
+	ck_assert_int_eq(adamw_init_on(&bs, b.num_params, &ops_cuda), 0);
+	ck_assert_ptr_eq(bs.mem, &ops_cuda);
+	ck_assert(kernels_cuda_is_device_ptr(bs.m) && kernels_cuda_is_device_ptr(bs.v));
+	for (int k = 0; k < 5; k++) {
+		float la = step(&a, &as, NULL, NULL, k, 0), lb = step(&b, &bs, NULL, NULL, k, 0);
+
+		ck_assert_msg(la == lb, "step %d: loss %.9g, moved state %.9g", k, lb, la);
+	}
+	pa = malloc(a.num_params * sizeof(float));
+	pb = malloc(b.num_params * sizeof(float));
+	ck_assert(pa && pb);
+	gpt2_params_to_host(&a, pa);
+	gpt2_params_to_host(&b, pb);
+	ck_assert_msg(!memcmp(pa, pb, a.num_params * sizeof(float)), "parameters differ");
+	free(pa), free(pb);
+	gpt2_free(&a), gpt2_free(&b);
+	adamw_free(&as), adamw_free(&bs);
+}
+END_TEST
+
 /* Move a trained model and its moments to backend o through host copies, as a checkpoint does. */
 static void transfer(struct gpt2 *from, struct adamw_state *fs, struct gpt2 *to,
 		     struct adamw_state *ts, const struct ops *o)
@@ -642,6 +676,7 @@ int main(void)
 	tcase_add_test(tc, test_bf16_tracks_fp32_over_200_steps);
 	tcase_add_test(tc, test_recompute_is_bit_exact_on_the_gpu);
 	tcase_add_test(tc, test_state_moves_between_gpu_and_cpu);
+	tcase_add_test(tc, test_fresh_state_made_on_the_gpu_equals_one_moved_there);
 	tcase_add_test(tc, test_two_ranks_on_one_gpu_match_the_cpu);
 	tcase_add_test(tc, test_four_ranks_on_one_gpu_match_the_cpu);
 	tcase_add_test(tc, test_overlapped_all_reduce_on_the_gpu_is_bit_exact);

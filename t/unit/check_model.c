@@ -905,6 +905,19 @@ END_TEST
 
 /* ------------------------------------------------------------ optimizer */
 
+START_TEST(test_adamw_init_on_the_cpu_is_adamw_init)
+{
+	struct adamw_state s;
+
+	ck_assert_int_eq(adamw_init_on(&s, 1000, &ops_cpu), 0);
+	ck_assert_ptr_eq(s.mem, &ops_cpu);
+	ck_assert_uint_eq(s.n, 1000);
+	for (size_t i = 0; i < s.n; i++)
+		ck_assert(s.m[i] == 0.0f && s.v[i] == 0.0f);
+	adamw_free(&s);
+}
+END_TEST
+
 START_TEST(test_adamw_matches_hand_computed_steps)
 {
 	/*
@@ -1224,6 +1237,7 @@ static Suite *model_suite(void)
 	tcase_add_test(tc, test_load_rejects_wrong_version);
 	tcase_add_test(tc, test_load_rejects_truncated_file);
 	tcase_add_test(tc, test_load_names_missing_file);
+	tcase_add_test(to, test_adamw_init_on_the_cpu_is_adamw_init);
 	tcase_add_test(to, test_adamw_matches_hand_computed_steps);
 	tcase_add_test(to, test_adamw_on_the_model_follows_the_formula_decaying_2d_weights_only);
 	tcase_add_test(to, test_weight_decay_shrinks_2d_weights_and_leaves_the_rest);
