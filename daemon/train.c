@@ -274,8 +274,12 @@ static int open_data(struct rank *r)
 	return 0;
 }
 
-/* Optimizer state for the model's parameters, or this rank's ZeRO-1 part of them. */
-static int init_optimizer(struct rank *r)
+/*
+ * Optimizer state for the model's parameters, or this rank's ZeRO-1 part
+ * of them, in o's memory: the host's where a checkpoint is read into it;
+ * a fresh state straight in the rank's device memory (zeroed there).
+ */
+static int init_optimizer(struct rank *r, const struct ops *o)
 {
 	size_t n = r->model.num_params;
 
@@ -284,8 +288,11 @@ static int init_optimizer(struct rank *r)
 			return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the ZeRO-1 plan");
 		n = r->zero.state_n;
 	}
-	if (adamw_init(&r->opt, n) < 0)
-		return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the optimizer state");
+	if (adamw_init_on(&r->opt, n, o) < 0) {
+		gpt2_oom_message(o, "the optimizer state", 2 * n * sizeof(float), r->err,
+				 sizeof r->err);
+		return rank_fail(r, STORK_EXIT_INTERNAL, r->err);
+	}
 	return 0;
 }
 
@@ -309,7 +316,7 @@ static int load_own_shard(struct rank *r, const char *dir, const struct gpt2_con
 		return -1;
 	}
 	r->model.shard.tp = shard->tp;
-	if (init_optimizer(r))
+	if (init_optimizer(r, &ops_cpu))
 		return -1;
 	shard_info(r, &info);
 	/* only a node-local tier holds a plain layout's shards: the node's one replica */
@@ -341,7 +348,7 @@ static int load_checkpoint(struct rank *r, const char *dir, const struct gpt2_co
 	if (gpt2_shard_from_full(&r->model, expect, shard, NULL) < 0)
 		return rank_fail(r, STORK_EXIT_CONFIG, r->model.err);
 	r->model.shard.tp = shard->tp;
-	if (init_optimizer(r))
+	if (init_optimizer(r, &ops_cpu))
 		return r->res->exit_code;
 	shard_info(r, &info);
 	if (ckpt_read_resharded(dir, &info, r->model.params, r->opt.m, r->opt.v, &r->opt.step,
@@ -547,7 +554,7 @@ static int init_model(struct rank *r, const struct gpt2_config *mc, int64_t *sta
 		if (rc < 0)
 			return rank_fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
 	}
-	return init_optimizer(r);
+	return init_optimizer(r, r->ops);
 }
 
 /* ----------------------------------------------------------------- steps */
