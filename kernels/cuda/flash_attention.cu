@@ -36,6 +36,7 @@
  * kernels of flash_attention_mma.cu instead.
  */
 #include "config.h"
+#include "kernels/cuda/attention_head.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/device.h"
 #include "kernels/math.h"
@@ -236,30 +237,6 @@ __device__ static void load_rows(E *dst, const float *src, size_t stride, int t0
 
 		put(dst + r * (D + PAD) + d, t < T && d < HS ? src[(size_t)t * stride + d] : 0.0f);
 	}
-}
-
-/* Where one (batch, head) pair's rows start in qkv (B, T, 3, NH, HS) and in (B, T, NH, HS). */
-struct fa_head {
-	const float *q, *k, *v; /* row t at + t * 3C */
-	size_t row3, row;       /* 3C and C */
-	size_t off;             /* the pair's offset in a (B, T, NH, HS) array */
-	size_t bh;              /* b * NH + h: the pair's rows in stats and D */
-};
-
-__device__ static fa_head head_at(const float *qkv, int T, int NH, int HS, int bh)
-{
-	int b = bh / NH, h = bh % NH;
-	size_t C = (size_t)NH * HS;
-	fa_head x;
-
-	x.row = C;
-	x.row3 = 3 * C;
-	x.q = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
-	x.k = x.q + C;
-	x.v = x.q + 2 * C;
-	x.off = (size_t)b * T * C + (size_t)h * HS;
-	x.bh = (size_t)bh;
-	return x;
 }
 
 /* The 16 x D sums of a warp (D / 16 tiles) through its staging area into dst rows t0.. (+=). */

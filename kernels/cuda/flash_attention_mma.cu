@@ -34,6 +34,7 @@
 #ifndef WARP_EMULATION /* WARP_EMULATION: the test brings its own CUDA */
 #include "kernels/cuda/common.cuh"
 #endif
+#include "kernels/cuda/attention_head.cuh"
 #include "kernels/math.h"
 #include "kernels/ops.h"
 
@@ -210,28 +211,6 @@ __device__ static inline float quad_max(float v)
 	return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
-/* Where one (batch, head) pair's rows start in qkv (B, T, 3, NH, HS) and in (B, T, NH, HS). */
-struct mma_head {
-	const float *q, *k, *v;
-	size_t row3, row, off, bh;
-};
-
-__device__ static mma_head mma_head_at(const float *qkv, int T, int NH, int HS, int bh)
-{
-	int b = bh / NH, h = bh % NH;
-	size_t C = (size_t)NH * HS;
-	mma_head x;
-
-	x.row = C;
-	x.row3 = 3 * C;
-	x.q = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
-	x.k = x.q + C;
-	x.v = x.q + 2 * C;
-	x.off = (size_t)b * T * C + (size_t)h * HS;
-	x.bh = (size_t)bh;
-	return x;
-}
-
 /* dst rows r0.. (+=) a warp's 16 x D sums (D / 8 tiles), columns below HS, rows below T. */
 template <int D>
 __device__ static void add_sums(float *dst, size_t stride, const float acc[D / 8][4], int r0, int T,
@@ -282,7 +261,7 @@ __global__ static void __launch_bounds__(MT)
 	bf16 *Ks = (bf16 *)smem, *Vt = Ks + MK * (D + MPAD);
 	int w = threadIdx.x / 32, t4 = threadIdx.x % 4;
 	int q0 = (gridDim.x - 1 - blockIdx.x) * MR, r0 = q0 + 16 * w, kend = min(T, q0 + MR);
-	mma_head x = mma_head_at(qkv, T, NH, HS, blockIdx.y);
+	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
 	uint32_t qa[D / 16][4];
 	float o[D / 8][4], m[2] = { -FLT_MAX, -FLT_MAX }, l[2] = { 0.0f, 0.0f };
 
@@ -381,7 +360,7 @@ __global__ static void __launch_bounds__(MT)
 	float *row_max = (float *)(dOt + D * (MK + MPAD)), *row_inv = row_max + MK,
 	      *row_dot = row_inv + MK;
 	int w = threadIdx.x / 32, k0 = blockIdx.x * MR, kr0 = k0 + 16 * w;
-	mma_head x = mma_head_at(qkv, T, NH, HS, blockIdx.y);
+	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
 	uint32_t ka[D / 16][4], va[D / 16][4];
 	float dk[D / 8][4], dv[D / 8][4];
 
@@ -445,7 +424,7 @@ __global__ static void __launch_bounds__(MT)
 	bf16 *Ks = (bf16 *)smem, *Kt = Ks + MK * (D + MPAD), *Vs = Kt + D * (MK + MPAD);
 	int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
 	int q0 = (gridDim.x - 1 - blockIdx.x) * MR, r0 = q0 + 16 * w, kend = min(T, q0 + MR);
-	mma_head x = mma_head_at(qkv, T, NH, HS, blockIdx.y);
+	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
 	uint32_t qa[D / 16][4], oa[D / 16][4];
 	float dq[D / 8][4], rmax[2], rinv[2], rdot[2];
 
