@@ -121,16 +121,57 @@ __device__ static inline void frag_a_of(uint32_t a[4], const float lo[4], const 
 	a[3] = pack2(hi[2], hi[3]);
 }
 
+/* Four floats of row r, columns c.. (c a multiple of 4) into X and/or, transposed, Xt. */
+template <int D>
+__device__ static inline void store4(bf16 *X, bf16 *Xt, int r, int c, float4 v)
+{
+	if (X) {
+		uint32_t *p = (uint32_t *)(X + r * (D + MPAD) + c);
+
+		p[0] = pack2(v.x, v.y);
+		p[1] = pack2(v.z, v.w);
+	}
+	if (Xt) {
+		Xt[(c + 0) * (MR + MPAD) + r] = __float2bfloat16_rn(v.x);
+		Xt[(c + 1) * (MR + MPAD) + r] = __float2bfloat16_rn(v.y);
+		Xt[(c + 2) * (MR + MPAD) + r] = __float2bfloat16_rn(v.z);
+		Xt[(c + 3) * (MR + MPAD) + r] = __float2bfloat16_rn(v.w);
+	}
+}
+
 /*
  * Rows t0 .. t0 + MR - 1 of one head's (T, HS) slice of src (row t at src
  * + t * stride) as bf16 into X (MR x D, leading dimension D + MPAD) and/or
  * transposed into Xt (D x MR, leading dimension MR + MPAD), each where not
  * NULL; zeros past T and past HS, so padded products are the true ones.
+ * Where the rows are whole float4s, each thread issues all its loads
+ * before it stores any, so that a tile's loads are in flight together.
  */
 template <int D>
 __device__ static void load_tile(bf16 *X, bf16 *Xt, const float *src, size_t stride, int t0, int T,
 				 int HS)
 {
+	constexpr int V = D / 4, PER = MR * V / MT;
+	static_assert(MR * V % MT == 0, "a tile is whole float4s per thread");
+
+	if (HS % 4 == 0 && stride % 4 == 0 && (uintptr_t)src % 16 == 0) {
+		float4 buf[PER];
+
+#pragma unroll
+		for (int j = 0; j < PER; j++) {
+			int i = threadIdx.x + j * MT, t = t0 + i / V, c = i % V * 4;
+
+			buf[j] = t < T && c < HS ? *(const float4 *)(src + (size_t)t * stride + c) :
+						   make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		}
+#pragma unroll
+		for (int j = 0; j < PER; j++) {
+			int i = threadIdx.x + j * MT;
+
+			store4<D>(X, Xt, i / V, i % V * 4, buf[j]);
+		}
+		return;
+	}
 	for (int i = threadIdx.x; i < MR * D; i += MT) {
 		int r = i / D, d = i % D, t = t0 + r;
 		bf16 v = __float2bfloat16_rn(t < T && d < HS ? src[(size_t)t * stride + d] : 0.0f);

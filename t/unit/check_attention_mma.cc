@@ -5,8 +5,9 @@
  * forward (the output and the rows' max and exp-sum) and backward (dq, dk,
  * dv added into what dqkv held), at sizes that cross every edge of the
  * tiles: one row, rows that end inside a warp's 16 and a block's 64, heads
- * narrower than their tile (8 and 48 wide in tiles of 32 and 64), several
- * key tiles, batches and heads. bf16 rounds q, k, v, the weights and the
+ * narrower than their tile (6, 8 and 48 wide in tiles of 32 and 64; 6 is
+ * loaded a float at a time, the others in float4s), several key tiles,
+ * batches and heads. bf16 rounds q, k, v, the weights and the
  * score gradients to 8 significant bits and the sums are fp32: within 3%
  * of the largest value; a wrong fragment, mask or offset is off by tens of
  * percent.
@@ -27,6 +28,7 @@ struct att_size {
 };
 static const att_size sizes[] = {
 	{ 2, 1, 3, 8 }, { 1, 17, 2, 8 }, { 2, 64, 2, 32 }, { 1, 130, 1, 64 }, { 1, 200, 1, 48 },
+	{ 1, 33, 2, 6 }, /* rows of 6 floats: not whole float4s, the loads one float at a time */
 };
 #define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
 
