@@ -503,6 +503,7 @@ int gpt2_set_backend(struct gpt2 *m, const struct ops *o)
 	NEED(alloc);
 	NEED(upload);
 	NEED(download);
+	NEED(copy);
 #undef NEED
 	if (n) {
 		/* bounded so that the sentence always ends in m->err */
@@ -1325,7 +1326,7 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
 		if (copy_tokens(m, m->inputs, inputs, (size_t)B * T, "input") || embed(m))
 			return -1;
 	} else {
-		m->ops->upload(layer_input(m, first), x_in, BTC * sizeof(float));
+		m->ops->copy(layer_input(m, first), x_in, BTC * sizeof(float));
 	}
 	for (int k = first; k < last; k++) {
 		where_now(m, GPT2_PHASE_FORWARD, k);
@@ -1334,7 +1335,7 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
 	}
 	where_now(m, GPT2_PHASE_FORWARD, last);
 	if (last < m->config.num_layers) {
-		m->ops->download(x_out, layer_input(m, last), BTC * sizeof(float));
+		m->ops->copy(x_out, layer_input(m, last), BTC * sizeof(float));
 		return 0;
 	}
 	if (head_forward(m, targets != NULL, &l))
@@ -1430,7 +1431,7 @@ int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, f
 			return -1;
 		m->have_targets = 0; /* the logits now hold their gradient */
 	} else {
-		m->ops->upload(m->acts.dres, dx_out, BTC * sizeof(float));
+		m->ops->copy(m->acts.dres, dx_out, BTC * sizeof(float));
 	}
 	for (int l = last - 1; l >= first; l--) {
 		where_now(m, GPT2_PHASE_BACKWARD, l);
@@ -1440,7 +1441,7 @@ int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, f
 			m->layer_done(m->layer_done_arg, m, l);
 	}
 	if (first > 0)
-		m->ops->download(dx_in, m->acts.dres, BTC * sizeof(float));
+		m->ops->copy(dx_in, m->acts.dres, BTC * sizeof(float));
 	else if (m->shard.tp_size > 1)
 		tp_encoder_backward(m, m->grad_tensors[GPT2_WTE], position_weight(m, m->grad_tensors),
 				    m->acts.dres, m->inputs, m->B, m->T);

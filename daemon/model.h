@@ -456,7 +456,9 @@ int gpt2_backward(struct gpt2 *m, float loss_scale);
  * (B, T, C) is the residual stream from the previous stage. With last == L
  * the stage ends with the head and, when targets is not NULL, stores the
  * mean loss in *loss; otherwise the residual stream leaving layer last-1 is
- * copied to x_out (B, T, C). Returns 0 or -1 (m->err says why).
+ * copied to x_out (B, T, C). x_in and x_out are in the backend's memory (a
+ * GPU stage's activations go to the next stage from GPU to GPU). Returns 0
+ * or -1 (m->err says why).
  */
 int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, int B, int T,
 		       const float *x_in, float *x_out, float *loss);
@@ -466,7 +468,8 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
  * the gradient starts at the loss (scaled by loss_scale); otherwise dx_out
  * (B, T, C) is the gradient of the stage's output from the next stage. With
  * first == 0 the gradient ends in the embeddings; otherwise it is written
- * to dx_in (B, T, C). Returns 0 or -1.
+ * to dx_in (B, T, C). dx_out and dx_in are in the backend's memory. Returns
+ * 0 or -1.
  */
 int gpt2_stage_backward(struct gpt2 *m, float loss_scale, const float *dx_out, float *dx_in);
 

@@ -7,14 +7,17 @@
  * gone forward, then drains the remaining backwards. At most P - s
  * micro-batches are in flight on stage s, so it keeps that many activation
  * sets (gpt2_set_slots), not m. Activations go to the next stage and
- * their gradients come back with comm_send/comm_recv on the pipeline group
- * (a send never waits for its receiver, so the schedule cannot deadlock).
+ * their gradients come back on the pipeline group, in the model's memory:
+ * comm_send and comm_recv while the pipeline fills and drains (a send
+ * never waits for its receiver), and in between comm_sendrecv, each
+ * stage's send paired with its neighbour's (GPU to GPU on NCCL, where a
+ * send does wait for its receiver: only the pairs cannot deadlock).
  * Every stage reads every micro-batch from the data loader, so all stages
  * keep the same data position; the first stage uses the inputs, the last
  * the targets.
  *
  * The bubble (time a stage waits for its neighbours) is measured: the
- * seconds spent blocked in comm_recv, reported per step.
+ * seconds spent blocked in receives and exchanges, reported per step.
  */
 #ifndef STORK_DAEMON_PIPELINE_H
 #define STORK_DAEMON_PIPELINE_H
@@ -31,6 +34,7 @@ struct pipeline {
 	int stage, nstages;
 	int B, T, micro;           /* micro-batches per step */
 	float *x, *dx;             /* (B, T, C) activations in and out, and their gradients */
+	const struct ops *mem;     /* whose memory x and dx are in: the model's */
 	int *inputs, *targets;     /* (B, T) of the micro-batch being read */
 	double wait_seconds;       /* blocked in receives during the last step */
 	size_t bytes_sent;         /* during the last step */

@@ -28,6 +28,9 @@ struct comm_ops {
 	int (*barrier)(struct comm *c);
 	int (*send)(struct comm *c, const void *buf, size_t bytes, int dst);
 	int (*recv)(struct comm *c, void *buf, size_t bytes, int src);
+	/* NULL: comm_sendrecv is send, then recv */
+	int (*sendrecv)(struct comm *c, const void *sendbuf, size_t sendbytes, int dst,
+			void *recvbuf, size_t recvbytes, int src);
 	int (*split)(struct comm *c, int color, int key, struct comm **out);
 	void (*free)(struct comm *c);
 	void (*abort)(struct comm *c, const char *reason);
@@ -109,6 +112,9 @@ int comm_nccl_allgather(struct comm_nccl *n, struct comm *inner, const void *sen
 			size_t sendcount, enum comm_dtype t);
 int comm_nccl_broadcast(struct comm_nccl *n, struct comm *inner, void *buf, size_t count,
 			enum comm_dtype t, int root);
+/* One group of a send to dst and a receive from src (bytes); the peers make the mirror call. */
+int comm_nccl_sendrecv(struct comm_nccl *n, struct comm *inner, const void *sendbuf,
+		       size_t sendbytes, int dst, void *recvbuf, size_t recvbytes, int src);
 void comm_nccl_abort(struct comm_nccl *n);
 void comm_nccl_free(struct comm_nccl *n);
 

@@ -192,6 +192,26 @@ int comm_recv(struct comm *c, void *buf, size_t count, enum comm_dtype t, int sr
 	return trace_leave(c->ops->recv(c, buf, count * comm_dtype_size(t), src));
 }
 
+int comm_sendrecv(struct comm *c, const void *sendbuf, size_t sendcount, int dst, void *recvbuf,
+		  size_t recvcount, int src, enum comm_dtype t)
+{
+	size_t size = comm_dtype_size(t);
+	int rc;
+
+	if (!c->ops->sendrecv) {
+		if ((rc = comm_send(c, sendbuf, sendcount, t, dst)))
+			return rc;
+		return comm_recv(c, recvbuf, recvcount, t, src);
+	}
+	if (!size || !valid_peer(c, dst) || !valid_peer(c, src) || (sendcount && !sendbuf) ||
+	    (recvcount && !recvbuf))
+		return COMM_EINVAL;
+	/* the time it takes is the wait for src, as a receive's */
+	trace_enter(c, COMM_TRACE_RECV, recvcount * size, src);
+	return trace_leave(c->ops->sendrecv(c, sendbuf, sendcount * size, dst, recvbuf,
+					    recvcount * size, src));
+}
+
 int comm_split(struct comm *c, int color, int key, struct comm **out)
 {
 	*out = NULL;

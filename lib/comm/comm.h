@@ -119,6 +119,20 @@ int comm_send(struct comm *c, const void *buf, size_t count, enum comm_dtype t, 
 int comm_recv(struct comm *c, void *buf, size_t count, enum comm_dtype t, int src);
 
 /*
+ * comm_send of sendcount elements to dst and comm_recv of recvcount from
+ * src as one exchange, whose peers make the mirror call (dst sends to this
+ * rank what it receives, src receives what this rank sends): the pipeline's
+ * activations going forward while their gradients come back. On host
+ * communicators it is the send, then the receive. On a device communicator
+ * whose groups have NCCL, with both buffers in device memory, it is one
+ * NCCL group of a send and a receive: NCCL's point-to-point waits for its
+ * peer, so only the mirrored pair cannot deadlock (the plain comm_send
+ * and comm_recv stay buffered, through the host).
+ */
+int comm_sendrecv(struct comm *c, const void *sendbuf, size_t sendcount, int dst, void *recvbuf,
+		  size_t recvcount, int src, enum comm_dtype t);
+
+/*
  * Collective over c: ranks passing the same color form a new communicator,
  * ordered by (key, rank in c). *out is the caller's handle on it (free with
  * comm_free), or NULL for color COMM_UNDEFINED. Used for the data, tensor and

@@ -152,10 +152,10 @@ static int dev_barrier(struct comm *c)
 }
 
 /*
- * Point-to-point messages always go through the host communicator: the
- * pipeline's activations already come to the host at the stage boundary
- * (daemon/model.c), and NCCL's send/recv would need both peers inside one
- * group call.
+ * Point-to-point messages go through the host communicator, device buffers
+ * staged: comm_send's contract is a buffered send (two ranks may send to
+ * each other at once), which NCCL's send, waiting for its receiver, does
+ * not keep. The mirrored exchange (dev_sendrecv) takes NCCL.
  */
 static int dev_send(struct comm *c, const void *buf, size_t bytes, int dst)
 {
@@ -184,6 +184,25 @@ static int dev_recv(struct comm *c, void *buf, size_t bytes, int src)
 		return rc;
 	d->mem.to_device(buf, h, bytes);
 	return 0;
+}
+
+/*
+ * A send and a receive whose peers make the mirror call: one NCCL group
+ * when both buffers are in device memory and the group has NCCL (GPU to
+ * GPU, no host copy); else the staged send, then the staged receive.
+ */
+static int dev_sendrecv(struct comm *c, const void *sendbuf, size_t sendbytes, int dst,
+			void *recvbuf, size_t recvbytes, int src)
+{
+	struct dev_comm *d = dev(c);
+	int rc;
+
+	if (d->nccl && on_device(d, sendbuf) && on_device(d, recvbuf))
+		return comm_nccl_sendrecv(d->nccl, d->inner, sendbuf, sendbytes, dst, recvbuf,
+					  recvbytes, src);
+	if ((rc = dev_send(c, sendbuf, sendbytes, dst)))
+		return rc;
+	return dev_recv(c, recvbuf, recvbytes, src);
 }
 
 static int wrap(struct comm *inner, int owns_inner, const struct comm_device_memory *mem,
@@ -249,6 +268,7 @@ static const struct comm_ops dev_ops = {
 	.barrier = dev_barrier,
 	.send = dev_send,
 	.recv = dev_recv,
+	.sendrecv = dev_sendrecv,
 	.split = dev_split,
 	.free = dev_free,
 	.abort = dev_abort,

@@ -232,6 +232,28 @@ int comm_nccl_broadcast(struct comm_nccl *n, struct comm *inner, void *buf, size
 				    nccl_wait(n, inner, "broadcast");
 }
 
+int comm_nccl_sendrecv(struct comm_nccl *n, struct comm *inner, const void *sendbuf,
+		       size_t sendbytes, int dst, void *recvbuf, size_t recvbytes, int src)
+{
+	ncclDataType_t nt;
+	ncclResult_t res;
+	int rc;
+
+	if ((rc = nccl_ready(n, COMM_UINT8, &nt)))
+		return rc;
+	/* one group: the send and the receive progress together, as the peers' mirror group */
+	res = ncclGroupStart();
+	if (res == ncclSuccess) {
+		ncclResult_t s = ncclSend(sendbuf, sendbytes, nt, dst, n->comm, cudaStreamPerThread);
+		ncclResult_t r = ncclRecv(recvbuf, recvbytes, nt, src, n->comm, cudaStreamPerThread);
+
+		res = ncclGroupEnd();
+		res = s != ncclSuccess ? s : r != ncclSuccess ? r : res;
+	}
+	return res != ncclSuccess ? nccl_failed(n, inner, "send and receive", res) :
+				    nccl_wait(n, inner, "send and receive");
+}
+
 void comm_nccl_abort(struct comm_nccl *n)
 {
 	if (n && !n->aborted) {
@@ -302,6 +324,14 @@ int comm_nccl_broadcast(struct comm_nccl *n, struct comm *inner, void *buf, size
 			enum comm_dtype t, int root)
 {
 	(void)n, (void)inner, (void)buf, (void)count, (void)t, (void)root;
+	return COMM_EINVAL;
+}
+
+int comm_nccl_sendrecv(struct comm_nccl *n, struct comm *inner, const void *sendbuf,
+		       size_t sendbytes, int dst, void *recvbuf, size_t recvbytes, int src)
+{
+	(void)n, (void)inner, (void)sendbuf, (void)sendbytes, (void)dst, (void)recvbuf;
+	(void)recvbytes, (void)src;
 	return COMM_EINVAL;
 }
 

@@ -680,6 +680,123 @@ START_TEST(send_recv_deliver_in_order_without_waiting_for_the_receiver)
 }
 END_TEST
 
+/*
+ * comm_sendrecv: every rank sends to the next on a ring while it receives
+ * from the one before, then exchanges with a partner that mirrors the call
+ * (0 with 1, 2 with 3, ...: the pipeline's pairs), at each message size.
+ */
+static void do_sendrecv(struct comm *c, void *arg)
+{
+	struct p2p_case *k = arg;
+	int r = comm_rank(c), n = comm_size(c), next = (r + 1) % n, prev = (r + n - 1) % n;
+	int partner = r ^ 1;
+	float *out = malloc(p2p_counts[P2P_MSGS - 1] * sizeof *out);
+	float *in = malloc(p2p_counts[P2P_MSGS - 1] * sizeof *in);
+
+	for (int m = 0; m < P2P_MSGS; m++) {
+		for (size_t i = 0; i < p2p_counts[m]; i++)
+			out[i] = p2p_value(r, next, m, i);
+		k->rc[r] |= comm_sendrecv(c, out, p2p_counts[m], next, in, p2p_counts[m], prev,
+					  COMM_FLOAT32);
+		for (size_t i = 0; i < p2p_counts[m]; i++)
+			k->bad[r] += in[i] != p2p_value(prev, r, m, i);
+		if (partner >= n)
+			continue;
+		for (size_t i = 0; i < p2p_counts[m]; i++)
+			out[i] = p2p_value(r, partner, m, i);
+		k->rc[r] |= comm_sendrecv(c, out, p2p_counts[m], partner, in, p2p_counts[m],
+					  partner, COMM_FLOAT32);
+		for (size_t i = 0; i < p2p_counts[m]; i++)
+			k->bad[r] += in[i] != p2p_value(partner, r, m, i);
+	}
+	free(out);
+	free(in);
+}
+
+START_TEST(sendrecv_exchanges_with_neighbours_at_once)
+{
+	int n = _i;
+	struct p2p_case k;
+
+	memset(&k, 0, sizeof k);
+	run_ranks(n, do_sendrecv, &k);
+	for (int r = 0; r < n; r++) {
+		ck_assert_int_eq(k.rc[r], COMM_OK);
+		ck_assert_int_eq(k.bad[r], 0);
+	}
+}
+END_TEST
+
+/*
+ * The same exchanges through a device communicator (lib/comm/device.c,
+ * staged) whose "device memory" is an arena of host memory: the buffers
+ * are device buffers to it, so each exchange goes device -> host, the
+ * host communicator, host -> device, which the copy counters show.
+ */
+#define ARENA_FLOATS ((size_t)MAXR * 2 * 70001)
+static float fake_device[ARENA_FLOATS];
+static atomic_size_t fake_used;
+static atomic_int to_host_calls, to_device_calls;
+
+static int fake_is_device(const void *p)
+{
+	return (const float *)p >= fake_device && (const float *)p < fake_device + ARENA_FLOATS;
+}
+
+static void fake_to_host(void *dst, const void *src, size_t bytes)
+{
+	atomic_fetch_add(&to_host_calls, 1);
+	memcpy(dst, src, bytes);
+}
+
+static void fake_to_device(void *dst, const void *src, size_t bytes)
+{
+	atomic_fetch_add(&to_device_calls, 1);
+	memcpy(dst, src, bytes);
+}
+
+static void do_device_sendrecv(struct comm *c, void *arg)
+{
+	struct p2p_case *k = arg;
+	const struct comm_device_memory mem = { fake_is_device, fake_to_host, fake_to_device,
+						 malloc, free, "fake" };
+	int r = comm_rank(c), n = comm_size(c), next = (r + 1) % n, prev = (r + n - 1) % n;
+	size_t most = p2p_counts[P2P_MSGS - 1];
+	float *out = fake_device + atomic_fetch_add(&fake_used, 2 * most), *in = out + most;
+	struct comm *d = NULL;
+	char err[256];
+
+	k->rc[r] = comm_device_wrap(c, &mem, COMM_DEVICE_STAGED, &d, err, sizeof err);
+	for (int m = 0; m < P2P_MSGS && !k->rc[r]; m++) {
+		for (size_t i = 0; i < p2p_counts[m]; i++)
+			out[i] = p2p_value(r, next, m, i);
+		k->rc[r] = comm_sendrecv(d, out, p2p_counts[m], next, in, p2p_counts[m], prev,
+					 COMM_FLOAT32);
+		for (size_t i = 0; i < p2p_counts[m]; i++)
+			k->bad[r] += in[i] != p2p_value(prev, r, m, i);
+	}
+	comm_free(d);
+}
+
+START_TEST(device_sendrecv_stages_device_buffers)
+{
+	int n = _i;
+	struct p2p_case k;
+
+	memset(&k, 0, sizeof k);
+	atomic_store(&fake_used, 0);
+	atomic_store(&to_host_calls, 0);
+	atomic_store(&to_device_calls, 0);
+	run_ranks(n, do_device_sendrecv, &k);
+	for (int r = 0; r < n; r++) {
+		ck_assert_int_eq(k.rc[r], COMM_OK);
+		ck_assert_int_eq(k.bad[r], 0);
+	}
+	ck_assert_int_eq(atomic_load(&to_host_calls), n * P2P_MSGS);
+	ck_assert_int_eq(atomic_load(&to_device_calls), n * P2P_MSGS);
+}
+END_TEST
+
 /* A receive that no send will satisfy is woken by an abort; a size mismatch aborts. */
 static void do_p2p_abort(struct comm *c, void *arg)
 {
@@ -830,6 +947,8 @@ static Suite *comm_suite(void)
 	tcase_add_loop_test(tc, abort_wakes_blocked_ranks_and_fails_later_calls, 1, 6);
 	tcase_add_test(tc, abort_reaches_sub_communicators);
 	tcase_add_loop_test(tc, send_recv_deliver_in_order_without_waiting_for_the_receiver, 2, 6);
+	tcase_add_loop_test(tc, sendrecv_exchanges_with_neighbours_at_once, 2, 6);
+	tcase_add_loop_test(tc, device_sendrecv_stages_device_buffers, 2, 5);
 	tcase_add_test(tc, abort_wakes_a_blocked_receiver);
 	tcase_add_loop_test(tc, a_size_mismatch_aborts_the_world, 0, 3);
 	tcase_add_test(tc, messages_of_two_communicators_never_mix);
@@ -847,6 +966,7 @@ static Suite *comm_suite(void)
 	tcase_add_loop_test(tu, barrier_releases_no_rank_before_all_arrive, 2, 4);
 	tcase_add_loop_test(tu, split_groups_by_color_ordered_by_key, 4, 5);
 	tcase_add_loop_test(tu, send_recv_deliver_in_order_without_waiting_for_the_receiver, 2, 5);
+	tcase_add_loop_test(tu, sendrecv_exchanges_with_neighbours_at_once, 2, 5);
 	tcase_add_loop_test(tu, a_size_mismatch_aborts_the_world, 0, 3);
 	tcase_add_test(tu, messages_of_two_communicators_never_mix);
 	tcase_add_test(tu, allreduce_is_deterministic_across_runs);
