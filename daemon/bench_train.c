@@ -620,7 +620,7 @@ fail:
 /* ------------------------------------------------------------ probe */
 
 #ifdef HAVE_CUDA
-/* The probe's model on the first GPU (adamw's state too). */
+/* The probe's model on the first GPU, and a fresh optimizer state made there. */
 static int probe_use_gpu(struct gpt2 *m, struct adamw_state *s, const struct bench_train_opts *o,
 			 char *desc, size_t dlen, char *err, size_t errlen)
 {
@@ -628,7 +628,7 @@ static int probe_use_gpu(struct gpt2 *m, struct adamw_state *s, const struct ben
 	    kernels_cuda_check_precision(o->precision, err, errlen) < 0)
 		return -1;
 	ops_cuda.set_precision(o->precision);
-	if (gpt2_set_backend(m, &ops_cuda) || adamw_move(s, &ops_cuda)) {
+	if (gpt2_set_backend(m, &ops_cuda) || adamw_init_on(s, m->num_params, &ops_cuda)) {
 		snprintf(err, errlen, "%s", m->err[0] ? m->err : "out of GPU memory");
 		return -1;
 	}
@@ -663,12 +663,12 @@ int bench_train_probe(const struct gpt2_config *c, const struct bench_train_opts
 		return -1;
 	}
 	ops_cpu.set_precision(o->precision);
-	if (adamw_init(&s, m.num_params)) {
+	if (cuda && probe_use_gpu(&m, &s, o, desc, sizeof desc, err, errlen) < 0)
+		goto out;
+	if (!cuda && adamw_init(&s, m.num_params)) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	if (cuda && probe_use_gpu(&m, &s, o, desc, sizeof desc, err, errlen) < 0)
-		goto out;
 	random_tokens(tok, (size_t)B * T + 1, c->vocab_size);
 	if (gpt2_zero_grad(&m) || train_steps(&m, &s, tok, B, T, 1, &one)) /* warm-up */
 		goto step_fail;

@@ -5,46 +5,25 @@
  */
 #include "config.h"
 #include "daemon/optimizer.h"
-#include "lib/big_alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * n zeroed floats aligned to a cache line (see alloc_floats in model.c), or
- * NULL; zeroed on the rank's threads, whose first touch of a 1B model's two
- * moments is 10 GB.
- */
-static float *alloc_zeroed(size_t n)
-{
-	float *p = big_alloc(n * sizeof(float));
-
-	if (p)
-		ops_cpu.zero(p, n);
-	return p;
-}
-
 int adamw_init(struct adamw_state *s, size_t n)
 {
-	memset(s, 0, sizeof *s);
-	s->m = alloc_zeroed(n);
-	s->v = alloc_zeroed(n);
-	if (!s->m || !s->v) {
-		adamw_free(s);
-		return -2;
-	}
-	s->n = n;
-	s->mem = &ops_cpu;
-	return 0;
+	return adamw_init_on(s, n, &ops_cpu);
 }
 
+/*
+ * The moments in o's memory (the host's: cache-line aligned, large ones on
+ * huge pages), zeroed by o's kernel: on the rank's threads or its GPU, whose
+ * first touch of a 1B model's two moments is 10 GB.
+ */
 int adamw_init_on(struct adamw_state *s, size_t n, const struct ops *o)
 {
 	size_t bytes = (n ? n : 1) * sizeof(float);
 
-	if (o->alloc == ops_cpu.alloc)
-		return adamw_init(s, n);
 	memset(s, 0, sizeof *s);
 	s->m = o->alloc(bytes);
 	s->v = o->alloc(bytes);

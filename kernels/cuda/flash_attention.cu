@@ -570,7 +570,6 @@ extern "C" void kernels_cuda_attention_mma(int on)
 	registers = on;
 }
 
-
 /* The tile width D of heads HS wide, or 0: too wide for the fused kernels. */
 static int padded_width(int HS)
 {
