@@ -692,7 +692,7 @@ one_rank_reference() {
 # preflight as by default (auto: 2 or more nodes); sets job and dir once it
 # ran. The two nodes' four ranks share this machine's two cores, so their
 # figures differ by up to 2x on their own: preflight.tolerance 0.6 keeps
-# them, and still leaves out a node slowed 4x.
+# them, and still leaves out a node slowed 10x (the fault's factor).
 preflight_job() {
 	cat >"$1.sh" <<-SCRIPT
 	#!/bin/bash
@@ -721,7 +721,7 @@ preflight_job() {
 	nodes_idle
 }
 
-@test "preflight: a node whose matrix product is 4x slower is left out: the --nodes=1-2 job is requeued without it and completes on the other; preflight.csv says why" {
+@test "preflight: a node whose matrix product is 10x slower is left out: the --nodes=1-2 job is requeued without it and completes on the other; preflight.csv says why" {
 	fault_injection || skip "needs --enable-fault-injection"
 	export STORK_FAULT_PREFLIGHT_SLOW_HOST=n2
 	preflight_job pfslow "-N1-2 --requeue"
