@@ -11,9 +11,9 @@
  * RANKS runs RANKS data-parallel ranks as threads, the gradient all-reduce
  * after the backward pass and then overlapped with it (bench_overlap).
  * --recompute is train.recompute: what the forward pass keeps.
- * --attention mma runs the bf16 fused attention on the register-tile
- * kernels (kernels_cuda_attention_mma) instead of the WMMA ones (wmma, the
- * default); with --cuda-bf16 only, one rank.
+ * --attention wmma runs the bf16 fused attention on the WMMA kernels
+ * instead of the register-tile ones (mma, the default:
+ * kernels_cuda_attention_mma); with --cuda-bf16 only, one rank.
  *
  * Defaults: GPT-2 124M (12 12 768 50257), B=4, T=64, 5 steps. Like storkd,
  * the program sets OpenBLAS's variables and re-executes itself once
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 	struct gpt2_config c = { .max_seq_len = 1024, .vocab_size = 50257, .num_layers = 12,
 				 .num_heads = 12, .channels = 768 };
 	struct bench_train_opts o = { .B = 4, .T = 64, .steps = 5, .precision = OPS_FP32, .fused = 1 };
-	int cuda = 0, overlap = 0, mma = 0, k = 1, n;
+	int cuda = 0, overlap = 0, mma = 1, chosen = 0, k = 1, n;
 
 	/* each line as it comes: a run stopped by a timeout still shows how far it got */
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -86,6 +86,7 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[k], "--attention") && k + 1 < argc &&
 			   (!strcmp(argv[k + 1], "mma") || !strcmp(argv[k + 1], "wmma"))) {
 			mma = !strcmp(argv[++k], "mma");
+			chosen = 1;
 		} else if (!strcmp(argv[k], "--recompute") && k + 1 < argc &&
 			   recompute_named(argv[k + 1], &o.recompute)) {
 			k++;
@@ -111,13 +112,14 @@ int main(int argc, char **argv)
 	} else if (n != 0) {
 		return usage(argv[0]);
 	}
-	if (mma && (o.precision != OPS_BF16 || overlap)) {
-		fprintf(stderr, "%s: --attention mma is for one rank in bf16 (--cuda-bf16)\n", argv[0]);
+	if (chosen && (o.precision != OPS_BF16 || overlap)) {
+		fprintf(stderr, "%s: --attention is for one rank in bf16 (--cuda-bf16)\n", argv[0]);
 		return 2;
 	}
 	kernels_cuda_attention_mma(mma);
-	if (mma)
-		printf("attention: the register-tile kernels (--attention mma)\n");
+	if (chosen)
+		printf("attention: the %s kernels (--attention %s)\n", mma ? "register-tile" : "WMMA",
+		       mma ? "mma" : "wmma");
 	if (o.steps <= 0) {
 		fprintf(stderr, "%s: STEPS must be positive\n", argv[0]);
 		return 2;

@@ -32,8 +32,9 @@
  * So do fp32 and TF32 unless kernels_cuda_fused_attention_everywhere: on
  * an H100 (GPT-2 124M, B=16, T=1024) these kernels took 34 ms a step in
  * bf16 against the unfused path's 56, but 94 in TF32 against 56. In bf16,
- * kernels_cuda_attention_mma hands heads up to 64 wide to the register-tile
- * kernels of flash_attention_mma.cu instead.
+ * heads up to 64 wide go to the register-tile kernels of
+ * flash_attention_mma.cu instead (on an H200: 24 ms where these took 34;
+ * kernels_cuda_attention_mma(0) keeps these).
  */
 #include "config.h"
 #include "kernels/cuda/attention_head.cuh"
@@ -558,7 +559,8 @@ __global__ static void __launch_bounds__(FA_THREADS)
 	add_rows<P, D>(dqkv + (x.q - qkv), x.row3, dQ, s.S, q0 + 16 * w, T, HS);
 }
 
-static thread_local bool everywhere, registers;
+/* registers: the register-tile kernels take bf16 heads up to 64 wide unless a thread says not */
+static thread_local bool everywhere, registers = true;
 
 extern "C" void kernels_cuda_fused_attention_everywhere(int on)
 {

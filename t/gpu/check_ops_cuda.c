@@ -755,7 +755,7 @@ static void fused_against_unfused(const struct att_dims *z, enum ops_precision p
 	ops_cuda.upload(dqkv.d, start, nq * sizeof(float));
 	ops_cuda.attention_fused_backward(dqkv.d, dout.d, out.d, qkv.d, stats.d, B, T, NH, HS);
 	same_bits(dqkv.d, again, nq, "fused attention dqkv, run again");
-	kernels_cuda_attention_mma(0);
+	kernels_cuda_attention_mma(1); /* the default */
 	ops_cuda.set_precision(OPS_FP32);
 	kernels_cuda_fused_attention_everywhere(0);
 	printf("fused attention%s %s B=%d T=%d NH=%d HS=%d: worst difference out %.2g, dqkv %.2g\n",
