@@ -51,6 +51,26 @@ enum { SCRATCH_ATT_QKV, SCRATCH_ATT_Y, SCRATCH_ATT_P, SCRATCH_ATT_DATT, SCRATCH_
        SCRATCH_SUMSQ, SCRATCH_TOKENS, SCRATCH_BF16_INP, SCRATCH_BF16_WEIGHT, SCRATCH_BF16_DOUT,
        SCRATCH_ATT_ROWDOT, SCRATCH_LT_WORKSPACE, SCRATCH_NUM };
 
+/*
+ * Allow kernel the dynamic shared memory it needs (past the 48 KiB every
+ * kernel may have), on the calling thread's device; false where the GPU
+ * has less.
+ */
+template <typename K> static inline bool allow_smem(K kernel, size_t bytes)
+{
+	int dev, most;
+
+	cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+	cuda_check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+		   "shared memory per block");
+	if (bytes > (size_t)most)
+		return false;
+	cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					(int)bytes),
+		   "a kernel's shared memory");
+	return true;
+}
+
 /* Sum over a warp, in a fixed butterfly order (every lane gets the same bits). */
 __device__ static inline float warp_sum(float v)
 {

@@ -598,22 +598,6 @@ static bool use_mma(int HS)
 	return registers && tile_precision() == OPS_BF16 && cuda_attention_mma_takes(HS);
 }
 
-/* Allow kernel the dynamic shared memory it needs; false where the GPU has less. */
-template <typename K> static bool allow_smem(K kernel, size_t bytes)
-{
-	int dev, most;
-
-	cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-	cuda_check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-		   "shared memory per block");
-	if (bytes > (size_t)most)
-		return false;
-	cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-					(int)bytes),
-		   "flash attention shared memory");
-	return true;
-}
-
 template <int P, int D>
 static bool forward_with(float *out, float *stats, const float *qkv, int B, int T, int NH, int HS)
 {

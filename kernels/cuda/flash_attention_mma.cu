@@ -15,9 +15,15 @@
  * 4g + t) is, two n-tiles at a time, the A fragment of P (16 x 16), so the
  * weights go from one product to the next without leaving the registers.
  * Shared memory holds only the bf16 tiles of q, k, v, dout that the warps
- * share, in the layout each operand is read in: a B operand B[k][n] is
- * read as pairs along k, so a tile used both ways is stored twice (rows,
- * and transposed).
+ * share, each once, as rows: ldmatrix reads a B operand from them either
+ * way round (.trans where the product wants pairs along the rows), so no
+ * tile is stored transposed (the transposed stores, 16 bits at a time and
+ * eight to a bank, were what the first version of these kernels spent
+ * most of its shared-memory time on). The next tile's floats are copied
+ * into shared memory (cp.async) while the warps work on this one, so the
+ * loads' latency hides behind the products: with two blocks an SM (their
+ * registers allow no more), the warps had nothing else to do while a tile
+ * came in.
  *
  * Same formulas as flash_attention.cu (fused_weight, math_attention_dscore,
  * the stats kept per row), so the unfused kernels and the CPU are the
@@ -73,12 +79,6 @@ __device__ static inline uint32_t pack2(float lo, float hi)
 	return bits;
 }
 
-/* The 32 bits at p: two adjacent bf16 of one shared row. */
-__device__ static inline uint32_t pair_at(const bf16 *p)
-{
-	return *(const uint32_t *)p;
-}
-
 /* c (16 x 8, fp32) += a (16 x 16, bf16, rows) b (16 x 8, bf16, columns). */
 __device__ static inline void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
@@ -96,17 +96,64 @@ __device__ static inline void mma16816(float c[4], const uint32_t a[4], uint32_t
 }
 
 /*
- * The B fragment (16 x 8) of B[k][n] = Y[n][k], Y a shared tile stored with
- * n as its rows: lane 4g + t holds (k 2t, 2t + 1; n g) and (k 2t + 8, 2t + 9; n g).
+ * Four 8 x 8 bf16 matrices of shared memory into four registers
+ * (ldmatrix.x4): lane l names row l % 8 of matrix l / 8, and register j of
+ * lane 4g + t gets matrix j's row g, columns 2t and 2t + 1; transposed
+ * (ldsm4_trans), its column g, rows 2t and 2t + 1. Either way the lower in
+ * the low half, as a B fragment wants it.
  */
-__device__ static inline void frag_b(uint32_t &b0, uint32_t &b1, const bf16 *Y, int ld, int n0,
-				     int k0)
+__device__ static inline void ldsm4(uint32_t r[4], const bf16 *row)
 {
-	int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-	const bf16 *p = Y + (size_t)(n0 + g) * ld + k0 + 2 * t;
+#if MMA_OK
+	unsigned at = (unsigned)__cvta_generic_to_shared(row);
 
-	b0 = pair_at(p);
-	b1 = pair_at(p + 8);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(at));
+#elif defined(WARP_EMULATION)
+	warp_emulated_ldmatrix_x4(r, row, false);
+#else
+	(void)r, (void)row;
+	__trap();
+#endif
+}
+
+__device__ static inline void ldsm4_trans(uint32_t r[4], const bf16 *row)
+{
+#if MMA_OK
+	unsigned at = (unsigned)__cvta_generic_to_shared(row);
+
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(at));
+#elif defined(WARP_EMULATION)
+	warp_emulated_ldmatrix_x4(r, row, true);
+#else
+	(void)r, (void)row;
+	__trap();
+#endif
+}
+
+/*
+ * The B fragments (16 x 8 each) of two n-tiles, n0.. and n0 + 8.., rows
+ * k0.. of B[k][n] = Y[n][k], Y a shared tile with n as its rows: b[0], b[1]
+ * for the first, b[2], b[3] for the second (lane 4g + t: k 2t, 2t + 1 and
+ * 2t + 8, 2t + 9 of column g).
+ */
+__device__ static inline void frags_b_of_rows(uint32_t b[4], const bf16 *Y, int ld, int n0, int k0)
+{
+	int l = threadIdx.x % 32, j = l / 8;
+
+	ldsm4(b, Y + (size_t)(n0 + l % 8 + (j >> 1) * 8) * ld + k0 + (j & 1) * 8);
+}
+
+/* The same of B[k][n] = Z[k][n], Z a shared tile with k as its rows (read transposed). */
+__device__ static inline void frags_b_of_columns(uint32_t b[4], const bf16 *Z, int ld, int n0,
+						 int k0)
+{
+	int l = threadIdx.x % 32, j = l / 8;
+
+	ldsm4_trans(b, Z + (size_t)(k0 + l % 8 + (j & 1) * 8) * ld + n0 + (j >> 1) * 8);
 }
 
 /*
@@ -121,35 +168,25 @@ __device__ static inline void frag_a_of(uint32_t a[4], const float lo[4], const 
 	a[3] = pack2(hi[2], hi[3]);
 }
 
-/* Four floats of row r, columns c.. (c a multiple of 4) into X and/or, transposed, Xt. */
+/* Four floats of row r, columns c.. (c a multiple of 4) into X, 8 bytes at once. */
 template <int D>
-__device__ static inline void store4(bf16 *X, bf16 *Xt, int r, int c, float4 v)
+__device__ static inline void store4(bf16 *X, int r, int c, float4 v)
 {
-	if (X) {
-		uint32_t *p = (uint32_t *)(X + r * (D + MPAD) + c);
+	uint2 *p = (uint2 *)(X + r * (D + MPAD) + c);
 
-		p[0] = pack2(v.x, v.y);
-		p[1] = pack2(v.z, v.w);
-	}
-	if (Xt) {
-		Xt[(c + 0) * (MR + MPAD) + r] = __float2bfloat16_rn(v.x);
-		Xt[(c + 1) * (MR + MPAD) + r] = __float2bfloat16_rn(v.y);
-		Xt[(c + 2) * (MR + MPAD) + r] = __float2bfloat16_rn(v.z);
-		Xt[(c + 3) * (MR + MPAD) + r] = __float2bfloat16_rn(v.w);
-	}
+	*p = make_uint2(pack2(v.x, v.y), pack2(v.z, v.w));
 }
 
 /*
  * Rows t0 .. t0 + MR - 1 of one head's (T, HS) slice of src (row t at src
- * + t * stride) as bf16 into X (MR x D, leading dimension D + MPAD) and/or
- * transposed into Xt (D x MR, leading dimension MR + MPAD), each where not
- * NULL; zeros past T and past HS, so padded products are the true ones.
- * Where the rows are whole float4s, each thread issues all its loads
- * before it stores any, so that a tile's loads are in flight together.
+ * + t * stride) as bf16 into X (MR x D, leading dimension D + MPAD), here
+ * and now, for the tiles not fetched ahead (fetch_tile); zeros past T and
+ * past HS, so padded products are the true ones. Where the rows are whole
+ * float4s, each thread issues all its loads before it stores any, so that
+ * a tile's loads are in flight together.
  */
 template <int D>
-__device__ static void load_tile(bf16 *X, bf16 *Xt, const float *src, size_t stride, int t0, int T,
-				 int HS)
+__device__ static void load_tile(bf16 *X, const float *src, size_t stride, int t0, int T, int HS)
 {
 	constexpr int V = D / 4, PER = MR * V / MT;
 	static_assert(MR * V % MT == 0, "a tile is whole float4s per thread");
@@ -168,18 +205,116 @@ __device__ static void load_tile(bf16 *X, bf16 *Xt, const float *src, size_t str
 		for (int j = 0; j < PER; j++) {
 			int i = threadIdx.x + j * MT;
 
-			store4<D>(X, Xt, i / V, i % V * 4, buf[j]);
+			store4<D>(X, i / V, i % V * 4, buf[j]);
 		}
 		return;
 	}
 	for (int i = threadIdx.x; i < MR * D; i += MT) {
 		int r = i / D, d = i % D, t = t0 + r;
-		bf16 v = __float2bfloat16_rn(t < T && d < HS ? src[(size_t)t * stride + d] : 0.0f);
+		float v = t < T && d < HS ? src[(size_t)t * stride + d] : 0.0f;
 
-		if (X)
-			X[r * (D + MPAD) + d] = v;
-		if (Xt)
-			Xt[d * (MR + MPAD) + r] = v;
+		X[r * (D + MPAD) + d] = __float2bfloat16_rn(v);
+	}
+}
+
+/*
+ * Asynchronous copies into shared memory (cp.async, sm_80 and later): n
+ * bytes (4 or 16) to dst, of which the first `valid` come from src and the
+ * rest are zeros; they land once the thread has waited for them
+ * (cp_async_wait_all) and the block has met at a barrier.
+ */
+__device__ static inline void cp_async(void *dst, const void *src, int n, int valid)
+{
+#if MMA_OK
+	unsigned at = (unsigned)__cvta_generic_to_shared(dst);
+
+	if (n == 16)
+		asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(at), "l"(src),
+			     "r"(valid));
+	else
+		asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(at), "l"(src),
+			     "r"(valid));
+#elif defined(WARP_EMULATION) /* WARP_EMULATION: copied at once */
+	memcpy(dst, src, valid);
+	memset((char *)dst + valid, 0, n - valid);
+#else
+	(void)dst, (void)src, (void)n, (void)valid;
+	__trap();
+#endif
+}
+
+__device__ static inline void cp_async_commit()
+{
+#if MMA_OK
+	asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+__device__ static inline void cp_async_wait_all()
+{
+#if MMA_OK
+	asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+/* Whether a head's rows in src can be copied a float4 at a time (else load_tile). */
+__device__ static inline bool whole_float4s(const float *src, size_t stride, int HS)
+{
+	return HS % 4 == 0 && stride % 4 == 0 && (uintptr_t)src % 16 == 0;
+}
+
+/*
+ * Start copying rows t0 .. t0 + MR - 1 of one head's slice of src (as
+ * load_tile, whole float4s only) into F, fp32, D floats a row; zeros past
+ * T and past HS.
+ */
+template <int D>
+__device__ static void fetch_tile(float *F, const float *src, size_t stride, int t0, int T, int HS)
+{
+	constexpr int V = D / 4, PER = MR * V / MT;
+
+#pragma unroll
+	for (int j = 0; j < PER; j++) {
+		int i = threadIdx.x + j * MT, r = i / V, c = i % V * 4, t = t0 + r;
+		bool in = t < T && c < HS;
+
+		cp_async(F + r * D + c, in ? src + (size_t)t * stride + c : src, 16, in ? 16 : 0);
+	}
+}
+
+/* A tile fetched into F (and waited for) as bf16 rows into X. */
+template <int D>
+__device__ static void convert_tile(bf16 *X, const float *F)
+{
+	constexpr int V = D / 4, PER = MR * V / MT;
+
+#pragma unroll
+	for (int j = 0; j < PER; j++) {
+		int i = threadIdx.x + j * MT;
+
+		store4<D>(X, i / V, i % V * 4, *(const float4 *)(F + i / V * D + i % V * 4));
+	}
+}
+
+/*
+ * Two tiles of one head, rows t0.. of a and of b, into X and Y: from what
+ * was fetched into Fa and Fb if `async` (then the next tile's fetch may
+ * start once the block has met after this), else loaded here. Either way
+ * what the block fetched has landed.
+ */
+template <int D>
+__device__ static void tiles_in(bool async, bf16 *X, const float *Fa, const float *a, size_t sa,
+				bf16 *Y, const float *Fb, const float *b, size_t sb, int t0, int T,
+				int HS)
+{
+	cp_async_wait_all();
+	__syncthreads();
+	if (async) {
+		convert_tile<D>(X, Fa);
+		convert_tile<D>(Y, Fb);
+	} else {
+		load_tile<D>(X, a, sa, t0, T, HS);
+		load_tile<D>(Y, b, sb, t0, T, HS);
 	}
 }
 
@@ -202,9 +337,9 @@ __device__ static void frags_from_global(uint32_t a[D / 16][4], const float *src
 		}
 }
 
-/* s (16 x 64: 8 tiles) = A (16 x D, fragments) times the 64 rows n0.. of Y, transposed. */
+/* s (16 x 64: 8 tiles) = A (16 x D, fragments) times the 64 rows of Y, transposed. */
 template <int D>
-__device__ static void scores(float s[8][4], const uint32_t a[D / 16][4], const bf16 *Y, int n0)
+__device__ static void scores(float s[8][4], const uint32_t a[D / 16][4], const bf16 *Y)
 {
 #pragma unroll
 	for (int n = 0; n < 8; n++)
@@ -212,17 +347,18 @@ __device__ static void scores(float s[8][4], const uint32_t a[D / 16][4], const 
 #pragma unroll
 	for (int kk = 0; kk < D / 16; kk++)
 #pragma unroll
-		for (int n = 0; n < 8; n++) {
-			uint32_t b0, b1;
+		for (int n = 0; n < 8; n += 2) {
+			uint32_t b[4];
 
-			frag_b(b0, b1, Y, D + MPAD, n0 + 8 * n, 16 * kk);
-			mma16816(s[n], a[kk], b0, b1);
+			frags_b_of_rows(b, Y, D + MPAD, 8 * n, 16 * kk);
+			mma16816(s[n], a[kk], b[0], b[1]);
+			mma16816(s[n + 1], a[kk], b[2], b[3]);
 		}
 }
 
-/* acc (16 x D: D / 8 tiles) += P (16 x 64, from 8 score tiles) times Zt's rows, transposed. */
+/* acc (16 x D: D / 8 tiles) += P (16 x 64, from 8 score tiles) times the 64 rows of Z. */
 template <int D>
-__device__ static void accumulate(float acc[D / 8][4], const float p[8][4], const bf16 *Zt)
+__device__ static void accumulate(float acc[D / 8][4], const float p[8][4], const bf16 *Z)
 {
 #pragma unroll
 	for (int j = 0; j < 4; j++) {
@@ -230,11 +366,12 @@ __device__ static void accumulate(float acc[D / 8][4], const float p[8][4], cons
 
 		frag_a_of(a, p[2 * j], p[2 * j + 1]);
 #pragma unroll
-		for (int n = 0; n < D / 8; n++) {
-			uint32_t b0, b1;
+		for (int n = 0; n < D / 8; n += 2) {
+			uint32_t b[4];
 
-			frag_b(b0, b1, Zt, MK + MPAD, 8 * n, 16 * j);
-			mma16816(acc[n], a, b0, b1);
+			frags_b_of_columns(b, Z, D + MPAD, 8 * n, 16 * j);
+			mma16816(acc[n], a, b[0], b[1]);
+			mma16816(acc[n + 1], a, b[2], b[3]);
 		}
 	}
 }
@@ -281,10 +418,24 @@ __device__ static inline int acc_col(int n, int e)
 	return 8 * n + 2 * (threadIdx.x % 4) + (e & 1);
 }
 
+/* One tile of MK rows of bf16 in shared memory. */
+template <int D>
+static constexpr size_t tile_bytes()
+{
+	return (size_t)MK * (D + MPAD) * sizeof(bf16);
+}
+
+/* The fp32 tiles fetched ahead: MR rows of D floats. */
+template <int D>
+static constexpr size_t fetch_bytes()
+{
+	return (size_t)MR * D * sizeof(float);
+}
+
 template <int D>
 static size_t forward_bytes()
 {
-	return (size_t)MK * (D + MPAD) * sizeof(bf16) + (size_t)D * (MK + MPAD) * sizeof(bf16);
+	return 2 * tile_bytes<D>() + 2 * fetch_bytes<D>();
 }
 
 /*
@@ -299,10 +450,12 @@ __global__ static void __launch_bounds__(MT)
 			   float scale)
 {
 	BLOCK_SHARED(smem);
-	bf16 *Ks = (bf16 *)smem, *Vt = Ks + MK * (D + MPAD);
+	bf16 *Ks = (bf16 *)smem, *Vs = Ks + MK * (D + MPAD);
+	float *Fk = (float *)(Vs + MK * (D + MPAD)), *Fv = Fk + MR * D;
 	int w = threadIdx.x / 32, t4 = threadIdx.x % 4;
 	int q0 = (gridDim.x - 1 - blockIdx.x) * MR, r0 = q0 + 16 * w, kend = min(T, q0 + MR);
 	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
+	bool async = whole_float4s(x.k, x.row3, HS) && whole_float4s(x.v, x.row3, HS);
 	uint32_t qa[D / 16][4];
 	float o[D / 8][4], m[2] = { -FLT_MAX, -FLT_MAX }, l[2] = { 0.0f, 0.0f };
 
@@ -310,16 +463,25 @@ __global__ static void __launch_bounds__(MT)
 #pragma unroll
 	for (int n = 0; n < D / 8; n++)
 		o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+	if (async) {
+		fetch_tile<D>(Fk, x.k, x.row3, 0, T, HS);
+		fetch_tile<D>(Fv, x.v, x.row3, 0, T, HS);
+		cp_async_commit();
+	}
 	for (int k0 = 0; k0 < kend; k0 += MK) {
 		float s[8][4], mx[2], sum[2] = { 0.0f, 0.0f }, alpha[2];
 
 		__syncthreads();
-		load_tile<D>(Ks, nullptr, x.k, x.row3, k0, T, HS);
-		load_tile<D>(nullptr, Vt, x.v, x.row3, k0, T, HS);
+		tiles_in<D>(async, Ks, Fk, x.k, x.row3, Vs, Fv, x.v, x.row3, k0, T, HS);
 		__syncthreads();
+		if (async && k0 + MK < kend) {
+			fetch_tile<D>(Fk, x.k, x.row3, k0 + MK, T, HS);
+			fetch_tile<D>(Fv, x.v, x.row3, k0 + MK, T, HS);
+			cp_async_commit();
+		}
 		if (k0 > r0 + 15) /* every key of the tile is after this warp's rows */
 			continue;
-		scores<D>(s, qa, Ks, 0);
+		scores<D>(s, qa, Ks);
 		mx[0] = mx[1] = -FLT_MAX;
 #pragma unroll
 		for (int n = 0; n < 8; n++)
@@ -354,7 +516,7 @@ __global__ static void __launch_bounds__(MT)
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				o[n][e] *= alpha[e >> 1];
-		accumulate<D>(o, s, Vt);
+		accumulate<D>(o, s, Vs);
 	}
 #pragma unroll
 	for (int n = 0; n < D / 8; n++)
@@ -380,8 +542,20 @@ __global__ static void __launch_bounds__(MT)
 template <int D>
 static size_t backward_kv_bytes()
 {
-	return 2 * ((size_t)MK * (D + MPAD) + (size_t)D * (MK + MPAD)) * sizeof(bf16) +
-	       3 * MK * sizeof(float);
+	return 2 * tile_bytes<D>() + 2 * fetch_bytes<D>() + 6 * MK * sizeof(float);
+}
+
+/* Start copying the max, exp-sum and rowdot of rows t0.. (the last row's past T) into raw. */
+__device__ static void fetch_row_stats(float *raw, const float *stats, const float *rowdot,
+				       size_t bh, int t0, int T)
+{
+	for (int r = threadIdx.x; r < MK; r += MT) {
+		int t = t0 + r < T ? t0 + r : T - 1;
+
+		cp_async(raw + r, stats + (bh * T + t) * OPS_ATT_STATS, 4, 4);
+		cp_async(raw + MK + r, stats + (bh * T + t) * OPS_ATT_STATS + 1, 4, 4);
+		cp_async(raw + 2 * MK + r, rowdot + bh * T + t, 4, 4);
+	}
 }
 
 /*
@@ -396,12 +570,14 @@ __global__ static void __launch_bounds__(MT)
 			       const float *rowdot, int T, int NH, int HS, float scale)
 {
 	BLOCK_SHARED(smem);
-	bf16 *Qs = (bf16 *)smem, *Qt = Qs + MK * (D + MPAD), *dOs = Qt + D * (MK + MPAD);
-	bf16 *dOt = dOs + MK * (D + MPAD);
-	float *row_max = (float *)(dOt + D * (MK + MPAD)), *row_inv = row_max + MK,
-	      *row_dot = row_inv + MK;
+	bf16 *Qs = (bf16 *)smem, *dOs = Qs + MK * (D + MPAD);
+	float *Fq = (float *)(dOs + MK * (D + MPAD)), *Fo = Fq + MR * D;
+	float *row_max = Fo + MR * D, *row_inv = row_max + MK, *row_dot = row_inv + MK;
+	float *raw = row_dot + MK;
 	int w = threadIdx.x / 32, k0 = blockIdx.x * MR, kr0 = k0 + 16 * w;
 	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
+	const float *o = dout + x.off;
+	bool async = whole_float4s(x.q, x.row3, HS) && whole_float4s(o, x.row, HS);
 	uint32_t ka[D / 16][4], va[D / 16][4];
 	float dk[D / 8][4], dv[D / 8][4];
 
@@ -412,22 +588,33 @@ __global__ static void __launch_bounds__(MT)
 #pragma unroll
 		for (int e = 0; e < 4; e++)
 			dk[n][e] = dv[n][e] = 0.0f;
+	fetch_row_stats(raw, stats, rowdot, x.bh, k0, T);
+	if (async) {
+		fetch_tile<D>(Fq, x.q, x.row3, k0, T, HS);
+		fetch_tile<D>(Fo, o, x.row, k0, T, HS);
+	}
+	cp_async_commit();
 	for (int q0 = k0; q0 < T; q0 += MK) {
 		float st[8][4], dpt[8][4];
 
 		__syncthreads();
-		load_tile<D>(Qs, Qt, x.q, x.row3, q0, T, HS);
-		load_tile<D>(dOs, dOt, dout + x.off, x.row, q0, T, HS);
+		tiles_in<D>(async, Qs, Fq, x.q, x.row3, dOs, Fo, o, x.row, q0, T, HS);
 		for (int r = threadIdx.x; r < MK; r += MT) {
-			int t = q0 + r < T ? q0 + r : T - 1;
-
-			row_max[r] = stats[(x.bh * T + t) * OPS_ATT_STATS];
-			row_inv[r] = 1.0f / stats[(x.bh * T + t) * OPS_ATT_STATS + 1];
-			row_dot[r] = rowdot[x.bh * T + t];
+			row_max[r] = raw[r];
+			row_inv[r] = 1.0f / raw[MK + r];
+			row_dot[r] = raw[2 * MK + r];
 		}
 		__syncthreads();
-		scores<D>(st, ka, Qs, 0);
-		scores<D>(dpt, va, dOs, 0);
+		if (q0 + MK < T) {
+			fetch_row_stats(raw, stats, rowdot, x.bh, q0 + MK, T);
+			if (async) {
+				fetch_tile<D>(Fq, x.q, x.row3, q0 + MK, T, HS);
+				fetch_tile<D>(Fo, o, x.row, q0 + MK, T, HS);
+			}
+			cp_async_commit();
+		}
+		scores<D>(st, ka, Qs);
+		scores<D>(dpt, va, dOs);
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -442,8 +629,8 @@ __global__ static void __launch_bounds__(MT)
 				st[n][e] = p;
 				dpt[n][e] = ds;
 			}
-		accumulate<D>(dv, st, dOt);
-		accumulate<D>(dk, dpt, Qt);
+		accumulate<D>(dv, st, dOs);
+		accumulate<D>(dk, dpt, Qs);
 	}
 	add_sums<D>(dqkv + (x.k - qkv), x.row3, dk, kr0, T, HS);
 	add_sums<D>(dqkv + (x.v - qkv), x.row3, dv, kr0, T, HS);
@@ -452,7 +639,7 @@ __global__ static void __launch_bounds__(MT)
 template <int D>
 static size_t backward_q_bytes()
 {
-	return (2 * (size_t)MK * (D + MPAD) + (size_t)D * (MK + MPAD)) * sizeof(bf16);
+	return 2 * tile_bytes<D>() + 2 * fetch_bytes<D>();
 }
 
 /* dq of a block of query rows (a warp's 16 each): the sum over the key tiles up to the diagonal. */
@@ -462,10 +649,12 @@ __global__ static void __launch_bounds__(MT)
 			      const float *rowdot, int T, int NH, int HS, float scale)
 {
 	BLOCK_SHARED(smem);
-	bf16 *Ks = (bf16 *)smem, *Kt = Ks + MK * (D + MPAD), *Vs = Kt + D * (MK + MPAD);
+	bf16 *Ks = (bf16 *)smem, *Vs = Ks + MK * (D + MPAD);
+	float *Fk = (float *)(Vs + MK * (D + MPAD)), *Fv = Fk + MR * D;
 	int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
 	int q0 = (gridDim.x - 1 - blockIdx.x) * MR, r0 = q0 + 16 * w, kend = min(T, q0 + MR);
 	fa_head x = head_at(qkv, T, NH, HS, blockIdx.y);
+	bool async = whole_float4s(x.k, x.row3, HS) && whole_float4s(x.v, x.row3, HS);
 	uint32_t qa[D / 16][4], oa[D / 16][4];
 	float dq[D / 8][4], rmax[2], rinv[2], rdot[2];
 
@@ -482,17 +671,26 @@ __global__ static void __launch_bounds__(MT)
 #pragma unroll
 	for (int n = 0; n < D / 8; n++)
 		dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+	if (async) {
+		fetch_tile<D>(Fk, x.k, x.row3, 0, T, HS);
+		fetch_tile<D>(Fv, x.v, x.row3, 0, T, HS);
+		cp_async_commit();
+	}
 	for (int k0 = 0; k0 < kend; k0 += MK) {
 		float s[8][4], dp[8][4];
 
 		__syncthreads();
-		load_tile<D>(Ks, Kt, x.k, x.row3, k0, T, HS);
-		load_tile<D>(Vs, nullptr, x.v, x.row3, k0, T, HS);
+		tiles_in<D>(async, Ks, Fk, x.k, x.row3, Vs, Fv, x.v, x.row3, k0, T, HS);
 		__syncthreads();
+		if (async && k0 + MK < kend) {
+			fetch_tile<D>(Fk, x.k, x.row3, k0 + MK, T, HS);
+			fetch_tile<D>(Fv, x.v, x.row3, k0 + MK, T, HS);
+			cp_async_commit();
+		}
 		if (k0 > r0 + 15) /* every key of the tile is after this warp's rows */
 			continue;
-		scores<D>(s, qa, Ks, 0);
-		scores<D>(dp, oa, Vs, 0);
+		scores<D>(s, qa, Ks);
+		scores<D>(dp, oa, Vs);
 #pragma unroll
 		for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -507,7 +705,7 @@ __global__ static void __launch_bounds__(MT)
 				}
 				s[n][e] = ds;
 			}
-		accumulate<D>(dq, s, Kt);
+		accumulate<D>(dq, s, Ks);
 	}
 	add_sums<D>(dqkv + (x.q - qkv), x.row3, dq, r0, T, HS);
 }
@@ -519,12 +717,20 @@ static int mma_width(int HS)
 	return HS <= 32 ? 32 : HS <= 64 ? 64 : 0;
 }
 
+/* Every GPU these kernels run on (sm_80 and later) has at least 99 KiB a block for them. */
+template <typename K> static void allow_or_stop(K kernel, size_t bytes)
+{
+	if (!allow_smem(kernel, bytes))
+		cuda_check(cudaErrorInvalidConfiguration, "flash attention (mma): shared memory");
+}
+
 template <int D>
 static void mma_forward_with(float *out, float *stats, const float *qkv, int B, int T, int NH,
 			     int HS)
 {
 	dim3 grid((T + MR - 1) / MR, B * NH);
 
+	allow_or_stop(mma_forward_kernel<D>, forward_bytes<D>());
 	mma_forward_kernel<D><<<grid, MT, forward_bytes<D>()>>>(out, stats, qkv, T, NH, HS,
 							       1.0f / sqrtf((float)HS));
 	LAUNCHED("flash attention (mma) forward");
@@ -537,6 +743,8 @@ static void mma_backward_with(float *dqkv, const float *dout, const float *qkv,
 	dim3 grid((T + MR - 1) / MR, B * NH);
 	float scale = 1.0f / sqrtf((float)HS);
 
+	allow_or_stop(mma_backward_kv_kernel<D>, backward_kv_bytes<D>());
+	allow_or_stop(mma_backward_q_kernel<D>, backward_q_bytes<D>());
 	mma_backward_kv_kernel<D><<<grid, MT, backward_kv_bytes<D>()>>>(dqkv, dout, qkv, stats,
 									 rowdot, T, NH, HS, scale);
 	LAUNCHED("flash attention (mma) backward dk dv");

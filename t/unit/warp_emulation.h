@@ -2,14 +2,15 @@
  * t/unit/warp_emulation.h - enough of CUDA, on the CPU, to run a kernel
  * written for warps: every thread of a block is a host thread, with its
  * threadIdx and blockIdx; __syncthreads is a barrier of the block's
- * threads; a warp's shuffles and its mma.sync m16n8k16 (bf16 in, fp32
- * sums) go through a barrier of its 32 threads and a table each lane
- * writes its registers into. The mma reads the registers as the PTX ISA
- * lays out the fragments (groupID = lane / 4, threadID_in_group = lane %
- * 4): A's four registers hold (g, 2t), (g + 8, 2t), (g, 2t + 8), (g + 8,
- * 2t + 8), each with the next column, the lower in the low half; B's two
- * hold rows (2t, 2t + 1) and (2t + 8, 2t + 9) of column g; C's four
- * (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
+ * threads; a warp's shuffles, its ldmatrix.x4 and its mma.sync m16n8k16
+ * (bf16 in, fp32 sums) go through a barrier of its 32 threads and a table
+ * each lane writes its registers (or its row's address) into. The mma
+ * reads the registers as the PTX ISA lays out the fragments (groupID =
+ * lane / 4, threadID_in_group = lane % 4): A's four registers hold (g,
+ * 2t), (g + 8, 2t), (g, 2t + 8), (g + 8, 2t + 8), each with the next
+ * column, the lower in the low half; B's two hold rows (2t, 2t + 1) and
+ * (2t + 8, 2t + 9) of column g; C's four (g, 2t), (g, 2t + 1), (g + 8,
+ * 2t), (g + 8, 2t + 1). cp.async copies at once (its waits are no-ops).
  *
  * Include this, then the kernel's .cu file (which marks what it does
  * differently as WARP_EMULATION), then launch with warp_emulated_launch.
@@ -51,6 +52,7 @@ struct warp_emu_warp {
 	pthread_barrier_t bar;
 	float value[32];
 	uint32_t a[32][4], b[32][2];
+	const uint16_t *row[32];
 };
 
 struct warp_emu_block {
@@ -89,6 +91,29 @@ static inline float warp_emu_bf16(uint32_t half)
 
 	memcpy(&f, &bits, sizeof f);
 	return f;
+}
+
+/*
+ * r = ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16 [row]: lane l
+ * names row l % 8 of matrix l / 8 (8 bf16 at row); register j of lane
+ * 4g + t is matrix j's row g, columns 2t and 2t + 1 (trans: column g, rows
+ * 2t and 2t + 1), the first in the low half.
+ */
+static inline void warp_emulated_ldmatrix_x4(uint32_t r[4], const void *row, bool trans)
+{
+	warp_emu_warp *w = warp_emu_self.warp;
+	int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+	w->row[lane] = (const uint16_t *)row;
+	pthread_barrier_wait(&w->bar);
+	for (int j = 0; j < 4; j++) {
+		const uint16_t *const *m = w->row + 8 * j;
+		uint32_t lo = trans ? m[2 * t][g] : m[g][2 * t];
+		uint32_t hi = trans ? m[2 * t + 1][g] : m[g][2 * t + 1];
+
+		r[j] = lo | hi << 16;
+	}
+	pthread_barrier_wait(&w->bar);
 }
 
 /* c += a b as mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, fragments as above. */
