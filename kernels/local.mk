@@ -34,7 +34,7 @@ CUDA_SOURCES = kernels/cuda/device_cuda.cu kernels/cuda/ops_cuda.cu kernels/cuda
 	kernels/cuda/softmax_xent.cu \
 	kernels/cuda/elementwise.cu kernels/cuda/reduce.cu kernels/cuda/rmsnorm.cu \
 	kernels/cuda/rope.cu kernels/cuda/swiglu.cu kernels/cuda/vocab_parallel.cu
-EXTRA_DIST += kernels/cuda/common.cuh kernels/cuda/attention_head.cuh
+EXTRA_DIST += kernels/cuda/common.cuh kernels/cuda/attention_head.cuh kernels/cuda/warp_mma.cuh
 EXTRA_DIST += $(CUDA_SOURCES)
 if HAVE_CUDA
 # per-thread default streams: ranks that are threads of one process never
