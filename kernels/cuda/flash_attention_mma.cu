@@ -70,7 +70,7 @@ __device__ static inline void frags_b_of_rows(uint32_t b[4], const bf16 *Y, int 
 {
 	int l = threadIdx.x % 32, j = l / 8;
 
-	ldsm4(b, Y + (size_t)(n0 + l % 8 + (j >> 1) * 8) * ld + k0 + (j & 1) * 8);
+	ldsm4<false>(b, Y + (size_t)(n0 + l % 8 + (j >> 1) * 8) * ld + k0 + (j & 1) * 8);
 }
 
 /* The same of B[k][n] = Z[k][n], Z a shared tile with k as its rows (read transposed). */
@@ -79,7 +79,7 @@ __device__ static inline void frags_b_of_columns(uint32_t b[4], const bf16 *Z, i
 {
 	int l = threadIdx.x % 32, j = l / 8;
 
-	ldsm4_trans(b, Z + (size_t)(k0 + l % 8 + (j & 1) * 8) * ld + n0 + (j >> 1) * 8);
+	ldsm4<true>(b, Z + (size_t)(k0 + l % 8 + (j & 1) * 8) * ld + n0 + (j >> 1) * 8);
 }
 
 /*

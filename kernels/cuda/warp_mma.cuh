@@ -61,35 +61,24 @@ __device__ static inline void mma16816(float c[4], const uint32_t a[4], uint32_t
  * Four 8 x 8 bf16 matrices of shared memory into four registers
  * (ldmatrix.x4): lane l names row l % 8 of matrix l / 8, and register j of
  * lane 4g + t gets matrix j's row g, columns 2t and 2t + 1; transposed
- * (ldsm4_trans), its column g, rows 2t and 2t + 1. Either way the lower in
- * the low half, as a B fragment wants it.
+ * (TRANS), its column g, rows 2t and 2t + 1. Either way the lower in the
+ * low half, as a B fragment wants it.
  */
-__device__ static inline void ldsm4(uint32_t r[4], const bf16 *row)
+template <bool TRANS> __device__ static inline void ldsm4(uint32_t r[4], const bf16 *row)
 {
 #if MMA_OK
 	unsigned at = (unsigned)__cvta_generic_to_shared(row);
 
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(at));
+	if (TRANS)
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+			     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+			     : "r"(at));
+	else
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+			     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+			     : "r"(at));
 #elif defined(WARP_EMULATION)
-	warp_emulated_ldmatrix_x4(r, row, false);
-#else
-	(void)r, (void)row;
-	__trap();
-#endif
-}
-
-__device__ static inline void ldsm4_trans(uint32_t r[4], const bf16 *row)
-{
-#if MMA_OK
-	unsigned at = (unsigned)__cvta_generic_to_shared(row);
-
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(at));
-#elif defined(WARP_EMULATION)
-	warp_emulated_ldmatrix_x4(r, row, true);
+	warp_emulated_ldmatrix_x4(r, row, TRANS);
 #else
 	(void)r, (void)row;
 	__trap();
