@@ -47,6 +47,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* How long a node that found a hang waits for the others to find it before it aborts. */
+#define HANG_SETTLE_S 1
+
 static void print_version(void)
 {
 	printf("storkd %s (git %s, %s)\n", stork_version(), stork_git_describe(),
@@ -319,6 +322,13 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 			/* where each rank is, before the abort wakes them */
 			hang_report(&node, threads, running, hang_msg, sizeof hang_msg);
 			stork_error("%s", hang);
+			/*
+			 * The other nodes' watchdogs, polling on their own, find the
+			 * same hang within a poll or two; aborting (and exiting) at
+			 * once would wake their waiting ranks with an error before
+			 * they recorded where those waited and took their stacks.
+			 */
+			nanosleep(&(struct timespec){ HANG_SETTLE_S, 0 }, NULL);
 			comm_abort(node.rank_comm(node.rank_comm_arg, 0), hang);
 			/* A stuck rank may never return: report and leave. */
 			report_result(o->result_fd, STORK_EXIT_HANG, w, started, hang);
