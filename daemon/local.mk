@@ -26,6 +26,7 @@ daemon_libstorkd_a_SOURCES = \
 	daemon/ckpt_writer.c daemon/ckpt_writer.h \
 	daemon/hang_report.c daemon/hang_report.h \
 	daemon/preflight_probe.c daemon/preflight_probe.h \
+	daemon/preflight_verdict.c daemon/preflight_verdict.h \
 	daemon/pipeline.c daemon/pipeline.h \
 	daemon/zero.c daemon/zero.h \
 	daemon/layout_cost.c daemon/layout_cost.h \

@@ -29,6 +29,7 @@
  */
 #include "config.h"
 #include "daemon/preflight_probe.h"
+#include "daemon/preflight_verdict.h"
 #include "daemon/train.h"
 #include "daemon/train_rank.h"
 
@@ -47,83 +48,6 @@
 #include <string.h>
 
 #define NFIG (sizeof(struct probe_figures) / sizeof(float))
-
-/* ---------------------------------------------------------- the verdict */
-
-static int cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* The slowest rank's figure of node k (field at offset off), or -1 when a probe failed there. */
-static float node_figure(const struct probe_figures *all, int world, int k, size_t off)
-{
-	float worst = -2;
-
-	for (int i = 0; i < world; i++) {
-		const float *f = (const float *)&all[i];
-
-		if ((int)all[i].node != k)
-			continue;
-		if (all[i].failed)
-			return -1;
-		if (worst < -1 || f[off] < worst)
-			worst = f[off];
-	}
-	return worst;
-}
-
-/* The median of node figures other than node's (ignoring failed ones), or 0. */
-static float others_median(const struct probe_figures *all, int world, int nodes, int node,
-			   size_t off)
-{
-	float v[nodes > 0 ? nodes : 1];
-	int n = 0;
-
-	for (int k = 0; k < nodes; k++) {
-		float f = node_figure(all, world, k, off);
-
-		if (k != node && f >= 0)
-			v[n++] = f;
-	}
-	if (!n)
-		return 0;
-	qsort(v, (size_t)n, sizeof v[0], cmp_float);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-int preflight_judge(const struct probe_figures *all, int world, int nodes, int node,
-		    double tolerance, char *buf, size_t len)
-{
-	static const struct {
-		size_t off;
-		const char *what, *unit;
-	} judged[] = {
-		{ offsetof(struct probe_figures, matmul_gflops) / sizeof(float), "matrix product",
-		  "GFLOP/s" },
-		{ offsetof(struct probe_figures, memory_gbs) / sizeof(float), "memory bandwidth",
-		  "GB/s" },
-	};
-
-	for (size_t j = 0; j < sizeof judged / sizeof judged[0]; j++) {
-		float mine = node_figure(all, world, node, judged[j].off);
-		float median = others_median(all, world, nodes, node, judged[j].off);
-
-		if (mine < 0) {
-			snprintf(buf, len, "a probe failed on it");
-			return 1;
-		}
-		if (median > 0 && mine < (1 - tolerance) * median) {
-			snprintf(buf, len, "%s %.1f %s, %.0f%% of the other nodes' median %.1f "
-				 "(preflight.tolerance %.2f)", judged[j].what, mine, judged[j].unit,
-				 100.0 * mine / median, median, tolerance);
-			return 1;
-		}
-	}
-	return 0;
-}
 
 /* ------------------------------------------------------------ the probes */
 
@@ -238,9 +162,84 @@ static double probe_allreduce(const struct rank *r, struct comm *g, size_t n)
 	return best;
 }
 
-/* This rank's figures; *broken set when a collective failed (the world is gone). */
-static void measure(struct rank *r, const struct gpt2_config *mc, struct probe_figures *f,
-		    int *broken)
+/* ---------------------------------------------------- who measures when */
+
+#define HOST_LEN 64
+#define MACHINE_LEN 40
+
+/* What every rank tells the others before the probes: its host and its machine. */
+struct rank_place {
+	char host[HOST_LEN];
+	char machine[MACHINE_LEN]; /* the kernel's boot id: one per running machine */
+};
+
+/*
+ * This machine's boot id: two "nodes" that share it are slurmd's of one
+ * machine (the test cluster, Slurm's multiple-slurmd setups, containers)
+ * and share its cores and memory. /etc/machine-id is no better: cloned
+ * images share it across machines.
+ */
+static void read_machine(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	snprintf(buf, len, "?");
+	if (f && fgets(buf, (int)len, f))
+		buf[strcspn(buf, "\n")] = 0;
+	if (f)
+		fclose(f);
+}
+
+/*
+ * turn[k]: when node k measures its devices. Nodes on machines of their
+ * own all measure at once (turn 0); nodes that share a machine take turns,
+ * so that none is measured while another computes on the same cores (the
+ * one measured then would look slow). Returns the number of turns.
+ */
+static int measuring_turns(const struct probe_figures *all, const struct rank_place *place,
+			   int world, int nodes, int *turn)
+{
+	const char *machine[nodes > 0 ? nodes : 1];
+	int turns = 1;
+
+	for (int k = 0; k < nodes; k++)
+		machine[k] = NULL;
+	for (int i = 0; i < world; i++)
+		if ((int)all[i].node >= 0 && (int)all[i].node < nodes && !machine[(int)all[i].node])
+			machine[(int)all[i].node] = place[i].machine;
+	for (int k = 0; k < nodes; k++) {
+		turn[k] = 0;
+		for (int j = 0; j < k; j++)
+			turn[k] += machine[j] && machine[k] && !strcmp(machine[j], machine[k]);
+		turns = turn[k] + 1 > turns ? turn[k] + 1 : turns;
+	}
+	return turns;
+}
+
+/*
+ * This rank's device, in its node's turn, into f (keeping the better of
+ * this and earlier tries: a node is left out only when it is short every
+ * time). Every rank passes every turn's barrier. 0, or -1 when the world
+ * is gone.
+ */
+static int measure_devices(struct rank *r, const int *turn, int turns, struct probe_figures *f)
+{
+	for (int t = 0; t < turns; t++) {
+		if (turn[r->node->node_rank] == t) {
+			float matmul = (float)probe_matmul(r), memory = (float)probe_memory(r);
+
+			f->matmul_gflops = matmul > f->matmul_gflops ? matmul : f->matmul_gflops;
+			f->memory_gbs = memory > f->memory_gbs ? memory : f->memory_gbs;
+		}
+		if (r->node->world_size > 1 && comm_barrier(r->comm) < 0)
+			return -1;
+	}
+	f->failed = f->matmul_gflops <= 0 || f->memory_gbs <= 0;
+	return 0;
+}
+
+/* The links: every group's all-reduce, once. 0, or -1 when one failed (the world is gone). */
+static int measure_links(struct rank *r, const struct gpt2_config *mc, struct probe_figures *f)
 {
 	struct gpt2_shard s;
 	size_t sizes[GPT2_NUM_TENSORS];
@@ -250,29 +249,22 @@ static void measure(struct rank *r, const struct gpt2_config *mc, struct probe_f
 	layout_shard(&r->lay, &s);
 	dp_n = gpt2_shard_sizes(mc, &s, sizes);
 	dp_n = dp_n < (4u << 20) ? dp_n : (4u << 20);
-	memset(f, 0, sizeof *f);
-	f->node = (float)r->node->node_rank;
-	f->matmul_gflops = (float)probe_matmul(r);
-	f->memory_gbs = (float)probe_memory(r);
 	dp = probe_allreduce(r, r->grp.dp, dp_n);
 	tp = probe_allreduce(r, r->grp.tp, tp_n);
 	world = probe_allreduce(r, r->comm, 1u << 20);
-	*broken = dp < 0 || tp < 0 || world < 0;
 	f->dp_gbs = (float)dp;
 	f->tp_gbs = (float)tp;
 	f->world_gbs = (float)world;
-	f->failed = f->matmul_gflops <= 0 || f->memory_gbs <= 0;
+	return dp < 0 || tp < 0 || world < 0 ? -1 : 0;
 }
 
 /* ------------------------------------------------------ what is written */
 
-typedef char verdict_text[320]; /* "ok", or why a node is left out */
-
 /* Rank 0: metrics/preflight.csv, every rank's figures and its node's verdict. */
 static void write_csv(struct rank *r, const struct probe_figures *all, const char *const *hosts,
-		      const verdict_text *verdicts)
+		      const preflight_text *verdicts)
 {
-	size_t cap = 256 + (size_t)r->node->world_size * 640, n;
+	size_t cap = 256 + (size_t)r->node->world_size * 768, n;
 	char *csv = malloc(cap), path[4200], err[512];
 
 	if (!csv)
@@ -295,53 +287,6 @@ static void write_csv(struct rank *r, const struct probe_figures *all, const cha
 	free(csv);
 }
 
-/* -------------------------------------------------------------- the run */
-
-/*
- * Some node fell short: every rank measures its device once more and keeps
- * the better of its two figures, so that a node is left out only when it
- * is short twice, a moment apart (a node busy for a moment, or two that
- * share a machine's cores, is not). 0, or the rank's exit code.
- */
-static int measure_again(struct rank *r, struct probe_figures *mine, struct probe_figures *all,
-			 const char *bad)
-{
-	float matmul = (float)probe_matmul(r), memory = (float)probe_memory(r);
-
-	if (r->rank == 0)
-		rank_logf(&r->log, "preflight: %s short of the others: measuring every device again", bad);
-	mine->matmul_gflops = matmul > mine->matmul_gflops ? matmul : mine->matmul_gflops;
-	mine->memory_gbs = memory > mine->memory_gbs ? memory : mine->memory_gbs;
-	mine->failed = mine->matmul_gflops <= 0 || mine->memory_gbs <= 0;
-	if (comm_allgather(r->comm, mine, all, NFIG, COMM_FLOAT32) < 0)
-		return rank_fail_collective(r);
-	return 0;
-}
-
-#define HOST_LEN 64
-
-/* The nodes' verdicts into verdicts[] (node order), the left-out hosts into bad. Their count. */
-static int judge_all(const struct rank *r, const struct probe_figures *all, int nodes,
-		     verdict_text *verdicts, char *bad, size_t badlen, const char *const *hosts)
-{
-	int n = 0;
-	size_t used = 0;
-
-	bad[0] = 0;
-	for (int k = 0; k < nodes; k++) {
-		if (!preflight_judge(all, r->node->world_size, nodes, k, r->cfg->preflight.tolerance,
-				     verdicts[k], sizeof verdicts[k])) {
-			snprintf(verdicts[k], sizeof verdicts[k], "ok");
-			continue;
-		}
-		n++;
-		if (used < badlen)
-			used += (size_t)snprintf(bad + used, badlen - used, "%s%s", used ? "," : "",
-						 hosts[k]);
-	}
-	return n;
-}
-
 /* The range of a figure over the world, for the summary line. */
 static void range_of(const struct probe_figures *all, int world, size_t off, float *lo, float *hi)
 {
@@ -354,60 +299,111 @@ static void range_of(const struct probe_figures *all, int world, size_t off, flo
 	}
 }
 
-static void summarise(struct rank *r, const struct probe_figures *all, int nodes, double secs)
+static void summarise(struct rank *r, const struct probe_figures *all, int nodes, int tries,
+		      int turns, double secs)
 {
 	float mlo, mhi, blo, bhi;
-	char line[512];
+	char line[640];
 
 	range_of(all, r->node->world_size, offsetof(struct probe_figures, matmul_gflops) / sizeof(float),
 		 &mlo, &mhi);
 	range_of(all, r->node->world_size, offsetof(struct probe_figures, memory_gbs) / sizeof(float),
 		 &blo, &bhi);
 	snprintf(line, sizeof line, "preflight: %d node(s) in %.2f s: matrix product %.1f..%.1f "
-		 "GFLOP/s, memory %.1f..%.1f GB/s per rank; all-reduce dp %.2f, tp %.2f, world %.2f "
-		 "GB/s (rank 0); metrics/preflight.csv", nodes, secs, mlo, mhi, blo, bhi,
-		 all[0].dp_gbs, all[0].tp_gbs, all[0].world_gbs);
+		 "GFLOP/s, memory %.1f..%.1f GB/s per rank (best of %d tr%s%s); all-reduce dp %.2f, "
+		 "tp %.2f, world %.2f GB/s (rank 0); metrics/preflight.csv", nodes, secs, mlo, mhi,
+		 blo, bhi, tries, tries > 1 ? "ies" : "y",
+		 turns > 1 ? ", nodes sharing a machine one after the other" : "", all[0].dp_gbs,
+		 all[0].tp_gbs, all[0].world_gbs);
 	rank_logf(&r->log, "%s", line);
 	printf("%s\n", line);
 }
 
+/* Rank 0: a line for every node that is short but kept. */
+static void warn_kept(struct rank *r, int nodes, const enum preflight_kind *kind,
+		      const preflight_text *text, const char *const *hosts)
+{
+	for (int k = 0; k < nodes; k++) {
+		if (kind[k] != PREFLIGHT_WARNED)
+			continue;
+		rank_logf(&r->log, "preflight: warning: node %s is the slower (%s)", hosts[k], text[k]);
+		fprintf(stderr, "storkd: warning: preflight: node %s is the slower (%s)\n", hosts[k],
+			text[k]);
+	}
+	fflush(stderr);
+}
+
+/* -------------------------------------------------------------- the run */
+
 /*
- * Leave the nodes in bad out: rank 0 requeues the job without them; every
- * rank learns how that went and ends with the same code and message.
+ * Whether the ranks of the nodes that stay can hold the layout: the same
+ * tensor and pipeline groups, fewer replicas. *remain_nodes and the reason
+ * when not, in why.
  */
-static int leave_out(struct rank *r, int nbad, int nodes, const char *bad, const char *why)
+static int layout_survives(const struct rank *r, const struct probe_figures *all, int nodes,
+			   const enum preflight_kind *kind, int *remain_nodes, char *why,
+			   size_t len)
+{
+	int ranks = 0, group = r->lay.tp * r->lay.pp;
+
+	*remain_nodes = 0;
+	for (int k = 0; k < nodes; k++)
+		*remain_nodes += kind[k] != PREFLIGHT_LEFT_OUT;
+	for (int i = 0; i < r->node->world_size; i++)
+		ranks += kind[(int)all[i].node] != PREFLIGHT_LEFT_OUT;
+	if (ranks > 0 && ranks % group == 0)
+		return 1;
+	snprintf(why, len, "the %d rank(s) that would remain cannot hold tensor %d x pipeline %d",
+		 ranks, r->lay.tp, r->lay.pp);
+	return 0;
+}
+
+/*
+ * Rank 0's part of leaving the nodes in bad out: requeue the job without
+ * them (its minimum node count lowered when it asked for more than remain).
+ * Returns the code every rank ends with; msg says what happened.
+ */
+static int32_t requeue_without(struct rank *r, const char *bad, int remain, const char *why,
+			       char *msg, size_t len)
 {
 	const struct train_node *n = r->node;
-	char err[512] = "", msg[1024];
-	int32_t code = STORK_EXIT_PREFLIGHT;
-	int rc;
+	char err[512] = "", lowered[96];
+	int rc, min_was = 0;
 
-	if (r->rank == 0) {
-		if (r->cfg->preflight.enabled == STORK_PREFLIGHT_ONLY)
-			snprintf(err, sizeof err, "preflight.enabled: only (stork check --all) "
-				 "leaves nothing out");
-		else if (!n->slurm_job)
-			snprintf(err, sizeof err, "not a Slurm job: nothing to requeue");
-		else if (nbad >= nodes)
-			snprintf(err, sizeof err, "no node would be left");
-		else if ((rc = slurm_job_requeue(n->slurm_job, err, sizeof err)) == 0 &&
-			 slurm_job_exclude_nodes(n->slurm_job, bad, err, sizeof err) == 0)
-			code = STORK_EXIT_NODE_LOST;
-		else if (rc == SLURM_JOB_WAS_CANCELLED)
-			code = STORK_EXIT_CANCELLED;
+	if (!n->slurm_job)
+		snprintf(err, sizeof err, "not a Slurm job: nothing to requeue");
+	else if ((rc = slurm_job_requeue(n->slurm_job, err, sizeof err)) == 0 &&
+		 slurm_job_exclude_nodes(n->slurm_job, bad, remain, &min_was, err, sizeof err) == 0) {
+		msg_format(msg, len, "preflight: node(s) %s left out (%s): job %u requeued without "
+			   "them (ExcNodeList=%s%s)", bad, why, n->slurm_job, bad,
+			   slurm_job_lowered_text(lowered, sizeof lowered, min_was, remain));
+		return STORK_EXIT_NODE_LOST;
+	} else if (rc == SLURM_JOB_WAS_CANCELLED) {
+		msg_format(msg, len, "preflight: node(s) %s left out (%s), and the job was cancelled "
+			   "meanwhile", bad, why);
+		return STORK_EXIT_CANCELLED;
 	}
-	if (n->world_size > 1 && comm_broadcast(r->comm, &code, 1, COMM_INT32, 0) < 0)
+	msg_format(msg, len, "preflight: node(s) %s fall short (%s) and the job cannot go on "
+		   "without them: %s", bad, why, err);
+	return STORK_EXIT_PREFLIGHT;
+}
+
+/*
+ * The nodes in bad are left out: rank 0 requeues the job without them;
+ * every rank learns how that went and ends with the same code and message.
+ */
+static int leave_out(struct rank *r, const char *bad, int remain, const char *why)
+{
+	char msg[1024] = "";
+	int32_t code = STORK_EXIT_PREFLIGHT;
+
+	if (r->rank == 0)
+		code = requeue_without(r, bad, remain, why, msg, sizeof msg);
+	if (r->node->world_size > 1 && comm_broadcast(r->comm, &code, 1, COMM_INT32, 0) < 0)
 		return rank_fail_collective(r);
-	if (code == STORK_EXIT_NODE_LOST)
-		msg_format(msg, sizeof msg, "preflight: node(s) %s left out (%s): job %u requeued "
-			   "without them (ExcNodeList=%s)", bad, why, n->slurm_job, bad);
-	else if (code == STORK_EXIT_CANCELLED)
-		msg_format(msg, sizeof msg, "preflight: node(s) %s left out (%s), and the job was "
-			   "cancelled meanwhile", bad, why);
-	else
-		msg_format(msg, sizeof msg, "preflight: node(s) %s fall short (%s) and the job cannot "
-			   "go on without them: %s", bad, why, r->rank == 0 ? err :
-			   "rank 0's log says why");
+	if (r->rank != 0)
+		msg_format(msg, sizeof msg, "preflight: node(s) %s left out (%s): rank 0's log says "
+			   "what became of the job", bad, why);
 	rank_logf(&r->log, "%s", msg);
 	if (r->rank == 0) {
 		fprintf(stderr, "storkd: %s\n", msg);
@@ -428,70 +424,173 @@ static int wanted(struct rank *r, int32_t *nodes)
 	return mode == STORK_PREFLIGHT_ON || mode == STORK_PREFLIGHT_ONLY || *nodes >= 2;
 }
 
+/* The nodes left out, "n2,n5", into bad, and why each, into why. */
+static void name_left_out(int nodes, const enum preflight_kind *kind, const preflight_text *text,
+			  const char *const *hosts, char *bad, size_t badlen, char *why,
+			  size_t whylen)
+{
+	size_t b = 0, w = 0;
+
+	bad[0] = why[0] = 0;
+	for (int k = 0; k < nodes; k++) {
+		if (kind[k] != PREFLIGHT_LEFT_OUT)
+			continue;
+		if (b < badlen)
+			b += (size_t)snprintf(bad + b, badlen - b, "%s%s", b ? "," : "", hosts[k]);
+		if (w < whylen)
+			w += (size_t)snprintf(why + w, whylen - w, "%s%s: %s", w ? "; " : "",
+					      hosts[k], text[k]);
+	}
+}
+
+/* What one preflight holds while it runs. */
+struct preflight {
+	int world, nodes, turns, tries;
+	struct probe_figures mine, *all;
+	struct rank_place *place;
+	const char **hosts;
+	int *turn;
+	enum preflight_kind *kind;
+	preflight_text *text;
+};
+
+static int preflight_alloc(struct preflight *p, int world, int nodes)
+{
+	p->world = world;
+	p->nodes = nodes;
+	p->all = calloc((size_t)world, sizeof *p->all);
+	p->place = calloc((size_t)world, sizeof *p->place);
+	p->hosts = calloc((size_t)nodes, sizeof *p->hosts);
+	p->turn = calloc((size_t)nodes, sizeof *p->turn);
+	p->kind = calloc((size_t)nodes, sizeof *p->kind);
+	p->text = calloc((size_t)nodes, sizeof *p->text);
+	return p->all && p->place && p->hosts && p->turn && p->kind && p->text ? 0 : -1;
+}
+
+static void preflight_free(struct preflight *p)
+{
+	free(p->all);
+	free(p->place);
+	free(p->hosts);
+	free(p->turn);
+	free(p->kind);
+	free(p->text);
+}
+
+/*
+ * Every rank's place (host, machine) and node index, so that every rank
+ * knows the nodes' names and turns. 0, or -1 when the world is gone.
+ */
+static int share_places(struct rank *r, struct preflight *p)
+{
+	struct rank_place me = { 0 };
+
+	p->mine.node = (float)r->node->node_rank;
+	snprintf(me.host, sizeof me.host, "%s", r->node->host);
+	read_machine(me.machine, sizeof me.machine);
+	if (comm_allgather(r->comm, &me, p->place, sizeof me, COMM_UINT8) < 0 ||
+	    comm_allgather(r->comm, &p->mine, p->all, NFIG, COMM_FLOAT32) < 0)
+		return -1;
+	for (int i = p->world - 1; i >= 0; i--)
+		if ((int)p->all[i].node >= 0 && (int)p->all[i].node < p->nodes)
+			p->hosts[(int)p->all[i].node] = p->place[i].host;
+	for (int k = 0; k < p->nodes; k++)
+		p->hosts[k] = p->hosts[k] ? p->hosts[k] : "?";
+	p->turns = measuring_turns(p->all, p->place, p->world, p->nodes, p->turn);
+	return 0;
+}
+
+/*
+ * Measure every device, and again (every device, not only the suspects')
+ * while some node looks short, up to PREFLIGHT_TRIES times; then the
+ * links once. Returns the nodes left out, or -1 when the world is gone.
+ */
+static int measure_and_judge(struct rank *r, const struct gpt2_config *mc, struct preflight *p)
+{
+	int nbad = 0, any_short = 1;
+
+	for (p->tries = 0; p->tries < PREFLIGHT_TRIES && any_short; p->tries++) {
+		if (p->tries && r->rank == 0)
+			rank_logf(&r->log, "preflight: a node short of the others: measuring every "
+				  "device again (try %d of %d)", p->tries + 1, PREFLIGHT_TRIES);
+		if (measure_devices(r, p->turn, p->turns, &p->mine) < 0 ||
+		    comm_allgather(r->comm, &p->mine, p->all, NFIG, COMM_FLOAT32) < 0)
+			return -1;
+		nbad = preflight_verdicts(p->all, p->world, p->nodes, r->cfg->preflight.tolerance,
+					  p->kind, p->text);
+		any_short = 0;
+		for (int k = 0; k < p->nodes; k++)
+			any_short |= p->kind[k] != PREFLIGHT_KEPT;
+	}
+	if (measure_links(r, mc, &p->mine) < 0 ||
+	    comm_allgather(r->comm, &p->mine, p->all, NFIG, COMM_FLOAT32) < 0)
+		return -1;
+	rank_logf(&r->log, "preflight: this rank: matrix product %.1f GFLOP/s, memory %.1f GB/s, "
+		  "all-reduce dp %.3f, tp %.3f, world %.3f GB/s", p->mine.matmul_gflops,
+		  p->mine.memory_gbs, p->mine.dp_gbs, p->mine.tp_gbs, p->mine.world_gbs);
+	return nbad;
+}
+
+/*
+ * The nodes the verdict leaves out go, where they can: a run that cannot
+ * lose them (its layout would not fit, or preflight.enabled: only) trains
+ * on with them, warned. 0 to go on, or the rank's exit code.
+ */
+static int act_on(struct rank *r, struct preflight *p)
+{
+	char bad[1024], why[2048], cannot[256];
+	int remain;
+
+	name_left_out(p->nodes, p->kind, p->text, p->hosts, bad, sizeof bad, why, sizeof why);
+	if (r->cfg->preflight.enabled == STORK_PREFLIGHT_ONLY)
+		snprintf(cannot, sizeof cannot, "preflight.enabled: only (stork check --all) leaves "
+			 "nothing out");
+	else if (!layout_survives(r, p->all, p->nodes, p->kind, &remain, cannot, sizeof cannot))
+		;
+	else if (remain < 1)
+		snprintf(cannot, sizeof cannot, "no node would be left");
+	else
+		return leave_out(r, bad, remain, why);
+	if (r->rank == 0) {
+		rank_logf(&r->log, "preflight: warning: node(s) %s fall short (%s), kept: %s", bad,
+			  why, cannot);
+		fprintf(stderr, "storkd: warning: preflight: node(s) %s fall short (%s), kept: %s\n",
+			bad, why, cannot);
+		fflush(stderr);
+	}
+	return 0;
+}
+
 int preflight_run(struct rank *r, const struct gpt2_config *mc)
 {
-	int world = r->node->world_size, broken, want, nbad, code = 0;
-	int32_t nodes;
+	struct preflight p = { 0 };
 	double t0 = clock_monotonic();
-	struct probe_figures mine, *all = calloc((size_t)world, sizeof *all);
-	char *names = calloc((size_t)world, HOST_LEN), host[HOST_LEN] = "";
-	verdict_text *verdicts = NULL;
-	const char **hosts = NULL;
-	char bad[1024], why[1024];
+	int32_t nodes;
+	int want, nbad, code = 0;
 
-	if ((want = wanted(r, &nodes)) <= 0) {
-		code = want < 0 ? rank_fail_collective(r) : 0;
-		goto out;
+	if ((want = wanted(r, &nodes)) <= 0)
+		return want < 0 ? rank_fail_collective(r) : 0;
+	if (preflight_alloc(&p, r->node->world_size, nodes) < 0) {
+		preflight_free(&p);
+		return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the preflight");
 	}
-	verdicts = calloc((size_t)nodes, sizeof *verdicts);
-	hosts = calloc((size_t)nodes, sizeof *hosts);
-	if (!all || !names || !verdicts || !hosts) {
-		code = rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the preflight");
-		goto out;
+	if (share_places(r, &p) < 0 || (nbad = measure_and_judge(r, mc, &p)) < 0) {
+		preflight_free(&p);
+		return rank_fail_collective(r);
 	}
-	measure(r, mc, &mine, &broken);
-	snprintf(host, sizeof host, "%s", r->node->host);
-	if (broken || comm_allgather(r->comm, &mine, all, NFIG, COMM_FLOAT32) < 0 ||
-	    comm_allgather(r->comm, host, names, HOST_LEN, COMM_UINT8) < 0) {
-		code = rank_fail_collective(r);
-		goto out;
-	}
-	for (int i = world - 1; i >= 0; i--)
-		if ((int)all[i].node >= 0 && (int)all[i].node < nodes)
-			hosts[(int)all[i].node] = names + (size_t)i * HOST_LEN;
-	for (int k = 0; k < nodes; k++)
-		hosts[k] = hosts[k] ? hosts[k] : "?";
-	rank_logf(&r->log, "preflight: this rank: matrix product %.1f GFLOP/s, memory %.1f GB/s, "
-		  "all-reduce dp %.3f, tp %.3f, world %.3f GB/s", mine.matmul_gflops, mine.memory_gbs,
-		  mine.dp_gbs, mine.tp_gbs, mine.world_gbs);
-	nbad = judge_all(r, all, nodes, verdicts, bad, sizeof bad, hosts);
-	if (nbad && (code = measure_again(r, &mine, all, bad)))
-		goto out;
-	if (nbad)
-		nbad = judge_all(r, all, nodes, verdicts, bad, sizeof bad, hosts);
 	if (r->rank == 0) {
-		write_csv(r, all, hosts, verdicts);
-		summarise(r, all, nodes, clock_monotonic() - t0);
+		write_csv(r, p.all, p.hosts, p.text);
+		summarise(r, p.all, nodes, p.tries, p.turns, clock_monotonic() - t0);
+		warn_kept(r, nodes, p.kind, p.text, p.hosts);
 	}
-	if (nbad) {
-		size_t used = 0;
-
-		why[0] = 0;
-		for (int k = 0; k < nodes && used < sizeof why; k++)
-			if (strcmp(verdicts[k], "ok"))
-				used += (size_t)snprintf(why + used, sizeof why - used, "%s%s: %s",
-							 used ? "; " : "", hosts[k], verdicts[k]);
-		code = leave_out(r, nbad, nodes, bad, why);
-	} else if (r->cfg->preflight.enabled == STORK_PREFLIGHT_ONLY) {
+	if (nbad)
+		code = act_on(r, &p);
+	if (!code && r->cfg->preflight.enabled == STORK_PREFLIGHT_ONLY) {
 		msg_format(r->res->message, sizeof r->res->message, "preflight only: %d node(s), "
-			   "every one kept (metrics/preflight.csv)", (int)nodes);
+			   "none left out (metrics/preflight.csv)", (int)nodes);
 		code = -1; /* done: no training */
 	}
 	fflush(stdout);
-out:
-	free(all);
-	free(names);
-	free(verdicts);
-	free(hosts);
+	preflight_free(&p);
 	return code;
 }

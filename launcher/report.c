@@ -78,6 +78,19 @@ static void print_exit(const json_t *e)
 		       json_string_value(json_object_get(r, "message")) ?: "");
 }
 
+/* What the preflight did, a line each (report_data.c: read_preflight). */
+static void print_preflight(const struct run_report *rep)
+{
+	const char *l = rep->preflight;
+
+	while (*l) {
+		int n = (int)strcspn(l, "\n");
+
+		printf("preflight: %.*s\n", n, l);
+		l += n + (l[n] == '\n');
+	}
+}
+
 static void print_layout(const json_t *env)
 {
 	const json_t *par = json_object_get(env, "parallel"), *nodes = json_object_get(env, "nodes");
@@ -181,6 +194,7 @@ static int report_text(const char *dir)
 		print_exit(rep.exit_info);
 	if (rep.env)
 		print_layout(rep.env);
+	print_preflight(&rep);
 	if (rep.nranks > 0) {
 		const struct report_rank *r0 = &rep.ranks[0];
 

@@ -398,6 +398,58 @@ static void attempts_ended(struct run_report *rep)
 	}
 }
 
+/* Append line to rep->preflight, unless it is there already. */
+static void preflight_line(struct run_report *rep, const char *line)
+{
+	size_t used = strlen(rep->preflight);
+
+	if (!strstr(rep->preflight, line) && used < sizeof rep->preflight)
+		snprintf(rep->preflight + used, sizeof rep->preflight - used, "%s\n", line);
+}
+
+/*
+ * What the preflight did: each requeue it asked for (node 0's record of
+ * that attempt) and each node its last run named, kept or not
+ * (metrics/preflight.csv's verdicts other than "ok").
+ */
+static void read_preflight(struct run_report *rep)
+{
+	char path[4200], line[1024], *csv, *save = NULL;
+
+	for (int q = 0; q < 1000; q++) {
+		json_t *v;
+		const char *msg;
+
+		if (exit_info_node_path(path, sizeof path, rep->dir, 0, q, 0) < 0 ||
+		    access(path, F_OK) < 0)
+			break;
+		if (!(v = sj_load_file(path, line, sizeof line)))
+			continue;
+		msg = json_string_value(json_object_get(v, "message"));
+		if (msg && !strncmp(msg, "preflight: ", 11)) {
+			snprintf(line, sizeof line, "requeue %d: %s", q, msg + 11);
+			preflight_line(rep, line);
+		}
+		json_decref(v);
+	}
+	if (path_join(path, sizeof path, rep->dir, "metrics/preflight.csv") < 0 ||
+	    !(csv = file_text(path, 1 << 20)))
+		return;
+	/* rank,node,host,five figures,"verdict" */
+	for (char *l = strtok_r(csv, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char *host = strchr(l, ','), *verdict = strchr(l, '"');
+
+		host = host ? strchr(host + 1, ',') : NULL;
+		if (!host || !verdict || !strncmp(verdict, "\"ok\"", 4))
+			continue;
+		verdict[strcspn(verdict + 1, "\"") + 1] = 0;
+		snprintf(line, sizeof line, "%.*s: %s", (int)strcspn(host + 1, ","), host + 1,
+			 verdict + 1);
+		preflight_line(rep, line);
+	}
+	free(csv);
+}
+
 int report_load(const char *dir, struct run_report *rep)
 {
 	char path[4200];
@@ -410,6 +462,7 @@ int report_load(const char *dir, struct run_report *rep)
 	if (read_ranks(rep) < 0 || find_stragglers(rep) < 0)
 		return -1;
 	attempts_ended(rep);
+	read_preflight(rep);
 	if (path_join(path, sizeof path, dir, "metrics/sacct.csv") == 0 &&
 	    (rep->sacct = file_text(path, 1 << 20)) && !rep->sacct[0]) {
 		free(rep->sacct); /* an empty file says nothing */

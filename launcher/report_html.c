@@ -186,6 +186,23 @@ static void chart_end(FILE *f)
 
 /* ---- the sections ---- */
 
+/* What the preflight did (report_data.c: read_preflight), a list item each. */
+static void section_preflight(FILE *f, const struct run_report *rep)
+{
+	char *copy, *save = NULL;
+
+	if (!rep->preflight[0] || !(copy = strdup(rep->preflight)))
+		return;
+	fprintf(f, "<p>Preflight:</p>\n<ul class=\"preflight\">\n");
+	for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		fprintf(f, "<li>");
+		put_escaped(f, l);
+		fprintf(f, "</li>\n");
+	}
+	fprintf(f, "</ul>\n");
+	free(copy);
+}
+
 static void section_outcome(FILE *f, const struct run_report *rep)
 {
 	const json_t *e = rep->exit_info, *ff = json_object_get(e, "first_failure");
@@ -239,6 +256,7 @@ static void section_outcome(FILE *f, const struct run_report *rep)
 		}
 		fprintf(f, "</ul>\n");
 	}
+	section_preflight(f, rep);
 	fprintf(f, "</section>\n");
 }
 

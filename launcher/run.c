@@ -564,7 +564,8 @@ static int requeue_without_lost(const char *run_dir, const struct layout *l,
 {
 	uint32_t job = slurm_job_id_from_env();
 	char path[4200], hosts[1024] = "", err[1024];
-	int *missing = calloc((size_t)l->launchers, sizeof *missing), n;
+	int *missing = calloc((size_t)l->launchers, sizeof *missing), n, min_was;
+	char lowered[96];
 	json_t *env = NULL;
 	size_t used = 0;
 
@@ -588,14 +589,15 @@ static int requeue_without_lost(const char *run_dir, const struct layout *l,
 	 * slurm_job_requeue counts that, and the exclusion is all that is left
 	 * to do. A cancelled job stays cancelled. */
 	if (slurm_job_requeue(job, err, sizeof err) != 0 ||
-	    slurm_job_exclude_nodes(job, hosts, err, sizeof err) < 0) {
+	    slurm_job_exclude_nodes(job, hosts, l->launchers - n, &min_was, err, sizeof err) < 0) {
 		stork_error("node(s) %s did not come back to the rendezvous of restart %d, and the "
 			    "requeue without them failed: %s", hosts, a->attempt, err);
 		goto out;
 	}
 	msg_format(e->message, sizeof e->message,
 		   "node(s) %s did not come back to the rendezvous of restart %d: job %u requeued "
-		   "without them (ExcNodeList=%s)", hosts, a->attempt, job, hosts);
+		   "without them (ExcNodeList=%s%s)", hosts, a->attempt, job, hosts,
+		   slurm_job_lowered_text(lowered, sizeof lowered, min_was, l->launchers - n));
 	e->exit_code = code = STORK_EXIT_NODE_LOST;
 	e->reason = exit_reason_name(code);
 out:

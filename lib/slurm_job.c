@@ -200,22 +200,55 @@ int slurm_job_requeue(uint32_t id, char *err, size_t errlen)
 	return scontrol_requeue(id, err, errlen);
 }
 
-int slurm_job_exclude_nodes(uint32_t id, const char *hosts, char *err, size_t errlen)
+/* The minimum node count slurmctld holds for job id (pending: what it waits for), or 0. */
+static uint32_t job_min_nodes(uint32_t id)
+{
+	job_info_msg_t *msg = NULL;
+	uint32_t min = 0;
+
+	if (slurm_load_job(&msg, id, SHOW_ALL) == SLURM_SUCCESS && msg && msg->record_count > 0)
+		min = msg->job_array[0].num_nodes;
+	if (msg)
+		slurm_free_job_info_msg(msg);
+	return min;
+}
+
+int slurm_job_exclude_nodes(uint32_t id, const char *hosts, int remain, int *min_was, char *err,
+			    size_t errlen)
 {
 	job_desc_msg_t desc;
 	char list[1024];
+	uint32_t min;
 
+	*min_was = 0;
 	if (!slurm_config_present(err, errlen))
 		return -1;
 	slurm_init_job_desc_msg(&desc);
 	desc.job_id = id;
 	snprintf(list, sizeof list, "%s", hosts);
 	desc.exc_nodes = list;
+	/* A job of a fixed count (-N2) kept off a node would wait for one
+	 * more node, and on a cluster of that size for good (BadConstraints):
+	 * its minimum comes down to what remains, its maximum stays, so it
+	 * starts on the remaining nodes or on a replacement, whichever comes. */
+	min = job_min_nodes(id);
+	if (remain > 0 && min > (uint32_t)remain) {
+		desc.min_nodes = (uint32_t)remain;
+		*min_was = (int)min;
+	}
 	if (slurm_update_job(&desc) == SLURM_SUCCESS)
 		return 0;
-	snprintf(err, errlen, "cannot exclude %s from job %u: %s", hosts, id,
-		 slurm_strerror(slurm_get_errno()));
+	snprintf(err, errlen, "cannot exclude %s from job %u%s: %s", hosts, id,
+		 *min_was ? " and lower its node count" : "", slurm_strerror(slurm_get_errno()));
 	return -1;
+}
+
+const char *slurm_job_lowered_text(char *buf, size_t len, int min_was, int remain)
+{
+	if (min_was <= 0)
+		return "";
+	snprintf(buf, len, "; its minimum node count lowered from %d to %d", min_was, remain);
+	return buf;
 }
 
 int slurm_job_set_comment(uint32_t id, const char *comment)
