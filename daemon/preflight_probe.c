@@ -360,25 +360,45 @@ static int layout_survives(const struct rank *r, const struct probe_figures *all
 
 /*
  * Rank 0's part of leaving the nodes in bad out: requeue the job without
- * them (its minimum node count lowered when it asked for more than remain).
- * Returns the code every rank ends with; msg says what happened.
+ * them, when it can start again on the remain nodes that stay. A job whose
+ * script asks for more (a fixed count, -N3), or says nothing of its count
+ * (sbatch's command line), would wait for a node it cannot have (for good,
+ * on a cluster of its size), and lowering its count from here would leave
+ * its srun with the old task count (sbatch wrote SLURM_NTASKS into the
+ * job's environment): it trains on, warned (0). Returns the code every
+ * rank ends with; msg says what happened.
  */
-static int32_t requeue_without(struct rank *r, const char *bad, int remain, const char *why,
-			       char *msg, size_t len)
+static int32_t requeue_without(struct rank *r, const char *bad, int remain, int nodes,
+			       const char *why, char *msg, size_t len)
 {
 	const struct train_node *n = r->node;
-	char err[512] = "", lowered[96];
-	int rc, min_was = 0;
+	char err[512] = "";
+	int rc, min;
 
-	if (!n->slurm_job)
-		snprintf(err, sizeof err, "not a Slurm job: nothing to requeue");
-	else if ((rc = slurm_job_requeue(n->slurm_job, err, sizeof err)) == 0 &&
-		 slurm_job_exclude_nodes(n->slurm_job, bad, remain, &min_was, err, sizeof err) == 0) {
+	if (!n->slurm_job) {
+		msg_format(msg, len, "preflight: node(s) %s fall short (%s) and the job cannot go on "
+			   "without them: not a Slurm job: nothing to requeue", bad, why);
+		return STORK_EXIT_PREFLIGHT;
+	}
+	min = slurm_job_script_min_nodes(n->slurm_job);
+	if (min <= 0 || min > remain) {
+		if (min > 0)
+			snprintf(err, sizeof err, "asks for %d node(s)", min);
+		else
+			snprintf(err, sizeof err, "gives no node count in its script");
+		msg_format(msg, len, "preflight: warning: node(s) %s fall short (%s), kept: job %u "
+			   "%s and could not be sure to start again on the %d that remain; submit "
+			   "with a node range (#SBATCH --nodes=%d-%d) to let the preflight leave a "
+			   "node out", bad, why, n->slurm_job, err, remain, remain, nodes);
+		return 0;
+	}
+	if ((rc = slurm_job_requeue(n->slurm_job, err, sizeof err)) == 0 &&
+	    slurm_job_exclude_nodes(n->slurm_job, bad, err, sizeof err) == 0) {
 		msg_format(msg, len, "preflight: node(s) %s left out (%s): job %u requeued without "
-			   "them (ExcNodeList=%s%s)", bad, why, n->slurm_job, bad,
-			   slurm_job_lowered_text(lowered, sizeof lowered, min_was, remain));
+			   "them (ExcNodeList=%s)", bad, why, n->slurm_job, bad);
 		return STORK_EXIT_NODE_LOST;
-	} else if (rc == SLURM_JOB_WAS_CANCELLED) {
+	}
+	if (rc == SLURM_JOB_WAS_CANCELLED) {
 		msg_format(msg, len, "preflight: node(s) %s left out (%s), and the job was cancelled "
 			   "meanwhile", bad, why);
 		return STORK_EXIT_CANCELLED;
@@ -390,26 +410,29 @@ static int32_t requeue_without(struct rank *r, const char *bad, int remain, cons
 
 /*
  * The nodes in bad are left out: rank 0 requeues the job without them;
- * every rank learns how that went and ends with the same code and message.
+ * every rank learns how that went and ends with the same code and message
+ * (0: the job trains on, rank 0 warned).
  */
-static int leave_out(struct rank *r, const char *bad, int remain, const char *why)
+static int leave_out(struct rank *r, const char *bad, int remain, int nodes, const char *why)
 {
 	char msg[1024] = "";
 	int32_t code = STORK_EXIT_PREFLIGHT;
 
 	if (r->rank == 0)
-		code = requeue_without(r, bad, remain, why, msg, sizeof msg);
+		code = requeue_without(r, bad, remain, nodes, why, msg, sizeof msg);
 	if (r->node->world_size > 1 && comm_broadcast(r->comm, &code, 1, COMM_INT32, 0) < 0)
 		return rank_fail_collective(r);
 	if (r->rank != 0)
 		msg_format(msg, sizeof msg, "preflight: node(s) %s left out (%s): rank 0's log says "
 			   "what became of the job", bad, why);
+	if (!code && r->rank != 0)
+		return 0;
 	rank_logf(&r->log, "%s", msg);
 	if (r->rank == 0) {
 		fprintf(stderr, "storkd: %s\n", msg);
 		fflush(stderr);
 	}
-	return rank_fail_agreed(r, code, msg);
+	return code ? rank_fail_agreed(r, code, msg) : 0;
 }
 
 static int wanted(struct rank *r, int32_t *nodes)
@@ -550,7 +573,7 @@ static int act_on(struct rank *r, struct preflight *p)
 	else if (remain < 1)
 		snprintf(cannot, sizeof cannot, "no node would be left");
 	else
-		return leave_out(r, bad, remain, why);
+		return leave_out(r, bad, remain, p->nodes, why);
 	if (r->rank == 0) {
 		rank_logf(&r->log, "preflight: warning: node(s) %s fall short (%s), kept: %s", bad,
 			  why, cannot);

@@ -200,55 +200,22 @@ int slurm_job_requeue(uint32_t id, char *err, size_t errlen)
 	return scontrol_requeue(id, err, errlen);
 }
 
-/* The minimum node count slurmctld holds for job id (pending: what it waits for), or 0. */
-static uint32_t job_min_nodes(uint32_t id)
-{
-	job_info_msg_t *msg = NULL;
-	uint32_t min = 0;
-
-	if (slurm_load_job(&msg, id, SHOW_ALL) == SLURM_SUCCESS && msg && msg->record_count > 0)
-		min = msg->job_array[0].num_nodes;
-	if (msg)
-		slurm_free_job_info_msg(msg);
-	return min;
-}
-
-int slurm_job_exclude_nodes(uint32_t id, const char *hosts, int remain, int *min_was, char *err,
-			    size_t errlen)
+int slurm_job_exclude_nodes(uint32_t id, const char *hosts, char *err, size_t errlen)
 {
 	job_desc_msg_t desc;
 	char list[1024];
-	uint32_t min;
 
-	*min_was = 0;
 	if (!slurm_config_present(err, errlen))
 		return -1;
 	slurm_init_job_desc_msg(&desc);
 	desc.job_id = id;
 	snprintf(list, sizeof list, "%s", hosts);
 	desc.exc_nodes = list;
-	/* A job of a fixed count (-N2) kept off a node would wait for one
-	 * more node, and on a cluster of that size for good (BadConstraints):
-	 * its minimum comes down to what remains, its maximum stays, so it
-	 * starts on the remaining nodes or on a replacement, whichever comes. */
-	min = job_min_nodes(id);
-	if (remain > 0 && min > (uint32_t)remain) {
-		desc.min_nodes = (uint32_t)remain;
-		*min_was = (int)min;
-	}
 	if (slurm_update_job(&desc) == SLURM_SUCCESS)
 		return 0;
-	snprintf(err, errlen, "cannot exclude %s from job %u%s: %s", hosts, id,
-		 *min_was ? " and lower its node count" : "", slurm_strerror(slurm_get_errno()));
+	snprintf(err, errlen, "cannot exclude %s from job %u: %s", hosts, id,
+		 slurm_strerror(slurm_get_errno()));
 	return -1;
-}
-
-const char *slurm_job_lowered_text(char *buf, size_t len, int min_was, int remain)
-{
-	if (min_was <= 0)
-		return "";
-	snprintf(buf, len, "; its minimum node count lowered from %d to %d", min_was, remain);
-	return buf;
 }
 
 int slurm_job_set_comment(uint32_t id, const char *comment)
@@ -291,35 +258,50 @@ static void parse_signal(const char *v, int *signo, int *lead)
 	*lead = v[n] == '@' ? (int)strtol(v + n + 1, NULL, 10) : 60;
 }
 
-int slurm_job_signal(uint32_t id, int *signo, int *lead)
+/* Job id's batch script, as slurmctld keeps it (malloc'd), or NULL. */
+static char *batch_script(uint32_t id)
 {
-	char *text = NULL, *line, *save = NULL;
+	char *text = NULL, err[256];
 	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
+	FILE *f;
 
-	char err[256];
-
-	*signo = *lead = 0;
-	if (!f)
-		return -1;
-	if (!slurm_config_present(err, sizeof err)) {
-		fclose(f);
-		free(text);
-		return -1;
-	}
+	if (!slurm_config_present(err, sizeof err) || !(f = open_memstream(&text, &len)))
+		return NULL;
 	if (slurm_job_batch_script(f, id) != SLURM_SUCCESS) {
 		fclose(f);
 		free(text);
-		return -1;
+		return NULL;
 	}
 	fclose(f);
-	/* sbatch reads #SBATCH lines until the first command */
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		const char *opt;
+	return text;
+}
 
+/* Each #SBATCH line of text before the first command, in turn (text is cut up). */
+static char *next_sbatch_line(char **text, char **save)
+{
+	char *line;
+
+	while ((line = strtok_r(*text, "\n", save))) {
+		*text = NULL;
 		if (line[0] != '#' && line[strspn(line, " \t")] != '\0')
-			break;
-		if (strncmp(line, "#SBATCH", 7) || !(opt = strstr(line, "--signal")))
+			return NULL; /* sbatch reads #SBATCH lines until the first command */
+		if (!strncmp(line, "#SBATCH", 7))
+			return line + 7;
+	}
+	return NULL;
+}
+
+int slurm_job_signal(uint32_t id, int *signo, int *lead)
+{
+	char *text = batch_script(id), *cur = text, *line, *save = NULL;
+
+	*signo = *lead = 0;
+	if (!text)
+		return -1;
+	while ((line = next_sbatch_line(&cur, &save))) {
+		const char *opt = strstr(line, "--signal");
+
+		if (!opt)
 			continue;
 		opt += 8;
 		if (*opt == '=' || *opt == ' ')
@@ -327,4 +309,32 @@ int slurm_job_signal(uint32_t id, int *signo, int *lead)
 	}
 	free(text);
 	return 0;
+}
+
+int slurm_job_script_min_nodes(uint32_t id)
+{
+	char *text = batch_script(id), *cur = text, *line, *save = NULL;
+	int min = 0;
+
+	if (!text)
+		return 0;
+	while ((line = next_sbatch_line(&cur, &save))) {
+		char *tok, *tsave = NULL;
+		const char *val = NULL;
+
+		for (tok = strtok_r(line, " \t", &tsave); tok; tok = strtok_r(NULL, " \t", &tsave)) {
+			if (!strcmp(tok, "-N") || !strcmp(tok, "--nodes"))
+				val = strtok_r(NULL, " \t", &tsave);
+			else if (!strncmp(tok, "--nodes=", 8))
+				val = tok + 8;
+			else if (!strncmp(tok, "-N", 2))
+				val = tok + 2;
+			if (val) {
+				min = (int)strtol(val, NULL, 10); /* "2-3": 2 */
+				val = NULL;
+			}
+		}
+	}
+	free(text);
+	return min;
 }

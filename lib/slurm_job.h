@@ -63,17 +63,16 @@ int slurm_kill_wait(void);
 /*
  * Keep job id off the nodes in hosts ("n2,n5") when it runs again: its
  * ExcNodeList. Slurm takes it only while the job is pending, that is right
- * after a requeue. remain: the nodes the job keeps; a job whose minimum
- * node count is higher (a fixed count, -N3) has it lowered to remain (its
- * owner may do that to a pending job), with the old minimum in *min_was
- * (else 0), so that it is not left pending for good. 0, or -1 with
- * Slurm's reason in err.
+ * after a requeue. 0, or -1 with Slurm's reason in err.
  */
-int slurm_job_exclude_nodes(uint32_t id, const char *hosts, int remain, int *min_was, char *err,
-			    size_t errlen);
+int slurm_job_exclude_nodes(uint32_t id, const char *hosts, char *err, size_t errlen);
 
-/* What slurm_job_exclude_nodes did to the node count, for a message: "" or "; its minimum ...". */
-const char *slurm_job_lowered_text(char *buf, size_t len, int min_was, int remain);
+/*
+ * The minimum node count batch job id's script asks for (#SBATCH -N2,
+ * --nodes=2-3: 2), or 0 when it says none (given on sbatch's command line,
+ * or no script to read). slurmctld tells a running job only what it got.
+ */
+int slurm_job_script_min_nodes(uint32_t id);
 
 /* Set the job's Comment (best effort). Returns 0 or -1. */
 int slurm_job_set_comment(uint32_t id, const char *comment);

@@ -341,7 +341,7 @@ static const struct key keys[] = {
 	  .dflt = "auto", .help = "auto (jobs of 2+ nodes) | true | false | only (then stop: stork check --all): probe every rank's device and the groups' links before the first step" },
 	{ .path = "preflight.tolerance", .off = OFF(preflight.tolerance),
 	  .type = K_DOUBLE, .lo = 0, .hi = 1, .flags = LO_OPEN,
-	  .dflt = "0.7", .help = "a node this far below the median of the others (matrix product or memory bandwidth) is short: left out where a majority of three or more nodes keeps up, else named in a warning" },
+	  .dflt = "0.8", .help = "a node this far below the median of the others (matrix product or memory bandwidth) is short: left out where a majority of three or more nodes keeps up, else named in a warning" },
 	{ .path = "restart.max_restarts", .off = OFF(restart.max_restarts),
 	  .type = K_INT, .lo = 0, .hi = BIG,
 	  .dflt = "0", .help = "restarts from the latest checkpoint inside the job after a failure" },
