@@ -45,7 +45,8 @@ AM_TESTS_ENVIRONMENT = abs_top_srcdir='$(abs_top_srcdir)' abs_top_builddir='$(ab
 EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/cluster.bats \
 	t/integration/preempt.bats t/integration/rendezvous.bats t/integration/plugin.bats \
 	t/integration/multinode.bats \
-	t/integration/bench_comm.bats t/integration/package.bats t/integration/start_checks.bats
+	t/integration/bench_comm.bats t/integration/package.bats t/integration/start_checks.bats \
+	t/integration/sbatch_example.bats
 # `stork run -- PROGRAM` on the cluster, and the programs it runs.
 EXTRA_DIST += t/integration/program.bats t/integration/program/ddp_train.py \
 	t/integration/program/rank.sh
@@ -66,6 +67,13 @@ distclean-testcluster:
 # .shellcheckrc); a finding fails the suite.
 TESTS += t/lint/shellcheck.sh
 EXTRA_DIST += t/lint/shellcheck.sh .shellcheckrc
+
+# What the README and the examples in etc/ promise, read as text: the
+# README's two commands run as written for root and for a user with sudo
+# (with fakes of sudo and of the scripts' work), etc/stork.yaml names every
+# key of the configuration table, etc/stork.sbatch shows the GPU lines.
+TESTS += t/lint/readme.bats t/lint/examples.bats
+EXTRA_DIST += t/lint/readme.bats t/lint/examples.bats
 
 # The training engine's behaviour, run locally with `stork run` (no Slurm).
 TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats t/train/staging.bats t/train/llama.bats t/train/tokenizer.bats \
