@@ -118,6 +118,9 @@ static void child_exec(const struct program_run *p, const struct prank *r, int o
 	argv[argc] = NULL;
 	if (bind_apply(plan, err, sizeof err) < 0)
 		dprintf(STDERR_FILENO, "stork: rank %d runs unbound: %s\n", r->rank, err);
+	/* the program gets 0, 1 and 2 (stork(1)'s contract) and nothing of
+	 * ours or of what we inherited; last, so that nothing opened above stays */
+	closefrom(STDERR_FILENO + 1);
 	execvpe(argv[0], argv, env);
 	dprintf(STDERR_FILENO, "stork: rank %d cannot run %s: %s\n", r->rank, argv[0],
 		strerror(errno));

@@ -370,6 +370,28 @@ static void write_provenance_once(void)
 	provenance_dir = NULL;
 }
 
+/* Where storkd finds the write end of its result pipe (--result-fd). */
+#define RESULT_FD (STDERR_FILENO + 1)
+
+/*
+ * In storkd's child, between fork and exec: keep stdin, stdout, stderr and
+ * the result pipe (moved to RESULT_FD), close everything else. What the
+ * launcher inherited (slurmstepd's listening socket, a shell's
+ * redirections) would otherwise stay open in storkd and in every program
+ * it starts. Closed in the child, not at the launcher's start: libraries
+ * the launcher loads (PMIx, munge) may hold descriptors of their own before
+ * main() runs, and the launcher runs nothing but its own code. closefrom
+ * uses close_range(2) and, on kernels without it (RHEL 8's 4.18), reads
+ * /proc/self/fd; both are safe after a fork in a threaded process.
+ */
+static void keep_result_fd_only(int fd)
+{
+	if (fd != RESULT_FD)
+		dup2(fd, RESULT_FD);
+	fcntl(RESULT_FD, F_SETFD, 0); /* keep it across exec */
+	closefrom(RESULT_FD + 1);
+}
+
 /*
  * Start storkd, forward the signals a job receives to it, and wait. The
  * result pipe stays open in storkd only; its end of file tells us storkd is
@@ -395,7 +417,7 @@ static int supervise(const char *storkd, char **args, struct daemon_result *res,
 		stork_error("cannot create a pipe: %s", strerror(errno));
 		return STORK_EXIT_INTERNAL;
 	}
-	snprintf(fdarg, sizeof fdarg, "%d", pipefd[1]);
+	snprintf(fdarg, sizeof fdarg, "%d", RESULT_FD);
 	for (int i = 0; args[i]; i++)
 		if (!strcmp(args[i], "@RESULT_FD@"))
 			args[i] = fdarg;
@@ -406,7 +428,7 @@ static int supervise(const char *storkd, char **args, struct daemon_result *res,
 		return STORK_EXIT_INTERNAL;
 	}
 	if (pid == 0) {
-		fcntl(pipefd[1], F_SETFD, 0); /* keep the write end across exec */
+		keep_result_fd_only(pipefd[1]);
 		execv(storkd, args);
 		fprintf(stderr, "stork: cannot run %s: %s\n", storkd, strerror(errno));
 		_exit(STORK_EXIT_INTERNAL);
@@ -564,8 +586,7 @@ static int requeue_without_lost(const char *run_dir, const struct layout *l,
 {
 	uint32_t job = slurm_job_id_from_env();
 	char path[4200], hosts[1024] = "", err[1024];
-	int *missing = calloc((size_t)l->launchers, sizeof *missing), n, min_was;
-	char lowered[96];
+	int *missing = calloc((size_t)l->launchers, sizeof *missing), n;
 	json_t *env = NULL;
 	size_t used = 0;
 
@@ -589,15 +610,14 @@ static int requeue_without_lost(const char *run_dir, const struct layout *l,
 	 * slurm_job_requeue counts that, and the exclusion is all that is left
 	 * to do. A cancelled job stays cancelled. */
 	if (slurm_job_requeue(job, err, sizeof err) != 0 ||
-	    slurm_job_exclude_nodes(job, hosts, l->launchers - n, &min_was, err, sizeof err) < 0) {
+	    slurm_job_exclude_nodes(job, hosts, err, sizeof err) < 0) {
 		stork_error("node(s) %s did not come back to the rendezvous of restart %d, and the "
 			    "requeue without them failed: %s", hosts, a->attempt, err);
 		goto out;
 	}
 	msg_format(e->message, sizeof e->message,
 		   "node(s) %s did not come back to the rendezvous of restart %d: job %u requeued "
-		   "without them (ExcNodeList=%s%s)", hosts, a->attempt, job, hosts,
-		   slurm_job_lowered_text(lowered, sizeof lowered, min_was, l->launchers - n));
+		   "without them (ExcNodeList=%s)", hosts, a->attempt, job, hosts);
 	e->exit_code = code = STORK_EXIT_NODE_LOST;
 	e->reason = exit_reason_name(code);
 out:

@@ -286,6 +286,26 @@ DEAF
 	done
 }
 
+# A step's task inherits descriptors it was never meant to have (seen:
+# slurmstepd's listening socket in stork and storkd alike); here a file on
+# 7, and bats's own descriptors.
+@test "stork run -- PROGRAM: a rank starts with descriptors 0, 1 and 2 only, and storkd-program holds nothing the launcher inherited" {
+	echo inherited >inherited.txt
+	# the rank's shell lists its own descriptors, then its parent's; `exec >`
+	# because `ls >file` would have the shell keep its stdout on a spare one
+	# shellcheck disable=SC2016 # expanded by the rank's shell
+	run "$STORK" run --local-ranks 2 -- sh -c \
+		'exec >fds.$RANK; ls /proc/$$/fd; exec >daemon-fds.$RANK; ls -l /proc/$PPID/fd' 7<inherited.txt
+	echo "$output"
+	[ "$status" -eq 0 ]
+	for r in 0 1; do
+		cat daemon-fds.$r
+		[ "$(sort -n fds.$r | tr '\n' ' ')" = "0 1 2 " ]
+		run grep -c inherited.txt daemon-fds.$r
+		[ "$output" = 0 ]
+	done
+}
+
 @test "a periodic checkpoint that fails (disk full) is skipped: training goes on, bit for bit" {
 	fault_injection || skip "needs --enable-fault-injection"
 	"$STORK" run tiny.yaml --set train.steps=20 --set checkpoint.every=5 --set run.name=ref >/dev/null
@@ -438,6 +458,27 @@ DEAF
 	wait "$launcher" || rc=$?
 	[ "$rc" -eq 20 ]
 	[ "$(jq -r '.restarts | length' runs/nr__job=local__task=0/exit_info.json)" -eq 0 ]
+}
+
+@test "storkd holds nothing the launcher inherited: its result pipe on 3 and its own descriptors" {
+	fault_injection || skip "built without --enable-fault-injection"
+	echo inherited >inherited.txt
+	STORK_FAULT_STEP_DELAY=0.2 "$STORK" run tiny.yaml --set run.name=fds --set train.steps=30 \
+		>out.txt 2>&1 7<inherited.txt &
+	launcher=$!
+	wait_step runs/fds__job=local__task=0 2 60
+	pid=$(pgrep -f "storkd --config $PWD/runs/fds__job" | head -1)
+	# looked at while it runs, checked once the run is stopped
+	launcher_fds=$(ls -l /proc/$launcher/fd) || true
+	daemon_fds=$(ls -l /proc/"$pid"/fd) || true
+	result=$(readlink /proc/"$pid"/fd/3) || true
+	kill -TERM "$launcher"
+	wait "$launcher" || true
+	echo "$daemon_fds"
+	[ -n "$pid" ]
+	[[ "$launcher_fds" == *inherited.txt* ]] # the launcher keeps it, storkd does not
+	[[ "$daemon_fds" != *inherited.txt* ]]
+	[[ "$result" == pipe:* ]]
 }
 
 @test "storkd runs under its own name: ps, top and pgrep show storkd, not exe (after OpenBLAS's re-execution)" {
