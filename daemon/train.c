@@ -1439,6 +1439,8 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 		  start + 1, n->cfg->train.steps);
 	res->last_step = start;
 	r.first_step = start;
+	if (checkpoint_async_prepare(&r, start))
+		goto out;
 	run_steps(&r, start);
 out:
 	rank_logf(&r.log, "exit %d: %s", res->exit_code, res->message);

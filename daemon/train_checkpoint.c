@@ -401,7 +401,9 @@ static int write_in_background(void *arg, float *buf, char *err, size_t errlen)
 }
 
 /* Start this rank's write: copies of its live arrays on a CPU, the pinned
- * host copy (made here, by the rank) on a GPU. */
+ * host copy (made here, by the rank) on a GPU. The buffer is
+ * checkpoint_async_prepare's, made at the start; made here only when that
+ * saw no background write ahead. */
 static int start_write(struct rank *r)
 {
 	struct ckpt_async *a = r->async;
@@ -423,6 +425,50 @@ static int start_write(struct rank *r)
 	if (ckpt_writer_start(a->writer, r->ckpt_host, copies, ncopy, write_in_background, r) < 0)
 		return rank_fail(r, STORK_EXIT_INTERNAL, "cannot start checkpoint.async's writer thread");
 	a->writes = 1;
+	return 0;
+}
+
+/*
+ * Whether this rank writes a periodic checkpoint in the background after
+ * step start: checkpoint.async on, a periodic one before the last step
+ * (that one is synchronous) that goes to the run directory, and this rank
+ * a writer (data parallelism: rank 0 alone).
+ */
+static int async_write_ahead(const struct rank *r, int64_t start)
+{
+	const struct stork_config *c = r->cfg;
+	int64_t every = c->checkpoint.every;
+
+	if (!c->checkpoint.async || every <= 0 || (plain_layout(&r->lay) && r->rank != 0))
+		return 0;
+	if (c->checkpoint.local_dir[0]) /* only every persist_every-th leaves the node */
+		every *= c->checkpoint.persist_every;
+	return (start / every + 1) * every < c->train.steps;
+}
+
+/*
+ * The snapshot buffer is made at the rank's start, not at the first
+ * checkpoint: the first copy into fresh pages faults every page in (one
+ * per 2 MiB on huge pages, per 4 KiB without), and the rank waits for that
+ * copy before its next update, so a first checkpoint that made its buffer
+ * stalled training longer than a synchronous checkpoint does. Not in the
+ * writer thread either: it inherits the rank's cores, so touching the
+ * pages there during the first steps would slow those steps instead. The
+ * rank's own thread touches them, so they lie on its NUMA node, where the
+ * writer copies; a GPU rank's pinned buffer is mapped by its allocation
+ * and the touch costs it little.
+ */
+int checkpoint_async_prepare(struct rank *r, int64_t start)
+{
+	size_t bytes = (r->model.num_params + 2 * r->opt.n) * sizeof(float);
+
+	if (r->ckpt_host || !async_write_ahead(r, start))
+		return 0;
+	if (!(r->ckpt_host = r->ops->host_alloc(bytes)))
+		return rank_fail(r, STORK_EXIT_INTERNAL, "out of host memory for checkpoint.async's copy");
+	memset(r->ckpt_host, 0, bytes);
+	rank_logf(&r->log, "checkpoint.async: a host copy of %.1f MiB made at start",
+		  (double)bytes / (1 << 20));
 	return 0;
 }
 

@@ -131,6 +131,12 @@ int checkpoint_at(struct rank *r, int64_t steps_done, int must);
 int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int must_succeed);
 
 /*
+ * checkpoint.async (train_checkpoint.c), at the rank's start (step start
+ * done): the host copy its background writes need, allocated and touched,
+ * when this rank has one ahead; 0 or the exit code.
+ */
+int checkpoint_async_prepare(struct rank *r, int64_t start);
+/*
  * checkpoint.async (train_checkpoint.c): begin the checkpoint of
  * steps_done in the background, after committing the one in flight; 0 or
  * the exit code. Its failure, if any, comes at the commit.

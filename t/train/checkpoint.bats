@@ -141,6 +141,30 @@ same_checkpoints() {
 	grep -q '<span class="checkpoint-stall">training stalled a median [0-9.]* ms per checkpoint</span>' report.html
 }
 
+# The first copy into fresh pages faults every page in, and the rank waits
+# for that copy: made at the first checkpoint, the buffer stalled it longer
+# than a synchronous checkpoint.
+@test "checkpoint.async: the host copy is made at the rank's start, before step 1, and only on a rank with a background write ahead" {
+	"$STORK" run tiny.yaml --local-ranks 2 --set run.name=pre --set checkpoint.every=5 \
+		--set checkpoint.async=true >/dev/null
+	log=runs/pre__job=local__task=0/logs/rank-000.log
+	copy=$(grep -n 'checkpoint.async: a host copy of [0-9.]* MiB made at start$' "$log" | cut -d: -f1)
+	first=$(grep -n '\] step 1 loss' "$log" | cut -d: -f1)
+	[ -n "$copy" ]
+	[ -n "$first" ]
+	[ "$copy" -lt "$first" ]
+	# data parallelism: rank 0 alone writes
+	run grep -c 'host copy' runs/pre__job=local__task=0/logs/rank-001.log
+	[ "$output" = 0 ]
+	# no periodic checkpoint before the last step's (which is synchronous), or none at all
+	for every in 20 0; do
+		"$STORK" run tiny.yaml --set run.name=none$every --set checkpoint.every=$every \
+			--set checkpoint.async=true >/dev/null
+		run grep -c 'host copy' runs/none${every}__job=local__task=0/logs/rank-000.log
+		[ "$output" = 0 ]
+	done
+}
+
 @test "checkpoint.async: a stop while a write is in flight commits both in order; a write that fails in the background is skipped and training goes on" {
 	fault_injection || skip "built without --enable-fault-injection"
 	# every write takes 2 s: step 5's is still running at the stop after step 7
