@@ -692,14 +692,15 @@ one_rank_reference() {
 	nodes_idle
 }
 
-# preflight_job NAME SBATCH-OPTIONS: a job of up to 2 nodes x 2 ranks with
-# the preflight as by default (auto: 2 or more nodes, preflight.tolerance
-# 0.8); sets job and dir once it ran.
+# preflight_job NAME SBATCH-OPTIONS [LOCAL-RANKS]: a job of one launcher a
+# node, LOCAL-RANKS (2) ranks each, with the preflight as by default (auto:
+# 2 or more nodes, preflight.tolerance 0.8); sets job and dir once it ran.
+# --exclusive and no task count: Slurm gives a node range every node it can.
 preflight_job() {
 	cat >"$1.sh" <<-SCRIPT
 	#!/bin/bash
 	#SBATCH $2 -c2 --exclusive -o $1.out --open-mode=append
-	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=$1
+	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks ${3:-2} run.name=$1
 	SCRIPT
 	job=$(submit "$1.sh")
 	wait_job_state "$job" 'COMPLETED|FAILED' 300 || true
@@ -742,27 +743,12 @@ preflight_job() {
 	nodes_idle
 }
 
-# pf3_job NAME NODES: a job of NODES (a count or range) of the 3-node
-# cluster, one rank a node, n3 slowed 10x; sets job and dir once it ran.
-# --exclusive and no task count: Slurm gives a range every node it can.
-pf3_job() {
-	cat >"$1.sh" <<-SCRIPT
-	#!/bin/bash
-	#SBATCH -N$2 -c2 --exclusive --requeue -o $1.out --open-mode=append
-	srun --ntasks-per-node=1 --mpi=pmix $STORK run run.yaml --local-ranks 1 run.name=$1
-	SCRIPT
-	job=$(submit "$1.sh")
-	wait_job_state "$job" 'COMPLETED|FAILED' 300 || true
-	cat "$1.out"
-	dir=$(run_dir "$1" "$job")
-}
-
 @test "preflight on 3 nodes: a node 10x slower is left out by the other two; a --nodes=2-3 job is requeued without it and completes on the two; a fixed -N3 job is warned and trains on all three, never left pending" {
 	fault_injection || skip "needs --enable-fault-injection"
 	local tc=$abs_top_builddir/contrib/testcluster/stork-testcluster
 	STORK_TESTCLUSTER_PORT=17880 "$tc" start --nodes 3 "$WORK/tc3" >/dev/null
 	export SLURM_CONF=$WORK/tc3/etc/slurm.conf STORK_FAULT_PREFLIGHT_SLOW_HOST=n3
-	pf3_job pf3 2-3
+	preflight_job pf3 "-N2-3 --requeue" 1
 	[ "$(job_field "$job" JobState)" = COMPLETED ]
 	[ "$(job_field "$job" Restarts)" = 1 ]
 	[ "$(job_field "$job" ExcNodeList)" = n3 ]
@@ -778,7 +764,7 @@ pf3_job() {
 	echo "$output"
 	[[ "$output" == *"preflight: requeue 0: node(s) n3 left out"* ]]
 	# a fixed count: leaving n3 out would leave the job waiting for a third node
-	pf3_job pf3fixed 3
+	preflight_job pf3fixed "-N3 --requeue" 1
 	[ "$(job_field "$job" JobState)" = COMPLETED ]
 	[ "$(job_field "$job" Restarts)" = 0 ]
 	grep -q "storkd: preflight: warning: node(s) n3 fall short (n3: matrix product .*), kept: job $job asks for 3 node(s) and could not be sure to start again on the 2 that remain; submit with a node range (#SBATCH --nodes=2-3)" pf3fixed.out
