@@ -353,8 +353,11 @@ static int layout_survives(const struct rank *r, const struct probe_figures *all
 		ranks += kind[(int)all[i].node] != PREFLIGHT_LEFT_OUT;
 	if (ranks > 0 && ranks % group == 0)
 		return 1;
-	snprintf(why, len, "the %d rank(s) that would remain cannot hold tensor %d x pipeline %d",
-		 ranks, r->lay.tp, r->lay.pp);
+	if (!ranks)
+		snprintf(why, len, "no node would be left");
+	else
+		snprintf(why, len, "the %d rank(s) that would remain cannot hold tensor %d x "
+			 "pipeline %d", ranks, r->lay.tp, r->lay.pp);
 	return 0;
 }
 
@@ -568,11 +571,7 @@ static int act_on(struct rank *r, struct preflight *p)
 	if (r->cfg->preflight.enabled == STORK_PREFLIGHT_ONLY)
 		snprintf(cannot, sizeof cannot, "preflight.enabled: only (stork check --all) leaves "
 			 "nothing out");
-	else if (!layout_survives(r, p->all, p->nodes, p->kind, &remain, cannot, sizeof cannot))
-		;
-	else if (remain < 1)
-		snprintf(cannot, sizeof cannot, "no node would be left");
-	else
+	else if (layout_survives(r, p->all, p->nodes, p->kind, &remain, cannot, sizeof cannot))
 		return leave_out(r, bad, remain, p->nodes, why);
 	if (r->rank == 0) {
 		rank_logf(&r->log, "preflight: warning: node(s) %s fall short (%s), kept: %s", bad,
