@@ -352,7 +352,7 @@ setup() {
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"preflight: 1 node(s) in "*" s: matrix product "*" GFLOP/s, memory "*"metrics/preflight.csv"* ]]
-	[[ "$output" == *"stork: completed (exit 0): preflight only: 1 node(s), every one kept (metrics/preflight.csv)"* ]]
+	[[ "$output" == *"stork: completed (exit 0): preflight only: 1 node(s), none left out (metrics/preflight.csv)"* ]]
 	dir=runs/pfonly__job=local__task=0
 	[ "$(grep -c ',0,.*,"ok"$' "$dir/metrics/preflight.csv")" -eq 2 ]
 	run grep -h train_loss "$dir"/logs/rank-00[01].metrics.jsonl
