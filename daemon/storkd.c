@@ -3,34 +3,34 @@
  *
  * Started by `stork run` (one per node, or one per task) with the resolved
  * configuration and this node's place in the world; runs one worker thread
- * per local rank (daemon/train.c) and exits with the most telling of their
+ * per local rank (daemon/engine/train/train.c) and exits with the most telling of their
  * exit codes. The signals that stop a run (lib/stop_signals.h) only set a
  * flag here (and note which came first, and when): the ranks agree on a
  * stop at the next step boundary. HUP is ignored with a line that says so.
  */
 #include "config.h"
-#include "daemon/checkpoint.h"
-#include "daemon/join.h"
-#include "daemon/layout.h"
-#include "daemon/node_result.h"
-#include "daemon/hang_report.h"
-#include "daemon/node.h"
-#include "daemon/train.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/node/join.h"
+#include "daemon/engine/parallel/layout.h"
+#include "daemon/node/node_result.h"
+#include "daemon/engine/train/hang_report.h"
+#include "daemon/node/node.h"
+#include "daemon/engine/train/train.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
-#include "lib/exit_info.h"
+#include "lib/run/exit_info.h"
 #include "lib/fault.h"
 #include "lib/bounded.h"
 #include "lib/env_number.h"
-#include "lib/stork_json.h"
-#include "lib/slurm_job.h"
+#include "lib/formats/stork_json.h"
+#include "lib/slurm/slurm_job.h"
 #include "lib/log.h"
-#include "lib/rendezvous_auth.h"
+#include "lib/rendezvous/rendezvous_auth.h"
 #include "lib/stop_signals.h"
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 #include "lib/version.h"
 
 #include <cblas.h>
@@ -75,7 +75,7 @@ static void *worker_main(void *arg)
 
 /*
  * How the node ended, for the launcher's exit_info: one JSON object on the
- * result pipe (daemon/node_result.c says what it holds and which ranks'
+ * result pipe (daemon/node/node_result.c says what it holds and which ranks'
  * results it may read); message (a watchdog verdict, a failed join)
  * overrides the ranks' own.
  */

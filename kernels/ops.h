@@ -189,7 +189,7 @@ struct ops {
 				   int N, int V, int Vp);
 
 	/*
-	 * Tensor parallelism over the vocabulary (daemon/tensor_parallel.c):
+	 * Tensor parallelism over the vocabulary (daemon/engine/parallel/tensor_parallel.c):
 	 * this rank holds rows [v0, v0 + vn) of wte and the same columns of
 	 * the logits; of those the first nv are real tokens (the rest is
 	 * padding). The collectives between the calls are the caller's.

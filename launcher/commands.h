@@ -15,11 +15,11 @@ struct stork_command {
 	const char *summary;
 };
 
-int cmd_run(int argc, char **argv);   /* launcher/run.c */
-int cmd_prep(int argc, char **argv);  /* launcher/prep.c */
-int cmd_bench(int argc, char **argv); /* launcher/bench.c */
-int cmd_bench_launch(int argc, char **argv); /* launcher/bench_launch.c */
-int cmd_report(int argc, char **argv); /* launcher/report.c */
-int cmd_bench_report(int argc, char **argv); /* launcher/bench_report.c */
+int cmd_run(int argc, char **argv);   /* launcher/run/run.c */
+int cmd_prep(int argc, char **argv);  /* launcher/prep/prep.c */
+int cmd_bench(int argc, char **argv); /* launcher/bench/bench.c */
+int cmd_bench_launch(int argc, char **argv); /* launcher/bench/bench_launch.c */
+int cmd_report(int argc, char **argv); /* launcher/report/report.c */
+int cmd_bench_report(int argc, char **argv); /* launcher/bench/bench_report.c */
 
 #endif

@@ -5,16 +5,16 @@
 bin_PROGRAMS += launcher/stork
 launcher_stork_SOURCES = launcher/stork.c launcher/commands.h \
 	launcher/programs.c launcher/programs.h \
-	launcher/run.c launcher/run_metrics.c launcher/run_metrics.h \
-	launcher/report.c launcher/report.h launcher/report_data.c launcher/report_html.c \
-	launcher/notify.c launcher/notify.h launcher/stage.c launcher/stage.h \
-	launcher/prep.c launcher/prep.h launcher/preflight.c launcher/preflight.h \
-	launcher/host_tasks.c launcher/host_tasks.h \
-	launcher/preflight_manifest.c launcher/sha256_file.c launcher/sha256_file.h \
-	launcher/prep_tokens.c launcher/prep_tokens.h launcher/tokenizer.c launcher/tokenizer.h \
-	launcher/tokenizer_load.c launcher/tokenizer_impl.h \
-	launcher/bench.c launcher/bench_launch.c launcher/bench_report.c \
-	launcher/bench_util.c launcher/bench_util.h
+	launcher/run/run.c launcher/run/run_metrics.c launcher/run/run_metrics.h \
+	launcher/report/report.c launcher/report/report.h launcher/report/report_data.c launcher/report/report_html.c \
+	launcher/run/notify.c launcher/run/notify.h launcher/run/stage.c launcher/run/stage.h \
+	launcher/prep/prep.c launcher/prep/prep.h launcher/run/preflight.c launcher/run/preflight.h \
+	launcher/run/host_tasks.c launcher/run/host_tasks.h \
+	launcher/run/preflight_manifest.c launcher/sha256_file.c launcher/sha256_file.h \
+	launcher/prep/prep_tokens.c launcher/prep/prep_tokens.h launcher/prep/tokenizer.c launcher/prep/tokenizer.h \
+	launcher/prep/tokenizer_load.c launcher/prep/tokenizer_impl.h \
+	launcher/bench/bench.c launcher/bench/bench_launch.c launcher/bench/bench_report.c \
+	launcher/bench/bench_util.c launcher/bench/bench_util.h
 launcher_stork_CPPFLAGS = $(AM_CPPFLAGS) -DSTORK_PKGLIBEXECDIR='"$(pkglibexecdir)"' $(CURL_CFLAGS) $(CRYPTO_CFLAGS) \
 	$(PCRE2_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS)
 # Those installed paths (and STORK_SBINDIR) come from the Makefile, not
@@ -37,6 +37,6 @@ launcher_engine_stork_engine_SOURCES = \
 	launcher/engine/plan.c launcher/engine/plan.h launcher/engine/plan_check.c \
 	launcher/engine/plan_figures.c launcher/engine/plan_probe.c launcher/engine/plan_link.c \
 	launcher/engine/plan_print.c \
-	launcher/bench_util.c launcher/bench_util.h
+	launcher/bench/bench_util.c launcher/bench/bench_util.h
 launcher_engine_stork_engine_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 launcher_engine_stork_engine_LDADD = $(STORKD_LIBS)

@@ -22,7 +22,7 @@ int env_number(const char *name, long long min, long long max, long long dflt, l
 /*
  * setenv(name, value) for this process's own sake (a library's tuning,
  * say), noting name in STORKD_SET_ENV ("A:B") so that the environment
- * handed on to a user's program can leave it out (daemon/program_env.c).
+ * handed on to a user's program can leave it out (daemon/program/program_env.c).
  */
 void env_set_own(const char *name, const char *value);
 

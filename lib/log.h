@@ -3,7 +3,7 @@
  *
  * Every line carries a prefix chosen once per process ("stork", "storkd")
  * and goes to stderr. Messages say what failed and what to do next. (Rank
- * threads write their own files, daemon/rank_log.h; the plugin logs with
+ * threads write their own files, daemon/node/rank_log.h; the plugin logs with
  * Slurm's slurm_error.)
  */
 #ifndef STORK_LOG_H

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/bind.h"
+#include "lib/bind/bind.h"
 #include "plugins/plugin_args.h"
 
 static const char *value_of(const char *arg, const char *key)

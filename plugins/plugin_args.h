@@ -3,7 +3,7 @@
  *   default=on|off  port_base=N  port_range=N  topology=PATH
  * Parsed strictly: an unknown key or a bad value is an error that names it.
  * (The options users give srun are stork_args.h; stork.yaml, the training
- * configuration, is lib/stork_config.h.)
+ * configuration, is lib/config/stork_config.h.)
  */
 #ifndef STORK_PLUGINS_PLUGIN_ARGS_H
 #define STORK_PLUGINS_PLUGIN_ARGS_H

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <slurm/spank.h>
 
-#include "lib/bind.h"
+#include "lib/bind/bind.h"
 #include "plugins/plugin_args.h"
 
 struct stork_args {

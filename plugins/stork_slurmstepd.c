@@ -24,8 +24,8 @@
 #include <hwloc/glibc-sched.h>
 #include <slurm/slurm.h>
 
-#include "lib/bind.h"
-#include "lib/topology.h"
+#include "lib/bind/bind.h"
+#include "lib/bind/topology.h"
 #include "plugins/stork_args.h"
 #include "plugins/plugin_args.h"
 #include "plugins/stork_slurmstepd.h"

@@ -1,17 +1,17 @@
 /*
- * daemon/join.c - see join.h. The blob is
+ * daemon/node/join.c - see join.h. The blob is
  *   "STK2" | u32 length | JSON {host, machine, local_ranks, pid, job_end}
  *          | u32 length | JSON array of the ranks' bindings | UCX worker address
  * so a daemon of another Stork version is recognised instead of misread, and
  * the bindings travel as the text slurm_env.json embeds.
  */
 #include "config.h"
-#include "daemon/join.h"
+#include "daemon/node/join.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/exit_codes.h"
 #include "lib/machine_id.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/join.h - how a storkd joins the run: the rendezvous with the other
+ * daemon/node/join.h - how a storkd joins the run: the rendezvous with the other
  * nodes' daemons and the layout of the world that follows from it.
  *
  * Each daemon contributes one blob: its host, its local rank count and
@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#include "lib/rendezvous.h"
+#include "lib/rendezvous/rendezvous.h"
 
 struct run_node {
 	char host[64];

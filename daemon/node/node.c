@@ -1,21 +1,21 @@
-/* daemon/node.c - see node.h. */
+/* daemon/node/node.c - see node.h. */
 #include "config.h"
-#include "daemon/node.h"
+#include "daemon/node/node.h"
 
-#include "lib/bind.h"
+#include "lib/bind/bind.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"
 #include "lib/env_number.h"
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
 #include "lib/log.h"
-#include "lib/rendezvous.h"
-#include "lib/rendezvous_auth.h"
-#include "lib/slurm_job.h"
+#include "lib/rendezvous/rendezvous.h"
+#include "lib/rendezvous/rendezvous_auth.h"
+#include "lib/slurm/slurm_job.h"
 #include "lib/stop_signals.h"
-#include "lib/stork_config.h"
-#include "lib/stork_json.h"
-#include "lib/topology.h"
+#include "lib/config/stork_config.h"
+#include "lib/formats/stork_json.h"
+#include "lib/bind/topology.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -326,7 +326,7 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 	}
 	rdv_params_for_attempt(&p, (unsigned)o->attempt);
 	/* where munged does not answer, the job's secret stands in for it
-	 * (lib/rendezvous_auth.h): launcher 0 makes it, the others wait for it */
+	 * (lib/rendezvous/rendezvous_auth.h): launcher 0 makes it, the others wait for it */
 	snprintf(p.secret_file, sizeof p.secret_file, "%s/config/rendezvous.key", o->run_dir);
 	if (p.index == 0 && p.count > 1 && rdv_auth_make_secret(p.secret_file, err, errlen) < 0)
 		stork_warn("%s: the TCP rendezvous needs munged", err);

@@ -1,5 +1,5 @@
 /*
- * daemon/node.h - a node's start, shared by storkd (the training engine's
+ * daemon/node/node.h - a node's start, shared by storkd (the training engine's
  * daemon) and storkd-program (the daemon of `stork run -- PROGRAM`): the
  * daemon's options, its stop signals, its place from the environment,
  * every local rank's binding plan, and the rendezvous with the other
@@ -8,8 +8,8 @@
 #ifndef STORK_DAEMON_NODE_H
 #define STORK_DAEMON_NODE_H
 
-#include "daemon/join.h"
-#include "daemon/train.h"
+#include "daemon/node/join.h"
+#include "daemon/engine/train/train.h"
 
 #include <stdatomic.h>
 #include <stddef.h>

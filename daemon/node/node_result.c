@@ -1,5 +1,5 @@
 /*
- * daemon/node_result.c - the node's result for the launcher's exit_info.
+ * daemon/node/node_result.c - the node's result for the launcher's exit_info.
  *
  * A rank's result struct belongs to its thread until the thread stores
  * progress->done (an atomic store after its last write, so whoever loads
@@ -9,9 +9,9 @@
  * is read only through its atomic heartbeat.
  */
 #include "config.h"
-#include "daemon/node_result.h"
+#include "daemon/node/node_result.h"
 #include "lib/exit_codes.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <stdatomic.h>
 

@@ -1,11 +1,11 @@
 /*
- * daemon/node_result.h - how a node ended, as storkd tells its launcher:
+ * daemon/node/node_result.h - how a node ended, as storkd tells its launcher:
  * one JSON object built from its ranks' results.
  */
 #ifndef STORK_NODE_RESULT_H
 #define STORK_NODE_RESULT_H
 
-#include "daemon/train.h"
+#include "daemon/engine/train/train.h"
 
 #include <jansson.h>
 

@@ -1,12 +1,12 @@
 /*
- * daemon/rank_log.c - see rank_log.h. Every line is formatted whole and
+ * daemon/node/rank_log.c - see rank_log.h. Every line is formatted whole and
  * written with one fputs + fflush, so a crash loses at most the line being
  * written and concurrent readers (tail -f) see whole lines.
  */
 #include "config.h"
-#include "daemon/rank_log.h"
+#include "daemon/node/rank_log.h"
 
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <errno.h>
 #include <stdlib.h>

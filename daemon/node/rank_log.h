@@ -1,5 +1,5 @@
 /*
- * daemon/rank_log.h - a rank's log and metrics files in the run directory.
+ * daemon/node/rank_log.h - a rank's log and metrics files in the run directory.
  *
  *   logs/rank-NNN.log            lines prefixed "[rank/local host time] "
  *   logs/rank-NNN.metrics.jsonl  {"ts","job_id","rank","host","step","metric","value","unit"}

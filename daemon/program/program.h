@@ -1,5 +1,5 @@
 /*
- * daemon/program.h - storkd running the user's own program (`stork run --
+ * daemon/program/program.h - storkd running the user's own program (`stork run --
  * PROGRAM`): the node's ranks as supervised child processes instead of
  * the engine's rank threads.
  *
@@ -8,8 +8,8 @@
  * result pipe and its exit codes, exit_info, restarts and requeues. What
  * differs is what a rank is: a process in its own process group, bound to
  * its plan's cores and NUMA node, with torchrun's environment
- * (daemon/program_env.h), its output in its rank log
- * (daemon/program_output.h), and a contract for stopping (stork(1),
+ * (daemon/program/program_env.h), its output in its rank log
+ * (daemon/program/program_output.h), and a contract for stopping (stork(1),
  * RUNNING YOUR OWN PROGRAM):
  *
  *  - a rank that fails (an exit code other than 0 and 10, or a signal)
@@ -29,8 +29,8 @@
 #ifndef STORK_DAEMON_PROGRAM_H
 #define STORK_DAEMON_PROGRAM_H
 
-#include "daemon/join.h"
-#include "daemon/train.h"
+#include "daemon/node/join.h"
+#include "daemon/engine/train/train.h"
 
 #include <jansson.h>
 
@@ -48,7 +48,7 @@ struct program_run {
 /*
  * Run the node's ranks to their end. Returns the node's exit code and, in
  * *result, the report the launcher reads (the fields of
- * daemon/node_result.h, and the failed rank's signal, pid, error and
+ * daemon/node/node_result.h, and the failed rank's signal, pid, error and
  * traceback frame).
  */
 int program_run(const struct program_run *p, json_t **result);

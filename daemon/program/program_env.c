@@ -1,6 +1,6 @@
-/* daemon/program_env.c - see program_env.h. */
+/* daemon/program/program_env.c - see program_env.h. */
 #include "config.h"
-#include "daemon/program_env.h"
+#include "daemon/program/program_env.h"
 #include "lib/env_number.h"
 
 #include <stdarg.h>

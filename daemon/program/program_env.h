@@ -1,5 +1,5 @@
 /*
- * daemon/program_env.h - the environment of a rank process in a run of the
+ * daemon/program/program_env.h - the environment of a rank process in a run of the
  * user's own program (`stork run -- PROGRAM`): torchrun's variables, so a
  * program written for torchrun runs unchanged, and Stork's own contract
  * (stork(1), RUNNING YOUR OWN PROGRAM).

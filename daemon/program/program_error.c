@@ -1,9 +1,9 @@
-/* daemon/program_error.c - see program_error.h. */
+/* daemon/program/program_error.c - see program_error.h. */
 #include "config.h"
-#include "daemon/program_error.h"
+#include "daemon/program/program_error.h"
 
-#include "lib/io.h"
-#include "lib/stork_json.h"
+#include "lib/io/io.h"
+#include "lib/formats/stork_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/program_error.h - what a failed rank of the user's program said
+ * daemon/program/program_error.h - what a failed rank of the user's program said
  * before it died, for exit_info.json: the error's message and the last
  * frame of its traceback.
  *

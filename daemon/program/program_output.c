@@ -1,6 +1,6 @@
-/* daemon/program_output.c - see program_output.h. */
+/* daemon/program/program_output.c - see program_output.h. */
 #include "config.h"
-#include "daemon/program_output.h"
+#include "daemon/program/program_output.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/program_output.h - a rank process's stdout and stderr, line by
+ * daemon/program/program_output.h - a rank process's stdout and stderr, line by
  * line, into its log (logs/rank-NNN.log, each line with the rank log's
  * "[rank/local host time] " prefix) and, when program.tee says so, onto
  * storkd's own output (the launcher's, hence the job's).
@@ -10,8 +10,8 @@
 #ifndef STORK_DAEMON_PROGRAM_OUTPUT_H
 #define STORK_DAEMON_PROGRAM_OUTPUT_H
 
-#include "daemon/program_error.h"
-#include "daemon/rank_log.h"
+#include "daemon/program/program_error.h"
+#include "daemon/node/rank_log.h"
 
 #include <stddef.h>
 

@@ -1,27 +1,27 @@
 /*
- * daemon/storkd_program.c - storkd-program, the per-node daemon of `stork
+ * daemon/program/storkd_program.c - storkd-program, the per-node daemon of `stork
  * run -- PROGRAM`: the node's ranks are the user's program's processes
- * (daemon/program.c), not the engine's threads.
+ * (daemon/program/program.c), not the engine's threads.
  *
  * A daemon of its own rather than a mode of storkd: it links no training
  * engine (no CUDA, cuBLAS, NCCL or BLAS, whose loading alone takes storkd
  * a few tenths of a second), so the ranks of a program start about as
  * soon as srun's own tasks would; the program brings its own libraries.
  * The node's start (options, signals, environment, bindings, rendezvous)
- * is storkd's: daemon/node.c.
+ * is storkd's: daemon/node/node.c.
  */
 #include "config.h"
-#include "daemon/node.h"
-#include "daemon/program.h"
+#include "daemon/node/node.h"
+#include "daemon/program/program.h"
 
 #include "lib/env_number.h"
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
 #include "lib/log.h"
 #include "lib/stop_signals.h"
-#include "lib/stork_config.h"
-#include "lib/stork_json.h"
-#include "lib/topology.h"
+#include "lib/config/stork_config.h"
+#include "lib/formats/stork_json.h"
+#include "lib/bind/topology.h"
 #include "lib/version.h"
 
 #include <errno.h>
@@ -74,7 +74,7 @@ static void write_library_versions(const char *run_dir)
 	json_decref(v);
 }
 
-/* The node's result for the launcher (daemon/program.h), on the result pipe. */
+/* The node's result for the launcher (daemon/program/program.h), on the result pipe. */
 static void report(int fd, json_t *result)
 {
 	char *text = result ? sj_compact(result) : NULL;

@@ -4,12 +4,12 @@
  */
 #include "config.h"
 #include "kernels/cpu/cpu.h"
-#include "lib/big_alloc.h"
+#include "lib/io/big_alloc.h"
 
 /*
  * Host memory aligned to a cache line (64-byte aligned rows let the
  * element-wise loops use aligned AVX-512 loads), large arrays on huge
- * pages (lib/big_alloc.h).
+ * pages (lib/io/big_alloc.h).
  */
 void *cpu_host_alloc(size_t bytes)
 {

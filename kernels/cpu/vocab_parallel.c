@@ -1,7 +1,7 @@
 /*
  * kernels/cpu/vocab_parallel.c - the embedding and the softmax of a rank
  * that holds a slice of the vocabulary (tensor parallelism; the
- * collectives between the steps are daemon/tensor_parallel.c's), CPU
+ * collectives between the steps are daemon/engine/parallel/tensor_parallel.c's), CPU
  * backend. The formulas are kernels/math.h's, in the order of the
  * whole-vocabulary kernels, so that a tensor-parallel run follows the
  * whole-model run within rounding: only the order of a few sums differs.

@@ -1,7 +1,7 @@
 /*
  * kernels/cuda/vocab_parallel.cu - the softmax and cross-entropy of a rank
  * that holds a slice of the vocabulary (tensor parallelism), in the steps
- * daemon/tensor_parallel.c puts its all-reduces between: each row's
+ * daemon/engine/parallel/tensor_parallel.c puts its all-reduces between: each row's
  * maximum, its exponentials and their sum, the division and the loss, and
  * the gradient. The embedding's pair is in encoder.cu.
  *

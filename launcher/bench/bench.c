@@ -1,5 +1,5 @@
 /*
- * launcher/bench.c - `stork bench WHAT`: programs that print figures.
+ * launcher/bench/bench.c - `stork bench WHAT`: programs that print figures.
  *
  * launch (it times `srun stork run`) and report are stork's own; train, checkpoint,
  * reshard and comm run the training engine, so stork hands them to stork-engine

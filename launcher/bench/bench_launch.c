@@ -1,5 +1,5 @@
 /*
- * launcher/bench_launch.c - `stork bench launch CONFIG [--nodes N]
+ * launcher/bench/bench_launch.c - `stork bench launch CONFIG [--nodes N]
  * [--repeat R]`: what Stork adds to a job step's start; `stork bench
  * launch --program [--nodes N] [--ranks R] [--repeat R]`: the same for
  * the user's own program.
@@ -12,18 +12,18 @@
  * model build, data open).
  */
 #include "config.h"
-#include "launcher/bench_util.h"
+#include "launcher/bench/bench_util.h"
 #include "lib/clock.h"
 #include "launcher/commands.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
-#include "lib/io.h"
-#include "lib/metrics_file.h"
-#include "lib/stork_json.h"
+#include "lib/io/io.h"
+#include "lib/run/metrics_file.h"
+#include "lib/formats/stork_json.h"
 #include "lib/log.h"
-#include "lib/rundir.h"
-#include "lib/stork_config.h"
+#include "lib/run/rundir.h"
+#include "lib/config/stork_config.h"
 
 #include <errno.h>
 #include <getopt.h>

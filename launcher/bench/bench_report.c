@@ -1,5 +1,5 @@
 /*
- * launcher/bench_report.c - `stork bench report`: how long `stork report`
+ * launcher/bench/bench_report.c - `stork bench report`: how long `stork report`
  * takes on a long run.
  *
  * It writes a run directory of the size asked for (default 10,000 steps of
@@ -10,14 +10,14 @@
  * needs), and prints the medians.
  */
 #include "config.h"
-#include "launcher/bench_util.h"
+#include "launcher/bench/bench_util.h"
 #include "launcher/commands.h"
-#include "launcher/report.h"
+#include "launcher/report/report.h"
 
 #include "lib/bounded.h"
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
-/* launcher/bench_util.c - see bench_util.h. */
+/* launcher/bench/bench_util.c - see bench_util.h. */
 #include "config.h"
-#include "launcher/bench_util.h"
+#include "launcher/bench/bench_util.h"
 
 #include <stdlib.h>
 

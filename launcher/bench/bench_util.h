@@ -1,5 +1,5 @@
 /*
- * launcher/bench_util.h - what the `stork bench` programs share besides
+ * launcher/bench/bench_util.h - what the `stork bench` programs share besides
  * lib/clock.h: the median they report (a benchmark on a shared machine
  * quotes medians, not bests).
  */

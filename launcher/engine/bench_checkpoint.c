@@ -6,7 +6,7 @@
  * a resume pays before training: verifying the checkpoint against its
  * manifest, then loading it.
  *
- * The checkpoint is the real one (daemon/checkpoint.c: model, optimizer,
+ * The checkpoint is the real one (daemon/engine/checkpoint/checkpoint.c: model, optimizer,
  * state, manifest with checksums, fsyncs, renames), so the figure is what a
  * preemption costs on this disk. The plain write ends with an fsync, so
  * both numbers include getting the data to stable storage. Verification and loading
@@ -16,18 +16,18 @@
 #include "config.h"
 #include "launcher/engine/commands.h"
 
-#include "launcher/bench_util.h"
+#include "launcher/bench/bench_util.h"
 #include "lib/clock.h"
 
-#include "daemon/checkpoint.h"
-#include "daemon/layout.h"
-#include "daemon/model.h"
-#include "daemon/optimizer.h"
-#include "lib/atomic_file.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/engine/parallel/layout.h"
+#include "daemon/engine/model/model.h"
+#include "daemon/engine/model/optimizer.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
-#include "lib/io.h"
+#include "lib/io/io.h"
 #include "lib/log.h"
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -11,7 +11,7 @@
  * header says which.
  *
  * Every task is one rank: the tasks meet through the step's rendezvous
- * (lib/rendezvous.h: PMIx or TCP) to exchange their UCX worker addresses,
+ * (lib/rendezvous/rendezvous.h: PMIx or TCP) to exchange their UCX worker addresses,
  * then for each size from MIN to MAX (multiplied by FACTOR) they run WARMUP
  * untimed and ITERS timed in-place float sums. Rank 0 prints one line per
  * size:
@@ -47,7 +47,7 @@
 #include "lib/comm/comm.h"
 #include "lib/env_number.h"
 #include "lib/exit_codes.h"
-#include "lib/rendezvous.h"
+#include "lib/rendezvous/rendezvous.h"
 #include "lib/rng.h"
 
 #include <ctype.h>
@@ -271,7 +271,7 @@ static int connect_ranks(struct comm_ucx **u, struct comm **c, const char **meth
 		return STORK_EXIT_RENDEZVOUS;
 	}
 	/*
-	 * The transport storkd uses (daemon/node.c): tasks on one host talk
+	 * The transport storkd uses (daemon/node/node.c): tasks on one host talk
 	 * over the endpoints with peer-failure handling (TCP), not shared
 	 * memory, so the figure kept for stork plan is the one a run gets,
 	 * also on a test cluster whose nodes share a host.

@@ -18,17 +18,17 @@
 #include "config.h"
 #include "launcher/engine/commands.h"
 
-#include "daemon/checkpoint.h"
-#include "daemon/layout.h"
-#include "daemon/model.h"
-#include "daemon/optimizer.h"
-#include "lib/atomic_file.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/engine/parallel/layout.h"
+#include "daemon/engine/model/model.h"
+#include "daemon/engine/model/optimizer.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
-#include "lib/io.h"
+#include "lib/io/io.h"
 #include "lib/log.h"
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <errno.h>
 #include <fcntl.h>

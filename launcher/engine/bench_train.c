@@ -19,14 +19,14 @@
 #include "config.h"
 #include "launcher/engine/commands.h"
 
-#include "daemon/bench_train.h"
-#include "daemon/layout.h"
-#include "daemon/layout_cost.h"
+#include "daemon/engine/bench/bench_train.h"
+#include "daemon/engine/parallel/layout.h"
+#include "daemon/engine/parallel/layout_cost.h"
 #include "kernels/device.h"
 #include "launcher/engine/plan.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -70,7 +70,7 @@ static double mib(size_t floats)
 
 /*
  * Per-rank memory of a layout: what storkd allocates for each rank's shard
- * (daemon/layout_cost.h, which stork plan shares).
+ * (daemon/engine/parallel/layout_cost.h, which stork plan shares).
  */
 static int bench_memory(const struct stork_config *cfg, const struct gpt2_config *g, int world,
 			FILE *out)

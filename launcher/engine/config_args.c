@@ -5,7 +5,7 @@
 #include "config.h"
 #include "launcher/engine/commands.h"
 
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <getopt.h>
 

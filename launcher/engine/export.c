@@ -13,8 +13,8 @@
 #include "config.h"
 #include "launcher/engine/commands.h"
 
-#include "daemon/checkpoint.h"
-#include "daemon/hf_model.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/engine/model/hf_model.h"
 
 #include <errno.h>
 #include <stdio.h>

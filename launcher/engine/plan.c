@@ -16,7 +16,7 @@
  * least one micro-batch per stage. A layout is valid when CONFIG with its
  * keys set passes the configuration's checks and layout_make's (the rules
  * stork run applies); it is printed when its largest rank fits the memory.
- * Costs and times are daemon/layout_cost.c's; the figures plan_figures.c's.
+ * Costs and times are daemon/engine/parallel/layout_cost.c's; the figures plan_figures.c's.
  * On CPU nodes "GPUs per node" is ranks per node (--ranks-per-node says
  * so), each rank with cores / ranks threads.
  */
@@ -24,9 +24,9 @@
 #include "launcher/engine/commands.h"
 #include "launcher/engine/plan.h"
 
-#include "daemon/layout.h"
+#include "daemon/engine/parallel/layout.h"
 #include "lib/log.h"
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <getopt.h>
 #include <limits.h>

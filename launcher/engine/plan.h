@@ -4,7 +4,7 @@
  * (plan_figures.c), their probes (plan_probe.c, plan_link.c), the lines it
  * prints (plan_print.c) and the comparison with a measured run
  * (plan_check.c). The estimate itself is
- * daemon/layout_cost.h's.
+ * daemon/engine/parallel/layout_cost.h's.
  */
 #ifndef STORK_LAUNCHER_ENGINE_PLAN_H
 #define STORK_LAUNCHER_ENGINE_PLAN_H
@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "daemon/bench_train.h"
-#include "daemon/layout_cost.h"
+#include "daemon/engine/bench/bench_train.h"
+#include "daemon/engine/parallel/layout_cost.h"
 
 struct stork_config;
 

@@ -7,7 +7,7 @@
  * their ranks, each rank's cores and threads and GPU, and which nodes ran
  * on one machine (the same "machine": a test cluster's nodes share its
  * cores); rank 0's log whether it trained on its GPU; the
- * logs/rank-*.metrics.jsonl the step times (lib/metrics_file.h), of
+ * logs/rank-*.metrics.jsonl the step times (lib/run/metrics_file.h), of
  * which the median over every rank's steps, each attempt's first left
  * out (it allocates and starts cold), is the measured one. The
  * figures are those of node 0's host first (--host names another), else
@@ -16,13 +16,13 @@
 #include "config.h"
 #include "launcher/engine/plan.h"
 
-#include "daemon/layout.h"
-#include "launcher/bench_util.h"
+#include "daemon/engine/parallel/layout.h"
+#include "launcher/bench/bench_util.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
-#include "lib/metrics_file.h"
-#include "lib/stork_config.h"
-#include "lib/stork_json.h"
+#include "lib/run/metrics_file.h"
+#include "lib/config/stork_config.h"
+#include "lib/formats/stork_json.h"
 
 #include <glob.h>
 #include <stdio.h>

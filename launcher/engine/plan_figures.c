@@ -1,6 +1,6 @@
 /*
  * launcher/engine/plan_figures.c - the figures `stork plan` estimates with
- * (plan.h), kept in the user's figures cache (lib/figures_cache.h), one
+ * (plan.h), kept in the user's figures cache (lib/run/figures_cache.h), one
  * file per figure:
  *
  *   train-DEV-KEY.json   `stork bench train` of one model (KEY: a hash of
@@ -26,11 +26,11 @@
 #include "config.h"
 #include "launcher/engine/plan.h"
 
-#include "daemon/layout.h"
+#include "daemon/engine/parallel/layout.h"
 #include "kernels/device.h"
-#include "lib/figures_cache.h"
-#include "lib/stork_config.h"
-#include "lib/stork_json.h"
+#include "lib/run/figures_cache.h"
+#include "lib/config/stork_config.h"
+#include "lib/formats/stork_json.h"
 
 #include <pthread.h>
 #include <sched.h>

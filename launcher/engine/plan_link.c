@@ -21,7 +21,7 @@
 #include "config.h"
 #include "launcher/engine/plan.h"
 
-#include "launcher/bench_util.h"
+#include "launcher/bench/bench_util.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"
 

@@ -28,7 +28,7 @@
 #include "launcher/engine/plan.h"
 
 #include "kernels/ops.h"
-#include "launcher/bench_util.h"
+#include "launcher/bench/bench_util.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"
 

@@ -1,5 +1,5 @@
 /*
- * launcher/prep.c - `stork prep`: turn text files into byte-level llm.c
+ * launcher/prep/prep.c - `stork prep`: turn text files into byte-level llm.c
  * token shards, so a user can train on their own text with no other tool.
  *
  * The token stream is, for each TEXTFILE in order, the end-of-text token and
@@ -20,13 +20,13 @@
  * a .gz tokenised as text trains a model on compressed noise.
  */
 #include "config.h"
-#include "launcher/prep.h"
-#include "launcher/prep_tokens.h"
-#include "lib/atomic_file.h"
+#include "launcher/prep/prep.h"
+#include "launcher/prep/prep_tokens.h"
+#include "lib/io/atomic_file.h"
 #include "lib/exit_codes.h"
-#include "lib/io.h"
+#include "lib/io/io.h"
 #include "lib/log.h"
-#include "lib/token_shard.h"
+#include "lib/formats/token_shard.h"
 
 #include <errno.h>
 #include <sched.h>

@@ -1,5 +1,5 @@
 /*
- * launcher/prep.h - `stork prep`: text files to byte-level llm.c token shards.
+ * launcher/prep/prep.h - `stork prep`: text files to byte-level llm.c token shards.
  *
  * Token t < 256 is the byte t; PREP_EOT (256) precedes every document (every
  * text file), as llm.c's data scripts put GPT-2's end-of-text before each

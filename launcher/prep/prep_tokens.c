@@ -1,6 +1,6 @@
 /*
- * launcher/prep_tokens.c - `stork prep --tokenizer FILE`: documents into
- * llm.c token shards through a real tokenizer (launcher/tokenizer.h), on
+ * launcher/prep/prep_tokens.c - `stork prep --tokenizer FILE`: documents into
+ * llm.c token shards through a real tokenizer (launcher/prep/tokenizer.h), on
  * every core, and `stork prep --decode` back to text.
  *
  * Documents: each input file is one (directories give their files in name
@@ -24,17 +24,17 @@
  * run` holds against the model before the job starts.
  */
 #include "config.h"
-#include "launcher/prep.h"
-#include "launcher/prep_tokens.h"
+#include "launcher/prep/prep.h"
+#include "launcher/prep/prep_tokens.h"
 #include "launcher/sha256_file.h"
-#include "launcher/tokenizer.h"
-#include "lib/atomic_file.h"
+#include "launcher/prep/tokenizer.h"
+#include "lib/io/atomic_file.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
-#include "lib/io.h"
+#include "lib/io/io.h"
 #include "lib/log.h"
-#include "lib/stork_json.h"
-#include "lib/token_shard.h"
+#include "lib/formats/stork_json.h"
+#include "lib/formats/token_shard.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * launcher/prep_tokens.h - `stork prep --tokenizer` and `--decode` (see
+ * launcher/prep/prep_tokens.h - `stork prep --tokenizer` and `--decode` (see
  * prep_tokens.c); cmd_prep (prep.c) parses the options for both modes.
  */
 #ifndef STORK_LAUNCHER_PREP_TOKENS_H

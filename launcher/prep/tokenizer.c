@@ -1,10 +1,10 @@
 /*
- * launcher/tokenizer.c - see tokenizer.h: the pieces (PCRE2), the BPE
+ * launcher/prep/tokenizer.c - see tokenizer.h: the pieces (PCRE2), the BPE
  * merges, the per-thread piece cache, and the hash tables they use. The
  * file formats are read in tokenizer_load.c.
  */
 #include "config.h"
-#include "launcher/tokenizer_impl.h"
+#include "launcher/prep/tokenizer_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

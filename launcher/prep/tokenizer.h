@@ -1,5 +1,5 @@
 /*
- * launcher/tokenizer.h - byte-level BPE tokenizers (GPT-2, Llama 3 and the
+ * launcher/prep/tokenizer.h - byte-level BPE tokenizers (GPT-2, Llama 3 and the
  * models shaped like them) read from the files users have, for `stork
  * prep`: exact ids, as the reference implementations give them.
  *

@@ -1,12 +1,12 @@
 /*
- * launcher/tokenizer_impl.h - what tokenizer.c (encoding) and
+ * launcher/prep/tokenizer_impl.h - what tokenizer.c (encoding) and
  * tokenizer_load.c (the file formats) share; private to them.
  */
 #ifndef STORK_LAUNCHER_TOKENIZER_IMPL_H
 #define STORK_LAUNCHER_TOKENIZER_IMPL_H
 
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "launcher/tokenizer.h"
+#include "launcher/prep/tokenizer.h"
 
 #include <pcre2.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * launcher/tokenizer_load.c - the three tokenizer file formats (see
+ * launcher/prep/tokenizer_load.c - the three tokenizer file formats (see
  * tokenizer.h) into one struct tokenizer: ids with their bytes, merge
  * ranks, special tokens, the pattern.
  *
@@ -10,9 +10,9 @@
  * bytes here, once; encoding then works on bytes only.
  */
 #include "config.h"
-#include "launcher/tokenizer_impl.h"
+#include "launcher/prep/tokenizer_impl.h"
 
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <errno.h>
 #include <jansson.h>

@@ -1,7 +1,7 @@
 /*
- * launcher/report.c - `stork report`: RUN_DIR writes the run's HTML page
- * (launcher/report_html.c), --text RUN_DIR prints its summary, RUNS_DIR one
- * line per run. Each run is loaded by launcher/report_data.c.
+ * launcher/report/report.c - `stork report`: RUN_DIR writes the run's HTML page
+ * (launcher/report/report_html.c), --text RUN_DIR prints its summary, RUNS_DIR one
+ * line per run. Each run is loaded by launcher/report/report_data.c.
  *
  * One run: why it ended and the first failure in words, the restarts
  * inside the allocation, the layout and the nodes, the steps and final
@@ -16,13 +16,13 @@
  */
 #include "config.h"
 #include "launcher/commands.h"
-#include "launcher/report.h"
+#include "launcher/report/report.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
- * launcher/report.h - a run read back from its directory, for `stork
- * report`: what the text summary (launcher/report.c) and the HTML page
- * (launcher/report_html.c) show, loaded once (launcher/report_data.c).
+ * launcher/report/report.h - a run read back from its directory, for `stork
+ * report`: what the text summary (launcher/report/report.c) and the HTML page
+ * (launcher/report/report_html.c) show, loaded once (launcher/report/report_data.c).
  *
  * Everything comes from the files stork(1) documents: exit_info.json and
  * node 0's per-attempt records, config/slurm_env.json,

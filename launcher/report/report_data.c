@@ -1,5 +1,5 @@
 /*
- * launcher/report_data.c - load a run directory for `stork report`.
+ * launcher/report/report_data.c - load a run directory for `stork report`.
  *
  * Rank 0's metrics give the loss curves, split into attempts by the
  * requeue and attempt fields of each line (a requeued or restarted run
@@ -10,14 +10,14 @@
  * every rank's step time waits for the slowest one).
  */
 #include "config.h"
-#include "launcher/report.h"
-#include "launcher/run_metrics.h"
+#include "launcher/report/report.h"
+#include "launcher/run/run_metrics.h"
 
 #include "lib/bounded.h"
-#include "lib/exit_info.h"
-#include "lib/io.h"
-#include "lib/metrics_file.h"
-#include "lib/stork_json.h"
+#include "lib/run/exit_info.h"
+#include "lib/io/io.h"
+#include "lib/run/metrics_file.h"
+#include "lib/formats/stork_json.h"
 
 #include <glob.h>
 #include <math.h>

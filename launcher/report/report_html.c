@@ -1,5 +1,5 @@
 /*
- * launcher/report_html.c - the run's report as one self-contained HTML
+ * launcher/report/report_html.c - the run's report as one self-contained HTML
  * page: inline SVG charts and CSS, no script and nothing fetched, so it
  * opens the same from a login node, a laptop or a mail attachment.
  *
@@ -10,9 +10,9 @@
  * the page can be checked by a program as well as read.
  */
 #include "config.h"
-#include "launcher/report.h"
+#include "launcher/report/report.h"
 
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /*
- * launcher/host_tasks.c - the tasks of one host run as one launcher (see
- * launcher/host_tasks.h for why and how).
+ * launcher/run/host_tasks.c - the tasks of one host run as one launcher (see
+ * launcher/run/host_tasks.h for why and how).
  *
  * Protocol, one connection per follower, fixed-size records:
  *
@@ -13,14 +13,14 @@
  */
 #define _GNU_SOURCE
 #include "config.h"
-#include "launcher/host_tasks.h"
+#include "launcher/run/host_tasks.h"
 
 #include "lib/clock.h"
 #include "lib/env_number.h"
 #include "lib/exit_codes.h"
-#include "lib/io.h"
+#include "lib/io/io.h"
 #include "lib/log.h"
-#include "lib/slurm_tasks.h"
+#include "lib/slurm/slurm_tasks.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -1,5 +1,5 @@
 /*
- * launcher/host_tasks.h - the tasks of one host run as one launcher.
+ * launcher/run/host_tasks.h - the tasks of one host run as one launcher.
  *
  * `srun --ntasks-per-node=2 stork run` starts two launchers on each host.
  * Run apart, each would start its own storkd: the host would count as two

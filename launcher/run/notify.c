@@ -1,5 +1,5 @@
 /*
- * launcher/notify.c - see notify.h.
+ * launcher/run/notify.c - see notify.h.
  *
  * The document is JSON: event, run, job, requeue, step, reason, message,
  * host, run_dir, time, and `text`, one line saying all of it, which Slack
@@ -7,12 +7,12 @@
  * query (where hooks keep their secret) never reach a log line.
  */
 #include "config.h"
-#include "launcher/notify.h"
+#include "launcher/run/notify.h"
 
 #include "lib/clock.h"
 #include "lib/env_number.h"
 #include "lib/log.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 #include "lib/url.h"
 
 #include <curl/curl.h>

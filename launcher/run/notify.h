@@ -1,5 +1,5 @@
 /*
- * launcher/notify.h - run events POSTed to a web hook (notify.url, or
+ * launcher/run/notify.h - run events POSTed to a web hook (notify.url, or
  * STORK_NOTIFY_URL): started, preempted, restarted, failed, completed,
  * cancelled.
  *
@@ -11,7 +11,7 @@
 #ifndef STORK_LAUNCHER_NOTIFY_H
 #define STORK_LAUNCHER_NOTIFY_H
 
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <stdint.h>
 

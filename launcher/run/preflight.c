@@ -1,15 +1,15 @@
 /*
- * launcher/preflight.c - what `stork run` checks before it makes a run
+ * launcher/run/preflight.c - what `stork run` checks before it makes a run
  * directory (and all that `stork run --check` does), so a mistake costs
  * seconds and leaves nothing behind: that run.resume_from exists, that
  * run.device: cuda has a driver to talk to, that every local data glob
- * matches shards whose headers hold (lib/token_shard.c, the loader's own
+ * matches shards whose headers hold (lib/formats/token_shard.c, the loader's own
  * check), model.vocab_size against the vocabulary the shards say they
  * were made for, and, in a job, its --signal against preempt.signal and
  * its time limit (slurmctld's answer).
  *
  * `stork prep` records its vocabulary (257) in the shard header
- * (lib/token_shard.h, DATA_HEADER_VOCAB); llm.c's scripts record none (0).
+ * (lib/formats/token_shard.h, DATA_HEADER_VOCAB); llm.c's scripts record none (0).
  * A shard made for more tokens than the model has cannot train: refused.
  * A shard made for fewer trains, but a model left at the default GPT-2
  * vocabulary (50257) over byte-level data spends most of each step on
@@ -19,15 +19,15 @@
  * local shards are read: URLs are checked by storkd once staged.
  */
 #include "config.h"
-#include "launcher/preflight.h"
+#include "launcher/run/preflight.h"
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
-#include "lib/hf_config.h"
-#include "lib/io.h"
+#include "lib/formats/hf_config.h"
+#include "lib/io/io.h"
 #include "lib/log.h"
-#include "lib/slurm_job.h"
-#include "lib/stork_config.h"
-#include "lib/token_shard.h"
+#include "lib/slurm/slurm_job.h"
+#include "lib/config/stork_config.h"
+#include "lib/formats/token_shard.h"
 #include "lib/url.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * launcher/preflight.h - the checks `stork run` makes before a run directory exists.
+ * launcher/run/preflight.h - the checks `stork run` makes before a run directory exists.
  */
 #ifndef STORK_LAUNCHER_PREFLIGHT_H
 #define STORK_LAUNCHER_PREFLIGHT_H

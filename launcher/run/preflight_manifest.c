@@ -1,5 +1,5 @@
 /*
- * launcher/preflight_manifest.c - shards made by `stork prep --tokenizer`
+ * launcher/run/preflight_manifest.c - shards made by `stork prep --tokenizer`
  * against the model that would train on them (see preflight.h).
  *
  * prep writes NAME.manifest.json beside NAME_train[_NNNNNN].bin and
@@ -11,12 +11,12 @@
  * the shards were made with.
  */
 #include "config.h"
-#include "launcher/preflight.h"
+#include "launcher/run/preflight.h"
 #include "launcher/sha256_file.h"
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
-#include "lib/stork_config.h"
-#include "lib/stork_json.h"
+#include "lib/config/stork_config.h"
+#include "lib/formats/stork_json.h"
 
 #include <jansson.h>
 #include <limits.h>

@@ -1,5 +1,5 @@
 /*
- * launcher/run.c - `stork run CONFIG`: prepare the run and supervise storkd.
+ * launcher/run/run.c - `stork run CONFIG`: prepare the run and supervise storkd.
  *
  * The launcher checks the configuration before anything starts (a bad key
  * costs seconds, not a queue wait), creates the run directory with the
@@ -16,27 +16,27 @@
 #include "config.h"
 #include "launcher/commands.h"
 #include "launcher/programs.h"
-#include "launcher/notify.h"
-#include "launcher/stage.h"
-#include "launcher/run_metrics.h"
-#include "launcher/preflight.h"
-#include "launcher/host_tasks.h"
+#include "launcher/run/notify.h"
+#include "launcher/run/stage.h"
+#include "launcher/run/run_metrics.h"
+#include "launcher/run/preflight.h"
+#include "launcher/run/host_tasks.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
-#include "lib/exit_info.h"
+#include "lib/run/exit_info.h"
 #include "lib/fault.h"
-#include "lib/io.h"
-#include "lib/metrics_file.h"
+#include "lib/io/io.h"
+#include "lib/run/metrics_file.h"
 #include "lib/bounded.h"
 #include "lib/env_number.h"
-#include "lib/stork_json.h"
-#include "lib/slurm_job.h"
+#include "lib/formats/stork_json.h"
+#include "lib/slurm/slurm_job.h"
 #include "lib/log.h"
-#include "lib/rundir.h"
+#include "lib/run/rundir.h"
 #include "lib/stop_signals.h"
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -266,7 +266,7 @@ static int compute_layout(const struct run_options *o, const struct stork_config
 /*
  * Several tasks of the step on this host (--ntasks-per-node=2): the first
  * runs every rank of the host, as if it were the host's only task, and
- * the others wait for its end (launcher/host_tasks.h). Returns 0, or the
+ * the others wait for its end (launcher/run/host_tasks.h). Returns 0, or the
  * exit code: a follower's is the leader's.
  */
 static int join_host_tasks(const struct run_options *o, const struct stork_config *cfg,

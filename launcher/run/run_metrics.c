@@ -1,14 +1,14 @@
 /*
- * launcher/run_metrics.c - see run_metrics.h.
+ * launcher/run/run_metrics.c - see run_metrics.h.
  */
 #include "config.h"
-#include "launcher/run_metrics.h"
+#include "launcher/run/run_metrics.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
-#include "lib/io.h"
+#include "lib/io/io.h"
 #include "lib/log.h"
-#include "lib/metrics_rollup.h"
+#include "lib/run/metrics_rollup.h"
 
 #include <stdio.h>
 #include <stdlib.h>

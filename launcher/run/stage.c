@@ -1,18 +1,18 @@
 /*
- * launcher/stage.c - see stage.h.
+ * launcher/run/stage.c - see stage.h.
  */
 #include "config.h"
-#include "launcher/stage.h"
+#include "launcher/run/stage.h"
 #include "launcher/sha256_file.h"
 
 #include "lib/bounded.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
-#include "lib/private_dir.h"
-#include "lib/stage_path.h"
-#include "lib/atomic_file.h"
-#include "lib/token_shard.h"
+#include "lib/io/private_dir.h"
+#include "lib/run/stage_path.h"
+#include "lib/io/atomic_file.h"
+#include "lib/formats/token_shard.h"
 #include "lib/url.h"
 
 #include <curl/curl.h>
@@ -136,7 +136,7 @@ static int read_manifest(struct stage *s)
 
 /*
  * A staged file is usable when it is an llm.c token shard whose size its
- * header accounts for (lib/token_shard.c, the loader's own check), and
+ * header accounts for (lib/formats/token_shard.c, the loader's own check), and
  * matches the manifest when there is one. 0, or -1 with the reason in why.
  */
 static int verify(const struct shard *sh, const char *path, char *why, size_t len)

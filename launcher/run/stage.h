@@ -1,9 +1,9 @@
 /*
- * launcher/stage.h - data shards given as http(s) URLs, staged once per
+ * launcher/run/stage.h - data shards given as http(s) URLs, staged once per
  * node before the first step.
  *
  * Every launcher stages the URLs of data.train and data.val into the
- * node's stage directory (lib/stage_path.h) before it starts storkd; the
+ * node's stage directory (lib/run/stage_path.h) before it starts storkd; the
  * launchers of one node take turns (a lock file), so each shard is
  * downloaded once per node, and what an earlier attempt staged and
  * verified is used again. A shard arrives as NAME.part, is checked (the
@@ -19,7 +19,7 @@
 #ifndef STORK_LAUNCHER_STAGE_H
 #define STORK_LAUNCHER_STAGE_H
 
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <stddef.h>
 

@@ -1,5 +1,5 @@
 /*
- * lib/bind.c - the binding plan (which GPU, cores and NUMA node each local
+ * lib/bind/bind.c - the binding plan (which GPU, cores and NUMA node each local
  * task gets) and the small parsers and formatters of the rank environment.
  *
  * How the plan is made: the allowed cpus are cut into units, one per core
@@ -25,7 +25,7 @@
 #include <hwloc/glibc-sched.h>
 #include <slurm/slurm.h>
 
-#include "lib/bind.h"
+#include "lib/bind/bind.h"
 
 /* The allowed cores of a pool, in logical order. */
 struct units {

@@ -1,5 +1,5 @@
 /*
- * lib/bind.h - the binding plan of a node's local tasks and the pure helpers
+ * lib/bind/bind.h - the binding plan of a node's local tasks and the pure helpers
  * of the torchrun-compatible rank environment. Shared by the SPANK plugin and
  * the launcher, so nothing here knows about Slurm's or SPANK's types.
  *
@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <hwloc.h>
 
-#include "lib/topology.h"
+#include "lib/bind/topology.h"
 
 enum bind_mode {
 	BIND_AUTO = 0,	/* gpu when the step has GPUs on this node, else cores */

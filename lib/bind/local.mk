@@ -1,4 +1,4 @@
-# lib/bind.mk: the node topology and the binding plan (see lib/local.mk),
+# lib/bind/local.mk: the node topology and the binding plan (see lib/local.mk),
 # the only part of lib/ the SPANK plugin links. Link
 #   lib/libstork_bind.la $(SLURM_LIBS)
 # bind_first_host calls libslurm's slurm_hostlist_*: programs add
@@ -6,7 +6,7 @@
 # loads it (linking libslurm into a plugin is not safe).
 noinst_LTLIBRARIES += lib/libstork_bind.la
 lib_libstork_bind_la_SOURCES = \
-	lib/topology.c lib/topology.h \
-	lib/bind.c lib/bind.h
+	lib/bind/topology.c lib/bind/topology.h \
+	lib/bind/bind.c lib/bind/bind.h
 lib_libstork_bind_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 lib_libstork_bind_la_LIBADD = $(HWLOC_LIBS)

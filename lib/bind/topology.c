@@ -1,9 +1,9 @@
 /*
- * lib/topology.c - load an hwloc topology and index its NVIDIA GPUs.
+ * lib/bind/topology.c - load an hwloc topology and index its NVIDIA GPUs.
  *
  * The topology keeps PCI devices (hwloc's "important" I/O filter) so that
  * GPUs and their locality are visible; GPUs are collected once at load time
- * and sorted by PCI bus id. See lib/topology.h for the numbering contract.
+ * and sorted by PCI bus id. See lib/bind/topology.h for the numbering contract.
  */
 #include "config.h"
 
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/topology.h"
+#include "lib/bind/topology.h"
 
 #define NVIDIA_VENDOR_ID 0x10de
 #define PCI_CLASS_DISPLAY 0x03

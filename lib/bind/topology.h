@@ -1,5 +1,5 @@
 /*
- * lib/topology.h - the node's hardware as binding needs it: cores, NUMA nodes
+ * lib/bind/topology.h - the node's hardware as binding needs it: cores, NUMA nodes
  * and NVIDIA GPUs, read with hwloc from the machine or from an XML file.
  *
  * GPU numbering. GPU i of a topology is the i-th NVIDIA PCI device (vendor

@@ -1,5 +1,5 @@
 /*
- * lib/stork_config.c - see stork_config.h.
+ * lib/config/stork_config.c - see stork_config.h.
  *
  * Every key is one row of the table `keys` below: its path, its type, where
  * it lives in struct stork_config, its accepted range and its default (as
@@ -13,7 +13,7 @@
  * "lr: 1e-3" go through the same checks.
  */
 #include "config.h"
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 #include "lib/url.h"
 
 #include <errno.h>

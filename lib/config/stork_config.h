@@ -1,5 +1,5 @@
 /*
- * lib/stork_config.h - stork.yaml: the one configuration of a run.
+ * lib/config/stork_config.h - stork.yaml: the one configuration of a run.
  *
  * (Not named config.h: that name belongs to the header configure makes.)
  *
@@ -77,7 +77,7 @@ enum stork_preflight {
 	STORK_PREFLIGHT_ONLY = 3, /* on any node count, then stop: stork check --all */
 };
 
-/* train.on_spike: what a loss spike (daemon/spike.h) does. */
+/* train.on_spike: what a loss spike (daemon/engine/train/spike.h) does. */
 #define STORK_SPIKE_WINDOW_MAX 1000 /* train.spike_window's largest value */
 enum stork_spike {
 	STORK_SPIKE_OFF = 0,      /* not looked for */

@@ -1,5 +1,5 @@
 /*
- * lib/hf_config.c - see hf_config.h.
+ * lib/formats/hf_config.c - see hf_config.h.
  *
  * Each architecture is a function that reads its keys through four typed
  * getters (integer, number, boolean, string); a getter knows whether the
@@ -8,11 +8,11 @@
  * transformers' Python defaults (None) do.
  */
 #include "config.h"
-#include "lib/hf_config.h"
+#include "lib/formats/hf_config.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <jansson.h>
 #include <limits.h>

@@ -1,5 +1,5 @@
 /*
- * lib/hf_config.h - a Hugging Face model's config.json, read into a plain
+ * lib/formats/hf_config.h - a Hugging Face model's config.json, read into a plain
  * struct and written back, for the two families Stork trains: GPT-2
  * (model_type "gpt2") and Llama (model_type "llama": Llama 2, 3, 3.1, 3.2
  * and the many models that reuse its layout).

@@ -1,9 +1,9 @@
 /*
- * lib/hf_names.c - see hf_names.h: the two tables, and the shapes
+ * lib/formats/hf_names.c - see hf_names.h: the two tables, and the shapes
  * config.json gives their entries.
  */
 #include "config.h"
-#include "lib/hf_names.h"
+#include "lib/formats/hf_names.h"
 
 #include "lib/bounded.h"
 

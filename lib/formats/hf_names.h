@@ -1,5 +1,5 @@
 /*
- * lib/hf_names.h - where each weight of a GPT-2 or Llama model sits in a
+ * lib/formats/hf_names.h - where each weight of a GPT-2 or Llama model sits in a
  * Hugging Face checkpoint: its name, its layout and the shape config.json
  * gives it. The tables are data (hf_names.c); a loader or an exporter walks
  * them instead of spelling names itself.
@@ -44,8 +44,8 @@
 #ifndef STORK_LIB_HF_NAMES_H
 #define STORK_LIB_HF_NAMES_H
 
-#include "lib/hf_config.h"
-#include "lib/safetensors.h"
+#include "lib/formats/hf_config.h"
+#include "lib/formats/safetensors.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /*
- * lib/safetensors.c - see safetensors.h.
+ * lib/formats/safetensors.c - see safetensors.h.
  *
  * st_open reads the 8-byte length and the header, and nothing else: the
  * tensors stay on disk until a read asks for a byte range. Each file's
@@ -13,12 +13,12 @@
  * buffer is needed however large the tensor.
  */
 #include "config.h"
-#include "lib/safetensors.h"
+#include "lib/formats/safetensors.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
-#include "lib/io.h"
-#include "lib/stork_json.h"
+#include "lib/io/io.h"
+#include "lib/formats/stork_json.h"
 
 #include <errno.h>
 #include <fcntl.h>

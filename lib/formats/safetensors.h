@@ -1,5 +1,5 @@
 /*
- * lib/safetensors.h - Hugging Face's safetensors files, read by byte range
+ * lib/formats/safetensors.h - Hugging Face's safetensors files, read by byte range
  * and written atomically.
  *
  * The format (github.com/huggingface/safetensors, "Format"):
@@ -44,7 +44,7 @@
  * to even, as torch's .to(torch.bfloat16)), the header's keys sorted, padded
  * with spaces so that the data section starts at a multiple of 8 bytes (the
  * format's recommendation), tensors in name order without gaps, through a
- * temporary file renamed over the target (lib/atomic_file.h).
+ * temporary file renamed over the target (lib/io/atomic_file.h).
  */
 #ifndef STORK_LIB_SAFETENSORS_H
 #define STORK_LIB_SAFETENSORS_H

@@ -1,11 +1,11 @@
 /*
- * lib/stork_json.c - see stork_json.h.
+ * lib/formats/stork_json.c - see stork_json.h.
  */
 #include "config.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
-#include "lib/atomic_file.h"
-#include "lib/io.h"
+#include "lib/io/atomic_file.h"
+#include "lib/io/io.h"
 
 #include <errno.h>
 #include <fcntl.h>

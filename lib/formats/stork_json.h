@@ -1,5 +1,5 @@
 /*
- * lib/stork_json.h - the little Stork adds to jansson for the JSON files of
+ * lib/formats/stork_json.h - the little Stork adds to jansson for the JSON files of
  * the run directory (exit_info, manifests, slurm_env.json, metrics lines).
  *
  * Values are built and read with jansson itself (json_pack, json_unpack,

@@ -1,12 +1,12 @@
 /*
- * lib/token_shard.c - see token_shard.h: a shard's header read and held
+ * lib/formats/token_shard.c - see token_shard.h: a shard's header read and held
  * against its file, for storkd's loader and for `stork run`'s checks
  * before a run directory exists (the same messages in both).
  */
 #include "config.h"
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
-#include "lib/token_shard.h"
+#include "lib/formats/token_shard.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /*
- * lib/token_shard.h - the llm.c token shard file, which `stork prep` writes
- * and storkd's data loader (daemon/data.h) reads: a header of
+ * lib/formats/token_shard.h - the llm.c token shard file, which `stork prep` writes
+ * and storkd's data loader (daemon/engine/data/data.h) reads: a header of
  * DATA_HEADER_INTS little-endian int32 (DATA_MAGIC, DATA_VERSION, the token
  * count, then zeros) followed by that many uint16 tokens. The format is
  * llm.c's, so its data preparation scripts and Stork's are interchangeable.

@@ -1,13 +1,13 @@
 /*
- * lib/atomic_file.c - see atomic_file.h.
+ * lib/io/atomic_file.c - see atomic_file.h.
  *
  * The order of operations is the whole point: write the temporary file,
  * fsync it (its data is on disk), rename it over the target (the name now
  * points at complete data), fsync the directory (the rename is on disk).
  */
 #include "config.h"
-#include "lib/atomic_file.h"
-#include "lib/io.h"
+#include "lib/io/atomic_file.h"
+#include "lib/io/io.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * lib/atomic_file.h - replace files so that a crash leaves old or new, never half.
+ * lib/io/atomic_file.h - replace files so that a crash leaves old or new, never half.
  *
  * The run directory is read after kills, preemptions and node failures, so
  * every file that matters (exit_info.json, manifests, checkpoints/latest)

@@ -1,5 +1,5 @@
 /*
- * lib/big_alloc.h - host memory for the large arrays of training
+ * lib/io/big_alloc.h - host memory for the large arrays of training
  * (parameters, gradients, optimizer moments, activations, a checkpoint's
  * snapshot), freed with free().
  *

@@ -1,5 +1,5 @@
 /*
- * lib/direct_write.c - see direct_write.h.
+ * lib/io/direct_write.c - see direct_write.h.
  *
  * The buffers are copied into one aligned chunk after another and each
  * full chunk is written with O_DIRECT (address, length and file offset
@@ -10,8 +10,8 @@
  * refuses a write (EINVAL) gets the rest buffered.
  */
 #include "config.h"
-#include "lib/direct_write.h"
-#include "lib/io.h"
+#include "lib/io/direct_write.h"
+#include "lib/io/io.h"
 
 #include <errno.h>
 #include <fcntl.h>

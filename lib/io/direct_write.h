@@ -1,5 +1,5 @@
 /*
- * lib/direct_write.h - a large file written to disk without the page cache.
+ * lib/io/direct_write.h - a large file written to disk without the page cache.
  *
  * A checkpoint is gigabytes written once and read rarely. Through the page
  * cache each byte is copied into freshly allocated cache pages, which on

@@ -1,6 +1,6 @@
-/* lib/io.c - see io.h. */
+/* lib/io/io.c - see io.h. */
 #include "config.h"
-#include "lib/io.h"
+#include "lib/io/io.h"
 
 #include <errno.h>
 #include <fcntl.h>

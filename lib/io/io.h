@@ -1,11 +1,11 @@
 /*
- * lib/io.h - whole reads and writes on file descriptors.
+ * lib/io/io.h - whole reads and writes on file descriptors.
  *
  * read(2) and write(2) may move fewer bytes than asked: a signal arrives
  * (EINTR), the disk fills up part way, or a transfer is larger than the
  * kernel does in one call (2 GiB - 4 KiB on Linux). These loops go on
  * until everything is moved or a real error stops them, so a caller sees
- * one outcome. For sockets with deadlines see lib/rendezvous_tcp.c.
+ * one outcome. For sockets with deadlines see lib/rendezvous/rendezvous_tcp.c.
  */
 #ifndef STORK_IO_H
 #define STORK_IO_H

@@ -1,8 +1,8 @@
 /*
- * lib/private_dir.c - a directory of this user's own (lib/private_dir.h).
+ * lib/io/private_dir.c - a directory of this user's own (lib/io/private_dir.h).
  */
 #include "config.h"
-#include "lib/private_dir.h"
+#include "lib/io/private_dir.h"
 
 #include "lib/bounded.h"
 

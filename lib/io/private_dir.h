@@ -1,6 +1,6 @@
 /*
- * lib/private_dir.h - a directory of this user's own on a node shared with
- * other users: the stage directory of URL data (launcher/stage.c) and the
+ * lib/io/private_dir.h - a directory of this user's own on a node shared with
+ * other users: the stage directory of URL data (launcher/run/stage.c) and the
  * node-local checkpoint tier (checkpoint.local_dir).
  */
 #ifndef STORK_LIB_PRIVATE_DIR_H

@@ -1,5 +1,5 @@
 /*
- * lib/rendezvous.c - the rendezvous's entry points: parameters from a Slurm
+ * lib/rendezvous/rendezvous.c - the rendezvous's entry points: parameters from a Slurm
  * task's environment, the choice of path (PMIx or TCP, see
  * rendezvous_pmix.c and rendezvous_tcp.c), the result table, and the names
  * of missing launchers' hosts from Slurm's task layout.
@@ -20,10 +20,10 @@
 #include <time.h>
 #include <slurm/slurm.h>
 
-#include "lib/bind.h"
+#include "lib/bind/bind.h"
 #include "lib/env_number.h"
-#include "lib/rendezvous_impl.h"
-#include "lib/slurm_tasks.h"
+#include "lib/rendezvous/rendezvous_impl.h"
+#include "lib/slurm/slurm_tasks.h"
 
 #define MAX_NAMED 32
 

@@ -1,5 +1,5 @@
 /*
- * lib/rendezvous.h - every launcher of a Slurm step contributes one blob and
+ * lib/rendezvous/rendezvous.h - every launcher of a Slurm step contributes one blob and
  * learns every launcher's blob.
  *
  * A launcher is one `stork` process of the step (one per node, or one per
@@ -20,7 +20,7 @@
  * ever falls back to a world of one.
  *
  * Programs that use this link lib/librendezvous.a before lib/libstork.la,
- * and $(PMIX_LIBS) $(SLURM_LIBS) (see lib/rendezvous.mk).
+ * and $(PMIX_LIBS) $(SLURM_LIBS) (see lib/rendezvous/local.mk).
  */
 #ifndef STORK_RENDEZVOUS_H
 #define STORK_RENDEZVOUS_H

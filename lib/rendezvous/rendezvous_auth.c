@@ -1,6 +1,6 @@
-/* lib/rendezvous_auth.c - see rendezvous_auth.h. */
+/* lib/rendezvous/rendezvous_auth.c - see rendezvous_auth.h. */
 #include "config.h"
-#include "lib/rendezvous_auth.h"
+#include "lib/rendezvous/rendezvous_auth.h"
 
 #include <errno.h>
 #include <fcntl.h>

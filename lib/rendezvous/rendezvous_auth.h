@@ -1,5 +1,5 @@
 /*
- * lib/rendezvous_auth.h - credentials for the TCP rendezvous, from Slurm's
+ * lib/rendezvous/rendezvous_auth.h - credentials for the TCP rendezvous, from Slurm's
  * own authentication service, munge.
  *
  * A launcher's hello and launcher 0's reply each carry a munge credential

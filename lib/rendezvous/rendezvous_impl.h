@@ -1,6 +1,6 @@
 /*
- * lib/rendezvous_impl.h - what the parts of the rendezvous share (not for
- * callers: see lib/rendezvous.h).
+ * lib/rendezvous/rendezvous_impl.h - what the parts of the rendezvous share (not for
+ * callers: see lib/rendezvous/rendezvous.h).
  *
  * Each path fills peers[0..count-1] (allocated and zeroed by the caller):
  * peers[i].blob is malloc'ed, at least one byte even when peers[i].len is 0.
@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "lib/rendezvous.h"
+#include "lib/rendezvous/rendezvous.h"
 
 /* CLOCK_MONOTONIC in seconds. */
 double rdv_now(void);
@@ -30,7 +30,7 @@ int rdv_tcp_exchange(const struct rdv_params *p, const void *blob, size_t len,
 
 /*
  * The TCP rendezvous's two readings of what comes from the network (wire
- * format and refusals: lib/rendezvous_tcp.c), on bytes in memory, so that
+ * format and refusals: lib/rendezvous/rendezvous_tcp.c), on bytes in memory, so that
  * t/fuzz hands them what a stranger could send.
  *
  * rdv_tcp_hello_parse: launcher 0's reading of one connection, given the

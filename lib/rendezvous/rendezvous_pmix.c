@@ -1,5 +1,5 @@
 /*
- * lib/rendezvous_pmix.c - the rendezvous under `srun --mpi=pmix`.
+ * lib/rendezvous/rendezvous_pmix.c - the rendezvous under `srun --mpi=pmix`.
  *
  * Each launcher is a PMIx client of its node's slurmstepd. It puts its blob
  * (prefixed with its index, so even an empty blob is a non-empty byte object
@@ -27,7 +27,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/rendezvous_impl.h"
+#include "lib/rendezvous/rendezvous_impl.h"
 
 /* The end of the timeout kept for asking who arrived, so that the whole
  * failure fits in the timeout: a tenth of it, from 0.2 s to 1 s. */

@@ -1,5 +1,5 @@
 /*
- * lib/rendezvous_tcp.c - the rendezvous without PMIx: a star on launcher 0.
+ * lib/rendezvous/rendezvous_tcp.c - the rendezvous without PMIx: a star on launcher 0.
  *
  * Launcher 0 listens on the step's MASTER_PORT, on the address the others
  * connect to (MASTER_ADDR, the step's first host), not on every address;
@@ -10,7 +10,7 @@
  *   credential length, credential, blob
  *
  * (integers big-endian, 32 bits except the 64-bit length). The credential
- * (lib/rendezvous_auth.h: munge) vouches for the hello's fields and the
+ * (lib/rendezvous/rendezvous_auth.h: munge) vouches for the hello's fields and the
  * blob's hash with the sender's uid. Launcher 0 serves every connection
  * from one poll loop, so a silent or slow peer never holds up the others,
  * and refuses, naming the peer's address and why in its log: a wrong magic
@@ -54,8 +54,8 @@
 
 #include "lib/bounded.h"
 #include "lib/log.h"
-#include "lib/rendezvous_auth.h"
-#include "lib/rendezvous_impl.h"
+#include "lib/rendezvous/rendezvous_auth.h"
+#include "lib/rendezvous/rendezvous_impl.h"
 
 #define RDV_MAGIC 0x53524456u	/* "SRDV" */
 #define RDV_VERSION 2u		/* 2: with credentials */
@@ -187,7 +187,7 @@ static void set_socket_options(int fd)
 }
 
 /*
- * Send all of buf on a non-blocking socket by the deadline (not lib/io.h's
+ * Send all of buf on a non-blocking socket by the deadline (not lib/io/io.h's
  * write_all: that one blocks, this one waits with poll). 0, or -1 with errno.
  */
 static int send_all(int fd, const void *buf, size_t len, double deadline)

@@ -1,15 +1,15 @@
 /*
- * lib/exit_info.c - see exit_info.h.
+ * lib/run/exit_info.c - see exit_info.h.
  */
 #include "config.h"
-#include "lib/exit_info.h"
-#include "lib/hang_explain.h"
+#include "lib/run/exit_info.h"
+#include "lib/run/hang_explain.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
 #include "lib/env_number.h"
 #include "lib/exit_codes.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -343,7 +343,7 @@ int exit_info_missing(const char *run_dir, int nnodes, const struct exit_attempt
 
 /*
  * A hang: every node's watchdog left where its ranks were; together they
- * say who waits in what and who never came (lib/hang_explain.h), which
+ * say who waits in what and who never came (lib/run/hang_explain.h), which
  * replaces the nodes' own messages ("no progress for ... on n2: rank 3").
  */
 static void explain_hang(const char *run_dir, int nnodes, const struct exit_attempt *a,

@@ -1,5 +1,5 @@
 /*
- * lib/exit_info.h - why a run ended, for people and for scripts.
+ * lib/run/exit_info.h - why a run ended, for people and for scripts.
  *
  * Every node's launcher writes exit_info.node-NNN.json (atomically); the
  * launcher of node 0 then writes exit_info.json, the summary: the node files'

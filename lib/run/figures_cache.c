@@ -1,11 +1,11 @@
 /*
- * lib/figures_cache.c - see figures_cache.h.
+ * lib/run/figures_cache.c - see figures_cache.h.
  */
 #include "config.h"
-#include "lib/figures_cache.h"
+#include "lib/run/figures_cache.h"
 
-#include "lib/private_dir.h"
-#include "lib/stork_json.h"
+#include "lib/io/private_dir.h"
+#include "lib/formats/stork_json.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * lib/figures_cache.h - a node's measured figures, kept for `stork plan`:
+ * lib/run/figures_cache.h - a node's measured figures, kept for `stork plan`:
  * what `stork bench train` and `stork bench comm` measured on it, and the
  * short probes `stork plan` runs itself when neither has.
  *
@@ -8,8 +8,8 @@
  * a home directory is often shared by every node of a cluster and each
  * node has figures of its own. The directory is made 0700 component by
  * component and refused when it is a link, another user's or open to
- * others (lib/private_dir.h); a file is replaced atomically through a
- * temporary created with O_EXCL | O_NOFOLLOW (lib/atomic_file.h), so a
+ * others (lib/io/private_dir.h); a file is replaced atomically through a
+ * temporary created with O_EXCL | O_NOFOLLOW (lib/io/atomic_file.h), so a
  * reader sees the old figure or the new one, never half, and nothing is
  * ever written through a link planted there.
  */

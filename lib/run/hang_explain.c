@@ -1,11 +1,11 @@
 /*
- * lib/hang_explain.c - a hang, explained from where each rank was (see
- * lib/hang_explain.h).
+ * lib/run/hang_explain.c - a hang, explained from where each rank was (see
+ * lib/run/hang_explain.h).
  */
 #include "config.h"
-#include "lib/hang_explain.h"
+#include "lib/run/hang_explain.h"
 
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <stdarg.h>
 #include <stdio.h>

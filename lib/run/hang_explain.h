@@ -1,10 +1,10 @@
 /*
- * lib/hang_explain.h - a hang, explained from where each rank was: which
+ * lib/run/hang_explain.h - a hang, explained from where each rank was: which
  * ranks wait in which collective, and which members of its group never
  * entered it (and where those were instead).
  *
  * Each node's storkd, when its watchdog finds a rank stuck, writes one
- * record per local rank (daemon/hang_report.c) in
+ * record per local rank (daemon/engine/train/hang_report.c) in
  * logs/where.node-NNN.requeue-R.restart-A.json:
  *
  *   {"rank": 3, "host": "n2", "step": 812, "op": "all-reduce", "group": "dp",

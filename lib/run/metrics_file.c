@@ -1,9 +1,9 @@
 /*
- * lib/metrics_file.c - see metrics_file.h.
+ * lib/run/metrics_file.c - see metrics_file.h.
  */
 #include "config.h"
-#include "lib/metrics_file.h"
-#include "lib/io.h"
+#include "lib/run/metrics_file.h"
+#include "lib/io/io.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * lib/metrics_file.h - reading logs/rank-NNN.metrics.jsonl back: the
+ * lib/run/metrics_file.h - reading logs/rank-NNN.metrics.jsonl back: the
  * launcher (a dead node's last step), the rollup into metrics/summary.csv,
  * stork report and stork bench launch all go through here.
  *
@@ -12,7 +12,7 @@
 
 /*
  * Call each(line, arg) for every line of the metrics file at path (a
- * regular file only: lib/io.h's fopen_regular), newline included. Stops
+ * regular file only: lib/io/io.h's fopen_regular), newline included. Stops
  * at the first non-zero return of each and returns it; 0 when every line
  * was seen; -1 (errno set) when the file cannot be opened.
  */

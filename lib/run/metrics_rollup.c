@@ -1,18 +1,18 @@
 /*
- * lib/metrics_rollup.c - see metrics_rollup.h.
+ * lib/run/metrics_rollup.c - see metrics_rollup.h.
  *
  * Every usable line becomes one sample (metric, minute, value); sorting
  * them by (metric, minute, value) puts each row's values together and in
  * order, so the percentiles are read off directly.
  */
 #include "config.h"
-#include "lib/metrics_rollup.h"
-#include "lib/metrics_file.h"
+#include "lib/run/metrics_rollup.h"
+#include "lib/run/metrics_file.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
-#include "lib/io.h"
-#include "lib/stork_json.h"
+#include "lib/io/io.h"
+#include "lib/formats/stork_json.h"
 
 #include <errno.h>
 #include <glob.h>

@@ -1,5 +1,5 @@
 /*
- * lib/metrics_rollup.h - metrics/summary.csv: every rank's metrics lines
+ * lib/run/metrics_rollup.h - metrics/summary.csv: every rank's metrics lines
  * (logs/rank-NNN.metrics.jsonl) rolled up per metric and per minute.
  *
  *   metric,minute,count,p50,p95,mean

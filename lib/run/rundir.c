@@ -1,14 +1,14 @@
 /*
- * lib/rundir.c - see rundir.h. Files are replaced atomically, so a reader
+ * lib/run/rundir.c - see rundir.h. Files are replaced atomically, so a reader
  * never sees half a provenance record.
  */
 #include "config.h"
-#include "lib/rundir.h"
+#include "lib/run/rundir.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
-#include "lib/io.h"
-#include "lib/stork_json.h"
+#include "lib/io/io.h"
+#include "lib/formats/stork_json.h"
 #include "lib/version.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * lib/rundir.h - the run directory: one per run, stable across requeues.
+ * lib/run/rundir.h - the run directory: one per run, stable across requeues.
  *
  *   <runs_root>/<name>__job=<JOBID>__task=<ARRAY_TASK_ID or 0>/
  *     config/ logs/ checkpoints/ provenance/ exit_info.json

@@ -1,8 +1,8 @@
 /*
- * lib/stage_path.c - see stage_path.h.
+ * lib/run/stage_path.c - see stage_path.h.
  */
 #include "config.h"
-#include "lib/stage_path.h"
+#include "lib/run/stage_path.h"
 #include "lib/url.h"
 
 #include <ctype.h>

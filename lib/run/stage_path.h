@@ -1,7 +1,7 @@
 /*
- * lib/stage_path.h - where a node keeps the data shards it stages from
+ * lib/run/stage_path.h - where a node keeps the data shards it stages from
  * http(s) URLs (data.train and data.val entries that are URLs): the
- * launcher downloads them there (launcher/stage.c), storkd reads them from
+ * launcher downloads them there (launcher/run/stage.c), storkd reads them from
  * there, and both find the same file from the same URL and environment.
  */
 #ifndef STORK_STAGE_PATH_H

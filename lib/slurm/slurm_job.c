@@ -1,8 +1,8 @@
 /*
- * lib/slurm_job.c - see slurm_job.h.
+ * lib/slurm/slurm_job.c - see slurm_job.h.
  */
 #include "config.h"
-#include "lib/slurm_job.h"
+#include "lib/slurm/slurm_job.h"
 #include "lib/stop_signals.h"
 
 #include <errno.h>

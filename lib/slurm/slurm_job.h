@@ -1,5 +1,5 @@
 /*
- * lib/slurm_job.h - the few questions Stork asks slurmctld about its own job:
+ * lib/slurm/slurm_job.h - the few questions Stork asks slurmctld about its own job:
  * its end time, whether it may be requeued and whether it was cancelled,
  * the requeue itself, and the job's Comment. Linked by the launcher and
  * the daemon only (the plugin runs inside Slurm's own processes and must

@@ -1,8 +1,8 @@
 /*
- * lib/slurm_tasks.c - SLURM_STEP_TASKS_PER_NODE parsed (lib/slurm_tasks.h).
+ * lib/slurm/slurm_tasks.c - SLURM_STEP_TASKS_PER_NODE parsed (lib/slurm/slurm_tasks.h).
  */
 #include "config.h"
-#include "lib/slurm_tasks.h"
+#include "lib/slurm/slurm_tasks.h"
 
 #include <limits.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /*
- * lib/slurm_tasks.h - how many tasks of the step each node runs, as Slurm
+ * lib/slurm/slurm_tasks.h - how many tasks of the step each node runs, as Slurm
  * writes it in SLURM_STEP_TASKS_PER_NODE: "2(x3),1" is two tasks on each
  * of the first three nodes of the step's node list and one on the fourth.
  * The rendezvous names a missing launcher's host from it, and the launcher
- * finds the other tasks of its own host (launcher/host_tasks.c).
+ * finds the other tasks of its own host (launcher/run/host_tasks.c).
  */
 #ifndef STORK_LIB_SLURM_TASKS_H
 #define STORK_LIB_SLURM_TASKS_H

@@ -38,7 +38,7 @@ void fuzz_quiet(void);
 /*
  * The job's secret of the TCP rendezvous harnesses (its path): a fixed
  * key of FUZZ_RDV_SECRET in fuzz_dir(), mode 0600, standing in for munged
- * as on a node where munged does not answer (lib/rendezvous_auth.h), so
+ * as on a node where munged does not answer (lib/rendezvous/rendezvous_auth.h), so
  * that seeds can carry credentials that verify. munged is made
  * unreachable: SLURM_CONF names a file whose AuthInfo socket is absent.
  */

@@ -1,6 +1,6 @@
 /*
  * t/fuzz/fuzz_ckpt_manifest.c - a checkpoint's manifest.json as a resume
- * reads it (daemon/checkpoint.c): ckpt_find_any on a step directory
+ * reads it (daemon/engine/checkpoint/checkpoint.c): ckpt_find_any on a step directory
  * verifies the files the manifest lists, by size and checksum (XXH3-64,
  * or the first format's), and a checkpoint that verifies has its
  * state.json and layout read.
@@ -13,7 +13,7 @@
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "daemon/checkpoint.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
 
 #include <limits.h>
 #include <string.h>

@@ -1,13 +1,13 @@
 /*
  * t/fuzz/fuzz_ckpt_state.c - a checkpoint's state.json as a resume reads
- * it (daemon/checkpoint.c): the step, the data position, the hashes, the
+ * it (daemon/engine/checkpoint/checkpoint.c): the step, the data position, the hashes, the
  * settings it was written under (ckpt_read_state), and the layout that
  * wrote it (ckpt_read_layout).
  */
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "daemon/checkpoint.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
 
 #include <limits.h>
 #include <string.h>

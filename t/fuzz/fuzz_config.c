@@ -1,15 +1,15 @@
 /*
- * t/fuzz/fuzz_config.c - stork.yaml (lib/stork_config.c): the input as a
+ * t/fuzz/fuzz_config.c - stork.yaml (lib/config/stork_config.c): the input as a
  * configuration, loaded and validated. A valid one is written as the
  * resolved YAML of a run directory and loaded again, which must hold the
- * promise of lib/stork_config.h, else the harness aborts: the same text
+ * promise of lib/config/stork_config.h, else the harness aborts: the same text
  * when written again, and an equal configuration unless a URL's secret was
  * left out of the text ("<redacted>").
  */
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <stdio.h>
 #include <stdlib.h>

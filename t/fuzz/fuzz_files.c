@@ -5,8 +5,8 @@
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "lib/atomic_file.h"
-#include "lib/io.h"
+#include "lib/io/atomic_file.h"
+#include "lib/io/io.h"
 #include "lib/log.h"
 
 #include <errno.h>

@@ -1,12 +1,12 @@
 /*
  * t/fuzz/fuzz_join_blob.c - one daemon's blob as every storkd reads it
- * after the rendezvous, PMIx or TCP (daemon/join.c): magic, the
+ * after the rendezvous, PMIx or TCP (daemon/node/join.c): magic, the
  * description and the bindings as length-prefixed JSON, the UCX address.
  */
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "daemon/join.h"
+#include "daemon/node/join.h"
 
 #include <jansson.h>
 #include <stdlib.h>

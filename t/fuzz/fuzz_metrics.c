@@ -1,7 +1,7 @@
 /*
  * t/fuzz/fuzz_metrics.c - the metrics files of a run as `stork report`
- * reads them (launcher/report_data.c over lib/metrics_file.c) and draws
- * them (launcher/report_html.c), and as the launcher finds a rank's last
+ * reads them (launcher/report/report_data.c over lib/run/metrics_file.c) and draws
+ * them (launcher/report/report_html.c), and as the launcher finds a rank's last
  * step (metrics_file_last_step).
  *
  * The input is logs/rank-000.metrics.jsonl of a run directory; after a
@@ -11,8 +11,8 @@
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "launcher/report.h"
-#include "lib/metrics_file.h"
+#include "launcher/report/report.h"
+#include "lib/run/metrics_file.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * t/fuzz/fuzz_model.c - an llm.c model file (daemon/model.c), as
+ * t/fuzz/fuzz_model.c - an llm.c model file (daemon/engine/model/model.c), as
  * model.init_from and a checkpoint's model.bin are read: the header's
  * sizes (gpt2_read_config), the whole model (gpt2_load), and the slice a
  * tensor-parallel rank reads (gpt2_load_shard, rank 1 of 2: a model whose
@@ -8,7 +8,7 @@
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "daemon/model.h"
+#include "daemon/engine/model/model.h"
 
 #include <limits.h>
 

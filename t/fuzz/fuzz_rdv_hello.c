@@ -1,10 +1,10 @@
 /*
  * t/fuzz/fuzz_rdv_hello.c - what launcher 0 of the TCP rendezvous reads
- * from a connection anyone can open (lib/rendezvous_tcp.c): the input is
+ * from a connection anyone can open (lib/rendezvous/rendezvous_tcp.c): the input is
  * all a peer sends before it closes the connection. Launcher 0 checks the
  * hello's header against its step, then its credential, and only then
  * reads the blob the credential vouches for; an accepted blob is read as
- * join_run reads every launcher's (daemon/join.c).
+ * join_run reads every launcher's (daemon/node/join.c).
  *
  * Launcher 0 here serves job 4242 step 7 on port 29500, four launchers,
  * launcher 2 already in; credentials are keyed by the job's secret
@@ -14,8 +14,8 @@
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "daemon/join.h"
-#include "lib/rendezvous_impl.h"
+#include "daemon/node/join.h"
+#include "lib/rendezvous/rendezvous_impl.h"
 
 #include <jansson.h>
 #include <stdbool.h>

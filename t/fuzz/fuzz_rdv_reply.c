@@ -1,9 +1,9 @@
 /*
  * t/fuzz/fuzz_rdv_reply.c - what a launcher of the TCP rendezvous reads
  * back from whatever answers on MASTER_ADDR:MASTER_PORT
- * (lib/rendezvous_tcp.c): a reply header, its credential, then the table
+ * (lib/rendezvous/rendezvous_tcp.c): a reply header, its credential, then the table
  * of every launcher's blob or launcher 0's error message; a table is then
- * read blob by blob as join_run does (daemon/join.c).
+ * read blob by blob as join_run does (daemon/node/join.c).
  *
  * The reader is launcher 1 of job 4242 step 7 on port 29500, three
  * launchers; credentials are keyed by the job's secret (fuzz_rdv_secret).
@@ -11,8 +11,8 @@
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "daemon/join.h"
-#include "lib/rendezvous_impl.h"
+#include "daemon/node/join.h"
+#include "lib/rendezvous/rendezvous_impl.h"
 
 #include <jansson.h>
 #include <stdio.h>

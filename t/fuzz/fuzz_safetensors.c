@@ -1,6 +1,6 @@
 /*
  * t/fuzz/fuzz_safetensors.c - a Hugging Face .safetensors file
- * (lib/safetensors.c): st_open checks its header against the file; every
+ * (lib/formats/safetensors.c): st_open checks its header against the file; every
  * tensor of a file it accepts is then read as the loaders read them:
  * whole, its last row, and (2-D) the right half of its columns, and
  * looked up by name and shape.
@@ -8,7 +8,7 @@
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "lib/safetensors.h"
+#include "lib/formats/safetensors.h"
 
 #include <limits.h>
 #include <stdlib.h>

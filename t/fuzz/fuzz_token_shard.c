@@ -1,14 +1,14 @@
 /*
  * t/fuzz/fuzz_token_shard.c - an llm.c token shard: its header held
- * against the file (lib/token_shard.c, as `stork run --check` and storkd
- * do), then the data loader on it (daemon/data.c): B = 2 sequences of
+ * against the file (lib/formats/token_shard.c, as `stork run --check` and storkd
+ * do), then the data loader on it (daemon/engine/data/data.c): B = 2 sequences of
  * T = 8 tokens below a vocabulary of 257, shuffled, three batches (a small
  * shard wraps into the next epoch).
  */
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "daemon/data.h"
+#include "daemon/engine/data/data.h"
 
 #include <limits.h>
 

@@ -1,6 +1,6 @@
 /*
  * t/fuzz/fuzz_tokenizer.c - a tokenizer file given to `stork prep
- * --tokenizer` (launcher/tokenizer_load.c): a tokenizer.json, an
+ * --tokenizer` (launcher/prep/tokenizer_load.c): a tokenizer.json, an
  * encoder.json (with a fixed vocab.bpe beside it) or a tiktoken rank file,
  * as tok_load tells them apart; a tokenizer it accepts then encodes a text
  * of several scripts, whitespace runs and digits, and every id it gives is
@@ -9,7 +9,7 @@
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "launcher/tokenizer.h"
+#include "launcher/prep/tokenizer.h"
 
 #include <limits.h>
 #include <stdlib.h>

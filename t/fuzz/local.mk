@@ -34,66 +34,66 @@ TESTS += t/fuzz/inputs.sh
 
 # Per harness: the sources libFuzzer instruments (FUZZ_SRC_NAME, besides
 # the harness), and what both builds link.
-FUZZ_SRC_config = $(srcdir)/lib/stork_config.c
+FUZZ_SRC_config = $(srcdir)/lib/config/stork_config.c
 t_fuzz_input_config_SOURCES = t/fuzz/fuzz_config.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_config_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_config_LDADD = lib/libstork.la
 
-FUZZ_SRC_rdv_hello = $(srcdir)/lib/rendezvous_tcp.c $(srcdir)/lib/rendezvous_auth.c \
-	$(srcdir)/daemon/join.c
+FUZZ_SRC_rdv_hello = $(srcdir)/lib/rendezvous/rendezvous_tcp.c $(srcdir)/lib/rendezvous/rendezvous_auth.c \
+	$(srcdir)/daemon/node/join.c
 t_fuzz_input_rdv_hello_SOURCES = t/fuzz/fuzz_rdv_hello.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_rdv_hello_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_rdv_hello_LDADD = daemon/libstorkd.a $(RDV_LIBS) lib/libstork.la $(SLURM_LIBS)
 
-FUZZ_SRC_rdv_reply = $(srcdir)/lib/rendezvous_tcp.c $(srcdir)/lib/rendezvous_auth.c \
-	$(srcdir)/daemon/join.c
+FUZZ_SRC_rdv_reply = $(srcdir)/lib/rendezvous/rendezvous_tcp.c $(srcdir)/lib/rendezvous/rendezvous_auth.c \
+	$(srcdir)/daemon/node/join.c
 t_fuzz_input_rdv_reply_SOURCES = t/fuzz/fuzz_rdv_reply.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_rdv_reply_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_rdv_reply_LDADD = daemon/libstorkd.a $(RDV_LIBS) lib/libstork.la $(SLURM_LIBS)
 
-FUZZ_SRC_join_blob = $(srcdir)/daemon/join.c
+FUZZ_SRC_join_blob = $(srcdir)/daemon/node/join.c
 t_fuzz_input_join_blob_SOURCES = t/fuzz/fuzz_join_blob.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_join_blob_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_join_blob_LDADD = daemon/libstorkd.a $(RDV_LIBS) lib/libstork.la $(SLURM_LIBS)
 
-FUZZ_SRC_ckpt_manifest = $(srcdir)/daemon/checkpoint.c
+FUZZ_SRC_ckpt_manifest = $(srcdir)/daemon/engine/checkpoint/checkpoint.c
 t_fuzz_input_ckpt_manifest_SOURCES = t/fuzz/fuzz_ckpt_manifest.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_ckpt_manifest_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_ckpt_manifest_LDADD = daemon/libstorkd.a $(ENGINE_LIBS) lib/libstork.la $(XXHASH_LIBS)
 
-FUZZ_SRC_ckpt_state = $(srcdir)/daemon/checkpoint.c
+FUZZ_SRC_ckpt_state = $(srcdir)/daemon/engine/checkpoint/checkpoint.c
 t_fuzz_input_ckpt_state_SOURCES = t/fuzz/fuzz_ckpt_state.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_ckpt_state_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_ckpt_state_LDADD = daemon/libstorkd.a $(ENGINE_LIBS) lib/libstork.la $(XXHASH_LIBS)
 
-FUZZ_SRC_model = $(srcdir)/daemon/model.c
+FUZZ_SRC_model = $(srcdir)/daemon/engine/model/model.c
 t_fuzz_input_model_SOURCES = t/fuzz/fuzz_model.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_model_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_model_LDADD = $(ENGINE_LIBS) lib/libstork.la
 
-FUZZ_SRC_token_shard = $(srcdir)/lib/token_shard.c $(srcdir)/daemon/data.c
+FUZZ_SRC_token_shard = $(srcdir)/lib/formats/token_shard.c $(srcdir)/daemon/engine/data/data.c
 t_fuzz_input_token_shard_SOURCES = t/fuzz/fuzz_token_shard.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_token_shard_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_token_shard_LDADD = daemon/libdata.a lib/libstork.la
 
-FUZZ_SRC_safetensors = $(srcdir)/lib/safetensors.c
+FUZZ_SRC_safetensors = $(srcdir)/lib/formats/safetensors.c
 t_fuzz_input_safetensors_SOURCES = t/fuzz/fuzz_safetensors.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_safetensors_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_safetensors_LDADD = lib/libstork.la
 
 # stork report's reader is part of the stork program, not of a library:
 # both builds compile it here.
-FUZZ_SRC_metrics = $(srcdir)/lib/metrics_file.c $(srcdir)/launcher/report_data.c \
-	$(srcdir)/launcher/report_html.c $(srcdir)/launcher/run_metrics.c
+FUZZ_SRC_metrics = $(srcdir)/lib/run/metrics_file.c $(srcdir)/launcher/report/report_data.c \
+	$(srcdir)/launcher/report/report_html.c $(srcdir)/launcher/run/run_metrics.c
 t_fuzz_input_metrics_SOURCES = t/fuzz/fuzz_metrics.c t/fuzz/run_inputs.c $(FUZZ_COMMON) \
-	launcher/report_data.c launcher/report_html.c launcher/run_metrics.c
+	launcher/report/report_data.c launcher/report/report_html.c launcher/run/run_metrics.c
 t_fuzz_input_metrics_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_metrics_LDADD = lib/libstork.la -lm
 
 # stork prep's tokenizer files (part of the stork program, compiled here).
-FUZZ_SRC_tokenizer = $(srcdir)/launcher/tokenizer.c $(srcdir)/launcher/tokenizer_load.c
+FUZZ_SRC_tokenizer = $(srcdir)/launcher/prep/tokenizer.c $(srcdir)/launcher/prep/tokenizer_load.c
 t_fuzz_input_tokenizer_SOURCES = t/fuzz/fuzz_tokenizer.c t/fuzz/run_inputs.c $(FUZZ_COMMON) \
-	launcher/tokenizer.c launcher/tokenizer_load.c
+	launcher/prep/tokenizer.c launcher/prep/tokenizer_load.c
 t_fuzz_input_tokenizer_CFLAGS = $(FUZZ_INPUT_CFLAGS) $(PCRE2_CFLAGS) $(JANSSON_CFLAGS) \
 	$(XXHASH_CFLAGS)
 t_fuzz_input_tokenizer_LDADD = lib/libstork.la $(PCRE2_LIBS) $(JANSSON_LIBS) $(XXHASH_LIBS)

@@ -1,7 +1,7 @@
 /*
  * t/gpu/check_train_cuda.c - training on a GPU against training on the CPU.
  *
- * The model code (daemon/model.c, daemon/optimizer.c) is the same for both
+ * The model code (daemon/engine/model/model.c, daemon/engine/model/optimizer.c) is the same for both
  * backends; these tests run it on ops_cuda with every array in device
  * memory and compare with ops_cpu:
  *   - 20 optimizer steps of a small model: the losses agree within 1e-4
@@ -17,16 +17,16 @@
  *   - 2 and 4 data-parallel ranks sharing the one GPU, gradients averaged
  *     through the host-staged device communicator (lib/comm/device.c), track
  *     the same ranks on the CPU; overlapped with the backward pass
- *     (daemon/grad_sync.c), the all-reduce gives the same bits;
+ *     (daemon/engine/parallel/grad_sync.c), the all-reduce gives the same bits;
  *   - 2 tensor-parallel ranks on the one GPU (staged) track the whole model.
  * Exits 77 (skipped) when no GPU is visible. Needs only the kernels, the
  * model, the optimizer and lib/comm's in-process backend, so t/gpu/run
  * builds it on a GPU machine with nvcc and a C compiler alone.
  */
 #include "config.h"
-#include "daemon/grad_sync.h"
-#include "daemon/model.h"
-#include "daemon/optimizer.h"
+#include "daemon/engine/parallel/grad_sync.h"
+#include "daemon/engine/model/model.h"
+#include "daemon/engine/model/optimizer.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
 #include "lib/comm/comm.h"

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "lib/exit_codes.h"
-#include "lib/rendezvous.h"
+#include "lib/rendezvous/rendezvous.h"
 
 struct options {
 	enum rdv_method method;

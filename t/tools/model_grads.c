@@ -5,14 +5,14 @@
  *
  *   model_grads DIR SHARD B T OUT
  *
- * Loads DIR (daemon/hf_model.c), runs one forward and backward pass on
+ * Loads DIR (daemon/engine/model/hf_model.c), runs one forward and backward pass on
  * samples 0..B-1 of SHARD (tokens [jT, jT + T + 1), as the unshuffled data
  * loader reads them), prints the loss and writes the gradients to OUT as a
  * Hugging Face directory (the weights' names and layout, fp32).
  */
 #include "config.h"
-#include "daemon/hf_model.h"
-#include "lib/token_shard.h"
+#include "daemon/engine/model/hf_model.h"
+#include "lib/formats/token_shard.h"
 
 #include <stdio.h>
 #include <stdlib.h>

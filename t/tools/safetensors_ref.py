@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A second implementation of the safetensors format and of config.json,
 standard library only, for t/unit/check_safetensors and t/unit/check_hf to
-hold lib/safetensors.c and lib/hf_config.c against.
+hold lib/formats/safetensors.c and lib/formats/hf_config.c against.
 
 It shares no code with them: F16 is packed by Python's struct ('e', IEEE
 binary16), BF16 is rounded here by comparing the dropped bits with one half

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Data shards given as http(s) URLs (launcher/stage.c): staged once per
+# Data shards given as http(s) URLs (launcher/run/stage.c): staged once per
 # node, checked, resumed, refused with the URL and the reason. Served by a
 # local HTTP(S) server started here (t/tools/http_server.py), with a test
 # CA made here for https.

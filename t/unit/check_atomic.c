@@ -10,10 +10,10 @@
  * Each test works in its own fresh directory under /tmp.
  */
 #include "config.h"
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
-#include "lib/direct_write.h"
-#include "lib/io.h"
+#include "lib/io/direct_write.h"
+#include "lib/io/io.h"
 
 #include <check.h>
 #include <dirent.h>

@@ -1,5 +1,5 @@
 /*
- * t/unit/check_bind.c - the binding plan (lib/bind.c) over the hwloc XML
+ * t/unit/check_bind.c - the binding plan (lib/bind/bind.c) over the hwloc XML
  * topologies of t/data/topo, and the rank-environment helpers.
  *
  * Topologies (t/data/topo/gen-topo.py):
@@ -8,7 +8,7 @@
  *   gpu4-1socket  16 cores (PUs 0-15), one NUMA node, 4 GPUs
  *   cpu-2numa     cores 0-3 on NUMA 0, 4-7 on NUMA 1, no GPU
  * Every expected cpuset below is worked out from these layouts and the rules
- * in lib/bind.h, not taken from the code's output.
+ * in lib/bind/bind.h, not taken from the code's output.
  */
 #include "config.h"
 
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/bind.h"
-#include "lib/topology.h"
+#include "lib/bind/bind.h"
+#include "lib/bind/topology.h"
 #include "plugins/plugin_args.h"
 
 static struct topo *load(const char *name)

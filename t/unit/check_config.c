@@ -10,7 +10,7 @@
  * key or value), not taken from the program's output.
  */
 #include "config.h"
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <check.h>
 #include <signal.h>

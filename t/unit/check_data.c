@@ -1,11 +1,11 @@
 /*
- * t/unit/check_data.c - the data loader (daemon/data.h) on hand-made llm.c
+ * t/unit/check_data.c - the data loader (daemon/engine/data/data.h) on hand-made llm.c
  * shards whose token i is a known function of i, so every expected batch is
  * computed from the layout data.h describes; and `stork prep` round trips.
  */
 #include "config.h"
-#include "daemon/data.h"
-#include "launcher/prep.h"
+#include "daemon/engine/data/data.h"
+#include "launcher/prep/prep.h"
 #include "lib/exit_codes.h"
 
 #include <check.h>

@@ -6,8 +6,8 @@
  */
 #include "config.h"
 #include "lib/exit_codes.h"
-#include "lib/exit_info.h"
-#include "lib/stork_json.h"
+#include "lib/run/exit_info.h"
+#include "lib/formats/stork_json.h"
 
 #include <check.h>
 #include <stdio.h>

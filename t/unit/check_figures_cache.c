@@ -1,12 +1,12 @@
 /*
  * t/unit/check_figures_cache.c - the user's cache of a node's measured
- * figures (lib/figures_cache.c): where it lives, that what is saved reads
+ * figures (lib/run/figures_cache.c): where it lives, that what is saved reads
  * back, that its directory is the user's own (0700) and that a directory
  * open to others, a planted link or a name with a slash is refused.
  */
 #include "config.h"
-#include "lib/atomic_file.h"
-#include "lib/figures_cache.h"
+#include "lib/io/atomic_file.h"
+#include "lib/run/figures_cache.h"
 
 #include <check.h>
 #include <limits.h>

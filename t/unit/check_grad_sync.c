@@ -1,6 +1,6 @@
 /*
  * t/unit/check_grad_sync.c - the overlapped gradient all-reduce
- * (daemon/grad_sync.c) over real in-process ranks (lib/comm's shared
+ * (daemon/engine/parallel/grad_sync.c) over real in-process ranks (lib/comm's shared
  * memory backend).
  *
  * Three ranks hand the same pieces of a buffer, in the same groups and
@@ -11,7 +11,7 @@
  * more pieces than planned are an error, not a hang.
  */
 #include "config.h"
-#include "daemon/grad_sync.h"
+#include "daemon/engine/parallel/grad_sync.h"
 #include "kernels/ops.h"
 #include "lib/comm/comm.h"
 #include "lib/rng.h"

@@ -13,10 +13,10 @@
  * hf_config_write makes of them.
  */
 #include "config.h"
-#include "lib/atomic_file.h"
-#include "lib/hf_config.h"
-#include "lib/hf_names.h"
-#include "lib/io.h"
+#include "lib/io/atomic_file.h"
+#include "lib/formats/hf_config.h"
+#include "lib/formats/hf_names.h"
+#include "lib/io/io.h"
 
 #include <check.h>
 #include <limits.h>

@@ -7,7 +7,7 @@
  * Expected texts are written out by hand from RFC 8259's grammar.
  */
 #include "config.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <check.h>
 #include <math.h>

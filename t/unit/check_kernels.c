@@ -667,7 +667,7 @@ END_TEST
 
 /*
  * ops_cpu.adamw against AdamW written here in double precision (the
- * conventions of kernels/ops.h and daemon/optimizer.h): m and v move
+ * conventions of kernels/ops.h and daemon/engine/model/optimizer.h): m and v move
  * towards g and g^2, the bias corrections 1 - beta^t divide them, eps is
  * added to the square root, and the decoupled decay takes lr * wd of the
  * parameter as it was before the update. Step t = 3 from moments already

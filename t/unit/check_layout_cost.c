@@ -1,5 +1,5 @@
 /*
- * t/unit/check_layout_cost.c - what a layout costs (daemon/layout_cost.c):
+ * t/unit/check_layout_cost.c - what a layout costs (daemon/engine/parallel/layout_cost.c):
  * memory as storkd allocates it, FLOPs as bench train counts them, the
  * bytes each kind of link carries, the 1F1B bubble, and the step of a
  * machine whose ranks share its cores.
@@ -9,8 +9,8 @@
  * round figures, so that every expected value is a formula of the sizes.
  */
 #include "config.h"
-#include "daemon/bench_train.h"
-#include "daemon/layout_cost.h"
+#include "daemon/engine/bench/bench_train.h"
+#include "daemon/engine/parallel/layout_cost.h"
 
 #include <check.h>
 #include <math.h>

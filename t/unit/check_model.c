@@ -1,6 +1,6 @@
 /*
- * t/unit/check_model.c - the model (daemon/model.c, GPT-2 and Llama) and its optimizer
- * (daemon/optimizer.c): gradients against finite differences, llm.c file
+ * t/unit/check_model.c - the model (daemon/engine/model/model.c, GPT-2 and Llama) and its optimizer
+ * (daemon/engine/model/optimizer.c): gradients against finite differences, llm.c file
  * round trips and errors, determinism, pipeline stages, AdamW, the
  * learning-rate schedule and clipping.
  *
@@ -8,8 +8,8 @@
  * to 16) so the whole suite runs in well under a second.
  */
 #include "config.h"
-#include "daemon/model.h"
-#include "daemon/optimizer.h"
+#include "daemon/engine/model/model.h"
+#include "daemon/engine/model/optimizer.h"
 #include "lib/comm/comm.h"
 #include "lib/rng.h"
 

@@ -5,7 +5,7 @@
  * be writing its result when the report is made).
  */
 #include "config.h"
-#include "daemon/node_result.h"
+#include "daemon/node/node_result.h"
 #include "lib/exit_codes.h"
 
 #include <check.h>

@@ -1,10 +1,10 @@
 /*
  * t/unit/check_preflight.c - the preflight's verdict on every node
- * (daemon/preflight_verdict.c) from every rank's figures: who keeps up,
+ * (daemon/engine/train/preflight_verdict.c) from every rank's figures: who keeps up,
  * who is only named, who is left out.
  */
 #include "config.h"
-#include "daemon/preflight_verdict.h"
+#include "daemon/engine/train/preflight_verdict.h"
 
 #include <check.h>
 #include <string.h>

@@ -5,11 +5,11 @@
  * program run refuses, and metrics lines a program writes itself.
  */
 #include "config.h"
-#include "daemon/program_env.h"
-#include "daemon/program_error.h"
+#include "daemon/program/program_env.h"
+#include "daemon/program/program_error.h"
 #include "lib/env_number.h"
-#include "lib/metrics_file.h"
-#include "lib/stork_config.h"
+#include "lib/run/metrics_file.h"
+#include "lib/config/stork_config.h"
 
 #include <check.h>
 #include <stdio.h>

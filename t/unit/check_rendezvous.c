@@ -15,10 +15,10 @@
  * another message, is refused, and the exchange goes on without it.
  */
 #include "config.h"
-#include "lib/atomic_file.h"
-#include "lib/bind.h"
-#include "lib/rendezvous.h"
-#include "lib/rendezvous_auth.h"
+#include "lib/io/atomic_file.h"
+#include "lib/bind/bind.h"
+#include "lib/rendezvous/rendezvous.h"
+#include "lib/rendezvous/rendezvous_auth.h"
 
 #include <arpa/inet.h>
 #include <check.h>

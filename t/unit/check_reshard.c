@@ -1,6 +1,6 @@
 /*
  * t/unit/check_reshard.c - a rank's part of a checkpoint of another layout,
- * read by byte ranges (daemon/checkpoint_reshard.c).
+ * read by byte ranges (daemon/engine/checkpoint/checkpoint_reshard.c).
  *
  * A model and its moments (each float a value of its own) are written as
  * real checkpoints, whole (model.bin + optimizer.bin) or as the shards of
@@ -12,10 +12,10 @@
  * ZeRO-1 on either side. A missing or truncated shard fails, naming it.
  */
 #include "config.h"
-#include "daemon/checkpoint.h"
-#include "daemon/layout.h"
-#include "daemon/model.h"
-#include "lib/atomic_file.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/engine/parallel/layout.h"
+#include "daemon/engine/model/model.h"
+#include "lib/io/atomic_file.h"
 
 #include <check.h>
 #include <stdio.h>

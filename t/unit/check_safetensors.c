@@ -16,9 +16,9 @@
  * fresh directory under /tmp.
  */
 #include "config.h"
-#include "lib/atomic_file.h"
-#include "lib/io.h"
-#include "lib/safetensors.h"
+#include "lib/io/atomic_file.h"
+#include "lib/io/io.h"
+#include "lib/formats/safetensors.h"
 
 #include <check.h>
 #include <dirent.h>

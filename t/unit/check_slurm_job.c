@@ -10,7 +10,7 @@
  * the message.
  */
 #include "config.h"
-#include "lib/slurm_job.h"
+#include "lib/slurm/slurm_job.h"
 
 #include <check.h>
 #include <fcntl.h>

@@ -1,13 +1,13 @@
 /*
  * t/unit/check_spike.c - the loss-spike detector of train.on_spike
- * (daemon/spike.c): what it judges and when, which steps enter its window,
+ * (daemon/engine/train/spike.c): what it judges and when, which steps enter its window,
  * its floor under a flat window, a new level after spikes in a row; and
  * its window's trip through a checkpoint's state.json, bit for bit.
  */
 #include "config.h"
-#include "daemon/checkpoint.h"
-#include "daemon/spike.h"
-#include "lib/atomic_file.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/engine/train/spike.h"
+#include "lib/io/atomic_file.h"
 
 #include <check.h>
 #include <math.h>

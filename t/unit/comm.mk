@@ -13,12 +13,12 @@ t_unit_check_comm_hier_SOURCES = t/unit/check_comm_hier.c
 t_unit_check_comm_hier_CFLAGS = $(UNIT_CFLAGS)
 t_unit_check_comm_hier_LDADD = $(COMM_LIBS) $(UNIT_LIBS)
 
-# check_data also builds `stork prep` (launcher/prep.c, with its tokenizers)
+# check_data also builds `stork prep` (launcher/prep/prep.c, with its tokenizers)
 # to round-trip text.
 check_PROGRAMS += t/unit/check_data
 TESTS += t/unit/check_data
-t_unit_check_data_SOURCES = t/unit/check_data.c launcher/prep.c launcher/prep.h \
-	launcher/prep_tokens.c launcher/tokenizer.c launcher/tokenizer_load.c \
+t_unit_check_data_SOURCES = t/unit/check_data.c launcher/prep/prep.c launcher/prep/prep.h \
+	launcher/prep/prep_tokens.c launcher/prep/tokenizer.c launcher/prep/tokenizer_load.c \
 	launcher/sha256_file.c
 t_unit_check_data_CFLAGS = $(UNIT_CFLAGS) $(PCRE2_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS) \
 	$(CRYPTO_CFLAGS)

@@ -1,5 +1,5 @@
 /*
- * daemon/bench_train.c - time training steps of a GPT-2 model and say how
+ * daemon/engine/bench/bench_train.c - time training steps of a GPT-2 model and say how
  * close they come to the machine's fp32 peak.
  *
  * The matrix products are timed on their own: the benchmark runs the model
@@ -8,9 +8,9 @@
  * report the BLAS share and throughput without touching the model code.
  */
 #include "config.h"
-#include "daemon/bench_train.h"
-#include "daemon/grad_sync.h"
-#include "daemon/optimizer.h"
+#include "daemon/engine/bench/bench_train.h"
+#include "daemon/engine/parallel/grad_sync.h"
+#include "daemon/engine/model/optimizer.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"
 #include "kernels/device.h"

@@ -1,12 +1,12 @@
 /*
- * daemon/bench_train.h - the training benchmark behind `stork bench train`.
+ * daemon/engine/bench/bench_train.h - the training benchmark behind `stork bench train`.
  */
 #ifndef STORK_DAEMON_BENCH_TRAIN_H
 #define STORK_DAEMON_BENCH_TRAIN_H
 
 #include <stdio.h>
 
-#include "daemon/model.h"
+#include "daemon/engine/model/model.h"
 
 /* What a training benchmark measured: its timed steps' figures (stork plan keeps them). */
 struct bench_train_result {

@@ -1,5 +1,5 @@
 /*
- * daemon/bench_train_main.c - bench-train, a stand-alone driver of
+ * daemon/engine/bench/bench_train_main.c - bench-train, a stand-alone driver of
  * bench_train() (the same figures as `stork bench train`).
  *
  *   daemon/bench-train [--cuda | --cuda-tf32 | --cuda-bf16] [--overlap RANKS]
@@ -21,7 +21,7 @@
  * kernels.
  */
 #include "config.h"
-#include "daemon/bench_train.h"
+#include "daemon/engine/bench/bench_train.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
 

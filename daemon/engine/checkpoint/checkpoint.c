@@ -1,5 +1,5 @@
 /*
- * daemon/checkpoint.c - see checkpoint.h.
+ * daemon/engine/checkpoint/checkpoint.c - see checkpoint.h.
  *
  * Each file's checksum is XXH3-64 (xxHash), computed from the very buffers
  * that go to disk while they are written, so a commit never reads a file
@@ -10,15 +10,15 @@
  * word-at-a-time multiply-xorshift checksum is kept only to verify them.
  */
 #include "config.h"
-#include "daemon/checkpoint.h"
-#include "daemon/checkpoint_format.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/engine/checkpoint/checkpoint_format.h"
 
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
-#include "lib/direct_write.h"
+#include "lib/io/direct_write.h"
 #include "lib/fault.h"
-#include "lib/io.h"
-#include "lib/stork_json.h"
+#include "lib/io/io.h"
+#include "lib/formats/stork_json.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -126,7 +126,7 @@ struct digest {
 
 /*
  * Create path with the spans one after the other, fsynced, past the page
- * cache where the file system allows (lib/direct_write.h); its checksum
+ * cache where the file system allows (lib/io/direct_write.h); its checksum
  * comes from the same buffers. 0 or -1 with a message.
  */
 static int write_spans(const char *path, const struct span *spans, int nspans,

@@ -1,5 +1,5 @@
 /*
- * daemon/checkpoint.h - checkpoints that are either complete or absent.
+ * daemon/engine/checkpoint/checkpoint.h - checkpoints that are either complete or absent.
  *
  *   checkpoints/step_00001200/
  *     model.bin       the weights as an llm.c model file (fp32, version 3)
@@ -23,10 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/data.h"
-#include "daemon/model.h"
-#include "daemon/optimizer.h"
-#include "daemon/spike.h"
+#include "daemon/engine/data/data.h"
+#include "daemon/engine/model/model.h"
+#include "daemon/engine/model/optimizer.h"
+#include "daemon/engine/train/spike.h"
 
 struct par_layout;
 

@@ -1,5 +1,5 @@
 /*
- * daemon/checkpoint_format.h - the files inside a checkpoint directory, for
+ * daemon/engine/checkpoint/checkpoint_format.h - the files inside a checkpoint directory, for
  * the code that writes them (checkpoint.c) and the code that reads a
  * rank's part back by byte ranges (checkpoint_reshard.c). Not for anyone
  * else: checkpoint.h is the interface.
@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "daemon/checkpoint.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
 
 #define OPT_MAGIC "STORKOPT"
 #define OPT_VERSION 1

@@ -1,5 +1,5 @@
 /*
- * daemon/checkpoint_reshard.c - a rank's shard read from a checkpoint that
+ * daemon/engine/checkpoint/checkpoint_reshard.c - a rank's shard read from a checkpoint that
  * another layout wrote, by byte ranges, with no copy of the whole model.
  *
  * Every shard, the new rank's and each old file's, is a list of pieces
@@ -22,12 +22,12 @@
  * the model's floats.
  */
 #include "config.h"
-#include "daemon/checkpoint.h"
-#include "daemon/checkpoint_format.h"
-#include "daemon/layout.h"
-#include "daemon/zero.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/engine/checkpoint/checkpoint_format.h"
+#include "daemon/engine/parallel/layout.h"
+#include "daemon/engine/parallel/zero.h"
 
-#include "lib/io.h"
+#include "lib/io/io.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,9 +1,9 @@
 /*
- * daemon/ckpt_writer.c - a checkpoint written by a thread of the rank's
- * own (see daemon/ckpt_writer.h).
+ * daemon/engine/checkpoint/ckpt_writer.c - a checkpoint written by a thread of the rank's
+ * own (see daemon/engine/checkpoint/ckpt_writer.h).
  */
 #include "config.h"
-#include "daemon/ckpt_writer.h"
+#include "daemon/engine/checkpoint/ckpt_writer.h"
 
 #include "lib/clock.h"
 

@@ -1,5 +1,5 @@
 /*
- * daemon/ckpt_writer.h - one rank's checkpoint written by a thread of its
+ * daemon/engine/checkpoint/ckpt_writer.h - one rank's checkpoint written by a thread of its
  * own while the rank trains on (checkpoint.async).
  *
  * The writer first copies the rank's parameters and moments into a buffer

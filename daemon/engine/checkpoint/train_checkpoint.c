@@ -1,13 +1,13 @@
 /*
- * daemon/train_checkpoint.c - a rank's part in committing a checkpoint:
+ * daemon/engine/checkpoint/train_checkpoint.c - a rank's part in committing a checkpoint:
  * whether one still fits before the job's end, the rank's shard and its
  * host copy, the job's commit (every shard durable before rank 0 moves
  * `latest`), and what a failed one means for the run. The file formats
- * and the commit's steps are daemon/checkpoint.c's.
+ * and the commit's steps are daemon/engine/checkpoint/checkpoint.c's.
  */
 #include "config.h"
-#include "daemon/train_rank.h"
-#include "daemon/ckpt_writer.h"
+#include "daemon/engine/train/train_rank.h"
+#include "daemon/engine/checkpoint/ckpt_writer.h"
 
 #include "kernels/ops.h"
 #include "lib/bounded.h"
@@ -16,7 +16,7 @@
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
 #include "lib/log.h"
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -359,7 +359,7 @@ int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int must_su
  *
  * A periodic checkpoint in the background: at its step, rank 0 prepares
  * step_N.tmp/ as for a synchronous one and each writing rank starts its
- * writer (daemon/ckpt_writer.h), which copies the rank's parameters and
+ * writer (daemon/engine/checkpoint/ckpt_writer.h), which copies the rank's parameters and
  * moments into a host buffer of the rank's (allocated once) and writes its
  * shard, or rank 0's whole model, from the copy. Training goes on at once;
  * the rank waits for the copy before its next optimizer update. Every

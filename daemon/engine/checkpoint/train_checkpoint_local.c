@@ -1,5 +1,5 @@
 /*
- * daemon/train_checkpoint_local.c - the node-local checkpoint tier
+ * daemon/engine/checkpoint/train_checkpoint_local.c - the node-local checkpoint tier
  * (checkpoint.local_dir), for clusters whose shared file system is the
  * bottleneck.
  *
@@ -22,16 +22,16 @@
  * same.
  */
 #include "config.h"
-#include "daemon/train_rank.h"
+#include "daemon/engine/train/train_rank.h"
 
 #include "kernels/ops.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
-#include "lib/private_dir.h"
-#include "lib/stage_path.h"
-#include "lib/stork_config.h"
+#include "lib/io/private_dir.h"
+#include "lib/run/stage_path.h"
+#include "lib/config/stork_config.h"
 
 #include <inttypes.h>
 #include <stdio.h>

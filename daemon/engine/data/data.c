@@ -1,5 +1,5 @@
 /*
- * daemon/data.c - see data.h for the sample stream and the position.
+ * daemon/engine/data/data.c - see data.h for the sample stream and the position.
  *
  * data_open expands the globs, reads every shard's header and checks it
  * against the file size. The loader keeps two permutations: the shard order
@@ -11,12 +11,12 @@
  * identity.
  */
 #include "config.h"
-#include "daemon/data.h"
+#include "daemon/engine/data/data.h"
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
 #include "lib/rng.h"
-#include "lib/token_shard.h"
+#include "lib/formats/token_shard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +34,7 @@ struct data_shard {
 	char *path;
 	uint64_t ntok;
 	uint32_t nsamples;
-	int token_bytes;                /* 2 or 4 (lib/token_shard.h) */
+	int token_bytes;                /* 2 or 4 (lib/formats/token_shard.h) */
 };
 
 /*
@@ -78,7 +78,7 @@ struct data_loader {
 
 /* ---------------------------------------------------------------- shards */
 
-/* Read and check path's header (lib/token_shard.c) and what the run needs of it; fill s. */
+/* Read and check path's header (lib/formats/token_shard.c) and what the run needs of it; fill s. */
 static int shard_check(struct data_shard *s, const struct data_config *cfg,
 		       char *err, size_t errlen)
 {

@@ -1,7 +1,7 @@
 /*
- * daemon/data.h - the training and validation data loader.
+ * daemon/engine/data/data.h - the training and validation data loader.
  *
- * Data are llm.c token shards (lib/token_shard.h): a 256 x int32 header
+ * Data are llm.c token shards (lib/formats/token_shard.h): a 256 x int32 header
  * (magic 20240520, version 1, token count) followed by that many uint16
  * tokens. A loader reads the shards matched by a list of globs (each glob's
  * matches sorted by name, the globs in the order given).
@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/token_shard.h"
+#include "lib/formats/token_shard.h"
 
 /* Where the sample stream stands; saved in checkpoints as is. */
 struct data_position {

@@ -1,5 +1,5 @@
 /*
- * daemon/hf_model.c - see hf_model.h.
+ * daemon/engine/model/hf_model.c - see hf_model.h.
  *
  * One table ties the two layouts together: parts_of() says which Hugging
  * Face weights make up one layer's chunk of each model tensor, in the
@@ -7,11 +7,11 @@
  * it to fill a shard, writing walks it backwards to fill each weight.
  */
 #include "config.h"
-#include "daemon/hf_model.h"
+#include "daemon/engine/model/hf_model.h"
 
-#include "daemon/arch/arch.h"
-#include "lib/hf_config.h"
-#include "lib/hf_names.h"
+#include "daemon/engine/model/arch/arch.h"
+#include "lib/formats/hf_config.h"
+#include "lib/formats/hf_names.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/hf_model.h - Hugging Face model directories in and out: a
+ * daemon/engine/model/hf_model.h - Hugging Face model directories in and out: a
  * config.json and model.safetensors (or a sharded set with
  * model.safetensors.index.json) of a GPT-2 (GPT2LMHeadModel) or Llama
  * (LlamaForCausalLM) model, read into a model shard and written from a
@@ -7,7 +7,7 @@
  *
  * Reading: each rank reads only the bytes of its shard (its layers, its
  * tensor-parallel rows or columns of each matrix: pread through
- * lib/safetensors.h), converting F32, BF16 and F16 to fp32. GPT-2's Conv1D
+ * lib/formats/safetensors.h), converting F32, BF16 and F16 to fp32. GPT-2's Conv1D
  * weights, stored [in, out], are transposed into the model's [out, in];
  * Llama's q, k, v and gate, up projections are stacked into the model's
  * qkvw and fcw. Every tensor is checked against config.json: a missing
@@ -21,8 +21,8 @@
 #ifndef STORK_DAEMON_HF_MODEL_H
 #define STORK_DAEMON_HF_MODEL_H
 
-#include "daemon/model.h"
-#include "lib/safetensors.h"
+#include "daemon/engine/model/model.h"
+#include "lib/formats/safetensors.h"
 
 #include <stddef.h>
 

@@ -1,8 +1,8 @@
 /*
- * daemon/model.c - the decoder's parameters, shards, activations and
+ * daemon/engine/model/model.c - the decoder's parameters, shards, activations and
  * passes, the same for every architecture (see model.h); what differs
  * from one architecture to the next (tensor shapes, the blocks, the final
- * norm) comes from daemon/arch/, model files from model_file.c.
+ * norm) comes from daemon/engine/model/arch/, model files from model_file.c.
  *
  * The passes call the kernels of a backend (struct ops, CPU here): the
  * embedding, each block of the shard's layers (the architecture's), the
@@ -10,11 +10,11 @@
  * then probabilities, then their gradient.
  */
 #include "config.h"
-#include "daemon/model.h"
-#include "daemon/arch/arch.h"
-#include "daemon/tensor_parallel.h"
-#include "lib/big_alloc.h"
-#include "lib/io.h"
+#include "daemon/engine/model/model.h"
+#include "daemon/engine/model/arch/arch.h"
+#include "daemon/engine/parallel/tensor_parallel.h"
+#include "lib/io/big_alloc.h"
+#include "lib/io/io.h"
 #include "lib/rng.h"
 
 #include <errno.h>
@@ -341,7 +341,7 @@ int gpt2_shard_is_replica(const struct gpt2_config *c, const struct gpt2_shard *
  * straddles two cache lines, which costs the LM head's sgemm calls about a
  * third of their speed. Tensor sizes are multiples of C, so tensors inside
  * an aligned buffer stay aligned when C is a multiple of 16. Large buffers
- * go on huge pages (lib/big_alloc.h).
+ * go on huge pages (lib/io/big_alloc.h).
  */
 static float *alloc_floats(size_t n)
 {

@@ -1,5 +1,5 @@
 /*
- * daemon/model.h - the GPT-2 decoder that storkd trains.
+ * daemon/engine/model/model.h - the GPT-2 decoder that storkd trains.
  *
  * The model of llm.c's train_gpt2.c: token + learned position embeddings,
  * L pre-LayerNorm blocks (causal self-attention, tanh-GELU MLP), a final
@@ -27,7 +27,7 @@
  * biases are replicated. Tensors keep llm.c's order with the shard's sizes,
  * so gpt2_shard_copy maps between a shard and the whole model (llm.c's
  * layout) for loading, checkpoints and resharding. The all-reduces of the
- * tensor-parallel group live in daemon/tensor_parallel.c.
+ * tensor-parallel group live in daemon/engine/parallel/tensor_parallel.c.
  */
 #ifndef STORK_DAEMON_MODEL_H
 #define STORK_DAEMON_MODEL_H
@@ -78,7 +78,7 @@ enum gpt2_tensor {
  *   attprojw (L, C, NH HS) o_proj; ln2w (L, C) post_attention_layernorm;
  *   fcw (L, 2I, C) gate_proj then up_proj; fcprojw (L, C, I) down_proj;
  *   lnfw (C) the final RMSNorm; lmhead (Vp, C) unless tied.
- * The code of each lives in daemon/arch/ (arch.h).
+ * The code of each lives in daemon/engine/model/arch/ (arch.h).
  */
 enum model_arch {
 	MODEL_GPT2 = 0,
@@ -181,7 +181,7 @@ struct gpt2_slot {
 
 /*
  * Where a rank's model is, for a hang's report: the pass and the block it
- * is in, updated as it goes (daemon/train.h's rank_progress holds one; the
+ * is in, updated as it goes (daemon/engine/train/train.h's rank_progress holds one; the
  * trainer adds its own phases above GPT2_PHASE_BACKWARD).
  */
 enum gpt2_phase { GPT2_PHASE_NONE, GPT2_PHASE_FORWARD, GPT2_PHASE_BACKWARD };
@@ -370,7 +370,7 @@ void gpt2_set_fused(struct gpt2 *m, int on, float loss_scale);
 /*
  * Call fn(arg, m, l) after the backward pass of each layer l of the next
  * backward passes, once the layer's parameter gradients have their
- * contributions from this pass (gradient overlap: daemon/grad_sync.h).
+ * contributions from this pass (gradient overlap: daemon/engine/parallel/grad_sync.h).
  * fn NULL: no calls.
  */
 void gpt2_set_layer_hook(struct gpt2 *m, void (*fn)(void *arg, struct gpt2 *m, int layer),

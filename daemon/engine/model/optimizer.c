@@ -1,10 +1,10 @@
 /*
- * daemon/optimizer.c - AdamW, learning-rate schedule, gradient clipping
+ * daemon/engine/model/optimizer.c - AdamW, learning-rate schedule, gradient clipping
  * (see optimizer.h). The per-element update is math_adamw of
  * kernels/math.h, run by the backend's adamw kernel.
  */
 #include "config.h"
-#include "daemon/optimizer.h"
+#include "daemon/engine/model/optimizer.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/optimizer.h - AdamW, the learning-rate schedule and gradient
+ * daemon/engine/model/optimizer.h - AdamW, the learning-rate schedule and gradient
  * clipping: pure functions the training loop calls once per step.
  *
  * The state (moments m and v, step count) is plain data the caller may
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/model.h"
+#include "daemon/engine/model/model.h"
 #include "kernels/ops.h"
 
 struct adamw_params {

@@ -1,5 +1,5 @@
 /*
- * daemon/grad_sync.c - see grad_sync.h.
+ * daemon/engine/parallel/grad_sync.c - see grad_sync.h.
  *
  * A queue of groups of pieces (pointer, length) under one mutex: the rank
  * appends a group at a time, the thread takes whole groups in order and
@@ -14,9 +14,9 @@
  * timing, so every rank makes the same calls in the same order.
  */
 #include "config.h"
-#include "daemon/grad_sync.h"
+#include "daemon/engine/parallel/grad_sync.h"
 
-#include "daemon/model.h"
+#include "daemon/engine/model/model.h"
 #include "kernels/ops.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"

@@ -1,5 +1,5 @@
 /*
- * daemon/grad_sync.h - the data-parallel gradient all-reduce, overlapped
+ * daemon/engine/parallel/grad_sync.h - the data-parallel gradient all-reduce, overlapped
  * with the backward pass (parallel.overlap).
  *
  * Without overlap a rank runs its whole backward pass, then all-reduces

@@ -1,12 +1,12 @@
 /*
- * daemon/layout.c - see layout.h.
+ * daemon/engine/parallel/layout.c - see layout.h.
  */
 #include "config.h"
-#include "daemon/layout.h"
+#include "daemon/engine/parallel/layout.h"
 
 #include "lib/comm/comm.h"
-#include "daemon/hf_model.h"
-#include "lib/stork_config.h"
+#include "daemon/engine/model/hf_model.h"
+#include "lib/config/stork_config.h"
 #include "kernels/device.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/layout.h - how the world's ranks are cut into data-, tensor- and
+ * daemon/engine/parallel/layout.h - how the world's ranks are cut into data-, tensor- and
  * pipeline-parallel groups, and the communicators of those groups.
  *
  * From parallel.tensor (T) and parallel.pipeline (P) a world of W ranks
@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 
-#include "daemon/model.h"
+#include "daemon/engine/model/model.h"
 
 struct comm;
 struct stork_config;

@@ -1,10 +1,10 @@
 /*
- * daemon/layout_cost.c - see layout_cost.h.
+ * daemon/engine/parallel/layout_cost.c - see layout_cost.h.
  */
 #include "config.h"
-#include "daemon/layout_cost.h"
+#include "daemon/engine/parallel/layout_cost.h"
 
-#include "daemon/zero.h"
+#include "daemon/engine/parallel/zero.h"
 
 #include <stdio.h>
 #include <string.h>

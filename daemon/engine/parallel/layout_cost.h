@@ -1,5 +1,5 @@
 /*
- * daemon/layout_cost.h - what a parallel layout costs each rank: memory,
+ * daemon/engine/parallel/layout_cost.h - what a parallel layout costs each rank: memory,
  * FLOPs, bytes over each kind of link, and the step time those take on a
  * machine of given figures. `stork bench train --ranks` prints the memory,
  * `stork plan` all of it (stork(1) gives the model in words).
@@ -40,8 +40,8 @@
 
 #include <stddef.h>
 
-#include "daemon/layout.h"
-#include "daemon/model.h"
+#include "daemon/engine/parallel/layout.h"
+#include "daemon/engine/model/model.h"
 
 /* Floats one rank holds. */
 struct rank_memory {

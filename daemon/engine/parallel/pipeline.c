@@ -1,10 +1,10 @@
 /*
- * daemon/pipeline.c - see pipeline.h.
+ * daemon/engine/parallel/pipeline.c - see pipeline.h.
  */
 #include "config.h"
-#include "daemon/pipeline.h"
+#include "daemon/engine/parallel/pipeline.h"
 
-#include "daemon/data.h"
+#include "daemon/engine/data/data.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"
 

@@ -1,5 +1,5 @@
 /*
- * daemon/pipeline.h - one training step of a pipeline stage: the 1F1B
+ * daemon/engine/parallel/pipeline.h - one training step of a pipeline stage: the 1F1B
  * schedule over the step's micro-batches.
  *
  * Stage s of P runs min(P - s - 1, m) forward passes to fill the pipeline,
@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 
-#include "daemon/model.h"
+#include "daemon/engine/model/model.h"
 
 struct comm;
 struct data_loader;

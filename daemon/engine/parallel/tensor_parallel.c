@@ -1,5 +1,5 @@
 /*
- * daemon/tensor_parallel.c - see tensor_parallel.h.
+ * daemon/engine/parallel/tensor_parallel.c - see tensor_parallel.h.
  *
  * The per-row work is the backend's (kernels/ops.h: the vocab_ entries,
  * written with the formulas of the whole-vocabulary kernels), so that a
@@ -9,9 +9,9 @@
  * (lib/comm/device.c).
  */
 #include "config.h"
-#include "daemon/tensor_parallel.h"
+#include "daemon/engine/parallel/tensor_parallel.h"
 
-#include "daemon/model.h"
+#include "daemon/engine/model/model.h"
 #include "kernels/ops.h"
 #include "lib/comm/comm.h"
 

@@ -1,8 +1,8 @@
 /*
- * daemon/zero.c - see zero.h.
+ * daemon/engine/parallel/zero.c - see zero.h.
  */
 #include "config.h"
-#include "daemon/zero.h"
+#include "daemon/engine/parallel/zero.h"
 
 #include "lib/comm/comm.h"
 

@@ -1,5 +1,5 @@
 /*
- * daemon/zero.h - ZeRO-1: the optimizer state sharded over the D replicas.
+ * daemon/engine/parallel/zero.h - ZeRO-1: the optimizer state sharded over the D replicas.
  *
  * Each of the D data-parallel ranks of a model shard owns 1/D of its
  * parameters: gradients are reduce-scattered (each rank receives the sum
@@ -19,8 +19,8 @@
 
 #include <stddef.h>
 
-#include "daemon/model.h"
-#include "daemon/optimizer.h"
+#include "daemon/engine/model/model.h"
+#include "daemon/engine/model/optimizer.h"
 
 struct comm;
 

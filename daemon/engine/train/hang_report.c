@@ -1,6 +1,6 @@
 /*
- * daemon/hang_report.c - what storkd's watchdog leaves when it finds a rank
- * stuck (see daemon/hang_report.h).
+ * daemon/engine/train/hang_report.c - what storkd's watchdog leaves when it finds a rank
+ * stuck (see daemon/engine/train/hang_report.h).
  *
  * Stacks: the watchdog sends each running rank thread STACK_SIGNAL; its
  * handler only records the thread's return addresses (backtrace(), made
@@ -11,14 +11,14 @@
  */
 #define _GNU_SOURCE
 #include "config.h"
-#include "daemon/hang_report.h"
+#include "daemon/engine/train/hang_report.h"
 
-#include "daemon/rank_log.h"
-#include "lib/atomic_file.h"
+#include "daemon/node/rank_log.h"
+#include "lib/io/atomic_file.h"
 #include "lib/clock.h"
-#include "lib/hang_explain.h"
+#include "lib/run/hang_explain.h"
 #include "lib/log.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <execinfo.h>
 #include <signal.h>

@@ -1,9 +1,9 @@
 /*
- * daemon/hang_report.h - what storkd's watchdog leaves when it finds a rank
+ * daemon/engine/train/hang_report.h - what storkd's watchdog leaves when it finds a rank
  * stuck: where each of the node's ranks was (the collective it waits in,
  * else its phase and block), their native stacks in their rank logs, and
  * the node's records for the launcher, which explains the hang across
- * every node (lib/hang_explain.h).
+ * every node (lib/run/hang_explain.h).
  */
 #ifndef STORK_DAEMON_HANG_REPORT_H
 #define STORK_DAEMON_HANG_REPORT_H
@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
-#include "daemon/train.h"
+#include "daemon/engine/train/train.h"
 
 /* storkd, before the rank threads start: the stack signal's handler. 0 or -1. */
 int hang_stacks_install(void);

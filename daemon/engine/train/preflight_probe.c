@@ -1,5 +1,5 @@
 /*
- * daemon/preflight_probe.c - see preflight_probe.h.
+ * daemon/engine/train/preflight_probe.c - see preflight_probe.h.
  *
  * Each rank, on its own device: a matrix product of the size of a GPT-2
  * block's (CPU: 512 x 768 by 768 x 768; GPU: 4096 cubed), best of five
@@ -28,20 +28,20 @@
  * rank's figures to metrics/preflight.csv either way.
  */
 #include "config.h"
-#include "daemon/preflight_probe.h"
-#include "daemon/preflight_verdict.h"
-#include "daemon/train.h"
-#include "daemon/train_rank.h"
+#include "daemon/engine/train/preflight_probe.h"
+#include "daemon/engine/train/preflight_verdict.h"
+#include "daemon/engine/train/train.h"
+#include "daemon/engine/train/train_rank.h"
 
-#include "daemon/layout.h"
-#include "daemon/rank_log.h"
+#include "daemon/engine/parallel/layout.h"
+#include "daemon/node/rank_log.h"
 #include "kernels/ops.h"
-#include "lib/atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
 #include "lib/clock.h"
 #include "lib/comm/comm.h"
 #include "lib/exit_codes.h"
-#include "lib/slurm_job.h"
+#include "lib/slurm/slurm_job.h"
 
 #include <stdio.h>
 #include <stdlib.h>

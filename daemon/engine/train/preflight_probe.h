@@ -1,5 +1,5 @@
 /*
- * daemon/preflight_probe.h - before the first step, every rank measures
+ * daemon/engine/train/preflight_probe.h - before the first step, every rank measures
  * its device and the world its links; a node well below its peers is named,
  * and left out of the job where a majority says so (preflight.enabled,
  * preflight.tolerance in stork.yaml(5); the rules in preflight_verdict.h).

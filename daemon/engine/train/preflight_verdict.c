@@ -1,5 +1,5 @@
 /*
- * daemon/preflight_verdict.c - see preflight_verdict.h.
+ * daemon/engine/train/preflight_verdict.c - see preflight_verdict.h.
  *
  * The verdict can make a job start again without a node, so it errs on the
  * side of keeping: a node is left out on a figure that no noise explains
@@ -8,7 +8,7 @@
  * slow), so the slower one is only named.
  */
 #include "config.h"
-#include "daemon/preflight_verdict.h"
+#include "daemon/engine/train/preflight_verdict.h"
 
 #include <stdio.h>
 #include <stdlib.h>

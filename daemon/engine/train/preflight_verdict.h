@@ -1,5 +1,5 @@
 /*
- * daemon/preflight_verdict.h - what the preflight makes of every rank's
+ * daemon/engine/train/preflight_verdict.h - what the preflight makes of every rank's
  * figures: which nodes keep up, which are only the slower ones (a warning),
  * which are left out. Pure: the same figures give the same verdict on every
  * rank, so no rank has to tell the others.

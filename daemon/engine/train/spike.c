@@ -1,5 +1,5 @@
 /*
- * daemon/spike.c - see spike.h.
+ * daemon/engine/train/spike.c - see spike.h.
  *
  * The window is two arrays in step order; a full one shifts by one value
  * per accepted step (at most SPIKE_WINDOW_MAX floats, next to a training
@@ -8,7 +8,7 @@
  * a window read back from a checkpoint then gives the very same bits.
  */
 #include "config.h"
-#include "daemon/spike.h"
+#include "daemon/engine/train/spike.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/spike.h - the loss-spike detector of train.on_spike: each step's
+ * daemon/engine/train/spike.h - the loss-spike detector of train.on_spike: each step's
  * loss and gradient norm against a window of the steps accepted before it.
  *
  * A step is a spike when its loss or its gradient norm (before clipping)
@@ -24,7 +24,7 @@
 #ifndef STORK_DAEMON_SPIKE_H
 #define STORK_DAEMON_SPIKE_H
 
-#include "lib/stork_config.h"
+#include "lib/config/stork_config.h"
 
 /* The largest train.spike_window. */
 #define SPIKE_WINDOW_MAX STORK_SPIKE_WINDOW_MAX

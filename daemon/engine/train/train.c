@@ -1,5 +1,5 @@
 /*
- * daemon/train.c - the training loop of one rank; see train.h.
+ * daemon/engine/train/train.c - the training loop of one rank; see train.h.
  *
  * A rank owns everything it computes with (model replica, optimizer state,
  * data loaders, log files); the only things shared between rank threads are
@@ -7,31 +7,31 @@
  * readable top to bottom, in the manner of llm.c's train_gpt2.c main().
  */
 #include "config.h"
-#include "daemon/train.h"
-#include "daemon/train_rank.h"
+#include "daemon/engine/train/train.h"
+#include "daemon/engine/train/train_rank.h"
 
-#include "daemon/checkpoint.h"
-#include "daemon/data.h"
-#include "daemon/grad_sync.h"
-#include "daemon/layout.h"
-#include "daemon/hang_report.h"
-#include "daemon/hf_model.h"
-#include "daemon/model.h"
-#include "daemon/optimizer.h"
-#include "daemon/pipeline.h"
-#include "daemon/preflight_probe.h"
-#include "daemon/rank_log.h"
-#include "daemon/zero.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/engine/data/data.h"
+#include "daemon/engine/parallel/grad_sync.h"
+#include "daemon/engine/parallel/layout.h"
+#include "daemon/engine/train/hang_report.h"
+#include "daemon/engine/model/hf_model.h"
+#include "daemon/engine/model/model.h"
+#include "daemon/engine/model/optimizer.h"
+#include "daemon/engine/parallel/pipeline.h"
+#include "daemon/engine/train/preflight_probe.h"
+#include "daemon/node/rank_log.h"
+#include "daemon/engine/parallel/zero.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
 #include "lib/bounded.h"
-#include "lib/bind.h"
+#include "lib/bind/bind.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
 #include "lib/log.h"
-#include "lib/slurm_job.h"
-#include "lib/stage_path.h"
+#include "lib/slurm/slurm_job.h"
+#include "lib/run/stage_path.h"
 #include "lib/url.h"
 
 #include <errno.h>
@@ -196,7 +196,7 @@ static int init_pipeline(struct rank *r)
 
 /*
  * The shard patterns to open: the configured globs, each URL replaced by
- * the file its launcher staged it as (launcher/stage.c). NULL when out of
+ * the file its launcher staged it as (launcher/run/stage.c). NULL when out of
  * memory or a path does not fit.
  */
 static char **local_globs(const struct stork_config *c, const struct stork_globs *g)

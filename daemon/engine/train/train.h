@@ -1,5 +1,5 @@
 /*
- * daemon/train.h - the training loop each rank thread runs.
+ * daemon/engine/train/train.h - the training loop each rank thread runs.
  *
  * One node's storkd runs `local_ranks` threads; each calls train_rank() with
  * the shared node context. Every rank holds a full replica of the model and
@@ -27,11 +27,11 @@
 #include <time.h>
 #include <stdint.h>
 
-#include "lib/bind.h"
+#include "lib/bind/bind.h"
 #include "lib/comm/comm.h"
-#include "lib/stork_config.h"
-#include "lib/topology.h"
-#include "daemon/model.h"
+#include "lib/config/stork_config.h"
+#include "lib/bind/topology.h"
+#include "daemon/engine/model/model.h"
 
 /* What a rank does besides the model's passes (gpt2_where's phase). */
 enum rank_phase {

@@ -1,15 +1,15 @@
 /*
- * daemon/train_device.c - where a rank computes: its cores (the launcher's
+ * daemon/engine/train/train_device.c - where a rank computes: its cores (the launcher's
  * binding plan), its GPU or the CPU (run.device, what the node has), the
  * collectives on that device, and its model moved there (see
  * train_rank.h).
  */
 #include "config.h"
-#include "daemon/train_rank.h"
+#include "daemon/engine/train/train_rank.h"
 
 #include "kernels/device.h"
 #include "kernels/ops.h"
-#include "lib/bind.h"
+#include "lib/bind/bind.h"
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"

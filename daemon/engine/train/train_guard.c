@@ -1,8 +1,8 @@
 /*
- * daemon/train_guard.c - what a step's loss and gradient norm decide before
+ * daemon/engine/train/train_guard.c - what a step's loss and gradient norm decide before
  * its update: the divergence guard (train.on_nonfinite: a NaN or infinite
  * norm) and the spike guard (train.on_spike: a loss or norm far above the
- * recent steps', daemon/spike.h), and the faults test builds inject to
+ * recent steps', daemon/engine/train/spike.h), and the faults test builds inject to
  * exercise them.
  *
  * Both guards judge values that are the same on every rank (the global
@@ -11,12 +11,12 @@
  * the update, or roll back (run_steps in train.c does the rollback).
  */
 #include "config.h"
-#include "daemon/train_rank.h"
+#include "daemon/engine/train/train_rank.h"
 
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
-#include "lib/stork_json.h"
+#include "lib/formats/stork_json.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -1,21 +1,21 @@
 /*
- * daemon/train_rank.h - one training rank's state, shared by the files of
+ * daemon/engine/train/train_rank.h - one training rank's state, shared by the files of
  * the training loop (train.c, train_device.c); private to them.
  */
 #ifndef STORK_DAEMON_TRAIN_RANK_H
 #define STORK_DAEMON_TRAIN_RANK_H
 
-#include "daemon/checkpoint.h"
-#include "daemon/data.h"
-#include "daemon/grad_sync.h"
-#include "daemon/layout.h"
-#include "daemon/model.h"
-#include "daemon/optimizer.h"
-#include "daemon/pipeline.h"
-#include "daemon/rank_log.h"
-#include "daemon/spike.h"
-#include "daemon/train.h"
-#include "daemon/zero.h"
+#include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/engine/data/data.h"
+#include "daemon/engine/parallel/grad_sync.h"
+#include "daemon/engine/parallel/layout.h"
+#include "daemon/engine/model/model.h"
+#include "daemon/engine/model/optimizer.h"
+#include "daemon/engine/parallel/pipeline.h"
+#include "daemon/node/rank_log.h"
+#include "daemon/engine/train/spike.h"
+#include "daemon/engine/train/train.h"
+#include "daemon/engine/parallel/zero.h"
 
 struct rank {
 	const struct train_node *node;

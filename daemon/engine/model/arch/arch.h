@@ -1,5 +1,5 @@
 /*
- * daemon/arch/arch.h - what an architecture gives the model (daemon/model.c):
+ * daemon/engine/model/arch/arch.h - what an architecture gives the model (daemon/engine/model/model.c):
  * the shapes of its tensors, how tensor parallelism cuts them, their
  * initial values, and the forward and backward passes of one block and of
  * the final norm. model.c does everything else the same way for every
@@ -15,7 +15,7 @@
 #ifndef STORK_DAEMON_ARCH_ARCH_H
 #define STORK_DAEMON_ARCH_ARCH_H
 
-#include "daemon/model.h"
+#include "daemon/engine/model/model.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,11 +1,11 @@
 /*
- * daemon/arch/blocks.c - the pieces every architecture's block is made of
+ * daemon/engine/model/arch/blocks.c - the pieces every architecture's block is made of
  * (see arch.h): widths, views of one layer's weights and activations, the
  * row-parallel projection and the attention core.
  */
 #include "config.h"
-#include "daemon/arch/arch.h"
-#include "daemon/tensor_parallel.h"
+#include "daemon/engine/model/arch/arch.h"
+#include "daemon/engine/parallel/tensor_parallel.h"
 
 const struct arch *arch_of(const struct gpt2_config *c)
 {

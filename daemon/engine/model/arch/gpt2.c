@@ -1,5 +1,5 @@
 /*
- * daemon/arch/gpt2.c - GPT-2 (llm.c's train_gpt2.c): learned position
+ * daemon/engine/model/arch/gpt2.c - GPT-2 (llm.c's train_gpt2.c): learned position
  * embedding, pre-LayerNorm blocks of causal self-attention and a tanh-GELU
  * MLP of width 4C, biases everywhere, the LM head tied to the token
  * embedding.
@@ -13,8 +13,8 @@
  * pass it through unchanged.
  */
 #include "config.h"
-#include "daemon/arch/arch.h"
-#include "daemon/tensor_parallel.h"
+#include "daemon/engine/model/arch/arch.h"
+#include "daemon/engine/parallel/tensor_parallel.h"
 
 #include <math.h>
 

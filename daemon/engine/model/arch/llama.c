@@ -1,5 +1,5 @@
 /*
- * daemon/arch/llama.c - the Llama family (Llama 2, 3, 3.1, 3.2 and the
+ * daemon/engine/model/arch/llama.c - the Llama family (Llama 2, 3, 3.1, 3.2 and the
  * models shaped like them), as transformers' modeling_llama computes it:
  * no position embedding but rotary positions on q and k (rope_theta, and
  * Llama 3.1's rope_scaling), pre-RMSNorm blocks of grouped-query causal
@@ -16,8 +16,8 @@
  * gate and up columns.
  */
 #include "config.h"
-#include "daemon/arch/arch.h"
-#include "daemon/tensor_parallel.h"
+#include "daemon/engine/model/arch/arch.h"
+#include "daemon/engine/parallel/tensor_parallel.h"
 
 #include <math.h>
 #include <stdio.h>
