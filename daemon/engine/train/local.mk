@@ -1,0 +1,10 @@
+# daemon/engine/train/local.mk: a training rank's life: start-up, the step,
+# the stop decision, progress, its device, loss-spike guard, preflight and
+# hang report (in daemon/libstorkd.a).
+daemon_libstorkd_a_SOURCES += \
+	daemon/engine/train/train.c daemon/engine/train/train.h daemon/engine/train/train_rank.h \
+	daemon/engine/train/train_device.c daemon/engine/train/train_guard.c \
+	daemon/engine/train/spike.c daemon/engine/train/spike.h \
+	daemon/engine/train/hang_report.c daemon/engine/train/hang_report.h \
+	daemon/engine/train/preflight_probe.c daemon/engine/train/preflight_probe.h \
+	daemon/engine/train/preflight_verdict.c daemon/engine/train/preflight_verdict.h
