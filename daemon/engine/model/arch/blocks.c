@@ -7,11 +7,6 @@
 #include "daemon/engine/model/arch/arch.h"
 #include "daemon/engine/parallel/tensor_parallel.h"
 
-const struct arch *arch_of(const struct gpt2_config *c)
-{
-	return c->arch == MODEL_LLAMA ? &arch_llama : &arch_gpt2;
-}
-
 struct block_dims block_dims(const struct gpt2_config *c, const struct gpt2_shard *s)
 {
 	int HS = c->channels / c->num_heads, NH = c->num_heads / s->tp_size;
