@@ -1,9 +1,10 @@
 /*
- * daemon/engine/checkpoint/train_checkpoint.c - a rank's part in committing a checkpoint:
- * whether one still fits before the job's end, the rank's shard and its
- * host copy, the job's commit (every shard durable before rank 0 moves
- * `latest`), and what a failed one means for the run. The file formats
- * and the commit's steps are daemon/engine/checkpoint/checkpoint.c's.
+ * daemon/engine/checkpoint/train_checkpoint.c - a rank's part in committing a
+ * checkpoint to the run directory at once: the job's commit (every shard
+ * durable before rank 0 moves `latest`), and what a failed one means for
+ * the run. The file formats and the commit's steps are
+ * daemon/engine/checkpoint/checkpoint.c's; a background commit
+ * (train_checkpoint_async.c) ends with the same collectives.
  */
 #include "config.h"
 #include "daemon/engine/train/train_rank.h"
@@ -24,131 +25,8 @@
 #include <string.h>
 #include <time.h>
 
-/* Data parallelism only: every rank a whole replica, the checkpoint one model file. */
-int plain_layout(const struct par_layout *l)
-{
-	return l->tp == 1 && l->pp == 1 && !l->zero;
-}
-
-/* The settings this run trains under, as a checkpoint records them. */
-struct ckpt_settings settings_now(const struct rank *r)
-{
-	const struct stork_config *c = r->cfg;
-	struct ckpt_settings w = {
-		.batch_size = c->train.batch_size, .grad_accum = c->train.grad_accum,
-		.seq_len = c->train.seq_len, .dp = r->lay.dp, .tp = r->lay.tp, .pp = r->lay.pp,
-		.zero = r->lay.zero, .steps = c->train.steps, .lr = c->train.lr,
-	};
-	return w;
-}
-
-/*
- * Whether a checkpoint still fits before the job's end: it must, with a
- * margin, take no longer than the last one did (the first one is guessed at
- * 100 MB/s for the model and both moments). A checkpoint that cannot finish
- * would only be cut by the kill; better to keep the previous one and say so.
- */
-double checkpoint_need(const struct rank *r)
-{
-	double est = r->ckpt_seconds > 0 ? r->ckpt_seconds :
-					   (double)r->model.num_params * 12.0 / 100e6;
-
-	/* half as long again as the last one, and half a second for the requeue RPC */
-	return est * 1.5 + 0.5;
-}
-
-/* Test builds: STORK_FAULT_NO_ROOM_RANK=R makes rank R believe that no
- * checkpoint fits any more. */
-static void no_room_fault(const struct rank *r, double *left)
-{
-#ifdef STORK_FAULT_INJECTION
-	const char *s = getenv("STORK_FAULT_NO_ROOM_RANK");
-
-	if (s && *s && strtol(s, NULL, 10) == r->rank)
-		*left = 0;
-#else
-	(void)r;
-	(void)left;
-#endif
-}
-
-int checkpoint_fits(struct rank *r, double *left, double *need)
-{
-	time_t end = r->node->job_end_time;
-	/* after the TERM at the time limit, Slurm waits KillWait before the KILL */
-	double grace = r->node->kill_wait > 0 ? r->node->kill_wait : 0;
-
-	*need = checkpoint_need(r);
-	*left = end ? (double)(end - time(NULL)) + grace : 1e30;
-	no_room_fault(r, left);
-	return *left >= *need;
-}
-
-/*
- * A cancelled job gets Slurm's KILL KillWait seconds after the TERM
- * (Slurm's default, 30 s, when slurmctld could not say), whatever its time
- * limit: whether the stop's checkpoint fits in what is left of that since
- * the first stop signal came.
- */
-int checkpoint_fits_kill(struct rank *r, double *left, double *need)
-{
-	long long ms = r->node->stop_signal_ms ? atomic_load(r->node->stop_signal_ms) : 0;
-	double since = ms > 0 ? clock_monotonic() - (double)ms / 1e3 : 0;
-
-	*need = checkpoint_need(r);
-	*left = (r->node->kill_wait >= 0 ? r->node->kill_wait : 30) - since;
-	no_room_fault(r, left);
-	return *left >= *need;
-}
-
-/* This rank's shard of a sharded checkpoint: its place, its parameters and moment parts. */
-void shard_info(const struct rank *r, struct ckpt_shard_info *info)
-{
-	ckpt_shard_info_of(&r->model.config, &r->lay, info);
-	info->opt_step = r->opt.step;
-}
-
-/*
- * The parameters and moments in host memory for a checkpoint: the rank's
- * own arrays on the CPU; on a GPU, a pinned host copy (made once, reused).
- */
-int checkpoint_host_state(struct rank *r, float **p, float **m, float **v)
-{
-	size_t np = r->model.num_params, no = r->opt.n;
-
-	if (r->ops == &ops_cpu) {
-		*p = r->model.params;
-		*m = r->opt.m;
-		*v = r->opt.v;
-		return 0;
-	}
-	if (!r->ckpt_host && !(r->ckpt_host = r->ops->host_alloc((np + 2 * no) * sizeof(float))))
-		return rank_fail(r, STORK_EXIT_INTERNAL, "out of pinned host memory for the checkpoint");
-	*p = r->ckpt_host;
-	*m = *p + np;
-	*v = *m + no;
-	gpt2_params_to_host(&r->model, *p);
-	adamw_to_host(&r->opt, *m, *v);
-	return 0;
-}
-
-/* What a checkpoint records besides the model: the step, the data's place, the settings. */
-void checkpoint_state(const struct rank *r, int64_t steps_done, struct ckpt_state *st)
-{
-	*st = (struct ckpt_state){
-		.step = steps_done,
-		.config_hash = config_hash(r->cfg),
-		.model_hash = config_model_hash(r->cfg),
-		.restart_count = r->node->restart_count,
-		.global_batch = (int64_t)r->cfg->train.batch_size * r->cfg->train.grad_accum * r->lay.dp,
-		.was = settings_now(r),
-		.spike = r->spike,
-	};
-	data_get_position(r->train, &st->train);
-}
-
 /* Rank 0 prepares step_N.tmp/; its answer reaches everyone before any rank writes. */
-static int prepare_shards(struct rank *r, int64_t step, const char *root, int *failed)
+int checkpoint_prepare_shards(struct rank *r, int64_t step, const char *root, int *failed)
 {
 	int32_t ok = 1;
 
@@ -172,7 +50,7 @@ static int prepare_shards(struct rank *r, int64_t step, const char *root, int *f
  * code only when a collective failed; *failed says whether the checkpoint
  * was lost (r->err: why, on the rank that knows).
  */
-static int commit_shards(struct rank *r, const struct ckpt_state *st, const char *root,
+int checkpoint_commit_shards(struct rank *r, const struct ckpt_state *st, const char *root,
 			 const struct ckpt_layout *layout, const uint64_t mine[2], int *failed)
 {
 	int W = r->node->world_size, code = 0;
@@ -233,7 +111,7 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 	float *hp, *hm, *hv;
 	int code;
 
-	if ((code = prepare_shards(r, st->step, root, failed)) || *failed)
+	if ((code = checkpoint_prepare_shards(r, st->step, root, failed)) || *failed)
 		return code;
 	shard_info(r, &info);
 	if (checkpoint_host_state(r, &hp, &hm, &hv)) {
@@ -244,11 +122,11 @@ static int checkpoint_sharded(struct rank *r, const struct ckpt_state *st, const
 	if (ckpt_write_shard(root, st->step, &info, hp, hm, hv, &mine[0], &mine[1], r->err,
 			     sizeof r->err) < 0)
 		mine[1] = UINT64_MAX; /* this rank's shard is missing */
-	return commit_shards(r, st, root, &info.layout, mine, failed);
+	return checkpoint_commit_shards(r, st, root, &info.layout, mine, failed);
 }
 
 /* Rank 0's verdict on a whole-model checkpoint reaches every rank. */
-static int agree_whole(struct rank *r, int64_t step, int32_t ok, int *failed)
+int checkpoint_agree_whole(struct rank *r, int64_t step, int32_t ok, int *failed)
 {
 	if (r->node->world_size > 1 && comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0)
 		return rank_fail_collective(r);
@@ -259,7 +137,7 @@ static int agree_whole(struct rank *r, int64_t step, int32_t ok, int *failed)
 }
 
 /* A checkpoint is committed: the log, the metrics, the run's result, the job's output. */
-static void report_committed(struct rank *r, int64_t steps_done, double seconds, double stall_s,
+void checkpoint_report_committed(struct rank *r, int64_t steps_done, double seconds, double stall_s,
 			     int background)
 {
 	r->ckpt_seconds = seconds;
@@ -311,11 +189,11 @@ int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 			ok = ckpt_save(root, &hmodel, &hopt, &st, r->cfg->checkpoint.keep, r->err,
 				       sizeof r->err) == 0;
 		}
-		if ((code = agree_whole(r, steps_done, ok, failed)))
+		if ((code = checkpoint_agree_whole(r, steps_done, ok, failed)))
 			return code;
 	}
 	if (!*failed)
-		report_committed(r, steps_done, clock_monotonic() - t0, clock_monotonic() - t0, 0);
+		checkpoint_report_committed(r, steps_done, clock_monotonic() - t0, clock_monotonic() - t0, 0);
 	return 0;
 }
 
@@ -352,267 +230,4 @@ int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int must_su
 		fflush(stderr);
 	}
 	return 0;
-}
-
-
-/* ------------------------------------------------ checkpoint.async
- *
- * A periodic checkpoint in the background: at its step, rank 0 prepares
- * step_N.tmp/ as for a synchronous one and each writing rank starts its
- * writer (daemon/engine/checkpoint/ckpt_writer.h), which copies the rank's parameters and
- * moments into a host buffer of the rank's (allocated once) and writes its
- * shard, or rank 0's whole model, from the copy. Training goes on at once;
- * the rank waits for the copy before its next optimizer update. Every
- * step's stop all-reduce also carries "my write is still running", so the
- * ranks learn at the same step that every write is done, and commit it
- * then with the same collectives as a synchronous checkpoint: `latest`
- * moves only after every shard is durable. At most one is in flight: the
- * next checkpoint, a stop, a rollback or the end first waits for it and
- * commits it.
- */
-struct ckpt_async {
-	struct ckpt_writer *writer;
-	int in_flight;                 /* begun, not yet committed or failed */
-	int writes;                    /* this rank has a write in flight (all, or rank 0 alone) */
-	int failed_early;              /* the preparation failed: nothing to commit */
-	struct ckpt_state st;
-	struct ckpt_shard_info info;
-	struct gpt2 model;             /* whole-model layouts: views of the buffer */
-	struct adamw_state opt;
-	char root[4096];
-	uint64_t mine[2];              /* the shard's checksum and size, from the writer */
-	double stall_s;                /* what it cost the training loop so far */
-};
-
-/* The writer's job: this rank's shard, or (rank 0, data parallelism) the whole checkpoint. */
-static int write_in_background(void *arg, float *buf, char *err, size_t errlen)
-{
-	struct rank *r = arg;
-	struct ckpt_async *a = r->async;
-	size_t np = r->model.num_params, no = r->opt.n;
-
-	if (!plain_layout(&r->lay))
-		return ckpt_write_shard(a->root, a->st.step, &a->info, buf, buf + np, buf + np + no,
-					&a->mine[0], &a->mine[1], err, errlen);
-	a->model.params = buf;
-	a->opt.m = buf + np;
-	a->opt.v = buf + np + no;
-	return ckpt_save(a->root, &a->model, &a->opt, &a->st, r->cfg->checkpoint.keep, err, errlen);
-}
-
-/* Start this rank's write: copies of its live arrays on a CPU, the pinned
- * host copy (made here, by the rank) on a GPU. The buffer is
- * checkpoint_async_prepare's, made at the start; made here only when that
- * saw no background write ahead. */
-static int start_write(struct rank *r)
-{
-	struct ckpt_async *a = r->async;
-	size_t np = r->model.num_params, no = r->opt.n;
-	struct ckpt_copy copies[3] = { { r->model.params, np }, { r->opt.m, no }, { r->opt.v, no } };
-	int ncopy = 3;
-
-	if (!r->ckpt_host && !(r->ckpt_host = r->ops->host_alloc((np + 2 * no) * sizeof(float))))
-		return rank_fail(r, STORK_EXIT_INTERNAL, "out of host memory for checkpoint.async's copy");
-	if (r->ops != &ops_cpu) {
-		float *p, *m, *v;
-
-		if (checkpoint_host_state(r, &p, &m, &v))
-			return r->res->exit_code;
-		ncopy = 0;
-	}
-	a->model = r->model;
-	a->opt = r->opt;
-	if (ckpt_writer_start(a->writer, r->ckpt_host, copies, ncopy, write_in_background, r) < 0)
-		return rank_fail(r, STORK_EXIT_INTERNAL, "cannot start checkpoint.async's writer thread");
-	a->writes = 1;
-	return 0;
-}
-
-/*
- * Whether this rank writes a periodic checkpoint in the background after
- * step start: checkpoint.async on, a periodic one before the last step
- * (that one is synchronous) that goes to the run directory, and this rank
- * a writer (data parallelism: rank 0 alone).
- */
-static int async_write_ahead(const struct rank *r, int64_t start)
-{
-	const struct stork_config *c = r->cfg;
-	int64_t every = c->checkpoint.every;
-
-	if (!c->checkpoint.async || every <= 0 || (plain_layout(&r->lay) && r->rank != 0))
-		return 0;
-	if (c->checkpoint.local_dir[0]) /* only every persist_every-th leaves the node */
-		every *= c->checkpoint.persist_every;
-	return (start / every + 1) * every < c->train.steps;
-}
-
-/*
- * The snapshot buffer is made at the rank's start, not at the first
- * checkpoint: the first copy into fresh pages faults every page in (one
- * per 2 MiB on huge pages, per 4 KiB without), and the rank waits for that
- * copy before its next update, so a first checkpoint that made its buffer
- * stalled training longer than a synchronous checkpoint does. Not in the
- * writer thread either: it inherits the rank's cores, so touching the
- * pages there during the first steps would slow those steps instead. The
- * rank's own thread touches them, so they lie on its NUMA node, where the
- * writer copies; a GPU rank's pinned buffer is mapped by its allocation
- * and the touch costs it little.
- */
-int checkpoint_async_prepare(struct rank *r, int64_t start)
-{
-	size_t bytes = (r->model.num_params + 2 * r->opt.n) * sizeof(float);
-
-	if (r->ckpt_host || !async_write_ahead(r, start))
-		return 0;
-	if (!(r->ckpt_host = r->ops->host_alloc(bytes)))
-		return rank_fail(r, STORK_EXIT_INTERNAL, "out of host memory for checkpoint.async's copy");
-	memset(r->ckpt_host, 0, bytes);
-	rank_logf(&r->log, "checkpoint.async: a host copy of %.1f MiB made at start",
-		  (double)bytes / (1 << 20));
-	return 0;
-}
-
-int checkpoint_async_begin(struct rank *r, int64_t steps_done)
-{
-	struct ckpt_async *a;
-	double t0 = clock_monotonic();
-	int code, failed;
-
-	if ((code = checkpoint_async_drain(r)))
-		return code;
-	if (!r->async) {
-		if (!(r->async = calloc(1, sizeof *r->async)) ||
-		    !(r->async->writer = ckpt_writer_new()))
-			return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for checkpoint.async");
-	}
-	a = r->async;
-	a->in_flight = 1;
-	a->writes = a->failed_early = 0;
-	a->mine[0] = a->mine[1] = 0;
-	a->stall_s = 0;
-	checkpoint_state(r, steps_done, &a->st);
-	snprintf(a->root, sizeof a->root, "%s/checkpoints", r->node->run_dir);
-	if (!plain_layout(&r->lay)) {
-		if ((code = prepare_shards(r, steps_done, a->root, &failed)))
-			return code;
-		a->failed_early = failed; /* the commit all ranks make will say so */
-		shard_info(r, &a->info);
-	}
-	if (!a->failed_early && (!plain_layout(&r->lay) || r->rank == 0) && (code = start_write(r)))
-		return code;
-	a->stall_s += clock_monotonic() - t0;
-	return 0;
-}
-
-void checkpoint_async_before_update(struct rank *r)
-{
-	double t0;
-
-	if (!r->async || !r->async->in_flight || !r->async->writes)
-		return;
-	t0 = clock_monotonic();
-	ckpt_writer_wait_copied(r->async->writer);
-	r->async->stall_s += clock_monotonic() - t0;
-}
-
-int checkpoint_async_busy(struct rank *r)
-{
-	return r->async && r->async->in_flight && ckpt_writer_busy(r->async->writer);
-}
-
-int checkpoint_async_in_flight(const struct rank *r)
-{
-	return r->async && r->async->in_flight;
-}
-
-/*
- * Every rank, at the same step: wait for this rank's write, then commit
- * the checkpoint (or learn that it failed) as a synchronous one does.
- */
-static int finish(struct rank *r, int *failed)
-{
-	struct ckpt_async *a = r->async;
-	double t0 = clock_monotonic(), seconds = 0;
-	int64_t step = a->st.step;
-	int code, rc = 0;
-
-	*failed = 0;
-	if (a->writes) {
-		if (ckpt_writer_busy(a->writer))
-			rank_logf(&r->log, "checkpoint step_%08" PRId64 ": waiting for its background "
-				  "write", step);
-		rc = ckpt_writer_join(a->writer, &seconds, r->err, sizeof r->err);
-		a->writes = 0;
-	}
-	a->in_flight = 0;
-	if (!plain_layout(&r->lay)) {
-		if (a->failed_early) {
-			*failed = 1;
-			return 0;
-		}
-		if (rc < 0)
-			a->mine[1] = UINT64_MAX; /* this rank's shard is missing */
-		code = commit_shards(r, &a->st, a->root, &a->info.layout, a->mine, failed);
-	} else {
-		code = agree_whole(r, step, rc == 0, failed);
-	}
-	if (code)
-		return code;
-	if (!*failed) {
-		/* the time the write took is what a stop's checkpoint would take */
-		if (r->rank == 0 || !plain_layout(&r->lay))
-			r->ckpt_seconds = seconds;
-		/* the stall: the start, the wait for the copy, and this wait and commit */
-		report_committed(r, step, r->ckpt_seconds, a->stall_s + clock_monotonic() - t0, 1);
-	}
-	return 0;
-}
-
-int checkpoint_async_poll(struct rank *r, int any_busy)
-{
-	int failed, code;
-
-	if (!checkpoint_async_in_flight(r) || any_busy)
-		return 0;
-	if ((code = finish(r, &failed)))
-		return code;
-	return after_checkpoint(r, r->async->st.step, failed, 0);
-}
-
-int checkpoint_async_drain(struct rank *r)
-{
-	return checkpoint_async_poll(r, 0);
-}
-
-void checkpoint_async_free(struct rank *r)
-{
-	if (!r->async)
-		return;
-	/* a write still running reads the rank's buffer: it ends first */
-	ckpt_writer_free(r->async->writer);
-	free(r->async);
-	r->async = NULL;
-}
-
-/* ------------------------------------------------ at a checkpoint step */
-
-int checkpoint_at(struct rank *r, int64_t steps_done, int must)
-{
-	const struct stork_config *c = r->cfg;
-	int failed, code, local = c->checkpoint.local_dir[0] != '\0';
-	/* with a node-local tier, only every persist_every-th periodic one goes to the run directory */
-	int persist = must || !local || c->checkpoint.every <= 0 ||
-		      (steps_done / c->checkpoint.every) % c->checkpoint.persist_every == 0;
-
-	if (local && ((code = checkpoint_local(r, steps_done, &failed)) ||
-		      (code = after_checkpoint(r, steps_done, failed, 0))))
-		return code;
-	if (!persist)
-		return 0;
-	/* a stop's and the last one are committed before the run goes on or ends */
-	if (c->checkpoint.async && !must)
-		return checkpoint_async_begin(r, steps_done);
-	if ((code = checkpoint_async_drain(r)) || (code = checkpoint(r, steps_done, &failed)))
-		return code;
-	return after_checkpoint(r, steps_done, failed, must);
 }

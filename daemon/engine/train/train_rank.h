@@ -1,6 +1,7 @@
 /*
  * daemon/engine/train/train_rank.h - one training rank's state, shared by the files of
- * the training loop (train.c, train_device.c); private to them.
+ * the training loop (daemon/engine/train/ and the rank's checkpoints in
+ * daemon/engine/checkpoint/); private to them.
  */
 #ifndef STORK_DAEMON_TRAIN_RANK_H
 #define STORK_DAEMON_TRAIN_RANK_H
@@ -97,7 +98,94 @@ void inject_nan(struct rank *r, int64_t step, float *loss);
  */
 float spike_fault(struct rank *r, int64_t step);
 
-/* ------------------------------------------------ train_checkpoint.c */
+/* ------------------------------------------------ train_start.c */
+
+/* The model's shape: the configuration's, or model.init_from's. */
+int rank_model_shape(struct rank *r, struct gpt2_config *mc);
+/*
+ * This rank's place in dp x tp x pp and the communicators of its groups;
+ * the layout goes to the rank's log and, once, to stdout.
+ */
+int rank_make_layout(struct rank *r, const struct gpt2_config *mc);
+/*
+ * What the forward pass keeps (train.recompute), whether it runs fused
+ * kernels (train.fused; every backward pass scales the loss by
+ * 1/grad_accum), and the pipeline schedule's buffers and activation
+ * slots (pipeline parallelism only).
+ */
+int rank_init_pipeline(struct rank *r);
+/* The rank's training and validation data (data.train, data.val), at the batch it resumes from. */
+int rank_open_data(struct rank *r);
+/*
+ * The model and optimizer: from the newest valid checkpoint, else from
+ * model.init_from, else built from the configured sizes and seed. Every rank
+ * does the same for its shard, so replicas start identical without a
+ * broadcast.
+ */
+int rank_init_model(struct rank *r, const struct gpt2_config *mc, int64_t *start_step);
+/* parallel.overlap: a communication thread for the data-parallel group (nothing to do without replicas). */
+int rank_start_grad_sync(struct rank *r);
+
+/* ------------------------------------------------ train_step.c */
+
+/* Every data.val_every steps: the validation loss, averaged over the replicas. */
+int rank_validate(struct rank *r, int64_t step);
+/*
+ * Forward and backward over grad_accum micro-batches; returns the mean loss
+ * (on the last stage; the pipeline schedules the micro-batches 1F1B).
+ */
+int rank_compute_gradients(struct rank *r, int64_t step, float *loss);
+/*
+ * Average the gradients over the replicas (all-reduce, or ZeRO-1's
+ * reduce-scatter), add the tied embedding's two halves (first and last
+ * stage), clip to the global norm, update, and (ZeRO-1) gather the
+ * parameters back. Returns 0 with the norm before clipping and
+ * *loss averaged over the replicas.
+ */
+int rank_update(struct rank *r, int64_t step, float *loss, float *norm_out, float *lr_out);
+
+/* ------------------------------------------------ train_stop.c */
+
+/*
+ * The stop decision, the same on every rank: whether any rank has seen the
+ * stop signal or rank 0's deadline guard fired (step_s: the step that just
+ * ended took that long), whether a stop checkpoint still fits before the
+ * job's end (*no_room), whether a stop is a cancellation (*cancelled), and
+ * whether some rank's checkpoint.async write still runs (*writing).
+ */
+int rank_agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop, int *no_room,
+		    int *cancelled, int *writing);
+/*
+ * After the stop checkpoint is committed: global rank 0 requeues the job,
+ * exactly once; every rank then ends with the same reason. A stop close to
+ * the job's end time is a timeout (the --signal=USR1@N route), any other a
+ * preemption.
+ */
+int rank_stop_and_requeue(struct rank *r, int64_t steps_done);
+/*
+ * A cancellation (scancel): the job ends for good and nothing is requeued.
+ * checkpointed: the checkpoint of steps_done was committed before Slurm's
+ * KILL, for a new job to start from; else the previous one stays the
+ * latest.
+ */
+int rank_stop_cancelled(struct rank *r, int64_t steps_done, int checkpointed);
+/* "SIGUSR2": the signal that asked this node to stop, for the log; "" when
+ * none did here (another node's, STORK_STOP_AT_STEP). */
+const char *rank_stop_cause(const struct rank *r, char *buf, size_t len);
+/*
+ * A stop with too little time left for its checkpoint (rank 0's verdict):
+ * the previous checkpoint stays the latest, and the job is still requeued
+ * so that it resumes from it.
+ */
+int rank_stop_without_checkpoint(struct rank *r, int64_t steps_done);
+
+/* ------------------------------------------------ train_progress.c */
+
+/* Every train.log_every steps and at the last: rank 0's progress line, the rank's log line and metrics. */
+void rank_report_step(struct rank *r, int64_t step, float loss, float lr, float norm, double ms,
+		      uint64_t sent);
+
+/* ------------------------------------------------ train_checkpoint_state.c */
 
 /* Data parallelism only: every rank a whole replica, the checkpoint one model file. */
 int plain_layout(const struct par_layout *l);
@@ -111,33 +199,55 @@ double checkpoint_need(const struct rank *r);
 int checkpoint_fits(struct rank *r, double *left, double *need);
 /* Whether the stop's checkpoint fits before a cancelled job's KILL. */
 int checkpoint_fits_kill(struct rank *r, double *left, double *need);
+/* What a checkpoint of steps_done records besides the model. */
+void checkpoint_state(const struct rank *r, int64_t steps_done, struct ckpt_state *st);
+/* The parameters and moments in host memory: the live arrays on a CPU, a pinned copy on a GPU. */
+int checkpoint_host_state(struct rank *r, float **p, float **m, float **v);
+
+/* ------------------------------------------------ train_checkpoint.c */
+
+/* Rank 0 prepares step_N.tmp/; its answer reaches everyone before any rank writes. */
+int checkpoint_prepare_shards(struct rank *r, int64_t step, const char *root, int *failed);
+/*
+ * Every rank has written its shard (mine: its checksum and size, size
+ * UINT64_MAX when it could not): rank 0 commits, or abandons the attempt;
+ * an exit code only when a collective failed, *failed whether it was lost.
+ */
+int checkpoint_commit_shards(struct rank *r, const struct ckpt_state *st, const char *root,
+			     const struct ckpt_layout *layout, const uint64_t mine[2], int *failed);
+/* Rank 0's verdict on a whole-model checkpoint reaches every rank. */
+int checkpoint_agree_whole(struct rank *r, int64_t step, int32_t ok, int *failed);
+/* A checkpoint is committed: the log, the metrics, the run's result, the job's output. */
+void checkpoint_report_committed(struct rank *r, int64_t steps_done, double seconds,
+				 double stall_s, int background);
 /*
  * Commit the checkpoint of steps_done. Returns an exit code when the world
  * failed (a collective); otherwise 0, with *failed set (and r->err saying
  * why) when this checkpoint could not be written, the same on every rank.
  */
 int checkpoint(struct rank *r, int64_t steps_done, int *failed);
-/* What a checkpoint of steps_done records besides the model. */
-void checkpoint_state(const struct rank *r, int64_t steps_done, struct ckpt_state *st);
-/* The parameters and moments in host memory: the live arrays on a CPU, a pinned copy on a GPU. */
-int checkpoint_host_state(struct rank *r, float **p, float **m, float **v);
+/* After a checkpoint attempt: 0 to go on, or the stop's exit code (checkpoint_failed). */
+int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int must_succeed);
+
+/* ------------------------------------------------ train_checkpoint_step.c */
+
 /*
  * At a checkpoint step (must: a stop's or the last step's): the node-local
  * tier, then the run directory (synchronous, or checkpoint.async) when this
  * one is to be persisted. 0 to go on, or the exit code.
  */
 int checkpoint_at(struct rank *r, int64_t steps_done, int must);
-/* After a checkpoint attempt: 0 to go on, or the stop's exit code (checkpoint_failed). */
-int after_checkpoint(struct rank *r, int64_t steps_done, int failed, int must_succeed);
+
+/* ------------------------------------------------ train_checkpoint_async.c */
 
 /*
- * checkpoint.async (train_checkpoint.c), at the rank's start (step start
+ * checkpoint.async, at the rank's start (step start
  * done): the host copy its background writes need, allocated and touched,
  * when this rank has one ahead; 0 or the exit code.
  */
 int checkpoint_async_prepare(struct rank *r, int64_t start);
 /*
- * checkpoint.async (train_checkpoint.c): begin the checkpoint of
+ * checkpoint.async: begin the checkpoint of
  * steps_done in the background, after committing the one in flight; 0 or
  * the exit code. Its failure, if any, comes at the commit.
  */
