@@ -8,7 +8,8 @@ launcher_engine_stork_engine_SOURCES = \
 	launcher/engine/bench_comm.c launcher/engine/check.c launcher/engine/export.c \
 	launcher/engine/config_args.c \
 	launcher/engine/plan.c launcher/engine/plan.h launcher/engine/plan_check.c \
-	launcher/engine/plan_figures.c launcher/engine/plan_probe.c launcher/engine/plan_link.c \
+	launcher/engine/plan_cpus.c launcher/engine/plan_figures.c launcher/engine/plan_probe.c \
+	launcher/engine/plan_link.c \
 	launcher/engine/plan_print.c \
 	launcher/bench/bench_util.c launcher/bench/bench_util.h
 launcher_engine_stork_engine_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)

@@ -384,38 +384,6 @@ void plan_keep_comm_figure(int hosts, int cuda, int ranks, double latency_s, dou
 	json_decref(v);
 }
 
-int plan_cores(void)
-{
-	cpu_set_t set;
-
-	return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 ?
-		       CPU_COUNT(&set) : 1;
-}
-
-int plan_allowed_cpus(int *cpus, int max)
-{
-	cpu_set_t set;
-	int n = 0;
-
-	if (sched_getaffinity(0, sizeof set, &set) < 0)
-		return 0;
-	for (int c = 0; c < CPU_SETSIZE && n < max; c++)
-		if (CPU_ISSET(c, &set))
-			cpus[n++] = c;
-	return n;
-}
-
-void plan_pin(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
 double plan_memory_limit(double gib, int cuda, int ranks_per_machine)
 {
 	size_t free_b = 0, total = 0;

@@ -8,6 +8,7 @@
 noinst_LIBRARIES += lib/librendezvous.a
 lib_librendezvous_a_SOURCES = \
 	lib/rendezvous/rendezvous.c lib/rendezvous/rendezvous.h lib/rendezvous/rendezvous_impl.h \
+	lib/rendezvous/rendezvous_common.c \
 	lib/rendezvous/rendezvous_tcp.c lib/rendezvous/rendezvous_pmix.c \
 	lib/rendezvous/rendezvous_auth.c lib/rendezvous/rendezvous_auth.h
 lib_librendezvous_a_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS) $(HWLOC_CFLAGS) $(MUNGE_CFLAGS) \
