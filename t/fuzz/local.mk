@@ -34,7 +34,8 @@ TESTS += t/fuzz/inputs.sh
 
 # Per harness: the sources libFuzzer instruments (FUZZ_SRC_NAME, besides
 # the harness), and what both builds link.
-FUZZ_SRC_config = $(srcdir)/lib/config/stork_config.c
+FUZZ_SRC_config = $(srcdir)/lib/config/stork_config.c $(srcdir)/lib/config/config_keys.c \
+	$(srcdir)/lib/config/config_validate.c $(srcdir)/lib/config/config_write.c
 t_fuzz_input_config_SOURCES = t/fuzz/fuzz_config.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_config_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_config_LDADD = lib/libstork.la

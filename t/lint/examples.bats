@@ -11,11 +11,11 @@ setup() {
 }
 
 # table_keys: "section.key<TAB>default" for every row of the key table in
-# lib/config/stork_config.c (the one list of keys: loading, defaults and the
+# lib/config/config_keys.c (the one list of keys: loading, defaults and the
 # resolved YAML all walk it), the default as YAML text.
 table_keys() {
 	awk '
-		/^static const struct key keys\[\] = \{/ { inside = 1; next }
+		/^const struct key config_keys\[\] = \{/ { inside = 1; next }
 		inside && /^\};/ { inside = 0 }
 		!inside { next }
 		/\.path = "/ { match($0, /\.path = "[^"]*"/); path = substr($0, RSTART + 9, RLENGTH - 10) }
@@ -25,7 +25,7 @@ table_keys() {
 			sub(/", *(\.help.*)?$/, "", dflt)
 			gsub(/\\"/, "\"", dflt)
 			print path "\t" dflt
-		}' "$srcdir/lib/config/stork_config.c" | LC_ALL=C sort
+		}' "$srcdir/lib/config/config_keys.c" | LC_ALL=C sort
 }
 
 # example_keys: "section.key<TAB>value" for every key line of
@@ -52,19 +52,19 @@ example_keys() {
 # file could not set it (the Llama keys, refused under model.arch gpt2).
 # Every key of the table is a user's (stork.yaml(5) documents each): none
 # is left out on purpose.
-@test "etc/stork.yaml names every key of lib/config/stork_config.c's table, each at its default, and no other" {
+@test "etc/stork.yaml names every key of lib/config/config_keys.c's table, each at its default, and no other" {
 	local table example missing extra
 
 	table=$(table_keys)
 	example=$(example_keys)
-	[ "$(wc -l <<<"$table")" -ge 80 ] || { echo "lib/config/stork_config.c: found only these keys: $table"; false; }
+	[ "$(wc -l <<<"$table")" -ge 80 ] || { echo "lib/config/config_keys.c: found only these keys: $table"; false; }
 	[ -n "$example" ] || { echo "etc/stork.yaml: no key line found"; false; }
 	missing=$(LC_ALL=C comm -23 <(echo "$table") <(echo "$example"))
 	extra=$(LC_ALL=C comm -13 <(echo "$table") <(echo "$example"))
 	[ -z "$missing$extra" ] || {
-		echo "etc/stork.yaml lacks (key, default of lib/config/stork_config.c):"
+		echo "etc/stork.yaml lacks (key, default of lib/config/config_keys.c):"
 		echo "${missing:-  nothing}"
-		echo "etc/stork.yaml has what lib/config/stork_config.c's table does not (key, value):"
+		echo "etc/stork.yaml has what lib/config/config_keys.c's table does not (key, value):"
 		echo "${extra:-  nothing}"
 		false
 	}
