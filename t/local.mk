@@ -72,8 +72,8 @@ EXTRA_DIST += t/lint/shellcheck.sh .shellcheckrc
 # README's two commands run as written for root and for a user with sudo
 # (with fakes of sudo and of the scripts' work), etc/stork.yaml names every
 # key of the configuration table, etc/stork.sbatch shows the GPU lines.
-TESTS += t/lint/readme.bats t/lint/examples.bats
-EXTRA_DIST += t/lint/readme.bats t/lint/examples.bats
+TESTS += t/lint/readme.bats t/lint/examples.bats t/lint/tree.bats
+EXTRA_DIST += t/lint/readme.bats t/lint/examples.bats t/lint/tree.bats
 
 # The training engine's behaviour, run locally with `stork run` (no Slurm).
 TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats t/train/staging.bats t/train/llama.bats t/train/tokenizer.bats \

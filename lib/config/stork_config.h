@@ -219,7 +219,7 @@ struct stork_config {
 	} program;
 
 	/* Where each key got its value ("f.yaml:3:12", "override 'k=v'",
-	 * NULL = default); used in messages. Private to lib/config.c. */
+	 * NULL = default); used in messages. Private to lib/config/. */
 	char **origin;
 };
 

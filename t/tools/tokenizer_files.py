@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The same tokenizers in the other formats `stork prep --tokenizer` reads,
-for t/train/prep.bats (standard library only):
+for t/train/tokenizer.bats (standard library only):
 
     tokenizer_files.py hf-gpt2 ENCODER.json VOCAB.bpe OUT.json
         GPT-2's encoder.json and vocab.bpe as a Hugging Face tokenizer.json

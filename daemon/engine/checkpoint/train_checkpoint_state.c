@@ -3,7 +3,8 @@
  * checkpoint holds and whether one fits: the layout and settings it
  * records, this rank's shard, its parameters and moments in host memory,
  * and the time a checkpoint needs against the time the job has left. Below
- * every way of committing one (train_checkpoint.c, _async.c, _local.c).
+ * every way of committing one (train_checkpoint.c, train_checkpoint_async.c,
+ * train_checkpoint_local.c).
  */
 #include "config.h"
 #include "daemon/engine/train/train_rank.h"
