@@ -113,6 +113,39 @@ static double percentile(const struct sample *s, size_t n, double q)
 	return s[k > 0 ? k - 1 : 0].value;
 }
 
+#define ROW_FORMAT "%s,%s,%zu,%.17g,%.17g,%.17g\n"
+
+/*
+ * One row appended whole, the buffer grown to hold it: a metric's name is
+ * whatever a program wrote (a line of any length), so no row size is
+ * assumed. 0, or -1 when out of memory (the buffer is then still the
+ * caller's).
+ */
+static int append_row(char **text, size_t *cap, size_t *len, const char *name, const char *minute,
+		      size_t count, double p50, double p95, double mean)
+{
+	int n = snprintf(NULL, 0, ROW_FORMAT, name, minute, count, p50, p95, mean);
+	size_t want;
+
+	if (n < 0 || __builtin_add_overflow(*len, (size_t)n + 1, &want))
+		return -1;
+	if (want > *cap) {
+		size_t grown = *cap;
+		char *t;
+
+		while (grown < want)
+			if (__builtin_mul_overflow(grown, 2, &grown))
+				return -1;
+		if (!(t = realloc(*text, grown)))
+			return -1;
+		*text = t;
+		*cap = grown;
+	}
+	*len += (size_t)snprintf(*text + *len, *cap - *len, ROW_FORMAT, name, minute, count, p50, p95,
+				 mean);
+	return 0;
+}
+
 /* The rows, as CSV text (malloc'd), or NULL when out of memory. */
 static char *format_rows(struct rollup *r, long *rows)
 {
@@ -134,19 +167,12 @@ static char *format_rows(struct rollup *r, long *rows)
 			sum += r->s[j++].value;
 		gmtime_r(&t, &tm);
 		strftime(minute, sizeof minute, "%Y-%m-%dT%H:%MZ", &tm);
-		if (cap - len < 512) {
-			char *t2 = realloc(text, cap *= 2);
-
-			if (!t2) {
-				free(text);
-				return NULL;
-			}
-			text = t2;
+		if (append_row(&text, &cap, &len, r->names[r->s[i].metric], minute, j - i,
+			       percentile(r->s + i, j - i, 0.50), percentile(r->s + i, j - i, 0.95),
+			       sum / (double)(j - i))) {
+			free(text);
+			return NULL;
 		}
-		len += (size_t)snprintf(text + len, cap - len, "%s,%s,%zu,%.17g,%.17g,%.17g\n",
-					r->names[r->s[i].metric], minute, j - i,
-					percentile(r->s + i, j - i, 0.50),
-					percentile(r->s + i, j - i, 0.95), sum / (double)(j - i));
 		(*rows)++;
 		i = j;
 	}

@@ -10,7 +10,7 @@
  * over every rank's lines of that metric in that minute; mean is their
  * arithmetic mean. Rows are sorted by metric, then minute. Lines that are
  * not JSON, or have no number as value (a NaN loss is written null), are
- * left out and counted.
+ * left out and counted. A metric's name is written whole, however long.
  */
 #ifndef STORK_LIB_METRICS_ROLLUP_H
 #define STORK_LIB_METRICS_ROLLUP_H

@@ -306,6 +306,22 @@ DEAF
 	done
 }
 
+@test "stork run -- PROGRAM: a metric whose name is 64 KiB long: the run ends normally and metrics/summary.csv holds its row whole, and the next" {
+	# shellcheck disable=SC2016 # expanded by the rank's shell
+	run "$STORK" run --set run.name=longname -- sh -c '
+		name=$(head -c 65536 /dev/zero | tr "\0" m)
+		printf "{\"metric\":\"%s\",\"value\":1.5,\"ts\":%s}\n" "$name" "$(date +%s)" >>"$STORK_METRICS_FILE"
+		printf "{\"metric\":\"z_after\",\"value\":2.5,\"ts\":%s}\n" "$(date +%s)" >>"$STORK_METRICS_FILE"'
+	echo "$output" | cut -c1-300
+	[ "$status" -eq 0 ]
+	csv=runs/longname__job=local__task=0/metrics/summary.csv
+	jq -e '.reason == "completed"' runs/longname__job=local__task=0/exit_info.json
+	# the long name's row whole (the name, then its minute, count and values)
+	[ "$(awk -F, '$1 ~ /^m+$/ && length($1) == 65536 && $3 == 1 && $4 == 1.5 && $6 == 1.5' "$csv" |
+		wc -l)" -eq 1 ]
+	grep -q '^z_after,[0-9TZ:-]*,1,2.5,2.5,2.5$' "$csv"
+}
+
 @test "a periodic checkpoint that fails (disk full) is skipped: training goes on, bit for bit" {
 	fault_injection || skip "needs --enable-fault-injection"
 	"$STORK" run tiny.yaml --set train.steps=20 --set checkpoint.every=5 --set run.name=ref >/dev/null
