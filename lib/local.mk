@@ -24,7 +24,8 @@ lib_libstork_la_SOURCES = \
 	lib/env_number.c lib/env_number.h \
 	lib/machine_id.c lib/machine_id.h \
 	lib/bounded.c lib/bounded.h \
-	lib/url.c lib/url.h
+	lib/url.c lib/url.h \
+	lib/term_text.c lib/term_text.h
 lib_libstork_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(YAML_CFLAGS) $(JANSSON_CFLAGS)
 lib_libstork_la_LIBADD = $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 

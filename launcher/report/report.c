@@ -22,6 +22,7 @@
 #include "lib/bounded.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
+#include "lib/term_text.h"
 #include "lib/formats/stork_json.h"
 
 #include <dirent.h>
@@ -39,21 +40,21 @@ static void print_failure(const char *label, const json_t *f)
 	const char *signal = json_string_value(json_object_get(f, "signal"));
 
 	if (!json_is_object(f)) {
-		printf("%s: none\n", label);
+		term_printf(stdout, "%s: none\n", label);
 		return;
 	}
-	printf("%s: ", label);
+	term_printf(stdout, "%s: ", label);
 	if (json_is_integer(rank))
-		printf("rank %lld", (long long)json_integer_value(rank));
+		term_printf(stdout, "rank %lld", (long long)json_integer_value(rank));
 	else
-		printf("the daemon");
-	printf(" on %s (pid %lld), ", json_string_value(json_object_get(f, "host")) ?: "?",
+		term_printf(stdout, "the daemon");
+	term_printf(stdout, " on %s (pid %lld), ", json_string_value(json_object_get(f, "host")) ?: "?",
 	       (long long)sj_int(f, "pid", 0));
 	if (signal)
-		printf("killed by %s", signal);
+		term_printf(stdout, "killed by %s", signal);
 	else
-		printf("exit %lld", (long long)sj_int(f, "exit_code", -1));
-	printf(" after step %lld at %s%s: %s\n", (long long)sj_int(f, "last_step", -1),
+		term_printf(stdout, "exit %lld", (long long)sj_int(f, "exit_code", -1));
+	term_printf(stdout, " after step %lld at %s%s: %s\n", (long long)sj_int(f, "last_step", -1),
 	       json_string_value(json_object_get(f, "time")) ?: "?",
 	       json_is_true(json_object_get(f, "secondary")) ? " (in consequence of another)" :
 							       "",
@@ -66,14 +67,14 @@ static void print_exit(const json_t *e)
 	size_t i;
 	json_t *r;
 
-	printf("reason: %s (exit %lld): %s\n", json_string_value(json_object_get(e, "reason")) ?: "?",
+	term_printf(stdout, "reason: %s (exit %lld): %s\n", json_string_value(json_object_get(e, "reason")) ?: "?",
 	       (long long)sj_int(e, "exit_code", -1),
 	       json_string_value(json_object_get(e, "message")) ?: "");
 	print_failure("first failure", json_object_get(e, "first_failure"));
-	printf("requeues: %lld; restarts inside the allocation: %zu\n",
+	term_printf(stdout, "requeues: %lld; restarts inside the allocation: %zu\n",
 	       (long long)sj_int(e, "restart_count", 0), json_array_size(restarts));
 	json_array_foreach(restarts, i, r)
-		printf("  restart after attempt %lld: %s: %s\n", (long long)sj_int(r, "attempt", -1),
+		term_printf(stdout, "  restart after attempt %lld: %s: %s\n", (long long)sj_int(r, "attempt", -1),
 		       json_string_value(json_object_get(r, "reason")) ?: "?",
 		       json_string_value(json_object_get(r, "message")) ?: "");
 }
@@ -86,7 +87,7 @@ static void print_preflight(const struct run_report *rep)
 	while (*l) {
 		int n = (int)strcspn(l, "\n");
 
-		printf("preflight: %.*s\n", n, l);
+		term_printf(stdout, "preflight: %.*s\n", n, l);
 		l += n + (l[n] == '\n');
 	}
 }
@@ -99,12 +100,12 @@ static void print_layout(const json_t *env)
 
 	/* a run of the user's own program has no layout of the engine's */
 	if (par)
-		printf("layout: dp %lld x tp %lld x pp %lld%s, ", (long long)sj_int(par, "dp", 1),
+		term_printf(stdout, "layout: dp %lld x tp %lld x pp %lld%s, ", (long long)sj_int(par, "dp", 1),
 		       (long long)sj_int(par, "tp", 1), (long long)sj_int(par, "pp", 1),
 		       sj_int(par, "zero", 0) ? " with ZeRO-1" : "");
 	else
-		printf("layout: the program's own, ");
-	printf("%lld rank(s) on %zu node(s), rendezvous %s "
+		term_printf(stdout, "layout: the program's own, ");
+	term_printf(stdout, "%lld rank(s) on %zu node(s), rendezvous %s "
 	       "(%.3f s)\n", (long long)sj_int(env, "world_size", 0), json_array_size(nodes),
 	       json_string_value(json_object_get(env, "rendezvous")) ?: "?",
 	       sj_real(env, "rendezvous_seconds", 0));
@@ -113,34 +114,34 @@ static void print_layout(const json_t *env)
 		size_t k;
 		json_t *b;
 
-		printf("  node %zu %s: ranks %lld-%lld;", i,
+		term_printf(stdout, "  node %zu %s: ranks %lld-%lld;", i,
 		       json_string_value(json_object_get(n, "host")) ?: "?", base, base + count - 1);
 		json_array_foreach(json_object_get(n, "ranks"), k, b)
-			printf(" rank %lld cpus %s gpu %lld numa %lld;", base + (long long)k,
+			term_printf(stdout, " rank %lld cpus %s gpu %lld numa %lld;", base + (long long)k,
 			       json_string_value(json_object_get(b, "cpus")) ?: "?",
 			       (long long)sj_int(b, "gpu", -1), (long long)sj_int(b, "numa", -1));
-		printf("\n");
+		term_printf(stdout, "\n");
 	}
 }
 
 /* Each rank's median compute time, and the stragglers (report_data.c). */
 static void print_ranks(const struct run_report *rep)
 {
-	printf("compute time per rank (median ms):");
+	term_printf(stdout, "compute time per rank (median ms):");
 	for (int r = 0; r < rep->nranks; r++)
-		printf(" %d: %.2f", rep->ranks[r].rank, rep->ranks[r].median_compute_ms);
-	printf("\n");
+		term_printf(stdout, " %d: %.2f", rep->ranks[r].rank, rep->ranks[r].median_compute_ms);
+	term_printf(stdout, "\n");
 	for (int r = 0; r < rep->nranks; r++) {
 		const struct report_rank *rk = &rep->ranks[r];
 
 		if (rk->straggler)
-			printf("straggler: rank %d, median compute %.2f ms, %.0f%% above the median of all "
+			term_printf(stdout, "straggler: rank %d, median compute %.2f ms, %.0f%% above the median of all "
 			       "ranks (%.2f ms)\n", rk->rank, rk->median_compute_ms,
 			       100 * (rk->median_compute_ms / rep->median_compute_ms - 1),
 			       rep->median_compute_ms);
 	}
 	if (!rep->stragglers)
-		printf("stragglers: none (no rank more than %.0f%% above the median of all ranks, "
+		term_printf(stdout, "stragglers: none (no rank more than %.0f%% above the median of all ranks, "
 		       "%.2f ms)\n", 100 * REPORT_STRAGGLER_MARGIN, rep->median_compute_ms);
 }
 
@@ -151,7 +152,7 @@ static void print_problems(const struct run_report *rep)
 	while (*p) {
 		size_t len = strcspn(p, "\n");
 
-		printf("(%.*s)\n", (int)len, p);
+		term_printf(stdout, "(%.*s)\n", (int)len, p);
 		p += len + (p[len] == '\n');
 	}
 }
@@ -163,7 +164,7 @@ static void print_stops(const struct run_report *rep)
 		const struct report_attempt *a = &rep->attempts[i];
 
 		if (report_stop_step(a) >= 0)
-			printf("stop %d: step %ld, %s%s%s\n", ++k, report_stop_step(a),
+			term_printf(stdout, "stop %d: step %ld, %s%s%s\n", ++k, report_stop_step(a),
 			       report_stop_reason(a), a->message[0] ? ": " : "", a->message);
 	}
 }
@@ -174,7 +175,7 @@ static void print_spikes(const struct run_report *rep)
 	for (int i = 0; i < rep->nspikes; i++) {
 		const struct report_spike *sp = &rep->spikes[i];
 
-		printf("loss spike: step %ld, %s: loss %.4g (z %.1f), grad norm %.4g (z %.1f)\n",
+		term_printf(stdout, "loss spike: step %ld, %s: loss %.4g (z %.1f), grad norm %.4g (z %.1f)\n",
 		       sp->step, sp->action, sp->loss, sp->loss_z, sp->norm, sp->norm_z);
 	}
 }
@@ -188,7 +189,7 @@ static int report_text(const char *dir)
 		stork_error("out of memory reading %s", dir);
 		return STORK_EXIT_INTERNAL;
 	}
-	printf("run: %s\n", dir);
+	term_printf(stdout, "run: %s\n", dir);
 	print_problems(&rep);
 	if (rep.exit_info)
 		print_exit(rep.exit_info);
@@ -199,20 +200,20 @@ static int report_text(const char *dir)
 		const struct report_rank *r0 = &rep.ranks[0];
 
 		/* what the run's metrics hold: a program may log only its loss */
-		printf("steps: %zu; final train loss %.4f", rep.train_loss.n,
+		term_printf(stdout, "steps: %zu; final train loss %.4f", rep.train_loss.n,
 		       series_last(&rep.train_loss));
 		if (rep.val_loss.n)
-			printf(", last validation loss %.4f", series_last(&rep.val_loss));
-		printf("\n");
+			term_printf(stdout, ", last validation loss %.4f", series_last(&rep.val_loss));
+		term_printf(stdout, "\n");
 		if (isfinite(r0->median_tps) || isfinite(r0->median_step_ms))
-			printf("throughput: median %.0f tokens/s, median step %.1f ms\n", r0->median_tps,
+			term_printf(stdout, "throughput: median %.0f tokens/s, median step %.1f ms\n", r0->median_tps,
 			       r0->median_step_ms);
 		if (isfinite(rep.median_compute_ms))
 			print_ranks(&rep);
 	}
 	print_stops(&rep);
 	print_spikes(&rep);
-	printf("latest checkpoint: %s\n", rep.latest_checkpoint[0] ? rep.latest_checkpoint : "none");
+	term_printf(stdout, "latest checkpoint: %s\n", rep.latest_checkpoint[0] ? rep.latest_checkpoint : "none");
 	report_free(&rep);
 	return STORK_EXIT_OK;
 }
@@ -236,7 +237,7 @@ static int report_runs(const char *root)
 	struct dirent **list = NULL;
 	int n = scandir(root, &list, NULL, alphasort), shown = 0;
 
-	printf("%-40s %8s %7s %10s %10s %10s %9s  %s\n", "run", "job", "steps", "train", "val",
+	term_printf(stdout, "%-40s %8s %7s %10s %10s %10s %9s  %s\n", "run", "job", "steps", "train", "val",
 	       "tok/s", "dev-hours", "reason");
 	for (int i = 0; i < n; i++) {
 		struct run_report rep;
@@ -246,7 +247,7 @@ static int report_runs(const char *root)
 		    path_join(dir, sizeof dir, root, list[i]->d_name) < 0)
 			goto next;
 		if (report_load(dir, &rep) == 0)
-			printf("%-40.*s %8.*s %7zu %10.4f %10.4f %10.0f %9.4f  %s\n",
+			term_printf(stdout, "%-40.*s %8.*s %7zu %10.4f %10.4f %10.0f %9.4f  %s\n",
 			       (int)(job - list[i]->d_name), list[i]->d_name,
 			       (int)strcspn(job + 6, "_"), job + 6, rep.train_loss.n,
 			       series_last(&rep.train_loss), series_last(&rep.val_loss),
@@ -264,7 +265,7 @@ next:
 		return STORK_EXIT_USAGE;
 	}
 	if (!shown)
-		printf("(no run directories under %s)\n", root);
+		term_printf(stdout, "(no run directories under %s)\n", root);
 	return STORK_EXIT_OK;
 }
 
@@ -310,7 +311,7 @@ static int report_html(const char *dir, const char *out)
 	if (rc != STORK_EXIT_OK)
 		unlink(tmp);
 	else
-		printf("report: %s\n", out);
+		term_printf(stdout, "report: %s\n", out);
 	return rc;
 }
 

@@ -270,6 +270,21 @@ setup() {
 	[[ "$output" == *"cannot write /nonexistent/r.html: No such file or directory (choose another file with -o)"* ]]
 }
 
+@test "stork report --text: what a run directory's files say reaches the terminal with its control characters escaped" {
+	"$STORK" run tiny.yaml --set run.name=esc >/dev/null
+	dir=runs/esc__job=local__task=0
+	# a colleague's run directory: a clipboard write (OSC 52), hidden text, a C1 CSI
+	jq '.message = "done\u001b]52;c;aGk=\u0007 \u001b[8mhidden\u001b[0m \u009b2J"' \
+		"$dir/exit_info.json" >exit_info.json
+	mv exit_info.json "$dir/exit_info.json"
+	run "$STORK" report --text "$dir"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'reason: completed (exit 0): done\x1b]52;c;aGk=\x07 \x1b[8mhidden\x1b[0m \u009b2J'* ]]
+	run grep -c $'\x1b\\|\x07\\|\xc2\x9b' <<<"$output"
+	[ "$output" = 0 ]
+}
+
 @test "stork report after 6 stops: numbered markers with their steps listed, round ticks, a rank legend, the pipeline's wait; --text lists the stops" {
 	fault_injection || skip "needs --enable-fault-injection"
 	args=(--local-ranks 2 --set run.name=six --set parallel.pipeline=2 --set train.grad_accum=2)
