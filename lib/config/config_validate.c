@@ -22,22 +22,35 @@
 
 /* ------------------------------------------------------------ validation */
 
-/* Credentials never come from the YAML: a URL with user:password@ is refused. */
+/* Where key got its value; an override's origin quotes the value, a password with it. */
+static const char *where(const struct stork_config *c, const char *key)
+{
+	return strncmp(config_origin(c, key), "override", 8) ? config_origin(c, key) :
+							       "an override (--set)";
+}
+
+/*
+ * A data URL must name a host (a shard staged from "https://?x" would have
+ * no name), and credentials never come from the YAML: a URL with
+ * user:password@ is refused.
+ */
 static int check_data_urls(const struct stork_config *c, const char *key,
 			   const struct stork_globs *g, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < g->n; i++) {
+		const char *end, *host = url_host(g->v[i], &end);
 		char shown[512];
 
+		if (host && host == end) {
+			url_public(g->v[i], shown, sizeof shown);
+			return config_fail(err, errlen, "%s: %s: %s has no host", where(c, key), key, shown);
+		}
 		if (!url_has_userinfo(g->v[i]))
 			continue;
 		url_public(g->v[i], shown, sizeof shown);
-		/* an override's origin quotes its value, the password with it */
 		return config_fail(err, errlen, "%s: %s: %s carries a user and password; credentials do not "
 			    "belong in the configuration: use data.netrc or data.token_env",
-			    strncmp(config_origin(c, key), "override", 8) ? config_origin(c, key) :
-									    "an override (--set)",
-			    key, shown);
+			    where(c, key), key, shown);
 	}
 	return 0;
 }

@@ -44,6 +44,8 @@ int stage_local_path(const char *dir, const char *url, char *out, size_t len)
 	if (!p)
 		p = url;
 	end = strcspn(p, "?#");
+	if (end == 0) /* "https://?x": no host and no path, nothing to name the file after */
+		return -1;
 	n = snprintf(out, len, "%s/", dir);
 	if (n < 0 || (size_t)n >= len)
 		return -1;

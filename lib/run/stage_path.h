@@ -22,7 +22,7 @@ int stage_dir_resolve(const char *configured, char *out, size_t len);
  * _2f, '_' as _5f), so the name is never a glob, never leaves dir, and
  * two URLs never share it (h/a/b.bin and h/a_b.bin stay apart), e.g.
  * data.example.org_2fshards_2fx_5ftrain.bin. The query is left out. 0, or
- * -1 when the path does not fit.
+ * -1 when the path does not fit or the URL has neither host nor path.
  */
 int stage_local_path(const char *dir, const char *url, char *out, size_t len);
 

@@ -11,6 +11,7 @@
  */
 #include "config.h"
 #include "lib/config/stork_config.h"
+#include "lib/run/stage_path.h"
 
 #include <check.h>
 #include <signal.h>
@@ -642,6 +643,26 @@ START_TEST(model_hash_covers_the_shape_only)
 }
 END_TEST
 
+/* "https://?x" names no host: refused with the key, and no staged file is named after nothing. */
+START_TEST(a_data_url_without_a_host_is_refused)
+{
+	struct stork_config c;
+	char path[64];
+
+	config_init(&c);
+	ck_assert_int_eq(config_set(&c, "data.train=[https://?x]", err, sizeof err), 0);
+	ck_assert_int_lt(config_validate(&c, err, sizeof err), 0);
+	ck_assert_msg(strstr(err, "data.train: https://") && strstr(err, " has no host"), "%s", err);
+	config_free(&c);
+	memset(path, 'z', sizeof path);
+	ck_assert_int_eq(stage_local_path("/stage", "https://?x", path, sizeof path), -1);
+	ck_assert_int_eq(stage_local_path("/stage", "https://h/x.bin?sig", path, sizeof path), 0);
+	ck_assert_str_eq(path, "/stage/h_2fx.bin");
+	ck_assert_int_eq(stage_local_path("/stage", "https://..", path, sizeof path), 0);
+	ck_assert_str_eq(path, "/stage/_2e.");
+}
+END_TEST
+
 START_TEST(names_of_enum_values)
 {
 	ck_assert_str_eq(config_signal_name(SIGUSR1), "USR1");
@@ -691,6 +712,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, hash_changes_with_every_key);
 	tcase_add_test(tc, model_hash_covers_the_shape_only);
 	tcase_add_test(tc, names_of_enum_values);
+	tcase_add_test(tc, a_data_url_without_a_host_is_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
