@@ -39,9 +39,15 @@ int private_dir_make(const char *dir, const char *what, const char *key, char *e
 				   key);
 			return -1;
 		}
-		up = st;
 		if (!saved)
 			break;
+		/* the next component lives where this one leads: a link to a
+		 * sticky world-writable directory is judged as that directory */
+		if (stat(p, &up) < 0) {
+			msg_format(err, errlen, "cannot make the %s %s: %s: %s", what, dir, p,
+				   strerror(errno));
+			return -1;
+		}
 		*c = saved;
 	}
 	if (!S_ISDIR(st.st_mode) || st.st_uid != me || (st.st_mode & 077)) {

@@ -5,11 +5,14 @@
  * mkdir_p makes missing parents and reports a file in the way. And those
  * of lib/io, which it writes with: whole writes at the offset or at a
  * position, whole reads that come back short only at the end of the file;
- * and lib/direct_write's: every byte, with O_DIRECT or without.
+ * and lib/direct_write's: every byte, with O_DIRECT or without; and
+ * lib/io/private_dir's: another user's directory in a sticky
+ * world-writable one is refused, reached through a link too.
  *
  * Each test works in its own fresh directory under /tmp.
  */
 #include "config.h"
+#include "lib/io/private_dir.h"
 #include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
 #include "lib/io/direct_write.h"
@@ -483,6 +486,39 @@ START_TEST(direct_write_keeps_every_byte)
 }
 END_TEST
 
+/*
+ * base/sticky is world-writable and sticky (as /tmp), base/sticky/other
+ * another user's; base/link points to base/sticky. A private directory
+ * under base/link/other must be refused as under base/sticky/other: the
+ * link is not the directory its next component lives in. Root only (it
+ * gives a directory to another user).
+ */
+START_TEST(private_dir_refuses_another_users_dir_behind_a_link)
+{
+	char sticky[PATH_MAX + 64], other[PATH_MAX + 64], link[PATH_MAX + 64], want[PATH_MAX + 64];
+
+	if (geteuid() != 0)
+		return;
+	snprintf(sticky, sizeof sticky, "%s", in_dir("sticky"));
+	snprintf(other, sizeof other, "%s", in_dir("sticky/other"));
+	snprintf(link, sizeof link, "%s", in_dir("link"));
+	ck_assert_int_eq(mkdir(sticky, 0777), 0);
+	ck_assert_int_eq(chmod(sticky, 01777), 0);
+	ck_assert_int_eq(mkdir(other, 0777), 0);
+	ck_assert_int_eq(chown(other, 65534, 65534), 0);
+	ck_assert_int_eq(symlink(sticky, link), 0);
+	snprintf(want, sizeof want, "%s", in_dir("sticky/other/mine"));
+	ck_assert_int_eq(private_dir_make(want, "stage directory", "data.stage_dir", err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "another user's"), "%s", err);
+	snprintf(want, sizeof want, "%s", in_dir("link/other/mine"));
+	err[0] = '\0';
+	ck_assert_int_eq(private_dir_make(want, "stage directory", "data.stage_dir", err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "another user's"), "%s", err);
+	snprintf(want, sizeof want, "%s", in_dir("link/mine")); /* our own, through the link: fine */
+	ck_assert_int_eq(private_dir_make(want, "stage directory", "data.stage_dir", err, sizeof err), 0);
+}
+END_TEST
+
 static Suite *atomic_suite(void)
 {
 	Suite *s = suite_create("atomic_file");
@@ -504,6 +540,7 @@ static Suite *atomic_suite(void)
 	tcase_add_test(tc, mkdir_p_creates_missing_parents);
 	tcase_add_test(tc, mkdir_p_reports_a_file_in_the_way);
 	tcase_add_test(tc, fsync_dir_reports_errors);
+	tcase_add_test(tc, private_dir_refuses_another_users_dir_behind_a_link);
 	tcase_add_test(tc, whole_writes_and_reads);
 	tcase_add_test(tc, direct_write_keeps_every_byte);
 	suite_add_tcase(s, tc);
