@@ -874,6 +874,26 @@ static void cut_header(const char *path)
 	ck_assert_int_eq(truncate(path, 10), 0);
 }
 
+/* Shapes at the point where the sizes would wrap: refused by name before any allocation. */
+static void huge_channels(const char *path)
+{
+	put_int(path, 20, 1);       /* heads: 1 divides any channels */
+	put_int(path, 24, 1 << 30); /* channels: 3*C*C floats wrap a 64-bit size */
+}
+
+static void huge_vocabulary(const char *path)
+{
+	put_int(path, 12, INT32_MAX - 255);
+	put_int(path, 28, INT32_MAX - 127);
+}
+
+START_TEST(test_load_rejects_shapes_beyond_the_limits)
+{
+	expect_load_error(huge_channels, "model channels is 1073741824: more than the 65536");
+	expect_load_error(huge_vocabulary, "model vocab_size is 2147483392: more than the 2097152");
+}
+END_TEST
+
 START_TEST(test_load_rejects_wrong_magic)
 {
 	expect_load_error(wrong_magic, "magic");
@@ -1234,6 +1254,7 @@ static Suite *model_suite(void)
 	tcase_add_test(tc, test_forward_rejects_tokens_outside_vocabulary);
 	tcase_add_test(tc, test_save_load_round_trip_is_bit_exact);
 	tcase_add_test(tc, test_load_rejects_wrong_magic);
+	tcase_add_test(tc, test_load_rejects_shapes_beyond_the_limits);
 	tcase_add_test(tc, test_load_rejects_wrong_version);
 	tcase_add_test(tc, test_load_rejects_truncated_file);
 	tcase_add_test(tc, test_load_names_missing_file);

@@ -232,9 +232,23 @@ struct gpt2 {
 };
 
 /*
- * Check a configuration: every size positive, C divisible by NH, Vp >= V.
- * Returns 0, or -1 with a message in err naming the bad field.
+ * Check a configuration: every size positive and at most its limit below,
+ * C divisible by NH, Vp >= V. Returns 0, or -1 with a message in err
+ * naming the bad field.
+ *
+ * The limits are far above any real model (Llama 3.1 405B: C 16384, 126
+ * layers, 128 heads, I 53248, a 128k vocabulary) and keep every size
+ * computed from a shape (a tensor, a shard, the whole model, in bytes) far
+ * below SIZE_MAX: a shape read from a file cannot make one wrap into a
+ * small allocation. The file's length is then checked against the sizes
+ * before anything is allocated.
  */
+#define GPT2_MAX_CHANNELS 65536
+#define GPT2_MAX_LAYERS 1024
+#define GPT2_MAX_HEADS 4096
+#define GPT2_MAX_SEQ_LEN (1 << 20)
+#define GPT2_MAX_VOCAB (1 << 21)
+#define GPT2_MAX_INTERMEDIATE (1 << 20)
 int gpt2_config_check(const struct gpt2_config *c, char *err, size_t errlen);
 
 /*

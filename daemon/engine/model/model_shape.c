@@ -17,11 +17,14 @@ int gpt2_config_check(const struct gpt2_config *c, char *err, size_t errlen)
 {
 	const struct {
 		const char *name;
-		int value;
+		int value, max;
 	} f[] = {
-		{ "max_seq_len", c->max_seq_len }, { "vocab_size", c->vocab_size },
-		{ "padded_vocab_size", c->padded_vocab_size }, { "layers", c->num_layers },
-		{ "heads", c->num_heads }, { "channels", c->channels },
+		{ "max_seq_len", c->max_seq_len, GPT2_MAX_SEQ_LEN },
+		{ "vocab_size", c->vocab_size, GPT2_MAX_VOCAB },
+		{ "padded_vocab_size", c->padded_vocab_size, GPT2_MAX_VOCAB },
+		{ "layers", c->num_layers, GPT2_MAX_LAYERS },
+		{ "heads", c->num_heads, GPT2_MAX_HEADS },
+		{ "channels", c->channels, GPT2_MAX_CHANNELS },
 	};
 
 	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
@@ -30,6 +33,22 @@ int gpt2_config_check(const struct gpt2_config *c, char *err, size_t errlen)
 				 f[i].value);
 			return -1;
 		}
+		if (f[i].value > f[i].max) {
+			snprintf(err, errlen, "model %s is %d: more than the %d any model may have",
+				 f[i].name, f[i].value, f[i].max);
+			return -1;
+		}
+	}
+	/* Llama's: 0 in a GPT-2 configuration (as many as heads, 4C) */
+	if (c->kv_heads < 0 || c->kv_heads > GPT2_MAX_HEADS) {
+		snprintf(err, errlen, "model kv_heads is %d: it must be 0 to %d", c->kv_heads,
+			 GPT2_MAX_HEADS);
+		return -1;
+	}
+	if (c->intermediate < 0 || c->intermediate > GPT2_MAX_INTERMEDIATE) {
+		snprintf(err, errlen, "model intermediate_size is %d: it must be 0 to %d",
+			 c->intermediate, GPT2_MAX_INTERMEDIATE);
+		return -1;
 	}
 	if (c->channels % c->num_heads) {
 		snprintf(err, errlen, "model channels (%d) must be a multiple of heads (%d)",
