@@ -8,6 +8,7 @@
 #include "lib/bounded.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
+#include "lib/fault.h"
 #include "lib/log.h"
 #include "lib/io/private_dir.h"
 #include "lib/run/stage_path.h"
@@ -30,6 +31,11 @@
 
 #define STAGE_TRIES 6              /* per shard: then the run stops */
 #define STAGE_PROGRESS_SECONDS 5.0
+#define STAGE_MAX_REDIRECTS 8
+/* Slower than this over the window is a stalled transfer (tried again, up
+ * to STAGE_TRIES): no real link stays under 16 KB/s for a minute. */
+#define STAGE_LOW_SPEED_BYTES 16384L
+#define STAGE_LOW_SPEED_SECONDS 60L
 
 struct shard {
 	const char *url;
@@ -40,6 +46,10 @@ struct shard {
 	CURL *easy;                    /* its transfer */
 	curl_off_t have;               /* bytes in .part */
 	curl_off_t size;               /* the whole shard when known, else 0 */
+	curl_off_t limit;              /* the most it may have: data.max_stage_bytes, then
+					* what its header promises; 0 = no limit */
+	int promised;                  /* the limit is its header's promise */
+	char refused[256];             /* why its bytes were refused, "" = they were not */
 	int tries;
 	double retry_at;               /* clock_monotonic() of the next try; 0 = now */
 	int running, done;
@@ -211,6 +221,31 @@ static int matches_record(const struct shard *sh, char *why, size_t len)
 
 /* ------------------------------------------------------------ transfers */
 
+/*
+ * Once the shard's first header ints are in the file, the size they promise
+ * lowers its limit; bytes that are not a token shard's are refused at once.
+ * 0, or -1 with sh->refused saying why.
+ */
+static int hold_to_header(struct shard *sh)
+{
+	int32_t h[3];
+	uint64_t promised;
+
+	if (sh->have < (curl_off_t)sizeof h || fflush(sh->f) == EOF ||
+	    pread(fileno(sh->f), h, sizeof h, 0) != (ssize_t)sizeof h)
+		return 0;
+	if (token_shard_promise(h, &promised) < 0) {
+		snprintf(sh->refused, sizeof sh->refused,
+			 "its first bytes are not an llm.c token shard's header");
+		return -1;
+	}
+	if (!sh->limit || (uint64_t)sh->limit > promised) {
+		sh->limit = (curl_off_t)promised;
+		sh->promised = 1;
+	}
+	return 0;
+}
+
 static size_t on_data(char *p, size_t size, size_t nmemb, void *arg)
 {
 	struct shard *sh = arg;
@@ -224,10 +259,15 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *arg)
 		    rest > 0)
 			sh->size = sh->have + rest;
 	}
+	if (sh->limit && sh->have + (curl_off_t)n > sh->limit) {
+		snprintf(sh->refused, sizeof sh->refused, "more than the %lld bytes %s", (long long)sh->limit,
+			 sh->promised ? "its header promises" : "of data.max_stage_bytes");
+		return 0; /* CURLE_WRITE_ERROR */
+	}
 	if (fwrite(p, 1, n, sh->f) != n)
 		return 0; /* CURLE_WRITE_ERROR: a full stage directory */
 	sh->have += (curl_off_t)n;
-	return n;
+	return hold_to_header(sh) < 0 ? 0 : n;
 }
 
 /*
@@ -236,7 +276,8 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *arg)
  */
 static FILE *open_part(const char *path)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	/* read too: the header already in it bounds the rest (hold_to_header) */
+	int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	struct stat st;
 	FILE *f;
 
@@ -266,6 +307,20 @@ static int start(struct stage *s, struct shard *sh)
 	}
 	sh->have = fstat(fileno(sh->f), &st) == 0 ? st.st_size : 0;
 	sh->size = 0;
+	sh->limit = (curl_off_t)s->cfg->data.max_stage_bytes;
+	sh->promised = 0;
+	sh->refused[0] = '\0';
+	if (hold_to_header(sh) < 0) { /* a kept part that is not a shard: start over */
+		if (ftruncate(fileno(sh->f), 0) < 0) {
+			msg_format(s->err, sizeof s->err, "cannot stage %s into %s: %s", sh->shown,
+				   sh->part, strerror(errno));
+			curl_easy_cleanup(c);
+			return -1;
+		}
+		sh->have = 0;
+		sh->limit = (curl_off_t)s->cfg->data.max_stage_bytes;
+		sh->refused[0] = '\0';
+	}
 	sh->easy = c;
 	sh->curl_err[0] = '\0';
 	curl_easy_setopt(c, CURLOPT_URL, sh->url);
@@ -275,13 +330,17 @@ static int start(struct stage *s, struct shard *sh)
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, sh->curl_err);
 	curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)STAGE_MAX_REDIRECTS);
+	if (sh->limit) /* an answer that says it is larger is refused before its body */
+		curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, sh->limit);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
-	/* a transfer that stalls for a minute is a connection error */
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+	/* a transfer that stalls (or trickles) for a minute is a connection error */
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, STAGE_LOW_SPEED_BYTES);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, fault_seconds("STORK_FAULT_STAGE_LOW_SPEED_S") > 0 ?
+		(long)fault_seconds("STORK_FAULT_STAGE_LOW_SPEED_S") : STAGE_LOW_SPEED_SECONDS);
 	if (sh->have > 0)
 		curl_easy_setopt(c, CURLOPT_RESUME_FROM_LARGE, sh->have);
 	if (s->cfg->data.ca_file[0])
@@ -360,6 +419,14 @@ static void finished(struct stage *s, CURLMsg *m)
 	sh->f = NULL;
 	if (rc == CURLE_OK && !synced)
 		rc = CURLE_WRITE_ERROR;
+	if (sh->refused[0] || rc == CURLE_FILESIZE_EXCEEDED) {
+		/* a hostile or broken server: nothing of it is kept, nothing tried again */
+		unlink(sh->part);
+		msg_format(s->err, sizeof s->err, "data shard %s: refused: %s", sh->shown,
+			   sh->refused[0] ? sh->refused : "its answer is larger than data.max_stage_bytes");
+		s->failed = STORK_EXIT_DATA;
+		return;
+	}
 	if (rc == CURLE_OK) {
 		if (publish(s, sh) < 0)
 			s->failed = STORK_EXIT_DATA;
@@ -382,6 +449,7 @@ static void finished(struct stage *s, CURLMsg *m)
 		sh->retry_at = clock_monotonic() + wait;
 		return;
 	}
+	unlink(sh->part); /* a shard that cannot be staged leaves none of its bytes */
 	if (rc == CURLE_HTTP_RETURNED_ERROR)
 		msg_format(s->err, sizeof s->err, "data shard %s: HTTP status %ld%s", sh->shown, status,
 			   sh->tries > 1 ? " (after retries)" : "");

@@ -146,6 +146,7 @@ struct stork_config {
 		char *netrc;                /* "" = ~/.netrc if any */
 		char *token_env;            /* variable holding a bearer token; "" = none */
 		int downloads;              /* parallel transfers per node */
+		uint64_t max_stage_bytes;   /* the most a staged shard may have; 0 = its header's promise */
 	} data;
 	struct {
 		int batch_size;             /* sequences per rank per micro-step */

@@ -65,3 +65,12 @@ int token_shard_check(const char *path, struct token_shard *s, char *err, size_t
 	close(fd);
 	return rc;
 }
+
+int token_shard_promise(const int32_t h[3], uint64_t *bytes)
+{
+	if (!((h[0] == DATA_MAGIC && h[1] == DATA_VERSION) ||
+	      (h[0] == DATA_MAGIC_U32 && h[1] == DATA_VERSION_U32)) || h[2] < 0)
+		return -1;
+	*bytes = DATA_HEADER_BYTES + (uint64_t)(h[0] == DATA_MAGIC ? 2 : 4) * (uint64_t)h[2];
+	return 0;
+}

@@ -43,4 +43,11 @@ struct token_shard {
  */
 int token_shard_check(const char *path, struct token_shard *s, char *err, size_t errlen);
 
+/*
+ * The whole size of a shard whose first three header ints (magic, version,
+ * token count, as read from the file) are h: 0 with *bytes set, or -1 when
+ * they are not those of a token shard.
+ */
+int token_shard_promise(const int32_t h[3], uint64_t *bytes);
+
 #endif

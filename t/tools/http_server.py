@@ -8,11 +8,20 @@ answers Range requests (bytes=START-) with 206, missing files with 404,
 and appends one line per request to ACCESS_LOG: "GET /PATH RANGE STATUS
 BYTES". --drop NAME:N cuts the first answer for file NAME after N bytes of
 its body (the connection closes, as a failing network would). --auth and
---bearer answer 401 to a request without those credentials."""
+--bearer answer 401 to a request without those credentials.
+
+Hostile answers, for the staging limits, under /hostile/: endless (a
+token shard's header promising 10 tokens, then bytes without end),
+endless-junk (bytes without end that are no shard's), endless-huge (a
+header promising 2^31-1 tokens, then bytes without end), trickle (a valid
+header, then one byte a second), loop (a redirect to itself), big (a
+Content-Length of a terabyte)."""
 import argparse
 import http.server
 import os
+import struct
 import threading
+import time
 
 from local_server import serve
 
@@ -38,8 +47,53 @@ def main():
     class Files(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def hostile(self, what):
+            """The answers of a hostile or broken server; True when it was one."""
+            header = lambda ntok: struct.pack("<3i", 20240520, 1, ntok) + bytes(1012)
+            if what == "loop":
+                self.send_response(302)
+                self.send_header("Location", "/hostile/loop")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return True
+            if what == "big":
+                self.send_response(200)
+                self.send_header("Content-Length", str(10**12))
+                self.end_headers()
+                return True
+            first = {"endless": header(10), "endless-junk": b"<html>" * 200,
+                     "endless-huge": header(2**31 - 1), "trickle": header(10**6)}.get(what)
+            if first is None:
+                return False
+            rng = self.headers.get("Range", "")
+            start = int(rng[6:-1]) if what == "trickle" and rng.startswith("bytes=") else 0
+            total = len(first) + 2 * 10**6
+            self.send_response(206 if start else 200)
+            self.send_header("Connection", "close")
+            if what == "trickle":  # a resumed trickle goes on where it stopped, as slowly
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{total - 1}/{total}")
+                self.send_header("Content-Length", str(total - start))
+                first = first[start:]
+            self.end_headers()
+            self.close_connection = True
+            try:
+                self.wfile.write(first)
+                while True:  # until the client goes away
+                    self.wfile.write(b"x" if what == "trickle" else bytes(65536))
+                    self.wfile.flush()
+                    if what == "trickle":
+                        time.sleep(1)
+            except OSError:
+                pass
+            return True
+
         def do_GET(self):
             rel = self.path.split("?", 1)[0].lstrip("/")
+            if rel.startswith("hostile/"):
+                log(f"GET /{rel} - hostile 0")
+                if self.hostile(rel[len("hostile/"):]):
+                    return
             path = os.path.realpath(os.path.join(a.root, rel))
             rng = self.headers.get("Range", "-")
             want = None

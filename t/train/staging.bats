@@ -229,3 +229,53 @@ make_certs() {
 	# nothing was downloaded into either
 	[ ! -e "$WORK/access.log" ] || [ "$(gets docs_train.bin)" -eq 0 ]
 }
+
+# hostile_run NAME WHAT [--set ...]: tiny.yaml whose training shard is the
+# server's hostile answer WHAT; its status and output in bats' run. At most
+# 50 MB staged (a later --set may say otherwise), so that a staging that
+# does not stop cannot fill this machine's disk.
+hostile_run() {
+	local name=$1 what=$2
+	shift 2
+	run timeout -s KILL 120 "$STORK" run tiny.yaml --set run.name="$name" --set data.stage_dir="$WORK/stage" \
+		--set "data.train=[$BASE/hostile/$what]" --set "data.val=[]" --set data.max_stage_bytes=50000000 "$@"
+	echo "$output"
+}
+
+@test "staging bounded: an endless body, one that is no shard's, a huge promise, a trickle, a redirect loop and a terabyte are each refused within the limits, leaving no bytes" {
+	serve
+	# past the size its header promises (10 tokens: 1044 bytes)
+	hostile_run endless endless
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data shard $BASE/hostile/endless: refused: more than the 1044 bytes its header promises"* ]]
+	# bytes that are no token shard's header
+	hostile_run junk endless-junk
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data shard $BASE/hostile/endless-junk: refused: its first bytes are not an llm.c token shard's header"* ]]
+	# a header that promises 4 GB: data.max_stage_bytes holds
+	hostile_run huge endless-huge --set data.max_stage_bytes=1000000
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data shard $BASE/hostile/endless-huge: refused: more than the 1000000 bytes of data.max_stage_bytes"* ]]
+	# an answer that says it is larger than data.max_stage_bytes: refused before its body
+	hostile_run big big
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data shard $BASE/hostile/big: refused: its answer is larger than data.max_stage_bytes"* ]]
+	# a redirect loop: at most 8 redirects
+	hostile_run loop loop
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"data shard $BASE/hostile/loop: Number of redirects hit maximum amount"* ]]
+	[ "$(gets hostile/loop)" -le 9 ]
+	# a trickle (one byte a second): a stalled transfer, tried 6 times, then
+	# refused (the stall window shortened to 1 s in this test build)
+	if fault_injection; then
+		SECONDS=0
+		STORK_FAULT_STAGE_LOW_SPEED_S=1 hostile_run trickle trickle
+		[ "$status" -eq 4 ]
+		[[ "$output" == *"data shard $BASE/hostile/trickle: Timeout was reached"* ]]
+		[ "$(gets hostile/trickle)" -eq 6 ]
+		[ "$SECONDS" -lt 90 ]
+	fi
+	# none of their bytes stay in the stage directory
+	run find "$WORK/stage" -type f -name '*hostile*'
+	[ -z "$output" ]
+}

@@ -548,7 +548,7 @@ START_TEST(hash_changes_with_every_key)
 		"parallel.pipeline=2", "parallel.zero=1",
 		"run.resume_from=x", "run.max_gpu_hours=10", "data.prefetch=false", "data.stage_dir=x",
 		"data.sha256=x", "data.ca_file=x", "data.netrc=x", "data.token_env=X",
-		"data.downloads=2", "train.recompute=block", "train.fused=false",
+		"data.downloads=2", "data.max_stage_bytes=1000", "train.recompute=block", "train.fused=false",
 		"train.max_rollbacks=1", "restart.max_restarts=1", "parallel.overlap=true",
 		"train.on_spike=skip", "train.spike_window=40", "train.spike_zscore=5",
 		"train.spike_min_steps=10", "train.spike_max_in_row=4",
