@@ -18,12 +18,14 @@
 #include "lib/bind/topology.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -408,6 +410,33 @@ void node_free(struct train_node *node, struct run_layout *layout, struct comm_u
 	node->topo = NULL;
 }
 
+/*
+ * The run's configuration says what the daemon runs (program.command): it
+ * must be this user's own file, a regular one (no link), that nobody else
+ * may write. 0, or -1 with err naming the file and why.
+ */
+static int config_file_ours(const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	int rc = 0;
+
+	if (fd < 0) {
+		if (errno == ELOOP)
+			snprintf(err, errlen, "%s: a symbolic link: refused", path);
+		return errno == ELOOP ? -1 : 0; /* config_load names what else is wrong */
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 022)) {
+		snprintf(err, errlen, "%s: %s: refused, nothing in it is read", path,
+			 !S_ISREG(st.st_mode) ? "not a regular file" :
+			 st.st_uid != geteuid() ? "another user's file" : "others may write it");
+		rc = -1;
+	}
+	close(fd);
+	return rc;
+}
+
 int node_start(int argc, char **argv, const struct node_program *prog, int program,
 	       struct node_options *o, struct stork_config *cfg)
 {
@@ -425,7 +454,8 @@ int node_start(int argc, char **argv, const struct node_program *prog, int progr
 	stork_log_init("storkd", STORK_LOG_INFO);
 	if (node_parse_options(argc, argv, prog, o) < 0)
 		return STORK_EXIT_USAGE;
-	if (config_load(cfg, o->config, err, sizeof err) < 0 ||
+	if (config_file_ours(o->config, err, sizeof err) < 0 ||
+	    config_load(cfg, o->config, err, sizeof err) < 0 ||
 	    config_validate(cfg, err, sizeof err) < 0) {
 		stork_error("%s", err);
 		config_free(cfg);

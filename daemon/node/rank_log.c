@@ -9,20 +9,27 @@
 #include "lib/formats/stork_json.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 static FILE *open_append(const char *run_dir, int rank, const char *suffix, char *path,
 			 size_t pathlen, char *err, size_t errlen)
 {
-	FILE *f;
+	FILE *f = NULL;
+	int fd;
 
 	snprintf(path, pathlen, "%s/logs/rank-%03d.%s", run_dir, rank, suffix);
-	f = fopen(path, "a");
+	/* never through a link planted in its place */
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd >= 0 && !(f = fdopen(fd, "a")))
+		close(fd);
 	if (!f)
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		snprintf(err, errlen, "cannot open %s: %s", path,
+			 errno == ELOOP ? "a symbolic link: refused" : strerror(errno));
 	return f;
 }
 

@@ -313,12 +313,13 @@ static int write_resolved_config(const char *run_dir, const struct stork_config 
 		snprintf(path, sizeof path, "%s/config/stork.%d.yaml", run_dir, n);
 		if (access(path, F_OK) == 0)
 			continue;
-		rc = atomic_write_file(path, yaml, strlen(yaml), err, sizeof err);
+		rc = atomic_write_file_mode(path, yaml, strlen(yaml), 0600, err, sizeof err);
 		break;
 	}
 	snprintf(path, sizeof path, "%s/config/stork.yaml", run_dir);
+	/* storkd reads only a file of this user's that nobody else may write */
 	if (rc == 0)
-		rc = atomic_write_file(path, yaml, strlen(yaml), err, sizeof err);
+		rc = atomic_write_file_mode(path, yaml, strlen(yaml), 0600, err, sizeof err);
 	if (rc < 0)
 		stork_error("%s", err);
 	free(yaml);
@@ -932,7 +933,7 @@ int cmd_run(int argc, char **argv)
 	struct notify *nt = NULL;
 	struct slurm_job asked = { 0 }; /* slurmctld's answer, once asked */
 	struct host_tasks host = { .listen_fd = -1 };
-	int code;
+	int code, rc;
 
 	if (parse_run_options(argc, argv, &o) < 0)
 		return STORK_EXIT_USAGE;
@@ -974,10 +975,15 @@ int cmd_run(int argc, char **argv)
 		stork_error("%s", err);
 		goto out;
 	}
-	if (rundir_path(run_dir, sizeof run_dir, cfg.run.dir, cfg.run.name) < 0 ||
-	    rundir_create(run_dir, err, sizeof err) < 0) {
+	if (rundir_path(run_dir, sizeof run_dir, cfg.run.dir, cfg.run.name) < 0) {
+		stork_error("the run directory's path is too long (run.dir, run.name)");
+		code = STORK_EXIT_CONFIG;
+		goto out;
+	}
+	if ((rc = rundir_create(run_dir, err, sizeof err)) < 0) {
 		stork_error("%s", err);
-		code = STORK_EXIT_INTERNAL;
+		/* refused: someone else's or open to others, a setting to change */
+		code = rc == -2 ? STORK_EXIT_CONFIG : STORK_EXIT_INTERNAL;
 		goto out;
 	}
 	if (write_resolved_config(run_dir, &cfg, l.index == 0) < 0) {

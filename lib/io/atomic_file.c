@@ -98,6 +98,12 @@ int fsync_parent(const char *path)
 
 int atomic_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen)
 {
+	return atomic_write_file_mode(path, data, len, 0666, err, errlen);
+}
+
+int atomic_write_file_mode(const char *path, const void *data, size_t len, mode_t mode, char *err,
+			   size_t errlen)
+{
 	size_t tlen = strlen(path) + 32;
 	char *tmp = malloc(tlen);
 	int fd = -1, e;
@@ -105,7 +111,7 @@ int atomic_write_file(const char *path, const void *data, size_t len, char *err,
 
 	if (!tmp)
 		return fail(err, errlen, path, "cannot write", ENOMEM);
-	fd = atomic_tmp_open(path, tmp, tlen, 0666);
+	fd = atomic_tmp_open(path, tmp, tlen, mode);
 	if (fd < 0) {
 		what = "cannot create a temporary file beside it";
 		goto fail_open;

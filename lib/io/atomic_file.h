@@ -20,6 +20,9 @@
  * temporary file of atomic_tmp_open's. Returns 0, or -1 with "PATH: what:
  * strerror" in err and errno set. */
 int atomic_write_file(const char *path, const void *data, size_t len, char *err, size_t errlen);
+/* The same with the file's mode (& ~umask), e.g. 0600 for a file of this user's alone. */
+int atomic_write_file_mode(const char *path, const void *data, size_t len, mode_t mode, char *err,
+			   size_t errlen);
 
 /* A new temporary file beside path, for writing: "PATH.tmp.R" with R 64
  * random bits (another user cannot guess it to plant a link there first),

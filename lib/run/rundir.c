@@ -12,11 +12,14 @@
 #include "lib/version.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <hwloc.h>
+#include <pwd.h>
 #include <slurm/slurm.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <yaml.h>
@@ -44,20 +47,107 @@ int rundir_path(char *buf, size_t len, const char *runs_root, const char *name)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/*
+ * Whether the directory open at fd (named path) may hold a run of ours: our
+ * own, and nobody else may write in it. 0, or -2 with err naming the path
+ * and its owner or mode.
+ */
+static int ours_alone(int fd, const char *path, char *err, size_t errlen)
+{
+	struct passwd pwd, *pw = NULL;
+	char buf[1024], owner[64];
+	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "cannot use the run directory %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (st.st_uid != geteuid()) {
+		if (getpwuid_r(st.st_uid, &pwd, buf, sizeof buf, &pw) || !pw)
+			pw = NULL;
+		snprintf(owner, sizeof owner, "%s", pw ? pw->pw_name : "");
+		snprintf(err, errlen, "the run directory %s belongs to %s (uid %u), not to this user: "
+			 "refused, nothing in it is read; choose another run.dir or run.name", path,
+			 owner[0] ? owner : "another user", (unsigned)st.st_uid);
+		return -2;
+	}
+	if (st.st_mode & 022) {
+		snprintf(err, errlen, "the run directory %s may be written by %s (mode %04o): refused; "
+			 "chmod go-w it or choose another run.dir", path,
+			 st.st_mode & 002 ? "anyone" : "its group", (unsigned)(st.st_mode & 07777));
+		return -2;
+	}
+	return 0;
+}
+
+/*
+ * A directory made (or found) at dirfd/name, never through a link, and
+ * checked as ours alone; its descriptor, or -1/-2 with err set.
+ */
+static int make_ours(int dirfd, const char *name, const char *path, mode_t mode, char *err,
+		     size_t errlen)
+{
+	int fd, rc;
+
+	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create the run directory %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if ((fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "%s: %s", path,
+			 errno == ELOOP || errno == ENOTDIR ? "not a directory (a link?): refused" :
+							     strerror(errno));
+		return errno == ELOOP || errno == ENOTDIR ? -2 : -1;
+	}
+	if ((rc = ours_alone(fd, path, err, errlen)) < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 int rundir_create(const char *run_dir, char *err, size_t errlen)
 {
-	static const char *const subdirs[] = { "config", "logs", "checkpoints", "provenance",
-					       "metrics" };
-	char path[4096];
+	/* config/ (what storkd and every restart read) and checkpoints/ (the
+	 * weights) are this user's alone; the rest as the user's umask says */
+	static const struct {
+		const char *name;
+		mode_t mode;
+	} subdirs[] = { { "config", 0700 }, { "logs", 0755 }, { "checkpoints", 0700 },
+			{ "provenance", 0755 }, { "metrics", 0755 } };
+	char parent[4096], path[4200];
+	const char *base;
+	int top, fd, rc;
 
-	for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {
-		snprintf(path, sizeof path, "%s/%s", run_dir, subdirs[i]);
-		if (mkdir_p(path, 0755) < 0) {
-			snprintf(err, errlen, "cannot create the run directory %s: %s", path,
+	/* the runs directory above may be shared (a project's space); the run's own is not */
+	snprintf(parent, sizeof parent, "%s", run_dir);
+	base = strrchr(parent, '/');
+	if (base && base != parent) {
+		parent[base - parent] = '\0';
+		if (mkdir_p(parent, 0755) < 0) {
+			snprintf(err, errlen, "cannot create the run directory %s: %s", parent,
 				 strerror(errno));
 			return -1;
 		}
 	}
+	if ((top = make_ours(AT_FDCWD, run_dir, run_dir, 0755, err, errlen)) < 0)
+		return top;
+	for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {
+		snprintf(path, sizeof path, "%s/%s", run_dir, subdirs[i].name);
+		if ((fd = make_ours(top, subdirs[i].name, path, subdirs[i].mode, err, errlen)) < 0) {
+			close(top);
+			return fd;
+		}
+		/* a requeue of a run made before they were private closes them */
+		rc = (subdirs[i].mode & 077) == 0 ? fchmod(fd, subdirs[i].mode) : 0;
+		close(fd);
+		if (rc < 0) {
+			snprintf(err, errlen, "cannot close %s to others: %s", path, strerror(errno));
+			close(top);
+			return -1;
+		}
+	}
+	close(top);
 	return 0;
 }
 

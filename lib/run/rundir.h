@@ -17,8 +17,14 @@
  * if it does not fit in len. */
 int rundir_path(char *buf, size_t len, const char *runs_root, const char *name);
 
-/* Create the run directory and its subdirectories (existing ones are kept).
- * Returns 0, or -1 with a message naming the path. */
+/*
+ * Create the run directory and its subdirectories; existing ones are kept
+ * (a requeue's, a restart's) when they are this user's and nobody else may
+ * write in them. None is made or followed through a link. config/ and
+ * checkpoints/ are mode 0700. Returns 0; -2 when an existing one is
+ * refused (another user's, writable by others, a link), or -1 when one
+ * cannot be made; err names the path and why.
+ */
 int rundir_create(const char *run_dir, char *err, size_t errlen);
 
 /* Write provenance/git.txt (the run's code: commit and dirty state of the

@@ -191,3 +191,50 @@ no_gpu_here() {
 	[[ "$output" == *"STORK_STOP_AT_STEP=seven: not an integer"* ]]
 	[ ! -e runs/tiny__job=local__task=0/checkpoints/latest ]
 }
+
+@test "run directories: another user's in a shared runs directory is refused naming its owner, nothing in it read; a link for logs/ or checkpoints/ is refused; checkpoints and config are this user's alone" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
+	id stork-attacker >/dev/null 2>&1 ||
+		useradd --system --no-create-home --shell /usr/sbin/nologin stork-attacker
+	# a project's runs directory anyone in the group (here: anyone) may write
+	mkdir -m 777 runs
+	runuser -u stork-attacker -- test -w runs || skip "another user cannot reach $PWD"
+	# the other user plants the next run's directory, with a config of theirs
+	runuser -u stork-attacker -- mkdir -m 777 runs/next__job=local__task=0
+	runuser -u stork-attacker -- mkdir -m 777 runs/next__job=local__task=0/config
+	# shellcheck disable=SC2016 # expanded by the other user's shell
+	runuser -u stork-attacker -- sh -c 'printf "program:\n  command: [touch, %s/owned]\n" "$PWD" \
+		>runs/next__job=local__task=0/config/stork.yaml'
+	run "$STORK" run tiny.yaml --set run.name=next
+	echo "$output"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"the run directory $PWD/runs/next__job=local__task=0 belongs to stork-attacker (uid $(id -u stork-attacker)), not to this user: refused"* ]]
+	[ ! -e owned ]
+	run find runs/next__job=local__task=0 -user root
+	[ -z "$output" ]
+	# our own run directory, group-writable: refused as well
+	mkdir -m 775 runs/open__job=local__task=0
+	run "$STORK" run tiny.yaml --set run.name=open
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"the run directory $PWD/runs/open__job=local__task=0 may be written by its group (mode 0775): refused"* ]]
+	# a link in place of logs/ or checkpoints/
+	for sub in logs checkpoints; do
+		mkdir -p "elsewhere-$sub" "runs/link-$sub""__job=local__task=0"
+		ln -s "$PWD/elsewhere-$sub" "runs/link-$sub""__job=local__task=0/$sub"
+		run "$STORK" run tiny.yaml --set run.name="link-$sub"
+		[ "$status" -eq 3 ]
+		[[ "$output" == *"runs/link-$sub""__job=local__task=0/$sub: not a directory (a link?): refused"* ]]
+		[ -z "$(ls -A "elsewhere-$sub")" ]
+	done
+	# a fresh run: its checkpoints and configuration are closed to another user
+	run "$STORK" run tiny.yaml --set run.name=fresh --set checkpoint.every=5 --set train.steps=5
+	[ "$status" -eq 0 ]
+	dir=runs/fresh__job=local__task=0
+	[ "$(stat -c %a "$dir/checkpoints")" = 700 ]
+	[ "$(stat -c %a "$dir/config")" = 700 ]
+	[ "$(stat -c %a "$dir/config/stork.yaml")" = 600 ]
+	run runuser -u stork-attacker -- cat "$dir/checkpoints/step_00000005/model.bin"
+	[ "$status" -ne 0 ]
+	run runuser -u stork-attacker -- ls "$dir/checkpoints"
+	[ "$status" -ne 0 ]
+}

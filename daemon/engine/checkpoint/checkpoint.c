@@ -148,7 +148,7 @@ static int write_spans(const char *path, const struct span *spans, int nspans,
 	}
 	d->sum = XXH3_64bits_digest(x);
 	XXH3_freeState(x);
-	if (write_file_synced(path, 0, 0644, iov, nspans) < 0) {
+	if (write_file_synced(path, 0, 0600, iov, nspans) < 0) {
 		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		return -1;
 	}
@@ -388,7 +388,7 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 	snprintf(tmp, sizeof tmp, "%s/%s.tmp", root, name);
 	snprintf(final, sizeof final, "%s/%s", root, name);
 	remove_tree(tmp); /* an abandoned attempt */
-	if (mkdir_p(tmp, 0755) < 0) {
+	if (mkdir_p(tmp, 0700) < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
 		return -1;
 	}
@@ -736,7 +736,7 @@ int ckpt_prepare(const char *root, int64_t step, char *err, size_t errlen)
 
 	step_dirs(root, step, tmp, final, sizeof tmp, name, sizeof name);
 	remove_tree(tmp); /* an abandoned attempt */
-	if (mkdir_p(tmp, 0755) < 0) {
+	if (mkdir_p(tmp, 0700) < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
 		return -1;
 	}
@@ -877,6 +877,7 @@ int ckpt_open_shard(const char *dir, int k, const struct ckpt_layout *l, struct 
 		    char *err, size_t errlen)
 {
 	char path[4200];
+	struct stat st;
 	int fd;
 
 	snprintf(path, sizeof path, "%s/" SHARD_NAME, dir, k);
@@ -890,6 +891,13 @@ int ckpt_open_shard(const char *dir, int k, const struct ckpt_layout *l, struct 
 	    h->nseg > CKPT_MAX_SEGMENTS) {
 		snprintf(err, errlen, "%s: not shard %d of a dp %d x tp %d x pp %d checkpoint", path,
 			 k, l->dp, l->tp, l->pp);
+		close(fd);
+		return -1;
+	}
+	/* its parameter count against its length, before anyone allocates for it */
+	if (fstat(fd, &st) < 0 || h->nparams > ((uint64_t)st.st_size - sizeof *h) / sizeof(float)) {
+		snprintf(err, errlen, "%s: its header's nparams (%llu) is more than the file's %lld "
+			 "bytes hold", path, (unsigned long long)h->nparams, (long long)st.st_size);
 		close(fd);
 		return -1;
 	}
@@ -925,6 +933,46 @@ static int read_shard(int fd, const struct shard_header *h, float *params, float
 }
 
 /*
+ * Before anything is allocated for a whole model of total parameters: the
+ * shards that hold one replica (data-parallel rank 0 of every stage and
+ * tensor slice) each hold the count their place in the model implies, and
+ * together the whole. 0, or -1 with err naming the shard and the field.
+ */
+static int shards_hold(const char *dir, const struct ckpt_layout *l, const struct gpt2_config *c,
+		       size_t total, char *err, size_t errlen)
+{
+	size_t sizes[GPT2_NUM_TENSORS], sum = 0;
+	struct shard_header h;
+
+	for (int stage = 0; stage < l->pp; stage++) {
+		for (int tp = 0; tp < l->tp; tp++) {
+			int k = stage * l->dp * l->tp + tp, fd = ckpt_open_shard(dir, k, l, &h, err, errlen);
+			struct gpt2_shard s = { .tp_rank = tp, .tp_size = l->tp };
+
+			if (fd < 0)
+				return -1;
+			close(fd);
+			s.first_layer = h.first_layer;
+			s.last_layer = h.last_layer;
+			if (gpt2_shard_check(c, &s, err, errlen) < 0 ||
+			    gpt2_shard_sizes(c, &s, sizes) != h.nparams) {
+				snprintf(err, errlen, "%s/" SHARD_NAME ": its header's nparams (%llu) or "
+					 "layers [%d, %d) are not those of its place in this model", dir, k,
+					 (unsigned long long)h.nparams, h.first_layer, h.last_layer);
+				return -1;
+			}
+			sum += h.nparams;
+		}
+	}
+	if (sum < total) {
+		snprintf(err, errlen, "%s: its shards hold %zu parameters, the model has %zu", dir, sum,
+			 total);
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * A sharded checkpoint: for every (stage, tp slice), the parameters of its
  * first replica and the moments of every replica's parts (ZeRO-1) or of the
  * first (otherwise), placed into the whole model.
@@ -950,6 +998,8 @@ static int load_full_sharded(const char *dir, const struct ckpt_layout *l, struc
 	}
 	gpt2_shard_whole(&f->config, &whole);
 	total = gpt2_shard_sizes(&f->config, &whole, sizes);
+	if (shards_hold(dir, l, &f->config, total, err, errlen) < 0)
+		return -1;
 	f->params = malloc(total * sizeof(float));
 	f->m = malloc(total * sizeof(float));
 	f->v = malloc(total * sizeof(float));
