@@ -19,7 +19,11 @@
  * credential that is not the job user's or not for this hello or this
  * blob (checked before the blob is even read, so a stranger never makes it
  * allocate more than a credential), and a connection that has sent no
- * valid hello within IDENTIFY_S. When all count-1 hellos are in, it closes
+ * valid hello within IDENTIFY_S. A peer that has not shown the job user's
+ * credential for its hello is closed without a word: launcher 0 signs
+ * nothing for a stranger (a signed error would be a munge signing oracle,
+ * and load the node's munged for anyone who reaches the port); its log
+ * still says why. When all count-1 hellos are in, it closes
  * the listener and sends each launcher the reply
  *
  *   magic, version, status 0, n, credential length, credential, then n
@@ -453,10 +457,11 @@ static int header_done(const struct rdv_params *p, struct conn *c, const bool *a
 
 	hello_decode(c->hdr, &c->h);
 	rc = hello_check(p, &c->h, arrived, msg, sizeof msg);
+	/* no credential seen yet: whatever is wrong, nothing signed goes back */
 	if (rc < 0)
 		refuse(p, c, "not a Stork rendezvous peer of this version", 1, deadline);
 	else if (rc > 0)
-		refuse(p, c, msg, 0, deadline);
+		refuse(p, c, msg, 1, deadline);
 	return rc ? -1 : 0;
 }
 
@@ -475,7 +480,7 @@ static int cred_done(const struct rdv_params *p, struct conn *c, double deadline
 		char msg[640];
 
 		snprintf(msg, sizeof msg, "launcher %u's hello is not the job's: %s", c->h.index, why);
-		refuse(p, c, msg, 0, deadline);
+		refuse(p, c, msg, 1, deadline);
 		return -1;
 	}
 	c->identified = 1;

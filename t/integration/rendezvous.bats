@@ -120,7 +120,7 @@ probe_job() {
 	read -r STEP PORT <<<"$where"
 }
 
-@test "TCP: another user's well-formed hello for launcher 1 is refused and named; the job meets its real launcher 1" {
+@test "TCP: another user's well-formed hello for launcher 1 is refused and named, and gets nothing signed back; the job meets its real launcher 1" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
 	attacker
 	probe_job atk 1:4
@@ -128,10 +128,16 @@ probe_job() {
 	run runuser -u stork-attacker -- env MUNGE_SOCKET="$SOCK" "$attack" 127.0.0.1 "$PORT" "$JOB" "$STEP" 2 1
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ "$output" == "refused: launcher 1's hello is not the job's: its munge credential is of uid $(id -u stork-attacker), not of the job's user (uid 0)" ]]
+	[[ "$output" == "closed without a reply" ]]
+	# a stranger's hello for another job: no signed error either
+	run runuser -u stork-attacker -- env MUNGE_SOCKET="$SOCK" "$attack" 127.0.0.1 "$PORT" "$((JOB + 1))" "$STEP" 2 1
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == "closed without a reply" ]]
 	wait_job_state "$JOB" COMPLETED 60
 	grep -q "^launcher 1 of 2 on n2 via tcp in .*: 0=n1 1=n2$" atk.out
 	grep -q "rendezvous: refused a connection from 127.0.0.1:[0-9]* claiming launcher 1: launcher 1's hello is not the job's: its munge credential is of uid $(id -u stork-attacker)" atk.err
+	grep -q "rendezvous: refused a connection from 127.0.0.1:[0-9]* claiming launcher 1: this port serves the rendezvous of job $JOB step $STEP, not of job $((JOB + 1)) step $STEP" atk.err
 }
 
 @test "TCP: another user holding launcher 0's port answers launcher 1 with a forged table: refused, named; the job meets its real launcher 0" {
