@@ -129,7 +129,16 @@ setup() {
 
 @test "a log or metrics file on a full disk: said once on stderr naming the file, the run goes on" {
 	mkdir -p runs/tiny__job=local__task=0/logs
+	# a link planted in its place is never followed: the rank fails naming it (and the run ends)
 	ln -s /dev/full runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl
+	run timeout 60 "$STORK" run tiny.yaml
+	echo "$output"
+	[ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+	[[ "$output" == *"rank-000.metrics.jsonl: a symbolic link: refused"* ]]
+	rm runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl
+	# the full disk itself: a device that answers every write with ENOSPC, as /dev/full
+	[ "$(id -u)" -eq 0 ] || skip "needs root, to make the device node of a full disk"
+	mknod runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl c 1 7
 	run "$STORK" run tiny.yaml
 	[ "$status" -eq 0 ]
 	[ "$(grep -c 'rank-000.metrics.jsonl: No space left on device; its lines are being lost' <<<"$output")" -eq 1 ]

@@ -13,11 +13,13 @@
  */
 #include "config.h"
 #include "daemon/engine/checkpoint/checkpoint.h"
+#include "daemon/engine/checkpoint/checkpoint_format.h"
 #include "daemon/engine/parallel/layout.h"
 #include "daemon/engine/model/model.h"
 #include "lib/io/atomic_file.h"
 
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +281,55 @@ START_TEST(a_missing_or_short_shard_is_named)
 }
 END_TEST
 
+/* Overwrite len bytes at off of path. */
+static void patch(const char *path, long off, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "r+b");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, off, SEEK_SET), 0);
+	ck_assert_int_eq(fwrite(data, 1, len, f), len);
+	fclose(f);
+}
+
+/*
+ * A shard whose header lies: a parameter count its file cannot hold, or a
+ * model shape at the point where the sizes wrapped. Refused naming the
+ * file and the field before anything is allocated for it.
+ */
+START_TEST(a_shard_header_that_lies_is_refused_before_any_allocation)
+{
+	struct whole w;
+	struct ckpt_full full;
+	char *root = temp_root(), dir[4200], path[4400], err[1024];
+	uint64_t huge = (uint64_t)1 << 40;
+	int32_t channels = 1 << 30, heads = 1;
+
+	whole_make(&w, &gpt2);
+	write_checkpoint(&w, (struct lay){ 2, 2, 1, 1 }, root, dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/shard-00000.bin", dir);
+	patch(path, offsetof(struct shard_header, nparams), &huge, sizeof huge);
+	ck_assert(ckpt_load_full(dir, NULL, &full, err, sizeof err) < 0);
+	ck_assert_msg(strstr(err, "shard-00000.bin: truncated: its header's nparams (1099511627776) is more "
+			      "than the file's"), "%s", err);
+	ck_assert(remove_tree(root) == 0);
+	free(root);
+	/* the model's shape in the header, channels 2^30: 3*C*C floats would wrap */
+	root = temp_root();
+	write_checkpoint(&w, (struct lay){ 2, 2, 1, 1 }, root, dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/shard-00000.bin", dir);
+	patch(path, offsetof(struct shard_header, model) + 5 * sizeof(int32_t), &heads, sizeof heads);
+	patch(path, offsetof(struct shard_header, model) + 6 * sizeof(int32_t), &channels,
+	      sizeof channels);
+	ck_assert(ckpt_load_full(dir, NULL, &full, err, sizeof err) < 0);
+	ck_assert_msg(strstr(err, "shard-00000.bin") &&
+		      strstr(err, "model channels is 1073741824: more than the 65536"), "%s", err);
+	ck_assert(remove_tree(root) == 0);
+	free(root);
+	whole_free(&w);
+}
+END_TEST
+
 START_TEST(another_shape_is_refused_naming_both)
 {
 	struct whole w;
@@ -319,6 +370,7 @@ int main(void)
 	tcase_add_loop_test(tc, gpt2_every_layout_to_every_layout, 0, NLAYOUTS);
 	tcase_add_loop_test(tc, llama_every_layout_to_every_layout, 0, NLAYOUTS);
 	tcase_add_test(tc, a_missing_or_short_shard_is_named);
+	tcase_add_test(tc, a_shard_header_that_lies_is_refused_before_any_allocation);
 	tcase_add_test(tc, another_shape_is_refused_naming_both);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

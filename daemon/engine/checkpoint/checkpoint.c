@@ -896,7 +896,7 @@ int ckpt_open_shard(const char *dir, int k, const struct ckpt_layout *l, struct 
 	}
 	/* its parameter count against its length, before anyone allocates for it */
 	if (fstat(fd, &st) < 0 || h->nparams > ((uint64_t)st.st_size - sizeof *h) / sizeof(float)) {
-		snprintf(err, errlen, "%s: its header's nparams (%llu) is more than the file's %lld "
+		snprintf(err, errlen, "%s: truncated: its header's nparams (%llu) is more than the file's %lld "
 			 "bytes hold", path, (unsigned long long)h->nparams, (long long)st.st_size);
 		close(fd);
 		return -1;

@@ -240,6 +240,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	if (rank_log_open(&r.log, n->run_dir, r.rank, local, n->host, n->job_id, err,
 			  sizeof err) < 0) {
 		rank_fail(&r, STORK_EXIT_INTERNAL, err);
+		n->progress[local].done = 1; /* storkd waits for every rank to say it is done */
 		return;
 	}
 	r.log.requeue = n->restart_count;
