@@ -131,7 +131,7 @@ struct gpt2_shard {
  * Activations of one (B, T) for the layers [first, last) of a stage (all L
  * layers for the whole model); per-layer arrays hold those last - first
  * layers (written L below), the head arrays (lnf..losses) are NULL unless
- * the stage ends the model. See model.c for the layout.
+ * the stage ends the model. See model_pass.c for the layout.
  */
 struct gpt2_acts {
 	float *encoded;  /* (B, T, C) residual stream entering the first layer */
@@ -296,7 +296,7 @@ struct shard_piece {
 
 typedef void shard_piece_fn(void *arg, const struct shard_piece *p);
 
-/* Pieces being joined while they are listed (model.c's own). */
+/* Pieces being joined while they are listed (model_shape.c's own). */
 struct piece_run {
 	shard_piece_fn *fn;
 	void *arg;

@@ -1,6 +1,7 @@
 /*
- * daemon/engine/parallel/tensor_parallel.h - the communication of Megatron-style tensor
- * parallelism inside the model's passes (daemon/engine/model/model.c).
+ * daemon/engine/parallel/tensor_parallel.h - the communication of
+ * Megatron-style tensor parallelism inside the model's passes
+ * (daemon/engine/model/model_pass.c).
  *
  * A tensor-parallel group of T ranks shares every layer: each rank holds
  * NH/T heads, 4C/T MLP columns and Vp/T vocabulary rows (model.h). The

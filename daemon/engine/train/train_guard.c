@@ -8,7 +8,7 @@
  * Both guards judge values that are the same on every rank (the global
  * gradient norm, the loss averaged over the replicas), so every rank
  * takes the same decision at the same step without a word exchanged: drop
- * the update, or roll back (run_steps in train.c does the rollback).
+ * the update, or roll back (train.c's rollback does it).
  */
 #include "config.h"
 #include "daemon/engine/train/train_rank.h"

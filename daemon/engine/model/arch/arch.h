@@ -1,10 +1,11 @@
 /*
- * daemon/engine/model/arch/arch.h - what an architecture gives the model (daemon/engine/model/model.c):
- * the shapes of its tensors, how tensor parallelism cuts them, their
- * initial values, and the forward and backward passes of one block and of
- * the final norm. model.c does everything else the same way for every
- * architecture: shards and their copies, parameters, activations,
- * embedding, LM head, loss, pipeline stages, files.
+ * daemon/engine/model/arch/arch.h - what an architecture gives the model
+ * (daemon/engine/model/): the shapes of its tensors, how tensor
+ * parallelism cuts them, their initial values, and the forward and
+ * backward passes of one block and of the final norm. The model's files do
+ * everything else the same way for every architecture: shards and their
+ * copies (model_shape.c), parameters (model.c), activations, embedding, LM
+ * head, loss and pipeline stages (model_pass.c), files (model_file.c).
  *
  * One file per architecture (gpt2.c, llama.c) fills a struct arch; the
  * pieces they share (the attention core, the row-parallel projections,
