@@ -14,7 +14,7 @@
 #include "config.h"
 #include "t/fuzz/fuzz.h"
 
-#include "daemon/engine/model/model.h"
+#include "t/fuzz/fuzz_model.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -30,9 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int32_t hdr[GPT2_HEADER_INTS] = { 0 };
 	size_t need = (SHAPE_INTS + LLAMA_INTS + 1) * 4;
 	float eps = 1e-5f, theta = 10000.0f;
-	char path[PATH_MAX], err[1024];
-	struct gpt2_config c;
-	struct gpt2 m;
+	char path[PATH_MAX];
 	uint32_t body;
 	uint8_t *file;
 
@@ -54,13 +52,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		file[sizeof hdr + i] = data[need + i % (size - need)];
 	fuzz_write(path, sizeof path, "model.bin", file, sizeof hdr + body);
 	free(file);
-	if (gpt2_read_config(path, &c, err, sizeof err) < 0)
-		return 0;
-	if (gpt2_load(&m, path, err, sizeof err) == 0)
-		gpt2_free(&m);
-	struct gpt2_shard s = { .tp_rank = 1, .tp_size = 2, .first_layer = 0,
-				.last_layer = c.num_layers };
-	if (gpt2_load_shard(&m, path, &s, err, sizeof err) == 0)
-		gpt2_free(&m);
+	fuzz_load_model(path);
 	return 0;
 }

@@ -69,12 +69,13 @@ t_fuzz_input_ckpt_state_LDADD = daemon/libstorkd.a $(ENGINE_LIBS) lib/libstork.l
 
 FUZZ_SRC_model = $(srcdir)/daemon/engine/model/model.c $(srcdir)/daemon/engine/model/model_file.c \
 	$(srcdir)/daemon/engine/model/model_shape.c $(srcdir)/daemon/engine/model/model_config.c
-t_fuzz_input_model_SOURCES = t/fuzz/fuzz_model.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
+t_fuzz_input_model_SOURCES = t/fuzz/fuzz_model.c t/fuzz/fuzz_model.h t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_model_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_model_LDADD = $(ENGINE_LIBS) lib/libstork.la
 
 FUZZ_SRC_model_header = $(FUZZ_SRC_model)
-t_fuzz_input_model_header_SOURCES = t/fuzz/fuzz_model_header.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
+t_fuzz_input_model_header_SOURCES = t/fuzz/fuzz_model_header.c t/fuzz/fuzz_model.h t/fuzz/run_inputs.c \
+	$(FUZZ_COMMON)
 t_fuzz_input_model_header_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_model_header_LDADD = $(ENGINE_LIBS) lib/libstork.la
 
