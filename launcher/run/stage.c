@@ -49,6 +49,7 @@ struct shard {
 	curl_off_t limit;              /* the most it may have: data.max_stage_bytes, then
 					* what its header promises; 0 = no limit */
 	int promised;                  /* the limit is its header's promise */
+	int header_read;               /* its header was judged: not read again */
 	char refused[256];             /* why its bytes were refused, "" = they were not */
 	int tries;
 	double retry_at;               /* clock_monotonic() of the next try; 0 = now */
@@ -231,9 +232,10 @@ static int hold_to_header(struct shard *sh)
 	int32_t h[3];
 	uint64_t promised;
 
-	if (sh->have < (curl_off_t)sizeof h || fflush(sh->f) == EOF ||
+	if (sh->header_read || sh->have < (curl_off_t)sizeof h || fflush(sh->f) == EOF ||
 	    pread(fileno(sh->f), h, sizeof h, 0) != (ssize_t)sizeof h)
 		return 0;
+	sh->header_read = 1;
 	if (token_shard_promise(h, &promised) < 0) {
 		snprintf(sh->refused, sizeof sh->refused,
 			 "its first bytes are not an llm.c token shard's header");
@@ -296,6 +298,8 @@ static FILE *open_part(const char *path)
 static int start(struct stage *s, struct shard *sh)
 {
 	CURL *c = curl_easy_init();
+	/* test builds shorten the stall window, so a trickle test ends in seconds */
+	double stall_window = fault_seconds("STORK_FAULT_STAGE_LOW_SPEED_S");
 	struct stat st;
 
 	if (!c || !(sh->f = open_part(sh->part))) {
@@ -308,7 +312,7 @@ static int start(struct stage *s, struct shard *sh)
 	sh->have = fstat(fileno(sh->f), &st) == 0 ? st.st_size : 0;
 	sh->size = 0;
 	sh->limit = (curl_off_t)s->cfg->data.max_stage_bytes;
-	sh->promised = 0;
+	sh->promised = sh->header_read = 0;
 	sh->refused[0] = '\0';
 	if (hold_to_header(sh) < 0) { /* a kept part that is not a shard: start over */
 		if (ftruncate(fileno(sh->f), 0) < 0) {
@@ -319,6 +323,7 @@ static int start(struct stage *s, struct shard *sh)
 		}
 		sh->have = 0;
 		sh->limit = (curl_off_t)s->cfg->data.max_stage_bytes;
+		sh->header_read = 0;
 		sh->refused[0] = '\0';
 	}
 	sh->easy = c;
@@ -339,8 +344,8 @@ static int start(struct stage *s, struct shard *sh)
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
 	/* a transfer that stalls (or trickles) for a minute is a connection error */
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, STAGE_LOW_SPEED_BYTES);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, fault_seconds("STORK_FAULT_STAGE_LOW_SPEED_S") > 0 ?
-		(long)fault_seconds("STORK_FAULT_STAGE_LOW_SPEED_S") : STAGE_LOW_SPEED_SECONDS);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, stall_window > 0 ? (long)stall_window :
+								       STAGE_LOW_SPEED_SECONDS);
 	if (sh->have > 0)
 		curl_easy_setopt(c, CURLOPT_RESUME_FROM_LARGE, sh->have);
 	if (s->cfg->data.ca_file[0])
