@@ -422,9 +422,10 @@ static int config_file_ours(const char *path, char *err, size_t errlen)
 	int rc = 0;
 
 	if (fd < 0) {
-		if (errno == ELOOP)
-			snprintf(err, errlen, "%s: a symbolic link: refused", path);
-		return errno == ELOOP ? -1 : 0; /* config_load names what else is wrong */
+		if (errno != ELOOP)
+			return 0; /* config_load names what else is wrong */
+		snprintf(err, errlen, "%s: a symbolic link: refused", path);
+		return -1;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
 	    (st.st_mode & 022)) {

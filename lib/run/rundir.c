@@ -94,10 +94,11 @@ static int make_ours(int dirfd, const char *name, const char *path, mode_t mode,
 		return -1;
 	}
 	if ((fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		int link = errno == ELOOP || errno == ENOTDIR;
+
 		snprintf(err, errlen, "%s: %s", path,
-			 errno == ELOOP || errno == ENOTDIR ? "not a directory (a link?): refused" :
-							     strerror(errno));
-		return errno == ELOOP || errno == ENOTDIR ? -2 : -1;
+			 link ? "not a directory (a link?): refused" : strerror(errno));
+		return link ? -2 : -1;
 	}
 	if ((rc = ours_alone(fd, path, err, errlen)) < 0) {
 		close(fd);
