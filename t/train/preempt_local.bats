@@ -446,8 +446,10 @@ DEAF
 		--set restart.max_restarts=2 >out.txt 2>&1 &
 	launcher=$!
 	wait_step runs/rs__job=local__task=0 12 60
-	# the checkpoint of step 10, or of 15 on a machine so busy that step 15
-	# came before the kill: the latest when it came, and none after it
+	# storkd is stopped before its latest checkpoint is read, so that no
+	# checkpoint can commit between the reading and the kill: the latest is
+	# step 10's, or 15's on a machine so busy that step 15 came first
+	pkill -STOP -f "storkd --config $PWD/runs/rs__job"
 	latest=$(readlink runs/rs__job=local__task=0/checkpoints/latest)
 	pkill -9 -f "storkd --config $PWD/runs/rs__job"
 	wait "$launcher"
