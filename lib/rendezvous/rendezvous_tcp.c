@@ -19,7 +19,14 @@
  * credential that is not the job user's or not for this hello or this
  * blob (checked before the blob is even read, so a stranger never makes it
  * allocate more than a credential), and a connection that has sent no
- * valid hello within IDENTIFY_S. A peer that has not shown the job user's
+ * valid hello within IDENTIFY_S. Under a flood of connections (anyone who
+ * reaches the port can open hundreds) a launcher still gets in: what a new
+ * connection already sent is read the moment it is accepted, a connection
+ * that has identified itself is never closed to make room, one address
+ * holds at most UNIDENTIFIED_PER_HOST unidentified connections (its own
+ * oldest makes room for its next), and room is made first from those that
+ * sent nothing; the log names the first connection closed so and counts
+ * the others. A peer that has not shown the job user's
  * credential for its hello is closed without a word: launcher 0 signs
  * nothing for a stranger (a signed error would be a munge signing oracle,
  * and load the node's munged for anyone who reaches the port); its log
@@ -66,6 +73,7 @@
 #define HELLO_LEN 36
 #define REPLY_LEN 28
 #define IDENTIFY_S 10.0		/* seconds a connection has to send a valid hello */
+#define UNIDENTIFIED_PER_HOST 8	/* connections one address may hold before it identifies */
 #define STATUS_OK 0u
 #define STATUS_ERROR 1u
 #define REPLY_GRACE 2.0		/* seconds a connected launcher waits past its deadline */
@@ -93,7 +101,8 @@ struct conn {
 	unsigned char *blob;
 	size_t have;		/* bytes of hdr, then cred, then blob, received */
 	double opened;		/* when it was accepted */
-	char from[64];		/* peer address, for messages */
+	char from[64];		/* peer address and port, for messages */
+	char host[64];		/* peer address alone: UNIDENTIFIED_PER_HOST counts by it */
 };
 
 /* ------------------------------------------------------------ wire format */
@@ -546,59 +555,161 @@ int rdv_tcp_hello_parse(const struct rdv_params *p, const void *buf, size_t len,
 }
 
 /*
- * Room for a new connection: a free slot, else the slot of the oldest
- * connection that has not identified itself (one that sends nothing holds
- * a slot for IDENTIFY_S at most, and never keeps out a launcher).
+ * What launcher 0 is gathering: the connections not yet identified or not
+ * yet complete (slots), the launchers that arrived, and the connections it
+ * closed unheard, named once and then counted so that a flood cannot fill
+ * the log.
  */
-static int free_slot(struct conn *conns, int nconns)
-{
-	int oldest = -1;
+struct gathering {
+	const struct rdv_params *p;
+	struct conn *conns;
+	int nconns;
+	struct rdv_peer *peers;
+	int *fds;
+	bool *arrived;
+	int got;
+	double deadline;
+	unsigned crowded;	/* closed to make room for a newer connection */
+	unsigned silent;	/* closed after IDENTIFY_S without a valid hello */
+};
 
-	for (int i = 0; i < nconns; i++) {
-		if (conns[i].fd < 0)
-			return i;
-		if (!conns[i].identified && (oldest < 0 || conns[i].opened < conns[oldest].opened))
-			oldest = i;
-	}
-	if (oldest >= 0) {
+/* Close c, unheard: the first of each kind is named in the log. */
+static void close_unheard(struct gathering *g, struct conn *c, bool crowded)
+{
+	if (crowded && g->crowded++ == 0)
 		stork_warn("rendezvous: too many connections: closed the one from %s, which had not "
-			   "identified itself", conns[oldest].from);
-		conn_close(&conns[oldest]);
+			   "identified itself (any more are counted at the end)", c->from);
+	if (!crowded && g->silent++ == 0)
+		stork_warn("rendezvous: closed the connection from %s: no valid hello within %.0f s "
+			   "(any more are counted at the end)", c->from, IDENTIFY_S);
+	conn_close(c);
+}
+
+/* The count of the connections closed unheard, when more than the one named. */
+static void say_unheard(const struct gathering *g)
+{
+	if (g->crowded > 1 || g->silent > 1)
+		stork_warn("rendezvous: closed %u connection(s) that had not identified themselves to "
+			   "make room for others, and %u that sent no valid hello within %.0f s",
+			   g->crowded, g->silent, IDENTIFY_S);
+}
+
+/* Is b a better connection to close than a (-1: none yet)? The one that has
+ * sent nothing before one that has, then the older. */
+static bool rather_close(const struct conn *conns, int a, int b)
+{
+	if (a < 0)
+		return true;
+	if ((conns[a].have == 0) != (conns[b].have == 0))
+		return conns[b].have == 0;
+	return conns[b].opened < conns[a].opened;
+}
+
+/*
+ * A slot for a new connection from host: host's own choice among its
+ * unidentified connections once it holds UNIDENTIFIED_PER_HOST of them, else
+ * a free slot, else the choice among everyone's unidentified ones; -1 when
+ * every slot holds a launcher that identified itself.
+ */
+static int slot_for(struct gathering *g, const char *host)
+{
+	int free_slot = -1, own = -1, any = -1, held = 0;
+
+	for (int i = 0; i < g->nconns; i++) {
+		const struct conn *c = &g->conns[i];
+
+		if (c->fd < 0) {
+			if (free_slot < 0)
+				free_slot = i;
+			continue;
+		}
+		if (c->identified)
+			continue;
+		if (rather_close(g->conns, any, i))
+			any = i;
+		if (!strcmp(c->host, host)) {
+			held++;
+			if (rather_close(g->conns, own, i))
+				own = i;
+		}
 	}
-	return oldest;
+	int slot = held >= UNIDENTIFIED_PER_HOST ? own : free_slot >= 0 ? free_slot : any;
+	if (slot >= 0 && g->conns[slot].fd >= 0)
+		close_unheard(g, &g->conns[slot], true);
+	return slot;
 }
 
 /* Close the connections that sent no valid hello within IDENTIFY_S. */
-static void close_silent(struct conn *conns, int nconns)
+static void close_silent(struct gathering *g)
 {
 	double now = rdv_now();
 
-	for (int i = 0; i < nconns; i++)
-		if (conns[i].fd >= 0 && !conns[i].identified && now - conns[i].opened > IDENTIFY_S) {
-			stork_warn("rendezvous: closed the connection from %s: no valid hello within "
-				   "%.0f s", conns[i].from, IDENTIFY_S);
-			conn_close(&conns[i]);
-		}
+	for (int i = 0; i < g->nconns; i++)
+		if (g->conns[i].fd >= 0 && !g->conns[i].identified &&
+		    now - g->conns[i].opened > IDENTIFY_S)
+			close_unheard(g, &g->conns[i], false);
 }
 
-static void accept_all(int lfd, struct conn *conns, int nconns)
+/*
+ * Read what connection i has sent; once its hello is complete, its launcher
+ * has arrived and leaves the slots. Two connections for one index may both
+ * pass the header's check: the first complete hello takes the place.
+ */
+static void hear(struct gathering *g, int i)
 {
-	for (;;) {
+	struct conn *c = &g->conns[i];
+
+	if (c->fd < 0 || conn_progress(g->p, c, g->arrived, g->deadline) != 1)
+		return;
+	int idx = (int)c->h.index;
+	if (g->arrived[idx]) {
+		char msg[128];
+
+		snprintf(msg, sizeof msg, "launcher %d arrived twice: two processes claim the same "
+			 "index", idx);
+		refuse(g->p, c, msg, 0, g->deadline);
+		return;
+	}
+	g->peers[idx].blob = c->blob;
+	g->peers[idx].len = c->h.len;
+	g->fds[idx] = c->fd;
+	g->arrived[idx] = true;
+	g->got++;
+	c->blob = NULL;
+	c->fd = -1;
+	conn_close(c);
+}
+
+/*
+ * Accept the connections waiting, at most a round of slots (a flood that
+ * never stops must not keep launcher 0 from reading the others), each
+ * heard at once: a launcher's hello is usually there before it is accepted.
+ */
+static void accept_waiting(struct gathering *g, int lfd)
+{
+	for (int n = 0; n < g->nconns; n++) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof ss;
 		int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		char from[sizeof g->conns->from], host[sizeof from], *colon;
 		int slot;
 
 		if (fd < 0)
 			return;
-		if ((slot = free_slot(conns, nconns)) < 0) {
+		sockaddr_name((struct sockaddr *)&ss, from, sizeof from);
+		snprintf(host, sizeof host, "%s", from);
+		if ((colon = strrchr(host, ':')))
+			*colon = '\0';
+		if ((slot = slot_for(g, host)) < 0) {
 			close(fd); /* every slot holds a launcher: this one is surplus */
 			continue;
 		}
 		set_socket_options(fd);
-		conns[slot].fd = fd;
-		conns[slot].opened = rdv_now();
-		sockaddr_name((struct sockaddr *)&ss, conns[slot].from, sizeof conns[slot].from);
+		g->conns[slot].fd = fd;
+		g->conns[slot].opened = rdv_now();
+		memcpy(g->conns[slot].from, from, sizeof from);
+		memcpy(g->conns[slot].host, host, sizeof host);
+		hear(g, slot);
 	}
 }
 
@@ -649,53 +760,31 @@ static int send_table(const struct rdv_params *p, int fd, int index, const unsig
 }
 
 /* Gather until everyone arrived or the deadline. Returns arrivals. */
-static int gather(const struct rdv_params *p, int lfd, struct conn *conns, int nconns,
-		  struct rdv_peer *peers, int *fds, bool *arrived, double deadline)
+static int gather(struct gathering *g, int lfd)
 {
-	int got = 1;
-	struct pollfd *pfds = calloc((size_t)nconns + 1, sizeof *pfds);
+	struct pollfd *pfds = calloc((size_t)g->nconns + 1, sizeof *pfds);
 
 	if (!pfds)
-		return got;
-	while (got < p->count) {
-		int ms = remaining_ms(deadline), np = 1;
+		return g->got;
+	while (g->got < g->p->count) {
+		int ms = remaining_ms(g->deadline), np = 1;
 		if (ms == 0)
 			break;
 		pfds[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-		for (int i = 0; i < nconns; i++)
-			if (conns[i].fd >= 0)
-				pfds[np++] = (struct pollfd){ .fd = conns[i].fd, .events = POLLIN };
+		for (int i = 0; i < g->nconns; i++)
+			if (g->conns[i].fd >= 0)
+				pfds[np++] = (struct pollfd){ .fd = g->conns[i].fd, .events = POLLIN };
 		if (poll(pfds, (nfds_t)np, ms) < 0 && errno != EINTR)
 			break;
 		if (pfds[0].revents)
-			accept_all(lfd, conns, nconns);
-		close_silent(conns, nconns);
-		for (int i = 0; i < nconns; i++) {
-			if (conns[i].fd < 0 || conn_progress(p, &conns[i], arrived, deadline) != 1)
-				continue;
-			int idx = (int)conns[i].h.index;
-			/* two connections for one index may both pass the header's
-			 * check: the first complete hello takes the place */
-			if (arrived[idx]) {
-				char msg[128];
-
-				snprintf(msg, sizeof msg, "launcher %d arrived twice: two processes "
-					 "claim the same index", idx);
-				refuse(p, &conns[i], msg, 0, deadline);
-				continue;
-			}
-			peers[idx].blob = conns[i].blob;
-			peers[idx].len = conns[i].h.len;
-			fds[idx] = conns[i].fd;
-			arrived[idx] = true;
-			got++;
-			conns[i].blob = NULL;
-			conns[i].fd = -1;
-			conn_close(&conns[i]);
-		}
+			accept_waiting(g, lfd);
+		close_silent(g);
+		for (int i = 0; i < g->nconns; i++)
+			hear(g, i);
 	}
 	free(pfds);
-	return got;
+	say_unheard(g);
+	return g->got;
 }
 
 static int serve(const struct rdv_params *p, struct rdv_peer *peers, double deadline,
@@ -719,7 +808,9 @@ static int serve(const struct rdv_params *p, struct rdv_peer *peers, double dead
 	arrived[0] = true;
 	if ((lfd = listen_on(p, err, errlen)) < 0)
 		goto fail;
-	got = gather(p, lfd, conns, nconns, peers, fds, arrived, deadline);
+	struct gathering g = { .p = p, .conns = conns, .nconns = nconns, .peers = peers, .fds = fds,
+			       .arrived = arrived, .got = 1, .deadline = deadline };
+	got = gather(&g, lfd);
 	close(lfd);
 	if (got < p->count) {
 		char missing[2048], msg[2600];

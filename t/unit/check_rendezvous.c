@@ -24,6 +24,7 @@
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,10 +267,12 @@ static ssize_t read_until_close(int fd, unsigned char *buf, size_t len)
 
 /* A hello of another program (bad magic) or of another job (good magic),
  * with cred (may be NULL) as its credential and a 3-byte blob. */
-static void send_hello_with(int fd, uint32_t magic, uint32_t job, uint32_t index, const char *cred)
+static size_t hello_bytes(unsigned char h[36 + 4096 + 3], uint32_t magic, uint32_t job,
+			  uint32_t index, const char *cred)
 {
 	size_t clen = cred ? strlen(cred) : 0;
-	unsigned char h[36 + 4096 + 3] = { 0 };
+
+	memset(h, 0, 36 + 4096 + 3);
 
 	put32(h, magic);
 	put32(h + 4, 2);
@@ -282,7 +285,15 @@ static void send_hello_with(int fd, uint32_t magic, uint32_t job, uint32_t index
 	if (clen) /* memcpy from NULL is undefined even for 0 bytes (UBSan says so) */
 		memcpy(h + 36, cred, clen);
 	memcpy(h + 36 + clen, "abc", 3);
-	ck_assert_int_eq(send(fd, h, 36 + clen + 3, 0), (ssize_t)(36 + clen + 3));
+	return 36 + clen + 3;
+}
+
+static void send_hello_with(int fd, uint32_t magic, uint32_t job, uint32_t index, const char *cred)
+{
+	unsigned char h[36 + 4096 + 3];
+	size_t n = hello_bytes(h, magic, job, index, cred);
+
+	ck_assert_int_eq(send(fd, h, n, 0), (ssize_t)n);
 }
 
 static void send_stranger_hello(int fd, uint32_t magic, uint32_t job)
@@ -723,6 +734,142 @@ START_TEST(without_munged_or_secret_the_reason_is_given)
 }
 END_TEST
 
+/*
+ * A flood: n connections to launcher 0's port from address src, none of
+ * which sends a byte, each opened again as soon as launcher 0 closes it,
+ * until stop is set (what another user on a node can do to the port).
+ */
+#define FLOOD_CONNS 500
+
+struct flood {
+	pthread_t thread;
+	unsigned port;
+	const char *src;
+	volatile int stop;
+	int reopened;
+};
+
+static int flood_open(const struct flood *f)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				 .sin_port = htons((uint16_t)f->port) };
+	struct sockaddr_in from = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	inet_pton(AF_INET, f->src, &from.sin_addr);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&from, sizeof from) < 0 ||
+	    (connect(fd, (struct sockaddr *)&a, sizeof a) < 0 && errno != EINPROGRESS)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void *flood_run(void *arg)
+{
+	struct flood *f = arg;
+	struct pollfd *pfd = calloc(FLOOD_CONNS, sizeof *pfd);
+
+	for (int i = 0; i < FLOOD_CONNS; i++)
+		pfd[i] = (struct pollfd){ .fd = flood_open(f), .events = POLLIN };
+	while (!f->stop) {
+		poll(pfd, FLOOD_CONNS, 1);
+		for (int i = 0; i < FLOOD_CONNS; i++) {
+			char b[64];
+
+			if (pfd[i].fd >= 0 && !pfd[i].revents)
+				continue;
+			if (pfd[i].fd >= 0 && recv(pfd[i].fd, b, sizeof b, MSG_DONTWAIT) > 0)
+				continue;
+			if (pfd[i].fd >= 0)
+				close(pfd[i].fd);
+			pfd[i].fd = flood_open(f);
+			pfd[i].revents = 0;
+			f->reopened++;
+		}
+	}
+	for (int i = 0; i < FLOOD_CONNS; i++)
+		if (pfd[i].fd >= 0)
+			close(pfd[i].fd);
+	free(pfd);
+	return NULL;
+}
+
+/*
+ * 500 silent connections, from launcher 1's own address (another user on
+ * its node) or from another address, opened before launcher 1 arrives and
+ * kept open: the pair still meets in well under a second.
+ */
+START_TEST(a_flood_of_silent_connections_does_not_keep_a_launcher_out)
+{
+	static const char *const sources[] = { "127.0.0.1", "127.0.0.2" };
+	unsigned port = free_port();
+	struct launcher l[2];
+	struct flood f = { .port = port, .src = sources[_i] };
+
+	params(&l[0].p, 0, 2, port, 20);
+	logging_to_file();
+	start(&l[0]);
+	close(connect_retry(port));
+	ck_assert_int_eq(pthread_create(&f.thread, NULL, flood_run, &f), 0);
+	usleep(500000);
+	params(&l[1].p, 1, 2, port, 20);
+	start(&l[1]);
+	finish(&l[1]);
+	finish(&l[0]);
+	f.stop = 1;
+	pthread_join(f.thread, NULL);
+	const char *log = logged();
+	for (int i = 0; i < 2; i++) {
+		assert_full_table(&l[i], 2);
+		rdv_result_free(&l[i].r);
+	}
+	fprintf(stderr, "flood from %s: launcher 1 met launcher 0 after %.3f s; %d connections "
+		"opened again\n", f.src, l[1].seconds, f.reopened);
+	ck_assert_msg(l[1].seconds < 1.0, "flood from %s: launcher 1 met launcher 0 after %.2f s",
+		      f.src, l[1].seconds);
+	ck_assert_msg(strlen(log) < 4096, "flood from %s: launcher 0 logged %zu bytes:\n%.2000s",
+		      f.src, strlen(log), log);
+}
+END_TEST
+
+/*
+ * A peer that sends its hello in two parts, half a second apart, while 500
+ * silent connections arrive from its own address or from another: it is
+ * still there to be heard when its hello is complete (here another job's,
+ * so launcher 0's log names why it is refused), not closed to make room.
+ */
+START_TEST(a_flood_does_not_close_a_peer_that_has_begun_its_hello)
+{
+	static const char *const sources[] = { "127.0.0.1", "127.0.0.2" };
+	unsigned port = free_port();
+	struct launcher l[2];
+	struct flood f = { .port = port, .src = sources[_i] };
+	unsigned char h[36 + 4096 + 3], buf[256];
+	size_t n = hello_bytes(h, 0x53524456u, 4243, 1, NULL);
+	int fd;
+
+	params(&l[0].p, 0, 2, port, 20);
+	logging_to_file();
+	start(&l[0]);
+	fd = connect_retry(port);
+	ck_assert_int_eq(send(fd, h, 20, 0), 20);
+	usleep(100000);
+	ck_assert_int_eq(pthread_create(&f.thread, NULL, flood_run, &f), 0);
+	usleep(500000);
+	ck_assert_int_eq(send(fd, h + 20, n - 20, 0), (ssize_t)(n - 20));
+	ck_assert_int_eq(read_until_close(fd, buf, sizeof buf), 0);
+	close(fd);
+	f.stop = 1;
+	pthread_join(f.thread, NULL);
+	second_launcher_completes_the_pair(l, port);
+	const char *log = logged();
+	ck_assert_msg(strstr(log, "this port serves the rendezvous of job 4242 step 7, not of job 4243"),
+		      "flood from %s: the slow peer was not heard:\n%.2000s", f.src, log);
+}
+END_TEST
+
 static Suite *rendezvous_suite(void)
 {
 	Suite *s = suite_create("rendezvous");
@@ -739,6 +886,8 @@ static Suite *rendezvous_suite(void)
 	tcase_add_test(tc, hello_credentialed_for_another_message_is_refused);
 	tcase_add_test(tc, hello_of_another_user_is_refused);
 	tcase_add_test(tc, reply_not_credentialed_by_launcher_0_is_refused);
+	tcase_add_loop_test(tc, a_flood_of_silent_connections_does_not_keep_a_launcher_out, 0, 2);
+	tcase_add_loop_test(tc, a_flood_does_not_close_a_peer_that_has_begun_its_hello, 0, 2);
 	tcase_add_test(tc, without_munged_the_jobs_secret_stands_in);
 	tcase_add_test(tc, a_secret_others_can_read_is_refused);
 	tcase_add_test(tc, without_munged_or_secret_the_reason_is_given);
