@@ -79,6 +79,11 @@ EXTRA_DIST += t/lint/readme.bats t/lint/examples.bats t/lint/tree.bats
 TESTS += t/train/train.bats t/train/errors.bats t/train/preempt_local.bats t/train/parallel.bats t/train/staging.bats t/train/llama.bats t/train/tokenizer.bats \
 	t/train/checkpoint.bats t/train/spike.bats t/train/plan.bats
 TEST_EXTENSIONS += .bats
+# A crafted checkpoint's manifest made to agree with it (t/train/checkpoint.bats).
+check_PROGRAMS += t/tools/ckpt_resum
+t_tools_ckpt_resum_SOURCES = t/tools/ckpt_resum.c
+t_tools_ckpt_resum_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(XXHASH_CFLAGS)
+t_tools_ckpt_resum_LDADD = $(JANSSON_LIBS) $(XXHASH_LIBS)
 BATS_LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
 BATS_LOG_COMPILER = bats --tap --timing
 EXTRA_DIST += t/tools/npm-oracles t/tools/tokenizer_oracle.js t/tools/make_corpus.py t/tools/tokenizer_files.py

@@ -295,3 +295,73 @@ cut_local() {
 	run grep -s -l train_loss runs/theirs__job=local__task=0/logs/rank-000.metrics.jsonl
 	[ -z "$output" ]
 }
+
+# poke_ints FILE OFFSET VALUE...: little-endian int32s written at OFFSET, as
+# anyone who edits a file can.
+poke_ints() {
+	python3 - "$@" <<-'PY'
+	import struct, sys
+	path, off, values = sys.argv[1], int(sys.argv[2]), [int(v) for v in sys.argv[3:]]
+	with open(path, "r+b") as f:
+	    f.seek(off)
+	    f.write(struct.pack("<%di" % len(values), *values))
+	PY
+}
+
+# The model's llm.c header in model.bin (int 5: heads, 6: channels) and in
+# a shard's header (struct shard_header: the model's ints from byte 56).
+MODEL_HEADS=20
+SHARD_HEADS=$((56 + 20))
+
+@test "a crafted checkpoint whose manifest agrees with it (the shape at the wrap point, the sums made again): stork export and a resume refuse it naming the file and the field" {
+	resum=${abs_top_builddir:?}/t/tools/ckpt_resum
+	# a whole checkpoint (model.bin) and a sharded one (TP2: shard-0000N.bin)
+	"$STORK" run tiny.yaml --set run.name=whole --set train.steps=4 --set checkpoint.every=2 >/dev/null
+	"$STORK" run tiny.yaml --local-ranks 2 --set parallel.tensor=2 --set run.name=shard \
+		--set train.steps=4 --set checkpoint.every=2 >/dev/null
+	for run in whole shard; do
+		dir=$PWD/runs/${run}__job=local__task=0/checkpoints/step_00000004
+		file=$dir/model.bin off=$MODEL_HEADS
+		[ "$run" = whole ] || file=$dir/shard-00000.bin off=$SHARD_HEADS
+		# one head of 2^30 channels: 3*C*C floats wrap a 64-bit size
+		poke_ints "$file" "$off" 1 $((1 << 30))
+		"$resum" "$dir"
+		run "$STORK" export "$dir" m.bin
+		echo "$output"
+		[ "$status" -eq 5 ]
+		[[ "$output" == *"$file: bad header: model channels is 1073741824: more than the 65536 any model may have"* ]]
+		[ ! -e m.bin ]
+		layout=()
+		[ "$run" = whole ] || layout=(--local-ranks 2 --set parallel.tensor=2)
+		run "$STORK" run tiny.yaml "${layout[@]}" --set run.name=$run --set train.steps=6
+		echo "$output"
+		[ "$status" -eq 5 ]
+		[[ "$output" == *"config_error (exit 5): $file: bad header: model channels is 1073741824: more than the 65536 any model may have"* ]]
+	done
+}
+
+@test "a crafted llm.c model file and a crafted config.json for model.init_from: refused naming the file and the field, before any size is computed from them" {
+	"$STORK" run tiny.yaml --set run.name=a --set train.steps=2 >/dev/null
+	"$STORK" export runs/a__job=local__task=0 m.bin
+	"$STORK" export --format safetensors runs/a__job=local__task=0 hf
+	# the configuration without the shape, which comes from the file
+	sed '/^model:/,/^data:/{/^model:/!{/^data:/!d}}' tiny.yaml >init.yaml
+	# a vocabulary near 2^31: the padded vocabulary times the channels wraps
+	poke_ints m.bin 12 $((0x7fffff00))
+	poke_ints m.bin 28 $((0x7fffff80))
+	run "$STORK" run init.yaml --set run.name=m --set model.init_from="$PWD/m.bin"
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"$PWD/m.bin: bad header: model vocab_size is 2147483392: more than the 2097152 any model may have"* ]]
+	mkdir bad
+	cp hf/model.safetensors bad/
+	for edit in ".vocab_size = 2147483647:vocab_size is 2147483647: more than the 2097152" \
+		".n_layer = 2147483647:n_layer is 2147483647: more than the 1024" \
+		".n_positions = 1073741824:n_positions is 1073741824: more than the 1048576"; do
+		jq "${edit%%:*}" hf/config.json >bad/config.json
+		run "$STORK" run init.yaml --set run.name=h --set model.init_from="$PWD/bad"
+		echo "$output"
+		[ "$status" -eq 4 ]
+		[[ "$output" == *"$PWD/bad/config.json: ${edit#*:} any model may have"* ]]
+	done
+}

@@ -1119,15 +1119,24 @@ int ckpt_read_own_shard(const char *dir, const struct ckpt_shard_info *want, flo
 	struct shard_header h;
 	int fd = ckpt_open_shard(dir, want->rank, &want->layout, &h, err, errlen);
 	int32_t model[GPT2_HEADER_INTS];
+	struct gpt2_config has;
+	char path[4200], a[256], b[256];
 	uint64_t nm = 0;
 	int rc = -1;
 
 	if (fd < 0)
 		return -1;
+	/* the header's shape judged on its own first, so that a field beyond
+	 * any model's limits is named as such */
+	snprintf(path, sizeof path, "%s/" SHARD_NAME, dir, want->rank);
+	if (gpt2_config_from_header(h.model, path, &has, err, errlen) < 0)
+		goto out;
 	gpt2_config_header(&want->config, model);
 	if (memcmp(model, h.model, sizeof model)) {
-		snprintf(err, errlen, "%s/" SHARD_NAME " holds a model of another shape than the "
-			 "configuration's", dir, want->rank);
+		ckpt_shape_str(&has, a, sizeof a);
+		ckpt_shape_str(&want->config, b, sizeof b);
+		snprintf(err, errlen, "%s holds a model of another shape: it has %s; the configuration "
+			 "asks for %s", path, a, b);
 		goto out;
 	}
 	for (int k = 0; k < want->nseg; k++)

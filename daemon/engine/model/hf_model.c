@@ -43,12 +43,45 @@ static int read_hf(const char *dir, struct hf_config *h, char *path, size_t len,
 	return hf_config_read(path, h, err, errlen);
 }
 
+/*
+ * config.json's sizes against the model's limits (model.h), each under the
+ * key the file gives it, before any size is computed from them: the
+ * engine's own check (gpt2_config_check) would say the same in its words.
+ */
+static int hf_limits(const struct hf_config *h, const char *path, char *err, size_t errlen)
+{
+	bool gpt2 = h->arch != HF_LLAMA;
+	const struct {
+		const char *key;
+		int value, max;
+	} sizes[] = {
+		{ gpt2 ? "n_embd" : "hidden_size", h->hidden_size, GPT2_MAX_CHANNELS },
+		{ gpt2 ? "n_layer" : "num_hidden_layers", h->num_layers, GPT2_MAX_LAYERS },
+		{ gpt2 ? "n_head" : "num_attention_heads", h->num_heads, GPT2_MAX_HEADS },
+		{ gpt2 ? "n_head" : "num_key_value_heads", h->num_kv_heads, GPT2_MAX_HEADS },
+		{ gpt2 ? "n_positions" : "max_position_embeddings", h->max_position_embeddings,
+		  GPT2_MAX_SEQ_LEN },
+		{ "vocab_size", h->vocab_size, GPT2_MAX_VOCAB },
+		{ gpt2 ? "n_inner" : "intermediate_size", h->intermediate_size, GPT2_MAX_INTERMEDIATE },
+	};
+
+	for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+		if (sizes[i].value > sizes[i].max) {
+			snprintf(err, errlen, "%s: %s is %d: more than the %d any model may have", path,
+				 sizes[i].key, sizes[i].value, sizes[i].max);
+			return -1;
+		}
+	return 0;
+}
+
 /* The model's configuration of h (from path); refuses what the engine would compute otherwise. */
 static int to_model(const struct hf_config *h, const char *path, struct gpt2_config *c, char *err,
 		    size_t errlen)
 {
 	char why[200];
 
+	if (hf_limits(h, path, err, errlen) < 0)
+		return -1;
 	if (h->head_dim * h->num_heads != h->hidden_size) {
 		snprintf(err, errlen,
 			 "%s: head_dim: %d heads of %d are not hidden_size = %d; the engine's heads "
