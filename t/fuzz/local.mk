@@ -29,7 +29,8 @@ FUZZ_INPUT_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS) $(PMIX_CFLAGS) $(BLAS_CFLAGS)
 check_PROGRAMS += t/fuzz/input_config t/fuzz/input_rdv_hello t/fuzz/input_rdv_reply \
 	t/fuzz/input_join_blob t/fuzz/input_ckpt_manifest t/fuzz/input_ckpt_state \
 	t/fuzz/input_model t/fuzz/input_token_shard t/fuzz/input_safetensors \
-	t/fuzz/input_metrics t/fuzz/input_tokenizer t/fuzz/input_model_header
+	t/fuzz/input_metrics t/fuzz/input_tokenizer t/fuzz/input_model_header \
+	t/fuzz/input_ckpt_shard
 TESTS += t/fuzz/inputs.sh
 
 # Per harness: the sources libFuzzer instruments (FUZZ_SRC_NAME, besides
@@ -66,6 +67,12 @@ FUZZ_SRC_ckpt_state = $(srcdir)/daemon/engine/checkpoint/checkpoint.c
 t_fuzz_input_ckpt_state_SOURCES = t/fuzz/fuzz_ckpt_state.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
 t_fuzz_input_ckpt_state_CFLAGS = $(FUZZ_INPUT_CFLAGS)
 t_fuzz_input_ckpt_state_LDADD = daemon/libstorkd.a $(ENGINE_LIBS) lib/libstork.la $(XXHASH_LIBS)
+
+FUZZ_SRC_ckpt_shard = $(srcdir)/daemon/engine/checkpoint/checkpoint.c \
+	$(srcdir)/daemon/engine/checkpoint/checkpoint_reshard.c $(FUZZ_SRC_model)
+t_fuzz_input_ckpt_shard_SOURCES = t/fuzz/fuzz_ckpt_shard.c t/fuzz/run_inputs.c $(FUZZ_COMMON)
+t_fuzz_input_ckpt_shard_CFLAGS = $(FUZZ_INPUT_CFLAGS)
+t_fuzz_input_ckpt_shard_LDADD = daemon/libstorkd.a $(ENGINE_LIBS) lib/libstork.la $(XXHASH_LIBS)
 
 FUZZ_SRC_model = $(srcdir)/daemon/engine/model/model.c $(srcdir)/daemon/engine/model/model_file.c \
 	$(srcdir)/daemon/engine/model/model_shape.c $(srcdir)/daemon/engine/model/model_config.c
@@ -111,7 +118,7 @@ EXTRA_DIST += t/fuzz/inputs.sh t/fuzz/fuzz.sh t/fuzz/corpus t/fuzz/regress
 # ------------------------------------------------------------- make fuzz
 FUZZ_CC = clang
 FUZZ_SECONDS = 60
-FUZZ_NAMES = config rdv_hello rdv_reply join_blob ckpt_manifest ckpt_state model \
+FUZZ_NAMES = config rdv_hello rdv_reply join_blob ckpt_manifest ckpt_state ckpt_shard model \
 	model_header token_shard safetensors metrics tokenizer
 FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined
@@ -154,6 +161,10 @@ t/fuzz/fuzz_model_header: t/fuzz/fuzz_model_header.c $(FUZZ_COMMON) $(FUZZ_SRC_m
 		$(t_fuzz_input_model_header_DEPENDENCIES)
 	$(AM_V_CCLD)$(FUZZ_BUILD) $(srcdir)/t/fuzz/fuzz_model_header.c $(FUZZ_SRC_model_header) \
 		$(t_fuzz_input_model_header_LDADD)
+t/fuzz/fuzz_ckpt_shard: t/fuzz/fuzz_ckpt_shard.c $(FUZZ_COMMON) $(FUZZ_SRC_ckpt_shard) \
+		$(t_fuzz_input_ckpt_shard_DEPENDENCIES)
+	$(AM_V_CCLD)$(FUZZ_BUILD) $(srcdir)/t/fuzz/fuzz_ckpt_shard.c $(FUZZ_SRC_ckpt_shard) \
+		$(t_fuzz_input_ckpt_shard_LDADD)
 t/fuzz/fuzz_token_shard: t/fuzz/fuzz_token_shard.c $(FUZZ_COMMON) $(FUZZ_SRC_token_shard) \
 		$(t_fuzz_input_token_shard_DEPENDENCIES)
 	$(AM_V_CCLD)$(FUZZ_BUILD) $(srcdir)/t/fuzz/fuzz_token_shard.c $(FUZZ_SRC_token_shard) \
