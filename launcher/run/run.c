@@ -728,6 +728,22 @@ static int check_budget(const struct stork_config *cfg, struct slurm_job *asked,
 }
 
 /*
+ * The job's end that bounds staging (every launcher has slurmctld's answer
+ * in asked); 0 when it has none. A test build may pretend one
+ * (STORK_FAULT_JOB_END: seconds from now, as storkd takes it).
+ */
+static time_t job_end_for_staging(const struct slurm_job *asked)
+{
+#ifdef STORK_FAULT_INJECTION
+	double fake = fault_seconds("STORK_FAULT_JOB_END");
+
+	if (fake > 0)
+		return time(NULL) + (time_t)fake;
+#endif
+	return asked->end_time;
+}
+
+/*
  * Before training (launcher 0 only): say when the job ends and whether it
  * can come back. Returns the end time (0: no limit, unknown, or not a
  * Slurm job), which storkd receives instead of asking slurmctld again.
@@ -1010,7 +1026,7 @@ int cmd_run(int argc, char **argv)
 		notify_started(nt, run_dir);
 	}
 	/* the user's own program reads its own data */
-	code = cfg.program.command.n ? 0 : stage_data(&cfg, err, sizeof err);
+	code = cfg.program.command.n ? 0 : stage_data(&cfg, job_end_for_staging(&asked), err, sizeof err);
 	if (code) {
 		stork_error("%s", err);
 		code = staging_failed(run_dir, &l, code, err, nt);

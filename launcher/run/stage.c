@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STAGE_TRIES 6              /* per shard: then the run stops */
@@ -66,6 +67,8 @@ struct stage {
 	char token[4096];
 	char err[1024];
 	int failed;                    /* an exit code, once a shard cannot be staged */
+	double stop_at;                /* clock_monotonic() when staging must stop; 0: never */
+	time_t job_end;                /* the job's end it was derived from */
 };
 
 /* ------------------------------------------------------------ the shards */
@@ -494,6 +497,27 @@ static void progress(const struct stage *s, double t0, long long had)
 		   rate > 0 ? (double)(total - have) / rate : 0, unknown ? " and more" : "");
 }
 
+/* Staging has run into the job's end: stop, keeping every .part file. */
+static int out_of_time(struct stage *s)
+{
+	long long have = 0, total = 0;
+	char when[64];
+	struct tm tm;
+
+	for (int i = 0; i < s->n; i++) {
+		have += s->shards[i].have;
+		total += s->shards[i].size ? s->shards[i].size : s->shards[i].have;
+	}
+	localtime_r(&s->job_end, &tm);
+	strftime(when, sizeof when, "%H:%M:%S", &tm);
+	msg_format(s->err, sizeof s->err, "staging stopped: the job ends at %s, and training needs "
+		   "the last %d s and preempt.deadline_lead (%.0f s); %lld of %lld byte(s) staged so "
+		   "far are kept in %s for the next attempt to go on from; stage the data before the "
+		   "job, or give it more time", when, STAGE_END_RESERVE_S,
+		   s->cfg->preempt.deadline_lead, have, total, s->dir);
+	return STORK_EXIT_DATA;
+}
+
 static int run_transfers(struct stage *s)
 {
 	double t0 = clock_monotonic(), shown = t0;
@@ -532,6 +556,8 @@ static int run_transfers(struct stage *s)
 		while ((m = curl_multi_info_read(s->multi, &msgs)))
 			if (m->msg == CURLMSG_DONE)
 				finished(s, m);
+		if (s->stop_at && clock_monotonic() >= s->stop_at)
+			return out_of_time(s);
 		if (clock_monotonic() - shown >= STAGE_PROGRESS_SECONDS) {
 			progress(s, t0, had);
 			shown = clock_monotonic();
@@ -591,9 +617,18 @@ static void reuse_staged(struct stage *s)
 	}
 }
 
-int stage_data(const struct stork_config *cfg, char *err, size_t errlen)
+/* clock_monotonic() when staging must stop for a job that ends at job_end; 0: never. */
+static double stop_time(const struct stork_config *cfg, time_t job_end)
 {
-	struct stage s = { .cfg = cfg };
+	if (!job_end)
+		return 0;
+	return clock_monotonic() + (double)(job_end - time(NULL)) - STAGE_END_RESERVE_S -
+	       cfg->preempt.deadline_lead;
+}
+
+int stage_data(const struct stork_config *cfg, time_t job_end, char *err, size_t errlen)
+{
+	struct stage s = { .cfg = cfg, .job_end = job_end, .stop_at = stop_time(cfg, job_end) };
 	const struct stork_globs *lists[] = { &cfg->data.train, &cfg->data.val };
 	int rc = STORK_EXIT_DATA, lock = -1, left = 0;
 

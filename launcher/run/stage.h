@@ -22,9 +22,16 @@
 #include "lib/config/stork_config.h"
 
 #include <stddef.h>
+#include <time.h>
 
-/* Stage every URL shard. 0 (nothing to do included), or an exit code
- * (lib/exit_codes.h) with the reason in err. */
-int stage_data(const struct stork_config *cfg, char *err, size_t errlen);
+/*
+ * Stage every URL shard. 0 (nothing to do included), or an exit code
+ * (lib/exit_codes.h) with the reason in err. job_end (0: no limit) bounds
+ * the time it takes: staging stops STAGE_END_RESERVE_S plus
+ * preempt.deadline_lead before the job's end, keeping what it has for the
+ * next attempt to go on from.
+ */
+#define STAGE_END_RESERVE_S 60
+int stage_data(const struct stork_config *cfg, time_t job_end, char *err, size_t errlen);
 
 #endif

@@ -279,3 +279,18 @@ hostile_run() {
 	run find "$WORK/stage" -type f -name '*hostile*'
 	[ -z "$output" ]
 }
+
+@test "staging is bounded by the job's end: it stops 60 s and preempt.deadline_lead before it, naming the end, and keeps what it staged for the next attempt" {
+	fault_injection || skip "needs --enable-fault-injection (a pretend job end)"
+	serve
+	# a job that ends in 66 s: staging may run for 66 - 60 - 2 = 4 s; a
+	# trickle (one byte a second) would take far longer
+	SECONDS=0
+	STORK_FAULT_JOB_END=66 hostile_run late trickle --set preempt.deadline_lead=2
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"staging stopped: the job ends at "*", and training needs the last 60 s and preempt.deadline_lead (2 s); "*" byte(s) staged so far are kept in $WORK/stage for the next attempt to go on from"* ]]
+	[ "$SECONDS" -lt 20 ]
+	# the partial shard is kept, to be resumed (HTTP Range) by the next attempt
+	part=$(find "$WORK/stage" -name '*trickle*.part')
+	[ -s "$part" ]
+}
