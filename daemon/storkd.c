@@ -289,6 +289,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	if (layout.node_index == 0)
 		write_library_versions(o->run_dir);
 	keep_global_batch(o, cfg, node.world_size);
+	ckpt_share_with_group(cfg->run.shared);
 	if (hang_stacks_install() < 0)
 		stork_warn("no stacks in the rank logs if the node hangs: %s", strerror(errno));
 	for (int i = 0; i < o->local_ranks; i++) {

@@ -305,6 +305,7 @@ static int write_resolved_config(const char *run_dir, const struct stork_config 
 {
 	char path[4200], err[512];
 	char *yaml = config_to_yaml(cfg);
+	mode_t mode = cfg->run.shared ? 0640 : 0600; /* run.shared: the group may read it */
 	int rc = 0;
 
 	if (!yaml)
@@ -313,13 +314,13 @@ static int write_resolved_config(const char *run_dir, const struct stork_config 
 		snprintf(path, sizeof path, "%s/config/stork.%d.yaml", run_dir, n);
 		if (access(path, F_OK) == 0)
 			continue;
-		rc = atomic_write_file_mode(path, yaml, strlen(yaml), 0600, err, sizeof err);
+		rc = atomic_write_file_mode(path, yaml, strlen(yaml), mode, err, sizeof err);
 		break;
 	}
 	snprintf(path, sizeof path, "%s/config/stork.yaml", run_dir);
 	/* storkd reads only a file of this user's that nobody else may write */
 	if (rc == 0)
-		rc = atomic_write_file_mode(path, yaml, strlen(yaml), 0600, err, sizeof err);
+		rc = atomic_write_file_mode(path, yaml, strlen(yaml), mode, err, sizeof err);
 	if (rc < 0)
 		stork_error("%s", err);
 	free(yaml);
@@ -996,7 +997,7 @@ int cmd_run(int argc, char **argv)
 		code = STORK_EXIT_CONFIG;
 		goto out;
 	}
-	if ((rc = rundir_create(run_dir, err, sizeof err)) < 0) {
+	if ((rc = rundir_create(run_dir, cfg.run.shared, err, sizeof err)) < 0) {
 		stork_error("%s", err);
 		/* refused: someone else's or open to others, a setting to change */
 		code = rc == -2 ? STORK_EXIT_CONFIG : STORK_EXIT_INTERNAL;

@@ -114,6 +114,7 @@ struct stork_config {
 		char *resume_from;          /* checkpoint or run directory to start from; "" = none */
 		enum stork_device device;   /* auto | cpu | cuda */
 		double max_gpu_hours;       /* budget of the allocation to its limit; 0 = none */
+		bool shared;                /* checkpoints and configuration readable by the group */
 	} run;
 	struct {
 		char *init_from;            /* llm.c model file or Hugging Face directory; "" = build from the sizes */

@@ -107,15 +107,19 @@ static int make_ours(int dirfd, const char *name, const char *path, mode_t mode,
 	return fd;
 }
 
-int rundir_create(const char *run_dir, char *err, size_t errlen)
+int rundir_create(const char *run_dir, bool shared, char *err, size_t errlen)
 {
 	/* config/ (what storkd and every restart read) and checkpoints/ (the
-	 * weights) are this user's alone; the rest as the user's umask says */
-	static const struct {
+	 * weights) are this user's alone, or readable by the group when shared;
+	 * the rest as the user's umask says */
+	mode_t private = shared ? 0750 : 0700;
+	const struct {
 		const char *name;
 		mode_t mode;
-	} subdirs[] = { { "config", 0700 }, { "logs", 0755 }, { "checkpoints", 0700 },
-			{ "provenance", 0755 }, { "metrics", 0755 } };
+		bool set;	/* the mode whatever the umask, also on a directory made before */
+	} subdirs[] = { { "config", private, true }, { "logs", 0755, false },
+			{ "checkpoints", private, true }, { "provenance", 0755, false },
+			{ "metrics", 0755, false } };
 	char parent[4096], path[4200];
 	const char *base;
 	int top, fd, rc;
@@ -139,8 +143,8 @@ int rundir_create(const char *run_dir, char *err, size_t errlen)
 			close(top);
 			return fd;
 		}
-		/* a requeue of a run made before they were private closes them */
-		rc = (subdirs[i].mode & 077) == 0 ? fchmod(fd, subdirs[i].mode) : 0;
+		/* a requeue of a run made before, or under another run.shared, sets them */
+		rc = subdirs[i].set ? fchmod(fd, subdirs[i].mode) : 0;
 		close(fd);
 		if (rc < 0) {
 			snprintf(err, errlen, "cannot close %s to others: %s", path, strerror(errno));

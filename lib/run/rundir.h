@@ -11,6 +11,7 @@
 #ifndef STORK_RUNDIR_H
 #define STORK_RUNDIR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The run directory's path for this process's environment. Returns 0, or -1
@@ -21,11 +22,12 @@ int rundir_path(char *buf, size_t len, const char *runs_root, const char *name);
  * Create the run directory and its subdirectories; existing ones are kept
  * (a requeue's, a restart's) when they are this user's and nobody else may
  * write in them. None is made or followed through a link. config/ and
- * checkpoints/ are mode 0700. Returns 0; -2 when an existing one is
+ * checkpoints/ are mode 0700, or 0750 when shared (run.shared: the
+ * group may read them). Returns 0; -2 when an existing one is
  * refused (another user's, writable by others, a link), or -1 when one
  * cannot be made; err names the path and why.
  */
-int rundir_create(const char *run_dir, char *err, size_t errlen);
+int rundir_create(const char *run_dir, bool shared, char *err, size_t errlen);
 
 /* Write provenance/git.txt (the run's code: commit and dirty state of the
  * submit directory's repository), provenance/image.txt (the container), and

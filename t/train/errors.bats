@@ -192,7 +192,7 @@ no_gpu_here() {
 	[ ! -e runs/tiny__job=local__task=0/checkpoints/latest ]
 }
 
-@test "run directories: another user's in a shared runs directory is refused naming its owner, nothing in it read; a link for logs/ or checkpoints/ is refused; checkpoints and config are this user's alone" {
+@test "run directories: another user's in a shared runs directory is refused naming its owner, nothing in it read; a link for logs/ or checkpoints/ is refused; checkpoints and config are this user's alone, or readable by the group with run.shared" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
 	id stork-attacker >/dev/null 2>&1 ||
 		useradd --system --no-create-home --shell /usr/sbin/nologin stork-attacker
@@ -237,4 +237,27 @@ no_gpu_here() {
 	[ "$status" -ne 0 ]
 	run runuser -u stork-attacker -- ls "$dir/checkpoints"
 	[ "$status" -ne 0 ]
+	# run.shared: the run directory's group may read them, never write them;
+	# others still may not read them
+	run "$STORK" run tiny.yaml --set run.name=team --set run.shared=true --set checkpoint.every=5 \
+		--set train.steps=5
+	[ "$status" -eq 0 ]
+	dir=runs/team__job=local__task=0
+	[ "$(stat -c %a "$dir/checkpoints")" = 750 ]
+	[ "$(stat -c %a "$dir/checkpoints/step_00000005")" = 750 ]
+	[ "$(stat -c %a "$dir/checkpoints/step_00000005/model.bin")" = 640 ]
+	[ "$(stat -c %a "$dir/config")" = 750 ]
+	[ "$(stat -c %a "$dir/config/stork.yaml")" = 640 ]
+	group=$(stat -c %G "$dir")
+	runuser -u stork-attacker -g "$group" -- cmp -s "$dir/checkpoints/step_00000005/model.bin" \
+		"$dir/checkpoints/step_00000005/model.bin"
+	run runuser -u stork-attacker -g "$group" -- touch "$dir/checkpoints/planted"
+	[ "$status" -ne 0 ]
+	run runuser -u stork-attacker -- cat "$dir/checkpoints/step_00000005/model.bin"
+	[ "$status" -ne 0 ]
+	# the next launch without it closes them again
+	run "$STORK" run tiny.yaml --set run.name=team --set checkpoint.every=5 --set train.steps=6
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %a "$dir/checkpoints")" = 700 ]
+	[ "$(stat -c %a "$dir/config/stork.yaml")" = 600 ]
 }

@@ -38,6 +38,16 @@ static const char *const ckpt_files[] = { "model.bin", "optimizer.bin", "state.j
 
 #define HASH_NAME "xxh3-64"
 
+/* Who may read what checkpoints hold (run.shared): this user alone, or the
+ * run directory's group too; nobody else ever writes them. */
+static mode_t file_mode = 0600, dir_mode = 0700;
+
+void ckpt_share_with_group(bool shared)
+{
+	file_mode = shared ? 0640 : 0600;
+	dir_mode = shared ? 0750 : 0700;
+}
+
 /* The checksum of the first manifest format (no "hash" field). */
 static uint64_t legacy_mix(uint64_t h, uint64_t w)
 {
@@ -148,7 +158,7 @@ static int write_spans(const char *path, const struct span *spans, int nspans,
 	}
 	d->sum = XXH3_64bits_digest(x);
 	XXH3_freeState(x);
-	if (write_file_synced(path, 0, 0600, iov, nspans) < 0) {
+	if (write_file_synced(path, 0, file_mode, iov, nspans) < 0) {
 		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		return -1;
 	}
@@ -388,7 +398,7 @@ int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *
 	snprintf(tmp, sizeof tmp, "%s/%s.tmp", root, name);
 	snprintf(final, sizeof final, "%s/%s", root, name);
 	remove_tree(tmp); /* an abandoned attempt */
-	if (mkdir_p(tmp, 0700) < 0) {
+	if (mkdir_p(tmp, dir_mode) < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
 		return -1;
 	}
@@ -736,7 +746,7 @@ int ckpt_prepare(const char *root, int64_t step, char *err, size_t errlen)
 
 	step_dirs(root, step, tmp, final, sizeof tmp, name, sizeof name);
 	remove_tree(tmp); /* an abandoned attempt */
-	if (mkdir_p(tmp, 0700) < 0) {
+	if (mkdir_p(tmp, dir_mode) < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
 		return -1;
 	}

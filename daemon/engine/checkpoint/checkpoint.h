@@ -209,4 +209,8 @@ void ckpt_shard_info_of(const struct gpt2_config *g, const struct par_layout *l,
 /* Write the checkpoint's model as one llm.c model file at out (stork export). */
 int ckpt_export(const char *dir, const char *out, char *err, size_t errlen);
 
+/* Checkpoints written from now on readable by the group (run.shared): step
+ * directories 0750 and files 0640; else 0700 and 0600, the default. */
+void ckpt_share_with_group(bool shared);
+
 #endif
