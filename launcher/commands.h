@@ -22,4 +22,13 @@ int cmd_bench_launch(int argc, char **argv); /* launcher/bench/bench_launch.c */
 int cmd_report(int argc, char **argv); /* launcher/report/report.c */
 int cmd_bench_report(int argc, char **argv); /* launcher/bench/bench_report.c */
 
+/* stork check's two forms: this node (stork-engine's check.c), and the
+ * preflight of a job's nodes (launcher/stork.c) */
+#define CHECK_USAGE \
+	"usage: stork check                 this node: the build, the CPU backend, the GPUs,\n" \
+	"                                   driver, CUDA and NCCL, and an all-reduce over the GPUs\n" \
+	"       stork check --all CONFIG [--set KEY=VALUE]... [KEY=VALUE]...\n" \
+	"                                   in a job (srun): the preflight of every node, no\n" \
+	"                                   training (stork run CONFIG preflight.enabled=only)\n"
+
 #endif

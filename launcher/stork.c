@@ -22,14 +22,28 @@ static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 static int cmd_check(int argc, char **argv);
 
+/* Each summary gives the forms a user types; a line break starts another. */
 static const struct stork_command commands[] = {
-	{ "run", cmd_run, "train: stork run CONFIG [--local-ranks N] [--set KEY=VALUE]..." },
-	{ "prep", cmd_prep, "turn text files into byte-level token shards" },
-	{ "bench", cmd_bench, "print figures: stork bench train CONFIG" },
-	{ "report", cmd_report, "a run read back: stork report --text RUN_DIR, or RUNS_DIR" },
-	{ "plan", engine_exec, "layouts that fit, fastest first: stork plan CONFIG --nodes N --gpus-per-node G" },
-	{ "check", cmd_check, "list the GPUs, driver, CUDA and NCCL, and test an all-reduce; --all CONFIG: the preflight of a job" },
-	{ "export", engine_exec, "write a checkpoint's model as one llm.c file: stork export CKPT MODEL.bin" },
+	{ "run", cmd_run,
+	  "train the engine:  stork run CONFIG [--local-ranks N] [--set KEY=VALUE]...\n"
+	  "run any program (PyTorch, JAX, a script) with Stork's binding, logs, restarts\n"
+	  "and preemption:    stork run [CONFIG] [--set KEY=VALUE]... -- PROGRAM [ARGS]...\n"
+	  "check before sbatch, starting nothing:  stork run --check CONFIG" },
+	{ "prep", cmd_prep,
+	  "text to token shards, bytes or a tokenizer's ids (Hugging Face tokenizer.json,\n"
+	  "GPT-2's encoder.json, tiktoken):  stork prep [--tokenizer FILE] --out DIR INPUT..." },
+	{ "bench", cmd_bench, "print figures:  stork bench train|checkpoint|reshard|launch|comm|report ..." },
+	{ "report", cmd_report,
+	  "a run read back:  stork report RUN_DIR (HTML), stork report --text RUN_DIR,\n"
+	  "or stork report RUNS_DIR (one line per run)" },
+	{ "plan", engine_exec,
+	  "layouts that fit, fastest first:  stork plan CONFIG --nodes N --gpus-per-node G" },
+	{ "check", cmd_check,
+	  "this node's GPUs, driver, CUDA and NCCL and an all-reduce:  stork check\n"
+	  "the preflight of every node of a job:  stork check --all CONFIG" },
+	{ "export", engine_exec,
+	  "a checkpoint's model as an llm.c file or a Hugging Face directory (safetensors):\n"
+	  "stork export [--format llmc|safetensors] [--dtype fp32|bf16] CHECKPOINT OUT" },
 	{ "help", cmd_help, "show this list" },
 	{ "version", cmd_version, "print the version and build information" },
 };
@@ -43,10 +57,19 @@ static int cmd_version(int argc, char **argv)
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: stork COMMAND [ARGS...]\n\ncommands:\n");
-	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-	fprintf(out, "\nSee stork(1).\n");
+	fprintf(out, "usage: stork COMMAND [ARGS...]   (stork COMMAND --help: its options)\n\n"
+		"commands:\n");
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+		const char *s = commands[i].summary, *nl;
+
+		fprintf(out, "  %-8s ", commands[i].name);
+		while ((nl = strchr(s, '\n'))) {
+			fprintf(out, "%.*s\n  %-8s ", (int)(nl - s), s, "");
+			s = nl + 1;
+		}
+		fprintf(out, "%s\n", s);
+	}
+	fprintf(out, "\nSee stork(1), and stork.yaml(5) for the configuration.\n");
 }
 
 static int cmd_help(int argc, char **argv)
@@ -67,6 +90,11 @@ static int cmd_check(int argc, char **argv)
 
 	if (argc < 2 || strcmp(argv[1], "--all"))
 		return engine_exec(argc, argv);
+	for (int i = 2; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(CHECK_USAGE, stdout);
+			return STORK_EXIT_OK;
+		}
 	if (!(args = calloc((size_t)argc + 3, sizeof *args)))
 		return STORK_EXIT_INTERNAL;
 	args[n++] = "run";

@@ -97,5 +97,5 @@ clean-train:
 
 # What the built programs load and export (ldd, nm): the plugin and stork
 # stay free of the training engine's libraries.
-TESTS += t/build/binaries.bats
-EXTRA_DIST += t/build/binaries.bats
+TESTS += t/build/binaries.bats t/build/help.bats
+EXTRA_DIST += t/build/binaries.bats t/build/help.bats

@@ -19,9 +19,12 @@ static int list_devices(FILE *out)
 {
 	int n = 0, drv = 0;
 
-	cudaDriverGetVersion(&drv);
-	fprintf(out, "cuda: driver %d.%d, %s\n", drv / 1000, (drv % 1000) / 10,
-		kernels_cuda_versions());
+	/* no driver installed: the runtime says version 0 */
+	if (cudaDriverGetVersion(&drv) != cudaSuccess || drv == 0)
+		fprintf(out, "cuda: no driver, %s\n", kernels_cuda_versions());
+	else
+		fprintf(out, "cuda: driver %d.%d, %s\n", drv / 1000, (drv % 1000) / 10,
+			kernels_cuda_versions());
 	if (cudaGetDeviceCount(&n) != cudaSuccess) {
 		cudaGetLastError();
 		fprintf(out, "gpus: none usable (%s)\n", "no CUDA device");

@@ -75,13 +75,13 @@ struct buffer {
 	int any_order; /* reduced by NCCL: in no order the check can know */
 };
 
-static int usage(void)
+static int usage(FILE *out)
 {
-	fprintf(stderr, "usage: stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] "
+	fprintf(out, "usage: stork bench comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] "
 		"[-w WARMUP] [-d cpu|cuda]\n"
 		"  sizes in bytes with an optional K, M or G suffix (powers of 1024);\n"
 		"  defaults: -b 1K -e 64M -f 2 -n 20 -w 5\n");
-	return STORK_EXIT_USAGE;
+	return out == stdout ? STORK_EXIT_OK : STORK_EXIT_USAGE;
 }
 
 /* "1000", "4K", "16M", "1G" -> bytes; -1 when malformed. */
@@ -374,8 +374,10 @@ int cmd_bench_comm(int argc, char **argv)
 	int code, wrong = 0, rc = 0;
 	char host[256] = "";
 
+	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
+		return usage(stdout);
 	if (parse_opts(argc, argv, &o) < 0)
-		return usage();
+		return usage(stderr);
 	if ((code = connect_ranks(&u, &c, &method)))
 		goto out;
 	host_c = c;

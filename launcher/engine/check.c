@@ -9,22 +9,26 @@
  * all-reduce failed (the rank_failed code: a run would fail the same way).
  */
 #include "config.h"
+#include "launcher/commands.h"
 #include "launcher/engine/commands.h"
 
 #include "kernels/device.h"
 #include "lib/exit_codes.h"
 #include "lib/version.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 int cmd_check(int argc, char **argv)
 {
 	int rc;
 
-	(void)argv;
 	if (argc != 1) {
-		fprintf(stderr, "usage: stork check\n");
-		return STORK_EXIT_USAGE;
+		bool help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h");
+
+		fprintf(help ? stdout : stderr, "%s", CHECK_USAGE);
+		return help ? STORK_EXIT_OK : STORK_EXIT_USAGE;
 	}
 	printf("stork %s (git %s, %s)\n", stork_version(), stork_git_describe(), stork_compiler());
 	printf("cpu: %s\n", kernels_cpu_backend_name());

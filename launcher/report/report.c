@@ -315,6 +315,11 @@ static int report_html(const char *dir, const char *out)
 	return rc;
 }
 
+#define REPORT_USAGE \
+	"usage: stork report RUN_DIR [-o FILE.html]   (default RUN_DIR/report.html)\n" \
+	"       stork report --text RUN_DIR\n" \
+	"       stork report RUNS_DIR                 (one line per run)\n"
+
 int cmd_report(int argc, char **argv)
 {
 	const char *dir = NULL, *out = NULL;
@@ -323,6 +328,10 @@ int cmd_report(int argc, char **argv)
 	int text = 0;
 
 	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(REPORT_USAGE, stdout);
+			return STORK_EXIT_OK;
+		}
 		if (!strcmp(argv[i], "--text"))
 			text = 1;
 		else if (!strcmp(argv[i], "-o") && i + 1 < argc)
@@ -346,8 +355,6 @@ int cmd_report(int argc, char **argv)
 	}
 	return report_runs(dir);
 usage:
-	fprintf(stderr, "usage: stork report RUN_DIR [-o FILE.html]   (default RUN_DIR/report.html)\n"
-			"       stork report --text RUN_DIR\n"
-			"       stork report RUNS_DIR                 (one line per run)\n");
+	fputs(REPORT_USAGE, stderr);
 	return STORK_EXIT_USAGE;
 }

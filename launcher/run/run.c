@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -208,13 +209,28 @@ static int set_program(struct stork_config *cfg, char **argv, int argc, char *er
 	return 0;
 }
 
+/* Whether path is named as a configuration is: NAME.yaml or NAME.yml. */
+static bool yaml_named(const char *path)
+{
+	const char *dot = strrchr(path, '.');
+
+	return dot && (!strcasecmp(dot, ".yaml") || !strcasecmp(dot, ".yml"));
+}
+
 static int load_config(const struct run_options *o, struct stork_config *cfg)
 {
 	char err[1024];
 
 	if (o->config) {
-		if (config_load(cfg, o->config, err, sizeof err) < 0)
-			goto fail;
+		if (config_load(cfg, o->config, err, sizeof err) < 0) {
+			/* stork run train.py: a program given where the configuration goes */
+			if (!yaml_named(o->config) && !o->program)
+				stork_error("%s\n(did you mean `stork run -- %s`? a program to run comes "
+					    "after --; the configuration is a .yaml file)", err, o->config);
+			else
+				stork_error("%s", err);
+			return -1;
+		}
 	} else {
 		config_init(cfg); /* every key has a default */
 	}
