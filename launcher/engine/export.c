@@ -4,7 +4,7 @@
  * tensor/pipeline layout, as one model file (--format llmc, the default:
  * llm.c's format for GPT-2, Stork's for Llama) or as a Hugging Face
  * directory (--format safetensors: config.json and model.safetensors,
- * fp32 or bf16).
+ * fp32 or bf16, with the tokenizer the run's data was made with).
  *
  * CHECKPOINT is a step_N directory, a checkpoints/ directory or a run
  * directory (then its newest usable checkpoint). Files are written under
@@ -15,6 +15,7 @@
 
 #include "daemon/engine/checkpoint/checkpoint.h"
 #include "daemon/engine/model/hf_model.h"
+#include "launcher/engine/export_tokenizer.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -34,7 +35,9 @@ static int usage(int ok)
 		"Write the model of a checkpoint (a step_N directory, a checkpoints/ directory\n"
 		"or a run directory), whatever layout wrote it, as one model file OUT (llmc:\n"
 		"llm.c's format for GPT-2, Stork's for Llama) or as a Hugging Face directory OUT\n"
-		"(safetensors: config.json and model.safetensors, in --dtype, default fp32).\n");
+		"(safetensors: config.json and model.safetensors, in --dtype, default fp32, and\n"
+		"the tokenizer the run's shards were made with: its files, tokenizer_config.json,\n"
+		"and its first and last tokens as config.json's bos_token_id and eos_token_id).\n");
 	return ok ? 0 : STORK_EXIT_USAGE;
 }
 
@@ -58,22 +61,40 @@ static int export_llmc(const char *dir, const char *out)
 	return 0;
 }
 
+/*
+ * config.json and model.safetensors, and the tokenizer the run's data was
+ * made with (export_tokenizer.h) beside them: its first and last tokens in
+ * config.json, its files, tokenizer_config.json.
+ */
 static int export_safetensors(const char *dir, const char *out, enum st_dtype dtype)
 {
+	struct export_tokenizer tok;
 	struct ckpt_full f;
-	char err[1024];
+	char err[1024], note[8800];
 	int rc;
 
+	if (export_tokenizer_find(dir, &tok, err, sizeof err) < 0) {
+		fprintf(stderr, "stork export: %s\n", err);
+		return STORK_EXIT_DATA;
+	}
 	if (ckpt_load_full(dir, NULL, &f, err, sizeof err) < 0) {
 		fprintf(stderr, "stork export: %s\n", err);
 		return STORK_EXIT_CHECKPOINT_BAD;
 	}
-	rc = hf_model_export(&f.config, f.params, out, dtype, err, sizeof err);
+	rc = hf_model_export(&f.config, f.params, out, dtype, tok.bos_id, tok.eos_id, err,
+			     sizeof err);
 	ckpt_full_free(&f);
+	if (rc == 0 && tok.manifest[0])
+		rc = export_tokenizer_write(&tok, out, note, sizeof note, err, sizeof err);
 	if (rc < 0) {
 		fprintf(stderr, "stork export: %s\n", err);
 		return STORK_EXIT_INTERNAL;
 	}
+	if (tok.manifest[0] && note[0])
+		fprintf(stderr, "stork export: %s\n", note);
+	else if (tok.manifest[0])
+		printf("tokenizer: %s (%s), first and last tokens %s %d and %s %d\n", tok.path,
+		       tok.family, tok.bos, tok.bos_id, tok.eos, tok.eos_id);
 	return 0;
 }
 

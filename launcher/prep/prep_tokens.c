@@ -564,9 +564,11 @@ int prep_tokenized(const struct prep_opts *o, char **files, int nfiles)
 	printf("vocabulary: %u tokens (%s, %s; %d-bit ids; documents start with %s = %lld)\n",
 	       s->vocab, tok_format(tok), tok_family(tok), 8 * s->token_bytes, doc_text,
 	       (long long)doc_token);
-	printf("configuration:\n  model:\n    vocab_size: %u\n  data:\n    train: [\"%s/%s_train%s.bin\"]\n"
-	       "    val: [\"%s/%s_val%s.bin\"]\n", s->vocab, o->dir, o->name,
-	       o->shard_tokens ? "_*" : "", o->dir, o->name, o->shard_tokens ? "_*" : "");
+	/* Llama 3's tokens need a Llama (preflight refuses them for gpt2) */
+	printf("configuration:\n  model:\n%s    vocab_size: %u\n  data:\n"
+	       "    train: [\"%s/%s_train%s.bin\"]\n    val: [\"%s/%s_val%s.bin\"]\n",
+	       !strcmp(tok_family(tok), "llama3") ? "    arch: llama\n" : "", s->vocab, o->dir,
+	       o->name, o->shard_tokens ? "_*" : "", o->dir, o->name, o->shard_tokens ? "_*" : "");
 	rc = STORK_EXIT_OK;
 out:
 	shards_abandon(s);

@@ -17,39 +17,13 @@
 #include "lib/exit_codes.h"
 #include "lib/config/stork_config.h"
 #include "lib/formats/stork_json.h"
+#include "lib/formats/token_shard.h"
 
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* The last occurrence of word in s, or NULL (NAME itself may hold "_train"). */
-static const char *last_of(const char *s, const char *word)
-{
-	const char *last = NULL;
-
-	for (const char *p = strstr(s, word); p; p = strstr(p + 1, word))
-		last = p;
-	return last;
-}
-
-/* DIR/NAME.manifest.json of shard DIR/NAME_{train,val}[_NNNNNN].bin into out; 0, or -1 when it is not named so. */
-static int manifest_of(const char *shard, char *out, size_t len)
-{
-	const char *base = strrchr(shard, '/'), *kind;
-	size_t dirlen;
-
-	base = base ? base + 1 : shard;
-	dirlen = (size_t)(base - shard);
-	kind = last_of(base, "_train");
-	if (!kind)
-		kind = last_of(base, "_val");
-	if (!kind)
-		return -1;
-	return (size_t)snprintf(out, len, "%.*s%.*s.manifest.json", (int)dirlen, shard,
-				(int)(kind - base), base) < len ? 0 : -1;
-}
 
 int preflight_manifest(const struct stork_config *c, const char *key, const char *shard,
 		       int model_vocab, char *checked, size_t checked_len, char *err,
@@ -62,7 +36,7 @@ int preflight_manifest(const struct stork_config *c, const char *key, const char
 	json_int_t vocab;
 	int rc = 0;
 
-	if (manifest_of(shard, path, sizeof path) || stat(path, &st))
+	if (token_shard_manifest_path(shard, path, sizeof path) || stat(path, &st))
 		return 0; /* not made by stork prep --tokenizer */
 	if (!strcmp(path, checked))
 		return 0; /* this manifest held already, for a shard before this one */

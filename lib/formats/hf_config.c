@@ -264,6 +264,19 @@ static int read_llama(const struct reader *r, struct hf_config *c)
 	return read_rope_scaling(r, c);
 }
 
+/* bos_token_id and eos_token_id when both are ids (a model may lack them,
+ * or give a list: then they are not kept). */
+static void read_token_ids(const struct reader *r, struct hf_config *c)
+{
+	json_t *bos = member(r, "bos_token_id"), *eos = member(r, "eos_token_id");
+
+	c->has_token_ids = json_is_integer(bos) && json_is_integer(eos) &&
+			   json_integer_value(bos) >= 0 && json_integer_value(bos) <= INT_MAX &&
+			   json_integer_value(eos) >= 0 && json_integer_value(eos) <= INT_MAX;
+	c->bos_token_id = c->has_token_ids ? (int)json_integer_value(bos) : 0;
+	c->eos_token_id = c->has_token_ids ? (int)json_integer_value(eos) : 0;
+}
+
 int hf_config_read(const char *path, struct hf_config *c, char *err, size_t errlen)
 {
 	struct reader r = { .path = path, .err = err, .errlen = errlen };
@@ -298,6 +311,7 @@ int hf_config_read(const char *path, struct hf_config *c, char *err, size_t errl
 		goto out;
 	}
 	snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", dtype ? dtype : "");
+	read_token_ids(&r, c);
 	rc = 0;
 out:
 	json_decref(r.obj);
@@ -378,6 +392,12 @@ int hf_config_write(const char *path, const struct hf_config *c, char *err, size
 	char *text = NULL;
 	int rc = -1;
 
+	if (v && c->has_token_ids &&
+	    (json_object_set_new(v, "bos_token_id", json_integer(c->bos_token_id)) < 0 ||
+	     json_object_set_new(v, "eos_token_id", json_integer(c->eos_token_id)) < 0)) {
+		json_decref(v);
+		v = NULL;
+	}
 	if (!v || json_object_set_new(v, "torch_dtype",
 				      json_string(*c->torch_dtype ? c->torch_dtype : "float32")) < 0 ||
 	    !(text = dump_shortest(v))) {

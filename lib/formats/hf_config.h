@@ -57,6 +57,8 @@ struct hf_config {
 	int rope_original_max_position_embeddings;
 	bool tie_word_embeddings;    /* the LM head is the token embedding */
 	char torch_dtype[16];        /* "float32", "bfloat16", ...; "" when absent */
+	bool has_token_ids;          /* bos_token_id and eos_token_id are given */
+	int bos_token_id, eos_token_id; /* the tokenizer's first and last token of a text */
 };
 
 /* "gpt2", "llama". */

@@ -74,3 +74,29 @@ int token_shard_promise(const int32_t h[3], uint64_t *bytes)
 	*bytes = DATA_HEADER_BYTES + (uint64_t)(h[0] == DATA_MAGIC ? 2 : 4) * (uint64_t)h[2];
 	return 0;
 }
+
+/* The last occurrence of word in s, or NULL (NAME itself may hold "_train"). */
+static const char *last_of(const char *s, const char *word)
+{
+	const char *last = NULL;
+
+	for (const char *p = strstr(s, word); p; p = strstr(p + 1, word))
+		last = p;
+	return last;
+}
+
+int token_shard_manifest_path(const char *shard, char *out, size_t len)
+{
+	const char *base = strrchr(shard, '/'), *kind;
+	size_t dirlen;
+
+	base = base ? base + 1 : shard;
+	dirlen = (size_t)(base - shard);
+	kind = last_of(base, "_train");
+	if (!kind)
+		kind = last_of(base, "_val");
+	if (!kind)
+		return -1;
+	return (size_t)snprintf(out, len, "%.*s%.*s.manifest.json", (int)dirlen, shard,
+				(int)(kind - base), base) < len ? 0 : -1;
+}

@@ -50,4 +50,12 @@ int token_shard_check(const char *path, struct token_shard *s, char *err, size_t
  */
 int token_shard_promise(const int32_t h[3], uint64_t *bytes);
 
+/*
+ * The manifest `stork prep --tokenizer` wrote beside shard
+ * DIR/NAME_{train,val}[_NNNNNN].bin: DIR/NAME.manifest.json into out
+ * (whether it exists or not). 0, or -1 when the shard is not named so or
+ * the path does not fit.
+ */
+int token_shard_manifest_path(const char *shard, char *out, size_t len);
+
 #endif

@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	full = m.grads; /* the whole model: its gradients are in llm.c's layout */
-	if (hf_model_export(&m.config, full, argv[5], ST_F32, err, sizeof err)) {
+	if (hf_model_export(&m.config, full, argv[5], ST_F32, -1, -1, err, sizeof err)) {
 		fprintf(stderr, "model_grads: %s\n", err);
 		return 1;
 	}

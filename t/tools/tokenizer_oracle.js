@@ -10,13 +10,23 @@
 //   node tokenizer_oracle.js time NODE_MODULES ORACLE CORPUS.jsonl
 //       "ORACLE: N tokens in S s, T tokens/s" (the best of 3 passes)
 //
-// ORACLE: gpt-3-encoder | js-tiktoken | dqbd-tiktoken (GPT-2), lenml-llama3.
+// ORACLE: gpt-3-encoder | js-tiktoken | dqbd-tiktoken (GPT-2), lenml-llama3, or
+// dir:DIR, the tokenizer.json and tokenizer_config.json of a Hugging Face
+// directory DIR (what `stork export --format safetensors` wrote).
 'use strict';
 const fs = require('fs');
 const path = require('path');
 
 function oracle(modules, name) {
 	const req = (m) => require(path.join(modules, m));
+	if (name.startsWith('dir:')) {
+		// a Hugging Face directory's own tokenizer.json and tokenizer_config.json
+		// (a `stork export`), read by @lenml/tokenizers (transformers.js's port)
+		const dir = name.slice(4), read = (f) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
+		const tk = req('@lenml/tokenizers').TokenizerLoader.fromPreTrained({
+			tokenizerJSON: read('tokenizer.json'), tokenizerConfig: read('tokenizer_config.json') });
+		return (t) => tk.encode(t, { add_special_tokens: false });
+	}
 	switch (name) {
 	case 'gpt-3-encoder': return req('gpt-3-encoder').encode;
 	case 'js-tiktoken': { const e = req('js-tiktoken').getEncoding('gpt2'); return (t) => e.encode(t); }

@@ -149,3 +149,48 @@ oracle() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"was made with another tokenizer"*"than model.init_from's $PWD/hf/tokenizer.json"* ]]
 }
+
+@test "stork export --format safetensors of a run on Llama 3 shards: config.json has the tokenizer's first and last tokens, tokenizer.json is beside the weights, and an independent tokenizer reading the export gives stork prep's ids; GPT-2's files go as vocab.json and merges.txt" {
+	head -200 "$CORPUS" >small.jsonl
+	run "$STORK" prep --tokenizer "$LLAMA3" --field text --out data --name l3 small.jsonl
+	[ "$status" -eq 0 ]
+	# the configuration prep prints is complete for Llama 3's tokens
+	[[ "$output" == *$'  model:\n    arch: llama\n    vocab_size: 128256\n'* ]]
+	small_config ll.yaml ll 1 32 1 8 2
+	sed -i -e 's/^model:/model:\n  arch: llama\n  kv_heads: 2/' -e 's/vocab_size: 257/vocab_size: 128256/' \
+		-e 's/docs_train/l3_train/' -e 's/docs_val/l3_val/' -e 's/every: 0/every: 2/' ll.yaml
+	"$STORK" run ll.yaml >/dev/null
+	run "$STORK" export --format safetensors runs/ll__job=local__task=0 out
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"first and last tokens <|begin_of_text|> 128000 and <|end_of_text|> 128001"* ]]
+	[ "$(jq -c '[.bos_token_id, .eos_token_id]' out/config.json)" = "[128000,128001]" ]
+	cmp out/tokenizer.json "$LLAMA3"
+	[ "$(jq -r '.tokenizer_class + " " + .bos_token + " " + .eos_token' out/tokenizer_config.json)" = \
+		"PreTrainedTokenizerFast <|begin_of_text|> <|end_of_text|>" ]
+	# @lenml/tokenizers (transformers.js) loads the export's own files and
+	# encodes every record to the ids stork prep wrote
+	node "$TOOLS/tokenizer_oracle.js" check "$NODE_MODULES" "dir:$PWD/out" small.jsonl \
+		data/l3_train.bin data/l3_val.bin
+	# from another directory too (the run's relative paths are its submit directory's)
+	here=$PWD
+	(cd / && "$STORK" export --format safetensors "$here/runs/ll__job=local__task=0" "$here/out2") >/dev/null
+	cmp out2/tokenizer.json "$LLAMA3"
+	# GPT-2's encoder.json and vocab.bpe: under transformers' names
+	"$STORK" prep --tokenizer "$GPT2" --field text --out data --name g2 small.jsonl >/dev/null
+	small_config g.yaml g 1 32 1 8 2
+	sed -i -e 's/vocab_size: 257/vocab_size: 50257/' -e 's/docs_train/g2_train/' \
+		-e 's/docs_val/g2_val/' -e 's/every: 0/every: 2/' g.yaml
+	"$STORK" run g.yaml >/dev/null
+	"$STORK" export --format safetensors runs/g__job=local__task=0 gout >/dev/null
+	[ "$(jq -c '[.bos_token_id, .eos_token_id]' gout/config.json)" = "[50256,50256]" ]
+	cmp gout/vocab.json "$GPT2"
+	cmp gout/merges.txt "${GPT2%/*}/vocab.bpe"
+	[ "$(jq -r .tokenizer_class gout/tokenizer_config.json)" = GPT2Tokenizer ]
+	# byte-level shards have no tokenizer: the export says nothing of one
+	"$STORK" run tiny.yaml --set checkpoint.every=20 >/dev/null
+	run "$STORK" export --format safetensors runs/tiny__job=local__task=0 bout
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.bos_token_id, .eos_token_id]' bout/config.json)" = "[null,null]" ]
+	[ ! -e bout/tokenizer.json ]
+}

@@ -401,7 +401,7 @@ static void fill_weight(const struct gpt2_config *c, const float *full, enum hf_
 }
 
 int hf_model_export(const struct gpt2_config *c, const float *full, const char *dir,
-		    enum st_dtype dtype, char *err, size_t errlen)
+		    enum st_dtype dtype, int bos_id, int eos_id, char *err, size_t errlen)
 {
 	struct hf_config h;
 	const struct hf_weight *ws;
@@ -411,6 +411,9 @@ int hf_model_export(const struct gpt2_config *c, const float *full, const char *
 	int rc = -1;
 
 	to_hf(c, dtype, &h);
+	h.has_token_ids = bos_id >= 0 && eos_id >= 0;
+	h.bos_token_id = h.has_token_ids ? bos_id : 0;
+	h.eos_token_id = h.has_token_ids ? eos_id : 0;
 	ws = hf_weights(h.arch, &nw);
 	cap = nw * (size_t)c->num_layers;
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {

@@ -50,9 +50,10 @@ int hf_model_load_shard(struct gpt2 *m, const char *dir, const struct gpt2_shard
  * Write DIR/config.json and DIR/model.safetensors (dtype ST_F32 or
  * ST_BF16) of the whole model of config c with parameters full (llm.c's
  * layout); DIR is made (0755) if missing; both files replace any there
- * atomically. 0 or -1 with a message.
+ * atomically. config.json gives bos_id and eos_id as bos_token_id and
+ * eos_token_id when they are >= 0. 0 or -1 with a message.
  */
 int hf_model_export(const struct gpt2_config *c, const float *full, const char *dir,
-		    enum st_dtype dtype, char *err, size_t errlen);
+		    enum st_dtype dtype, int bos_id, int eos_id, char *err, size_t errlen);
 
 #endif
