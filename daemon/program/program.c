@@ -141,6 +141,7 @@ static void place_of(const struct program_run *p, int local, struct program_rank
 		.attempt = n->attempt, .max_restarts = p->cfg->restart.max_restarts,
 		.requeues = n->restart_count, .run_id = n->job_id, .run_dir = n->run_dir,
 		.signal_name = config_signal_name(p->cfg->program.signal),
+		.resume_from = p->cfg->run.resume_from,
 	};
 	/* the plugin's MASTER_PORT when it set one, else the same formula */
 	if (procid_port > 0 && procid_port < 65536)
@@ -689,8 +690,9 @@ static int agree_end(struct supervisor *s, int stopped, int missing, int *code)
 
 		*code = s->timeout ? STORK_EXIT_TIMEOUT : STORK_EXIT_PREEMPTED;
 		if (!n->slurm_job) {
-			snprintf(err, sizeof err, "not a Slurm job: nothing to requeue; run the same "
-				 "command again to resume");
+			/* outside Slurm a program run is found again by its name alone */
+			snprintf(err, sizeof err, "not a Slurm job: nothing to requeue; to resume, "
+				 "run it again with --set run.name=%s", s->p->cfg->run.name);
 			*code = STORK_EXIT_REQUEUE_FAILED;
 		} else if ((rc = slurm_job_requeue(n->slurm_job, err, sizeof err)) < 0) {
 			*code = STORK_EXIT_REQUEUE_FAILED;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Variables set here, whatever the launcher's environment said. */
 static const char *const owned[] = {
@@ -16,7 +17,7 @@ static const char *const owned[] = {
 	"TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE", "OMP_NUM_THREADS",
 	"STORK_GPU", "STORK_RUN_DIR", "STORK_CHECKPOINT_DIR", "STORK_RESTART_COUNT",
 	"STORK_METRICS_FILE", "STORK_HEARTBEAT_FILE", "STORK_PREEMPT_SIGNAL",
-	"STORK_CHECKPOINTED_EXIT", NULL,
+	"STORK_CHECKPOINTED_EXIT", "STORK_RESUME_FROM", NULL,
 };
 
 struct env_list {
@@ -145,6 +146,16 @@ char **program_env_make(char *const *base, const struct program_rank_place *p)
 	setf(&e, "STORK_HEARTBEAT_FILE", "%s", path);
 	setf(&e, "STORK_PREEMPT_SIGNAL", "%s", p->signal_name);
 	setf(&e, "STORK_CHECKPOINTED_EXIT", "%d", PROGRAM_CHECKPOINTED_EXIT);
+	/* run.resume_from: where to start when STORK_CHECKPOINT_DIR holds nothing
+	 * yet; a run directory stands for its checkpoints/ */
+	if (p->resume_from && p->resume_from[0]) {
+		struct stat st;
+
+		snprintf(path, sizeof path, "%s/checkpoints", p->resume_from);
+		if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+			snprintf(path, sizeof path, "%s", p->resume_from);
+		setf(&e, "STORK_RESUME_FROM", "%s", path);
+	}
 	/* Python: every thread's stack on SIGABRT (the hang watchdog's
 	 * request), and lines in the log as they are printed */
 	if (!has(base, "PYTHONFAULTHANDLER"))

@@ -24,6 +24,7 @@ struct program_rank_place {
 	const char *run_id;         /* the job id, or "local" */
 	const char *run_dir;
 	const char *signal_name;    /* program.signal, "USR1" */
+	const char *resume_from;    /* run.resume_from, absolute; "" = none */
 };
 
 /*

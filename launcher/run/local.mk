@@ -3,6 +3,7 @@
 # metrics at its end.
 launcher_stork_SOURCES += \
 	launcher/run/run.c launcher/run/run_metrics.c launcher/run/run_metrics.h \
+	launcher/run/run_name.c launcher/run/run_name.h \
 	launcher/run/notify.c launcher/run/notify.h launcher/run/stage.c launcher/run/stage.h \
 	launcher/run/preflight.c launcher/run/preflight.h launcher/run/preflight_manifest.c \
 	launcher/run/host_tasks.c launcher/run/host_tasks.h

@@ -20,6 +20,7 @@
 #include "launcher/run/stage.h"
 #include "launcher/run/run_metrics.h"
 #include "launcher/run/preflight.h"
+#include "launcher/run/run_name.h"
 #include "launcher/run/host_tasks.h"
 
 #include "lib/io/atomic_file.h"
@@ -209,6 +210,38 @@ static int set_program(struct stork_config *cfg, char **argv, int argc, char *er
 	return 0;
 }
 
+/*
+ * A program run's identity (run_name.h): named after its program when no
+ * run.name was given; run.resume_from made absolute, for the ranks'
+ * STORK_RESUME_FROM.
+ */
+static int program_identity(struct stork_config *cfg, char *err, size_t len)
+{
+	char name[256], path[PATH_MAX], *v;
+
+	if (!cfg->program.command.n)
+		return 0;
+	if (!strcmp(config_origin(cfg, "run.name"), "default")) {
+		if (program_run_name(cfg->program.command.v, cfg->program.command.n, cfg->run.dir,
+				     name, sizeof name) < 0 || !(v = strdup(name)))
+			return msg_fail(err, len, -1, "run.name: no name free for the program's run "
+					"under %s: set run.name", cfg->run.dir);
+		free(cfg->run.name);
+		cfg->run.name = v;
+	}
+	if (cfg->run.resume_from[0]) {
+		if (!realpath(cfg->run.resume_from, path))
+			return msg_fail(err, len, -1, "run.resume_from: %s (%s): %s",
+					cfg->run.resume_from, config_origin(cfg, "run.resume_from"),
+					strerror(errno));
+		if (!(v = strdup(path)))
+			return msg_fail(err, len, -1, "out of memory");
+		free(cfg->run.resume_from);
+		cfg->run.resume_from = v;
+	}
+	return 0;
+}
+
 /* Whether path is named as a configuration is: NAME.yaml or NAME.yml. */
 static bool yaml_named(const char *path)
 {
@@ -239,7 +272,7 @@ static int load_config(const struct run_options *o, struct stork_config *cfg)
 			goto fail;
 	if (o->program && set_program(cfg, o->program, o->nprogram, err, sizeof err) < 0)
 		goto fail;
-	if (config_validate(cfg, err, sizeof err) < 0)
+	if (config_validate(cfg, err, sizeof err) < 0 || program_identity(cfg, err, sizeof err) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -248,6 +248,42 @@ RANK_SH=${abs_top_srcdir:?set by make check}/t/integration/program/rank.sh
 	done
 }
 
+@test "stork run -- PROGRAM: two invocations with the defaults are two runs named after the program, the second from step 0; the same run.name makes them one; run.resume_from reaches the program as STORK_RESUME_FROM" {
+	# the first, stopped: it saves its step
+	signal_run USR1 -- "$RANK_SH" --steps 40 --sleep 0.1
+	[ "$status" -eq 12 ]
+	grep -q "nothing to requeue; to resume, run it again with --set run.name=rank$" out.log
+	first=$PWD/runs/rank__job=local__task=0
+	[ "$dir" = runs/rank__job=local__task=0 ]
+	saved=$(cat "$first/checkpoints/rank-0.step")
+	# the same command again: a run of its own, from step 0
+	run "$STORK" run -- "$RANK_SH" --steps 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"stork: run directory $PWD/runs/rank.2__job=local__task=0"* ]]
+	grep -q "rank 0 step 0$" runs/rank.2__job=local__task=0/logs/rank-000.log
+	run grep -c resuming runs/rank.2__job=local__task=0/logs/rank-000.log
+	[ "$output" = 0 ]
+	# python3 -m MODULE is named after the module, python3 -c CODE after python3
+	run "$STORK" run -- python3 -m json.tool --help
+	[[ "$output" == *"stork: run directory $PWD/runs/json.tool__job=local__task=0"* ]]
+	run "$STORK" run -- python3 -c 'pass'
+	[[ "$output" == *"stork: run directory $PWD/runs/python3__job=local__task=0"* ]]
+	# run.resume_from: the program is told where the other run's checkpoint is
+	run "$STORK" run --set run.resume_from=runs/rank__job=local__task=0 -- "$RANK_SH" --steps $((saved + 3))
+	echo "$output"
+	[ "$status" -eq 0 ]
+	grep -q "rank 0: starting after step $saved of $first/checkpoints (run.resume_from)" \
+		runs/rank.3__job=local__task=0/logs/rank-000.log
+	# one name given twice: one run, the second invocation resumes the first
+	run "$STORK" run --set run.name=same -- "$RANK_SH" --steps 2
+	[ "$status" -eq 0 ]
+	echo 0 >runs/same__job=local__task=0/checkpoints/rank-0.step
+	run "$STORK" run --set run.name=same -- "$RANK_SH" --steps 3
+	[ "$status" -eq 0 ]
+	grep -q "rank 0: resuming after step 0" runs/same__job=local__task=0/logs/rank-000.log
+}
+
 @test "stork run -- PROGRAM: HUP is ignored, the ranks get nothing and run to their end" {
 	signal_run HUP --local-ranks 2 -- "$RANK_SH" --steps 40 --sleep 0.1
 	[ "$status" -eq 0 ]

@@ -8,7 +8,8 @@
 # metric. On the stop signal ($STORK_PREEMPT_SIGNAL, USR1 by default) it
 # finishes the step, saves it in $STORK_CHECKPOINT_DIR/rank-RANK.step and
 # exits $STORK_CHECKPOINTED_EXIT (10); a start that finds that file goes on
-# after the step it holds.
+# after the step it holds, and one that finds none there but one in
+# $STORK_RESUME_FROM (run.resume_from) starts after that one's step.
 #
 # Options (or the variables in brackets):
 #   --steps N       steps to run (RANK_SH_STEPS, default 10)
@@ -59,10 +60,15 @@ metric() {
 		>>"$STORK_METRICS_FILE"
 }
 
+# its own checkpoint first; else, given run.resume_from, the other run's
+resume=${STORK_RESUME_FROM:+$STORK_RESUME_FROM/rank-$rank.step}
 start=0
 if [[ -f "$state" ]]; then
 	start=$(($(<"$state") + 1))
 	echo "rank $rank: resuming after step $((start - 1))"
+elif [[ -n "$resume" && -f "$resume" ]]; then
+	start=$(($(<"$resume") + 1))
+	echo "rank $rank: starting after step $((start - 1)) of $STORK_RESUME_FROM (run.resume_from)"
 fi
 for ((step = start; step < steps; step++)); do
 	if ((rank == fail_rank && step == 2 && restart == 0)); then
