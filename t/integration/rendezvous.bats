@@ -140,6 +140,26 @@ probe_job() {
 	grep -q "rendezvous: refused a connection from 127.0.0.1:[0-9]* claiming launcher 1: this port serves the rendezvous of job $JOB step $STEP, not of job $((JOB + 1)) step $STEP" atk.err
 }
 
+@test "TCP: another user floods launcher 0's port with 500 connections: the launchers meet in their usual time, and launcher 0's log counts the connections instead of naming each" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
+	attacker
+	# launcher 1 joins 2 s late, when the flood is on
+	probe_job flood 1:2
+	runuser -u stork-attacker -- "$attack" --flood 127.0.0.1 "$PORT" 500 5 >attack.out 2>&1 &
+	local flooder=$!
+	wait_job_state "$JOB" COMPLETED 60
+	wait "$flooder"
+	cat attack.out flood.out flood.err
+	[[ "$(cat attack.out)" =~ ^held\ 500\ at\ once ]]
+	line=$(grep "^launcher 1 of 2 on n2 via tcp in " flood.out)
+	ms=${line#* in }
+	ms=${ms%% ms:*}
+	echo "# launcher 1 met launcher 0 in $ms ms under the flood" >&3
+	awk -v ms="$ms" 'BEGIN { exit !(ms < 1000) }'
+	grep -q "rendezvous: too many connections: closed the one from 127.0.0.1:[0-9]*, which had not identified itself" flood.err
+	[ "$(grep -c 'rendezvous:' flood.err)" -le 4 ]
+}
+
 @test "TCP: another user holding launcher 0's port answers launcher 1 with a forged table: refused, named; the job meets its real launcher 0" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root, to act as a second user"
 	attacker
