@@ -34,9 +34,9 @@ static void *make_blob(const struct join_offer *o, size_t *len)
 
 	gethostname(host, sizeof host - 1);
 	snprintf(machine, sizeof machine, "%016llx", (unsigned long long)machine_id());
-	v = json_pack("{s:o, s:s, s:i, s:i, s:I}", "host", sj_text(host), "machine", machine,
-		      "local_ranks", o->local_ranks, "pid", (int)getpid(), "job_end",
-		      (json_int_t)o->job_end);
+	v = json_pack("{s:o, s:s, s:i, s:i, s:I, s:i, s:i}", "host", sj_text(host), "machine",
+		      machine, "local_ranks", o->local_ranks, "pid", (int)getpid(), "job_end",
+		      (json_int_t)o->job_end, "warn_signal", o->warn_signo, "warn_lead", o->warn_lead);
 	if (!v || !(desc = sj_compact(v)))
 		goto out;
 	jlen = (uint32_t)strlen(desc);
@@ -108,8 +108,10 @@ static int check_node(int index, const struct run_node *n, char *err, size_t err
 			 json_array_size(n->bindings), n->local_ranks);
 		return -1;
 	}
-	if (n->job_end < 0 || n->pid < 0) {
-		snprintf(err, errlen, "launcher %d (%s) sent a negative pid or end time", index, n->host);
+	if (n->job_end < 0 || n->pid < 0 || n->warn_signo < 0 || n->warn_signo >= 65 ||
+	    n->warn_lead < 0) {
+		snprintf(err, errlen, "launcher %d (%s) sent a negative pid or end time, or a "
+			 "signal that is none", index, n->host);
 		return -1;
 	}
 	if (n->ucx_len > JOIN_MAX_UCX_ADDR) {
@@ -158,6 +160,8 @@ int join_parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, siz
 	n->local_ranks = (int)sj_int(v, "local_ranks", 0);
 	n->pid = (int)sj_int(v, "pid", 0);
 	n->job_end = sj_int(v, "job_end", 0);
+	n->warn_signo = (int)sj_int(v, "warn_signal", 0);
+	n->warn_lead = (int)sj_int(v, "warn_lead", 0);
 	json_decref(v);
 	/* Kept whole: slurm_env.json embeds it as is. */
 	n->bindings = bind;

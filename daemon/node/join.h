@@ -28,6 +28,7 @@ struct run_node {
 	int rank_base;
 	int pid;
 	long long job_end;       /* what this node learnt of the job's end; 0 = unknown */
+	int warn_signo, warn_lead; /* and of its --signal=SIG@LEAD; 0 0 = none */
 	struct json_t *bindings; /* JSON array of this node's ranks' bindings (jansson) */
 	const void *ucx_addr;    /* inside the rendezvous result; NULL on one node */
 	size_t ucx_len;
@@ -51,6 +52,7 @@ struct join_offer {
 	const void *ucx_addr;    /* NULL, 0 in a world of one */
 	size_t ucx_len;
 	long long job_end;       /* the job's end time in seconds since the epoch, 0 = unknown */
+	int warn_signo, warn_lead; /* the job's --signal=SIG@LEAD, 0 0 = none or unknown */
 };
 
 /*

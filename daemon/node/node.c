@@ -249,6 +249,27 @@ static struct comm *hier_comm(void *arg, int local)
 	return comm_hier_rank(arg, local);
 }
 
+#ifdef STORK_FAULT_INJECTION
+/* STORK_FAULT_JOB_SIGNAL=SIG@LEAD: a pretend sbatch --signal, for tests outside Slurm. */
+static int fake_job_signal(const char *text, struct train_node *node, char *err, size_t errlen)
+{
+	char name[16];
+	int lead;
+
+	if (sscanf(text, "%15[A-Z0-9]@%d", name, &lead) != 2 || lead < 0)
+		goto bad;
+	for (int sig = 1; sig < 65; sig++)
+		if (sigabbrev_np(sig) && !strcmp(sigabbrev_np(sig), name)) {
+			node->warn_signo = sig;
+			node->warn_lead = lead;
+			return 0;
+		}
+bad:
+	snprintf(err, errlen, "STORK_FAULT_JOB_SIGNAL=%s: not SIG@SECONDS (USR1@120)", text);
+	return -1;
+}
+#endif
+
 /* What the environment says of this node's place; -1 with a message naming
  * a malformed variable. */
 int node_read_environment(struct train_node *node, long long job_end, char *err, size_t errlen)
@@ -296,9 +317,19 @@ int node_read_environment(struct train_node *node, long long job_end, char *err,
 	/* the TERM at the time limit leaves KillWait seconds: rank 0, on
 	 * launcher 0, decides whether a checkpoint still fits */
 	node->kill_wait = node->slurm_job && procid == 0 ? slurm_kill_wait() : -1;
-	/* a pretend time limit N seconds from now, for tests outside Slurm */
+	/* the job's --signal tells its time-limit signal from a person's (join()
+	 * hands launcher 0's answer to every node) */
+	if (node->slurm_job && procid == 0 &&
+	    slurm_job_signal(node->slurm_job, &node->warn_signo, &node->warn_lead) < 0)
+		node->warn_signo = node->warn_lead = 0;
+	/* a pretend time limit N seconds from now, and a pretend --signal=SIG@LEAD,
+	 * for tests outside Slurm */
 	if (fake_end > 0)
 		node->job_end_time = time(NULL) + fake_end;
+#ifdef STORK_FAULT_INJECTION
+	if ((s = getenv("STORK_FAULT_JOB_SIGNAL")) && fake_job_signal(s, node, err, errlen) < 0)
+		return -1;
+#endif
 	return 0;
 }
 
@@ -340,7 +371,8 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 	{
 		struct join_offer offer = { .local_ranks = node->local_ranks, .bindings_json = bindings,
 					    .ucx_addr = addr, .ucx_len = addr_len,
-					    .job_end = (long long)node->job_end_time };
+					    .job_end = (long long)node->job_end_time,
+					    .warn_signo = node->warn_signo, .warn_lead = node->warn_lead };
 
 		code = join_run(layout, &p, &offer, err, errlen);
 	}
@@ -348,6 +380,8 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 	if (code)
 		return code;
 	node->job_end_time = (time_t)layout->nodes[0].job_end; /* the run's one deadline */
+	node->warn_signo = layout->nodes[0].warn_signo;
+	node->warn_lead = layout->nodes[0].warn_lead;
 	node->node_rank = layout->node_index;
 	node->rank_base = layout->nodes[layout->node_index].rank_base;
 	node->world_size = layout->world_size;

@@ -15,6 +15,7 @@
 #include "lib/run/metrics_file.h"
 #include "lib/rendezvous/rendezvous.h"
 #include "lib/slurm/slurm_job.h"
+#include "lib/slurm/time_limit_stop.h"
 #include "lib/config/stork_config.h"
 #include "lib/formats/stork_json.h"
 #include "lib/stop_signals.h"
@@ -35,8 +36,6 @@
 
 extern char **environ;
 
-/* A stop this close to the job's end is the time limit's (timeout_requeued). */
-#define NEAR_END_S 300
 /* The deadline guard's allowance for a checkpoint when program.checkpoint_grace is auto. */
 #define GUARD_CHECKPOINT_S 60
 /* The most an automatic checkpoint grace gives. */
@@ -398,15 +397,18 @@ static void arm_guard(struct supervisor *s)
 	}
 }
 
-static void begin_stop(struct supervisor *s, const char *why)
+/* A stop by signal sig (0: the deadline guard's) begins: the ranks get program.signal. */
+static void begin_stop(struct supervisor *s, const char *why, int sig)
 {
+	const struct train_node *n = s->p->node;
 	double grace = checkpoint_grace(s);
-	time_t end = s->p->node->job_end_time;
 
 	s->ending = END_STOP;
 	s->stop_at = clock_monotonic();
 	s->grace_end = s->stop_at + grace;
-	s->timeout = end && end - time(NULL) <= NEAR_END_S;
+	s->timeout = stop_is_time_limit(sig, n->job_end_time != 0,
+					(double)(n->job_end_time - time(NULL)), n->warn_signo,
+					n->warn_lead);
 	stork_info("%s: SIG%s to the program's %d rank(s) on %s; they have %.0f s to save and "
 		   "exit with %d", why, config_signal_name(s->p->cfg->program.signal),
 		   running_ranks(s), s->p->node->host, grace, PROGRAM_CHECKPOINTED_EXIT);
@@ -486,10 +488,10 @@ static void watch(struct supervisor *s)
 		if ((sig = atomic_load(s->p->node->stop_requested))) {
 			snprintf(why, sizeof why, "stop requested by SIG%s",
 				 sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
-			begin_stop(s, why);
+			begin_stop(s, why, sig);
 		}
 		else if (deadline_near(s))
-			begin_stop(s, "deadline guard: the job's end is near");
+			begin_stop(s, "deadline guard: the job's end is near", 0);
 	}
 	for (int i = 0; s->ending == END_NONE && i < s->n; i++)
 		if (s->r[i].stop_death && now - s->r[i].stop_death > STOP_DEATH_S)
@@ -713,7 +715,7 @@ static int agree_end(struct supervisor *s, int stopped, int missing, int *code)
 	*code = c[0];
 	snprintf(s->why, sizeof s->why, "%s: %s; %s",
 		 *code == STORK_EXIT_CANCELLED ? "cancelled" :
-		 *code == STORK_EXIT_TIMEOUT ? "stopped, the job's time limit near" :
+		 *code == STORK_EXIT_TIMEOUT || s->timeout ? "stopped on request (time limit near)" :
 		 "stopped on request (preempted)",
 		 v[1] ? "a rank did not confirm its checkpoint (exit 10) before it ended, so the "
 			"checkpoint is unconfirmed" :

@@ -474,7 +474,7 @@ net_bytes() {
 	grep -q '"reason": "completed"' runs/budget2__job=*__task=0/exit_info.json
 }
 
-@test "one query for the job's end time: launcher 0's answer reaches every node through the rendezvous" {
+@test "one query for the job's end time: launcher 0's answer reaches every node through the rendezvous; a manual USR1 four minutes before the end is a preemption on both" {
 	sed -i 's/steps: 50/steps: 1000/' run.yaml
 	two_node_script end pmix --time=4 --requeue --open-mode=append
 	job=$(submit end.sh)
@@ -483,8 +483,9 @@ net_bytes() {
 	wait_step "$dir" 10 120
 	end=$(date -d "$(job_field "$job" EndTime)" +%s)
 	grep -q "\"job_end_time\": $end," "$dir/config/slurm_env.json"
-	# With 4 minutes left, any stop is the time limit's: both nodes say so,
-	# though only node 0 asked slurmctld.
+	# A person's USR1 four minutes before the end of a job without --signal
+	# is a preemption, not the time limit: both nodes say so, though only
+	# node 0 asked slurmctld about the job.
 	scancel --signal=USR1 "$job"
 	for _ in $(seq 60); do
 		[ -s "$dir/exit_info.node-001.requeue-0.json" ] && break
@@ -492,7 +493,7 @@ net_bytes() {
 	done
 	scancel "$job"
 	for n in 000 001; do
-		grep -q '"reason": "timeout_requeued"' "$dir/exit_info.node-$n.requeue-0.json"
+		grep -q '"reason": "preempted_requeued"' "$dir/exit_info.node-$n.requeue-0.json"
 	done
 }
 

@@ -200,6 +200,36 @@ stopped_by() {
 	stopped_by USR1
 }
 
+@test "a stop is the time limit's only when it is: a USR1 four minutes before the end is a preemption, the job's --signal=USR1@300 as it falls due and Slurm's TERM at the end are the time limit" {
+	fault_injection || skip "needs --enable-fault-injection (a pretend job end and --signal)"
+	# scancel --signal=USR1 in a job that has 240 s left, without --signal: preempted
+	STORK_FAULT_JOB_END=240 STORK_FAULT_STEP_DELAY=0.1 signal_run USR1 tiny.yaml --set train.steps=40
+	stopped_by USR1
+	# the job's own --signal=USR1@300, 240 s before the end: the time limit
+	rm -rf runs
+	STORK_FAULT_JOB_END=240 STORK_FAULT_JOB_SIGNAL=USR1@300 STORK_FAULT_STEP_DELAY=0.1 \
+		signal_run USR1 tiny.yaml --set train.steps=40
+	grep -q "stopping after step [0-9]* on request (SIGUSR1; the job's time limit is near)$" \
+		"$dir/logs/rank-000.log"
+	# a USR2 then is not that signal: preempted
+	rm -rf runs
+	STORK_FAULT_JOB_END=240 STORK_FAULT_JOB_SIGNAL=USR1@300 STORK_FAULT_STEP_DELAY=0.1 \
+		signal_run USR2 tiny.yaml --set train.steps=40
+	stopped_by USR2
+	# TERM a minute before the end: Slurm's at the time limit
+	rm -rf runs
+	STORK_FAULT_JOB_END=60 STORK_FAULT_STEP_DELAY=0.1 signal_run TERM tiny.yaml --set train.steps=40
+	grep -q "on request (SIGTERM; the job's time limit is near)$" "$dir/logs/rank-000.log"
+	# a program run the same way: the manual USR1 is a preemption
+	rm -rf runs
+	STORK_FAULT_JOB_END=240 signal_run USR1 -- "$RANK_SH" --steps 40 --sleep 0.1
+	[ "$status" -eq 12 ]
+	jq -e '.message | startswith("stopped on request (preempted)")' "$dir/exit_info.json"
+	rm -rf runs
+	STORK_FAULT_JOB_END=240 STORK_FAULT_JOB_SIGNAL=USR1@300 signal_run USR1 -- "$RANK_SH" --steps 40 --sleep 0.1
+	jq -e '.message | startswith("stopped on request (time limit near)")' "$dir/exit_info.json"
+}
+
 @test "TERM (the time limit, preemption, scancel) stops the run with the checkpoint of its step" {
 	fault_injection || skip "needs --enable-fault-injection"
 	STORK_FAULT_STEP_DELAY=0.1 signal_run TERM tiny.yaml --set train.steps=40

@@ -83,6 +83,7 @@ struct train_node {
 	int64_t stop_at_step;          /* STORK_STOP_AT_STEP: act as if stopped there (0 = off) */
 	uint32_t slurm_job;            /* 0 outside Slurm: nothing to requeue */
 	time_t job_end_time;           /* 0 when unknown or unlimited */
+	int warn_signo, warn_lead;     /* the job's --signal=SIG@LEAD, 0 0 when none */
 	int kill_wait;                 /* Slurm's KillWait (s) on rank 0's node; -1 unknown */
 	struct rank_progress *progress; /* local_ranks entries */
 	int stall_rank, stall_step;    /* fault injection (test builds): -1 = off */

@@ -29,6 +29,7 @@
 #include "lib/fault.h"
 #include "lib/log.h"
 #include "lib/slurm/slurm_job.h"
+#include "lib/slurm/time_limit_stop.h"
 #include "lib/run/stage_path.h"
 #include "lib/url.h"
 
@@ -42,8 +43,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A stop this close to the job's end (seconds) is a timeout, not a preemption. */
-#define STOP_NEAR_END_S 300
 
 static int agree_cancelled(struct rank *r, int *no_room, int *cancelled);
 
@@ -197,15 +196,18 @@ const char *rank_stop_cause(const struct rank *r, char *buf, size_t len)
 
 /*
  * After the stop checkpoint is committed: global rank 0 requeues the job,
- * exactly once; every rank then ends with the same reason. A stop close to
- * the job's end time is a timeout (the --signal=USR1@N route), any other a
- * preemption.
+ * exactly once; every rank then ends with the same reason. A stop by the
+ * job's time limit (its --signal as it falls due, Slurm's TERM at the
+ * end, the deadline guard: lib/slurm/time_limit_stop.h) is a timeout, any
+ * other a preemption.
  */
 int rank_stop_and_requeue(struct rank *r, int64_t steps_done)
 {
 	const struct train_node *n = r->node;
 	time_t now = time(NULL);
-	int timeout = n->job_end_time && n->job_end_time - now <= STOP_NEAR_END_S;
+	int timeout = stop_is_time_limit(atomic_load(n->stop_requested), n->job_end_time != 0,
+					 (double)(n->job_end_time - now), n->warn_signo,
+					 n->warn_lead);
 	int code = timeout ? STORK_EXIT_TIMEOUT : STORK_EXIT_PREEMPTED, rc;
 	int32_t outcome;
 	char err[768] = "", cause[32];
