@@ -43,15 +43,11 @@ int rank_log_open(struct rank_log *rl, const char *run_dir, int rank, int local,
 	snprintf(rl->job_id, sizeof rl->job_id, "%s", job_id);
 	rl->log = open_append(run_dir, rank, "log", rl->log_path, sizeof rl->log_path, err, errlen);
 	if (!rl->log)
-		goto fail;
-	rl->metrics = open_append(run_dir, rank, "metrics.jsonl", rl->metrics_path,
-				  sizeof rl->metrics_path, err, errlen);
-	if (!rl->metrics)
-		goto fail;
+		return -1;
+	/* opened at the first metric (open_metrics) */
+	snprintf(rl->metrics_path, sizeof rl->metrics_path, "%s/logs/rank-%03d.metrics.jsonl",
+		 run_dir, rank);
 	return 0;
-fail:
-	rank_log_close(rl);
-	return -1;
 }
 
 /*
@@ -103,6 +99,30 @@ void rank_metric(struct rank_log *rl, int64_t step, const char *metric, double v
 	rank_metric_with(rl, step, metric, value, unit, NULL);
 }
 
+/* The metrics file, at the first metric; a failure is said once (stderr and
+ * the rank's log), and the metrics are then lost, not the run. */
+static int open_metrics(struct rank_log *rl)
+{
+	char err[4300];
+	int fd;
+
+	if (rl->metrics_failed)
+		return -1;
+	/* never through a link planted in its place */
+	fd = open(rl->metrics_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd >= 0 && !(rl->metrics = fdopen(fd, "a")))
+		close(fd);
+	if (rl->metrics)
+		return 0;
+	rl->metrics_failed = 1;
+	snprintf(err, sizeof err, "cannot open %s: %s; this rank's metrics are lost",
+		 rl->metrics_path, errno == ELOOP ? "a symbolic link: refused" : strerror(errno));
+	fprintf(stderr, "storkd: rank %d: %s\n", rl->rank, err);
+	if (rl->log)
+		put_line(rl, rl->log, rl->log_path, err, "\n");
+	return -1;
+}
+
 void rank_metric_with(struct rank_log *rl, int64_t step, const char *metric, double value,
 		      const char *unit, json_t *more)
 {
@@ -110,7 +130,7 @@ void rank_metric_with(struct rank_log *rl, int64_t step, const char *metric, dou
 	json_t *v = NULL;
 	char *text;
 
-	if (!rl->metrics)
+	if (!rl->metrics && open_metrics(rl) < 0)
 		goto out;
 	gettimeofday(&tv, NULL);
 	v = json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o, s:i, s:i}",

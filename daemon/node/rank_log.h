@@ -4,8 +4,10 @@
  *   logs/rank-NNN.log            lines prefixed "[rank/local host time] "
  *   logs/rank-NNN.metrics.jsonl  {"ts","job_id","rank","host","step","metric","value","unit"}
  *
- * Both are opened for appending, so a requeued run continues the same files.
- * One rank_log belongs to one rank thread; nothing here is shared.
+ * Both are opened for appending, so a requeued run continues the same files;
+ * the metrics file at the first metric (a program that logs none, and whose
+ * daemon has none to log, leaves none). One rank_log belongs to one rank
+ * thread; nothing here is shared.
  */
 #ifndef STORK_DAEMON_RANK_LOG_H
 #define STORK_DAEMON_RANK_LOG_H
@@ -26,6 +28,7 @@ struct rank_log {
 	int echo;          /* also write log lines to stderr */
 	char log_path[4096], metrics_path[4096];
 	int lost;          /* a write failed (full disk...): said once on stderr */
+	int metrics_failed; /* the metrics file could not be opened: said once */
 };
 
 /* Open (append) the rank's files under run_dir/logs. Returns 0, or -1 with a

@@ -180,6 +180,13 @@ static void print_spikes(const struct run_report *rep)
 	}
 }
 
+/* What a figure the run did not log is called. */
+static const char *not_reported(const struct run_report *rep)
+{
+	return rep->program ? "not reported by the program (its STORK_METRICS_FILE: stork(1))" :
+			      "none logged";
+}
+
 static int report_text(const char *dir)
 {
 	struct run_report rep;
@@ -196,15 +203,18 @@ static int report_text(const char *dir)
 	if (rep.env)
 		print_layout(rep.env);
 	print_preflight(&rep);
+	/* what the run's metrics hold: a program may log only its loss, or nothing */
+	if (rep.train_loss.n)
+		term_printf(stdout, "steps: %zu; final train loss %.4f", rep.train_loss.n,
+			    series_last(&rep.train_loss));
+	else
+		term_printf(stdout, "steps and loss: %s", not_reported(&rep));
+	if (rep.val_loss.n)
+		term_printf(stdout, ", last validation loss %.4f", series_last(&rep.val_loss));
+	term_printf(stdout, "\n");
 	if (rep.nranks > 0) {
 		const struct report_rank *r0 = &rep.ranks[0];
 
-		/* what the run's metrics hold: a program may log only its loss */
-		term_printf(stdout, "steps: %zu; final train loss %.4f", rep.train_loss.n,
-		       series_last(&rep.train_loss));
-		if (rep.val_loss.n)
-			term_printf(stdout, ", last validation loss %.4f", series_last(&rep.val_loss));
-		term_printf(stdout, "\n");
 		if (isfinite(r0->median_tps) || isfinite(r0->median_step_ms))
 			term_printf(stdout, "throughput: median %.0f tokens/s, median step %.1f ms\n", r0->median_tps,
 			       r0->median_step_ms);
@@ -213,7 +223,15 @@ static int report_text(const char *dir)
 	}
 	print_stops(&rep);
 	print_spikes(&rep);
-	term_printf(stdout, "latest checkpoint: %s\n", rep.latest_checkpoint[0] ? rep.latest_checkpoint : "none");
+	if (rep.program && rep.program_checkpoint[0])
+		term_printf(stdout, "latest checkpoint: %s (the program's own, in "
+			    "STORK_CHECKPOINT_DIR)\n", rep.program_checkpoint);
+	else if (rep.program)
+		term_printf(stdout, "latest checkpoint: none (the program saved nothing in "
+			    "STORK_CHECKPOINT_DIR)\n");
+	else
+		term_printf(stdout, "latest checkpoint: %s\n",
+			    rep.latest_checkpoint[0] ? rep.latest_checkpoint : "none");
 	report_free(&rep);
 	return STORK_EXIT_OK;
 }
@@ -224,14 +242,24 @@ static double device_hours(const struct run_report *rep)
 {
 	double ms = 0;
 
-	if (!rep->nranks)
-		return NAN;
+	if (!rep->nranks || !rep->ranks[0].step_ms.n)
+		return NAN; /* no step times: a program that logs none */
 	for (size_t i = 0; i < rep->ranks[0].step_ms.n; i++)
 		ms += rep->ranks[0].step_ms.v[i];
 	return ms * rep->nranks / 3.6e6;
 }
 
-/* One line per run directory under root (name__job=...). */
+/* v with that many decimals, or "-" when the run logged none (NaN). */
+static const char *figure(char *buf, size_t len, int decimals, double v)
+{
+	if (isfinite(v))
+		snprintf(buf, len, "%.*f", decimals, v);
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+/* One line per run directory under root (name__job=...). A figure a run did not log is "-". */
 static int report_runs(const char *root)
 {
 	struct dirent **list = NULL;
@@ -246,14 +274,19 @@ static int report_runs(const char *root)
 		if (!(job = strstr(list[i]->d_name, "__job=")) ||
 		    path_join(dir, sizeof dir, root, list[i]->d_name) < 0)
 			goto next;
-		if (report_load(dir, &rep) == 0)
-			term_printf(stdout, "%-40.*s %8.*s %7zu %10.4f %10.4f %10.0f %9.4f  %s\n",
+		if (report_load(dir, &rep) == 0) {
+			char train[16], val[16], tps[16], hours[16];
+
+			term_printf(stdout, "%-40.*s %8.*s %7zu %10s %10s %10s %9s  %s\n",
 			       (int)(job - list[i]->d_name), list[i]->d_name,
 			       (int)strcspn(job + 6, "_"), job + 6, rep.train_loss.n,
-			       series_last(&rep.train_loss), series_last(&rep.val_loss),
-			       rep.nranks ? rep.ranks[0].median_tps : NAN, device_hours(&rep),
+			       figure(train, sizeof train, 4, series_last(&rep.train_loss)),
+			       figure(val, sizeof val, 4, series_last(&rep.val_loss)),
+			       figure(tps, sizeof tps, 0, rep.nranks ? rep.ranks[0].median_tps : NAN),
+			       figure(hours, sizeof hours, 4, device_hours(&rep)),
 			       rep.exit_info ? json_string_value(json_object_get(rep.exit_info, "reason")) ?: "?" :
 					       "(running, or no exit_info.json)");
+		}
 		report_free(&rep);
 		shown++;
 next:

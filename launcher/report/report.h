@@ -68,6 +68,8 @@ struct run_report {
 	char *sacct;                   /* metrics/sacct.csv's text, or NULL */
 	int sacct_refreshed;           /* sacct asked again: the job had ended since */
 	char latest_checkpoint[256];   /* checkpoints/latest's target, or "" */
+	int program;                   /* a run of the user's program (stork run -- PROGRAM) */
+	char program_checkpoint[256];  /* then the newest entry of its checkpoints/, or "" */
 	char preflight[2048];          /* what the preflight did: its requeues, the nodes it
 					* named (metrics/preflight.csv), one per line; or "" */
 	char problems[2048];           /* files missing or damaged, one per line */

@@ -19,7 +19,10 @@
 #include "lib/run/metrics_file.h"
 #include "lib/formats/stork_json.h"
 
+#include <dirent.h>
 #include <glob.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,7 +290,8 @@ static int read_ranks(struct run_report *rep)
 	if (path_join(pattern, sizeof pattern, rep->dir, "logs/rank-*.metrics.jsonl") < 0)
 		return 0;
 	if (glob(pattern, 0, NULL, &g) != 0) {
-		problem(rep, "no metrics under logs/");
+		if (!rep->program) /* a program need not log any */
+			problem(rep, "no metrics under logs/");
 		globfree(&g);
 		return 0;
 	}
@@ -450,6 +454,27 @@ static void read_preflight(struct run_report *rep)
 	free(csv);
 }
 
+/* The newest entry (by modification time) of dir/sub, not a hidden one, into out; "" when none. */
+static void newest_entry(const struct run_report *rep, const char *sub, char *out, size_t len)
+{
+	char path[4200], entry[4500];
+	struct dirent *e;
+	struct stat st;
+	time_t newest = 0;
+	DIR *d;
+
+	out[0] = '\0';
+	if (path_join(path, sizeof path, rep->dir, sub) < 0 || !(d = opendir(path)))
+		return;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && snprintf(entry, sizeof entry, "%s/%s", path, e->d_name) > 0 &&
+		    lstat(entry, &st) == 0 && (!out[0] || st.st_mtime >= newest)) {
+			newest = st.st_mtime;
+			snprintf(out, len, "%s", e->d_name);
+		}
+	closedir(d);
+}
+
 int report_load(const char *dir, struct run_report *rep)
 {
 	char path[4200];
@@ -459,6 +484,8 @@ int report_load(const char *dir, struct run_report *rep)
 	snprintf(rep->dir, sizeof rep->dir, "%s", dir);
 	rep->exit_info = load_json(rep, "exit_info.json");
 	rep->env = load_json(rep, "config/slurm_env.json");
+	/* a program's run has no layout of the engine's, and checkpoints of its own */
+	rep->program = rep->env && !json_object_get(rep->env, "parallel");
 	if (read_ranks(rep) < 0 || find_stragglers(rep) < 0)
 		return -1;
 	attempts_ended(rep);
@@ -472,6 +499,8 @@ int report_load(const char *dir, struct run_report *rep)
 	if (path_join(path, sizeof path, dir, "checkpoints/latest") == 0 &&
 	    (len = readlink(path, rep->latest_checkpoint, sizeof rep->latest_checkpoint - 1)) > 0)
 		rep->latest_checkpoint[len] = '\0';
+	if (rep->program)
+		newest_entry(rep, "checkpoints", rep->program_checkpoint, sizeof rep->program_checkpoint);
 	return 0;
 }
 

@@ -55,6 +55,7 @@ static const char *json_text(const json_t *o, const char *key, const char *dflt)
 struct chart {
 	double x0, x1, y0, y1;
 	double xstep, ystep;            /* between ticks: 1, 2 or 5 x a power of ten */
+	int bytes;                      /* the y axis counts bytes: ticks in kB, MB, GB */
 };
 
 /* A round tick step for range, at most about 6 ticks: 1, 2 or 5 x 10^k. */
@@ -97,7 +98,7 @@ static void widen(struct chart *c, const struct series *s)
 
 static void chart_empty(struct chart *c)
 {
-	*c = (struct chart){ INFINITY, -INFINITY, INFINITY, -INFINITY, 1, 1 };
+	*c = (struct chart){ INFINITY, -INFINITY, INFINITY, -INFINITY, 1, 1, 0 };
 }
 
 /* Pad the ranges so that curves do not touch the frame; a flat or empty
@@ -133,6 +134,24 @@ static void chart_finish(struct chart *c, int from_zero)
 	c->x1 = ceil(c->x1 / c->xstep) * c->xstep;
 }
 
+/* A y tick's label: the number, or a byte count in the largest unit that keeps it >= 1 (80 MB). */
+static void y_tick(const struct chart *c, double y, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "kB", "MB", "GB", "TB" };
+	int u = 0;
+	double scale = 1;
+
+	if (!c->bytes) {
+		snprintf(buf, len, "%.*f", tick_decimals(c->ystep), y);
+		return;
+	}
+	while (u < 4 && fmax(fabs(c->y0), fabs(c->y1)) >= scale * 1000) {
+		scale *= 1000;
+		u++;
+	}
+	snprintf(buf, len, "%.*f %s", tick_decimals(c->ystep / scale), y / scale, units[u]);
+}
+
 static void chart_begin(FILE *f, const struct chart *c, const char *id, const char *xlabel,
 			const char *ylabel)
 {
@@ -145,10 +164,13 @@ static void chart_begin(FILE *f, const struct chart *c, const char *id, const ch
 	for (int i = 0; c->y0 + i * c->ystep <= c->y1 + c->ystep * 1e-6; i++) {
 		double y = c->y0 + i * c->ystep;
 
+		char tick[32];
+
+		y_tick(c, y, tick, sizeof tick);
 		fprintf(f, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
-			   "<text class=\"tick y-tick\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.*f"
+			   "<text class=\"tick y-tick\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s"
 			   "</text>\n", MARGIN_L, MARGIN_L + PLOT_W, py(c, y), py(c, y), MARGIN_L - 6,
-			py(c, y) + 4, tick_decimals(c->ystep), y);
+			py(c, y) + 4, tick);
 	}
 	for (int i = 0; c->x0 + i * c->xstep <= c->x1 + c->xstep * 1e-6; i++) {
 		double x = c->x0 + i * c->xstep;
@@ -383,11 +405,24 @@ static void spike_table(FILE *f, const struct run_report *rep)
  * listed below), and a triangle at each loss spike (a table below). The
  * range leaves the spikes out; a spike's point sits on the top edge.
  */
+/* What a figure the run did not log is called. */
+static const char *not_logged(const struct run_report *rep)
+{
+	return rep->program ? "not reported by the program" : "none logged";
+}
+
 static void section_loss(FILE *f, const struct run_report *rep)
 {
 	struct chart c;
 
 	fprintf(f, "<section id=\"loss\"><h2>Loss</h2>\n");
+	if (!rep->train_loss.n && !rep->val_loss.n) {
+		fprintf(f, "<p class=\"not-reported\" id=\"loss-chart\">Loss: %s.</p>\n",
+			not_logged(rep));
+		stop_list(f, rep);
+		fprintf(f, "</section>\n");
+		return;
+	}
 	chart_empty(&c);
 	for (int i = 0; i < rep->nattempts; i++) {
 		widen_unspiked(&c, rep, &rep->attempts[i].train_loss);
@@ -456,13 +491,18 @@ static int any_rank_has(const struct run_report *rep,
 	return 0;
 }
 
-/* One chart with a curve per rank of the series member picks. */
+/* One chart with a curve per rank of the series member picks; a note when none logged it. */
 static void rank_chart(FILE *f, const struct run_report *rep, const char *id, const char *cls,
 		       const char *ylabel, const struct series *(*pick)(const struct report_rank *))
 {
 	struct chart c;
 
+	if (!any_rank_has(rep, pick)) {
+		fprintf(f, "<p class=\"not-reported\" id=\"%s\">%s.</p>\n", id, not_logged(rep));
+		return;
+	}
 	chart_empty(&c);
+	c.bytes = !strcmp(ylabel, "bytes");
 	for (int r = 0; r < rep->nranks; r++)
 		widen(&c, pick(&rep->ranks[r]));
 	chart_finish(&c, 1);
@@ -505,10 +545,21 @@ static const struct series *pick_net_bytes(const struct report_rank *r)
 	return &r->net_bytes;
 }
 
+/* A table cell of v, or "-" when the run logged none. */
+static void put_figure(FILE *f, int decimals, double v)
+{
+	if (isfinite(v))
+		fprintf(f, "<td>%.*f</td>", decimals, v);
+	else
+		fprintf(f, "<td>-</td>");
+}
+
 static void section_ranks(FILE *f, const struct run_report *rep)
 {
 	fprintf(f, "<section id=\"ranks\"><h2>Ranks</h2>\n<p class=\"stragglers\">");
-	if (!rep->stragglers)
+	if (!isfinite(rep->median_compute_ms))
+		fprintf(f, "Stragglers: not measured (compute time per rank: %s).", not_logged(rep));
+	else if (!rep->stragglers)
 		fprintf(f, "Stragglers: none (no rank's median compute time more than %.0f%% above "
 			   "the median of all ranks, %.2f ms).", 100 * REPORT_STRAGGLER_MARGIN,
 			rep->median_compute_ms);
@@ -543,8 +594,10 @@ static void section_ranks(FILE *f, const struct run_report *rep)
 	for (int r = 0; r < rep->nranks; r++) {
 		const struct report_rank *rk = &rep->ranks[r];
 
-		fprintf(f, "<tr><td>%d</td><td>%.2f</td><td>%.2f</td><td>%.0f</td>", rk->rank,
-			rk->median_step_ms, rk->median_compute_ms, rk->median_tps);
+		fprintf(f, "<tr><td>%d</td>", rk->rank);
+		put_figure(f, 2, rk->median_step_ms);
+		put_figure(f, 2, rk->median_compute_ms);
+		put_figure(f, 0, rk->median_tps);
 		if (rk->pipe_wait_ms.n)
 			fprintf(f, "<td class=\"pipeline-wait\">%.2f</td>",
 				series_median(&rk->pipe_wait_ms));
@@ -565,9 +618,22 @@ static void section_checkpoints(FILE *f, const struct run_report *rep)
 	struct chart c;
 
 	fprintf(f, "<section id=\"checkpoints\"><h2>Checkpoints</h2>\n");
+	if (rep->program) {
+		fprintf(f, "<p>The program's own, in STORK_CHECKPOINT_DIR: ");
+		if (rep->program_checkpoint[0]) {
+			fprintf(f, "newest ");
+			put_escaped(f, rep->program_checkpoint);
+		} else {
+			fprintf(f, "none saved");
+		}
+		fprintf(f, ".</p>\n</section>\n");
+		return;
+	}
 	fprintf(f, "<p>Latest: ");
 	put_escaped(f, rep->latest_checkpoint[0] ? rep->latest_checkpoint : "none");
-	fprintf(f, ". Commits: %zu, median %.3f s", s->n, series_median(s));
+	fprintf(f, ". Commits: %zu", s->n);
+	if (s->n)
+		fprintf(f, ", median %.3f s", series_median(s));
 	if (rep->checkpoint_stall_ms.n)
 		fprintf(f, "; <span class=\"checkpoint-stall\">training stalled a median %.1f ms "
 			   "per checkpoint</span>", series_median(&rep->checkpoint_stall_ms));

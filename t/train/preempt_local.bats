@@ -314,6 +314,42 @@ RANK_SH=${abs_top_srcdir:?set by make check}/t/integration/program/rank.sh
 	grep -q "rank 0: resuming after step 0" runs/same__job=local__task=0/logs/rank-000.log
 }
 
+@test "stork report of a program run: no nan anywhere, what the program did not log said so, its own newest checkpoint named, no empty metrics files, bytes in readable units" {
+	# a program that logs nothing and saves one file
+	# shellcheck disable=SC2016 # expanded by the rank's shell
+	run "$STORK" run -- sh -c 'echo state >"$STORK_CHECKPOINT_DIR/state.pt"'
+	[ "$status" -eq 0 ]
+	dir=runs/sh__job=local__task=0
+	[ ! -e "$dir/logs/rank-000.metrics.jsonl" ]
+	run "$STORK" report --text "$dir"
+	echo "$output"
+	[[ "$output" != *nan* ]]
+	[[ "$output" == *"steps and loss: not reported by the program"* ]]
+	[[ "$output" == *"latest checkpoint: state.pt (the program's own, in STORK_CHECKPOINT_DIR)"* ]]
+	"$STORK" report "$dir" >/dev/null
+	run grep -ciw nan "$dir/report.html"
+	[ "$output" = 0 ]
+	grep -q "Loss: not reported by the program" "$dir/report.html"
+	grep -q "Stragglers: not measured (compute time per rank: not reported by the program)" "$dir/report.html"
+	grep -q "The program's own, in STORK_CHECKPOINT_DIR: newest state.pt" "$dir/report.html"
+	# the table of runs: "-" for what a run did not log
+	run "$STORK" report runs
+	echo "$output"
+	[[ "$output" != *nan* ]]
+	grep -Eq "^sh +local +0 +- +- +- +- +completed" <<<"$output"
+	# a program that logs its loss and the bytes it sent: the axis reads 80 MB, not 80000000
+	# shellcheck disable=SC2016 # expanded by the rank's shell
+	run "$STORK" run --set run.name=bytes -- sh -c 'for s in 1 2 3; do
+		printf "{\"step\":%d,\"metric\":\"train_loss\",\"value\":%d}\n{\"step\":%d,\"metric\":\"net_bytes_sent\",\"value\":80000000}\n" \
+			$s $((5 - s)) $s >>"$STORK_METRICS_FILE"; done'
+	[ "$status" -eq 0 ]
+	"$STORK" report runs/bytes__job=local__task=0 >/dev/null
+	tr -d '\n' <runs/bytes__job=local__task=0/report.html | grep -o 'id="net-bytes-chart".*' |
+		grep -q '>80 MB</text>'
+	run grep -c '>80000000</text>' runs/bytes__job=local__task=0/report.html
+	[ "$output" = 0 ]
+}
+
 @test "stork run -- PROGRAM: HUP is ignored, the ranks get nothing and run to their end" {
 	signal_run HUP --local-ranks 2 -- "$RANK_SH" --steps 40 --sleep 0.1
 	[ "$status" -eq 0 ]
