@@ -913,8 +913,15 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 		if (!restarting)
 			break;
 		a.nrestarts++;
-		stork_warn("restarting storkd from the latest checkpoint (restart %d of "
-			   "restart.max_restarts %d)", a.attempt + 1, cfg->restart.max_restarts);
+		if (cfg->program.command.n)
+			stork_warn("starting the program again, which resumes from its own "
+				   "checkpoint in STORK_CHECKPOINT_DIR (restart %d of "
+				   "restart.max_restarts %d)", a.attempt + 1,
+				   cfg->restart.max_restarts);
+		else
+			stork_warn("restarting storkd from the latest checkpoint (restart %d of "
+				   "restart.max_restarts %d)", a.attempt + 1,
+				   cfg->restart.max_restarts);
 	}
 	free(failed);
 	return code;

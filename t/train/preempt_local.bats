@@ -305,6 +305,12 @@ RANK_SH=${abs_top_srcdir:?set by make check}/t/integration/program/rank.sh
 	[ "$status" -eq 0 ]
 	grep -q "rank 0: starting after step $saved of $first/checkpoints (run.resume_from)" \
 		runs/rank.3__job=local__task=0/logs/rank-000.log
+	# a restart inside the allocation is the program's, and says so
+	run "$STORK" run --set restart.max_restarts=1 -- "$RANK_SH" --steps 4 --fail-rank 0
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"starting the program again, which resumes from its own checkpoint in STORK_CHECKPOINT_DIR (restart 1 of restart.max_restarts 1)"* ]]
+	[[ "$output" != *"restarting storkd"* ]]
 	# one name given twice: one run, the second invocation resumes the first
 	run "$STORK" run --set run.name=same -- "$RANK_SH" --steps 2
 	[ "$status" -eq 0 ]
