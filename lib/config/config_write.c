@@ -139,13 +139,19 @@ static int write_yaml(const struct stork_config *c, FILE *f, int comments)
 	const char *section = "";
 	size_t sl = 0;
 
+	/* a program run's resolved file leaves out the engine's keys, which it refuses */
+	bool program = comments && c->program.command.n;
+
 	if (comments)
-		fputs("# Resolved Stork configuration: every key, defaults filled in.\n"
-		      "# See stork.yaml(5) for the meaning of each key.\n", f);
+		fprintf(f, "# Resolved Stork configuration: every key%s, defaults filled in.\n"
+			   "# See stork.yaml(5) for the meaning of each key.\n",
+			program ? " a program run reads" : "");
 	for (size_t i = 0; i < config_nkeys; i++) {
 		const struct key *k = &config_keys[i];
 		const char *dot = strchr(k->path, '.');
 
+		if (program && config_key_is_engine(k->path))
+			continue;
 		if ((size_t)(dot - k->path) != sl || strncmp(k->path, section, sl)) {
 			section = k->path;
 			sl = (size_t)(dot - k->path);

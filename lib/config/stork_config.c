@@ -420,21 +420,26 @@ const char *config_origin(const struct stork_config *c, const char *path)
 	return c->origin && i >= 0 && c->origin[i] ? c->origin[i] : "default";
 }
 
-int config_engine_keys_set(const struct stork_config *c, char *buf, size_t len)
+bool config_key_is_engine(const char *path)
 {
 	static const char *const engine[] = { "model.", "data.", "train.", "checkpoint.",
 					      "parallel.tensor", "parallel.pipeline",
 					      "parallel.zero", "parallel.overlap", NULL };
+
+	for (int e = 0; engine[e]; e++)
+		if (!strncmp(path, engine[e], strlen(engine[e])))
+			return true;
+	return false;
+}
+
+int config_engine_keys_set(const struct stork_config *c, char *buf, size_t len)
+{
 	size_t used = 0;
 	int n = 0;
 
 	buf[0] = '\0';
 	for (size_t i = 0; c->origin && i < config_nkeys; i++) {
-		int is_engine = 0;
-
-		for (int e = 0; engine[e]; e++)
-			is_engine |= !strncmp(config_keys[i].path, engine[e], strlen(engine[e]));
-		if (!is_engine || !c->origin[i])
+		if (!config_key_is_engine(config_keys[i].path) || !c->origin[i])
 			continue;
 		n++;
 		if (used < len)

@@ -297,4 +297,7 @@ int config_differs_from_default(const struct stork_config *c, const char *path);
  */
 int config_engine_keys_set(const struct stork_config *c, char *buf, size_t len);
 
+/* Whether key path is one of those only the training engine reads. */
+bool config_key_is_engine(const char *path);
+
 #endif

@@ -320,13 +320,18 @@ RANK_SH=${abs_top_srcdir:?set by make check}/t/integration/program/rank.sh
 	grep -q "rank 0: resuming after step 0" runs/same__job=local__task=0/logs/rank-000.log
 }
 
-@test "stork report of a program run: no nan anywhere, what the program did not log said so, its own newest checkpoint named, no empty metrics files, bytes in readable units" {
+@test "stork report of a program run: no nan anywhere, what the program did not log said so, its own newest checkpoint named, no empty metrics files, bytes in readable units; its configuration without the engine's keys" {
 	# a program that logs nothing and saves one file
 	# shellcheck disable=SC2016 # expanded by the rank's shell
 	run "$STORK" run -- sh -c 'echo state >"$STORK_CHECKPOINT_DIR/state.pt"'
 	[ "$status" -eq 0 ]
 	dir=runs/sh__job=local__task=0
 	[ ! -e "$dir/logs/rank-000.metrics.jsonl" ]
+	# its resolved configuration holds the keys a program run reads, not the engine's
+	grep -q '^program:' "$dir/config/stork.yaml"
+	grep -q '^  local_ranks:' "$dir/config/stork.yaml"
+	run grep -cE '^(model|data|train|checkpoint):|^  (tensor|pipeline|zero|overlap):' "$dir/config/stork.yaml"
+	[ "$output" = 0 ]
 	run "$STORK" report --text "$dir"
 	echo "$output"
 	[[ "$output" != *nan* ]]
