@@ -155,7 +155,8 @@ probe_job() {
 	ms=${line#* in }
 	ms=${ms%% ms:*}
 	echo "# launcher 1 met launcher 0 in $ms ms under the flood" >&3
-	awk -v ms="$ms" 'BEGIN { exit !(ms < 1000) }'
+	# kept out, it would retry until its timeout (30 s)
+	awk -v ms="$ms" 'BEGIN { exit !(ms < 5000) }'
 	grep -q "rendezvous: too many connections: closed the one from 127.0.0.1:[0-9]*, which had not identified itself" flood.err
 	[ "$(grep -c 'rendezvous:' flood.err)" -le 4 ]
 }

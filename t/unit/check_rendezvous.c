@@ -799,7 +799,8 @@ static void *flood_run(void *arg)
 /*
  * 500 silent connections, from launcher 1's own address (another user on
  * its node) or from another address, opened before launcher 1 arrives and
- * kept open: the pair still meets in well under a second.
+ * kept open: the pair still meets, well before launcher 1's timeout, and
+ * launcher 0's log names one closed connection and counts the rest.
  */
 START_TEST(a_flood_of_silent_connections_does_not_keep_a_launcher_out)
 {
@@ -827,7 +828,9 @@ START_TEST(a_flood_of_silent_connections_does_not_keep_a_launcher_out)
 	}
 	fprintf(stderr, "flood from %s: launcher 1 met launcher 0 after %.3f s; %d connections "
 		"opened again\n", f.src, l[1].seconds, f.reopened);
-	ck_assert_msg(l[1].seconds < 1.0, "flood from %s: launcher 1 met launcher 0 after %.2f s",
+	/* kept out, it would retry until its timeout (20 s); met, it takes
+	 * milliseconds, more on a loaded machine */
+	ck_assert_msg(l[1].seconds < 5.0, "flood from %s: launcher 1 met launcher 0 after %.2f s",
 		      f.src, l[1].seconds);
 	ck_assert_msg(strlen(log) < 4096, "flood from %s: launcher 0 logged %zu bytes:\n%.2000s",
 		      f.src, strlen(log), log);
