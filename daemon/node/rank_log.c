@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +37,8 @@ static FILE *open_append(const char *run_dir, int rank, const char *suffix, char
 int rank_log_open(struct rank_log *rl, const char *run_dir, int rank, int local,
 		  const char *host, const char *job_id, char *err, size_t errlen)
 {
+	struct stat st;
+
 	memset(rl, 0, sizeof *rl);
 	rl->rank = rank;
 	rl->local = local;
@@ -44,9 +47,16 @@ int rank_log_open(struct rank_log *rl, const char *run_dir, int rank, int local,
 	rl->log = open_append(run_dir, rank, "log", rl->log_path, sizeof rl->log_path, err, errlen);
 	if (!rl->log)
 		return -1;
-	/* opened at the first metric (open_metrics) */
+	/* made at the first metric (open_metrics); one already there (a requeue's,
+	 * or something planted in its place) is judged now */
 	snprintf(rl->metrics_path, sizeof rl->metrics_path, "%s/logs/rank-%03d.metrics.jsonl",
 		 run_dir, rank);
+	if (lstat(rl->metrics_path, &st) == 0 &&
+	    !(rl->metrics = open_append(run_dir, rank, "metrics.jsonl", rl->metrics_path,
+					sizeof rl->metrics_path, err, errlen))) {
+		rank_log_close(rl);
+		return -1;
+	}
 	return 0;
 }
 

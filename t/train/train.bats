@@ -379,7 +379,7 @@ setup() {
 	[[ "$output" == *"stork: completed (exit 0): preflight only: 1 node(s), none left out (metrics/preflight.csv)"* ]]
 	dir=runs/pfonly__job=local__task=0
 	[ "$(grep -c ',0,.*,"ok"$' "$dir/metrics/preflight.csv")" -eq 2 ]
-	run grep -h train_loss "$dir"/logs/rank-00[01].metrics.jsonl
+	run grep -hs train_loss "$dir"/logs/rank-00[01].metrics.jsonl
 	[ -z "$output" ]
 	# a training run does without it on one node (auto), and with it when asked
 	run "$STORK" run tiny.yaml --set run.name=plain
