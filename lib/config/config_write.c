@@ -287,3 +287,51 @@ uint64_t config_model_hash(const struct stork_config *c)
 			 c->model.rope_high_freq_factor, c->model.rope_original_max_positions);
 	return fnv1a(text, FNV_OFFSET);
 }
+
+/* k's value in c as written in a configuration, into buf. */
+static void value_text(const struct stork_config *c, const struct key *k, char *buf, size_t len)
+{
+	char *text = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&text, &n);
+
+	if (f) {
+		config_put_value(f, c, k);
+		fclose(f);
+	}
+	snprintf(buf, len, "%s", text ? text : "?");
+	free(text);
+}
+
+static bool skipped(const char *path, const char *const *skip)
+{
+	for (int i = 0; skip && skip[i]; i++)
+		if (!strcmp(path, skip[i]))
+			return true;
+	return false;
+}
+
+int config_differences(const struct stork_config *was, const struct stork_config *now,
+		       const char *const *skip, char *buf, size_t len)
+{
+	size_t used = 0;
+	int n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < config_nkeys; i++) {
+		const struct key *k = &config_keys[i];
+		char a[256], b[256];
+
+		if (skipped(k->path, skip))
+			continue;
+		value_text(was, k, a, sizeof a);
+		value_text(now, k, b, sizeof b);
+		if (!strcmp(a, b))
+			continue;
+		n++;
+		if (used < len)
+			used += (size_t)snprintf(buf + used, len - used, "\n  %s: %s -> %s", k->path, a,
+						 b);
+	}
+	return n;
+}

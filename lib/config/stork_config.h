@@ -262,6 +262,14 @@ const char *config_key_path(size_t i);
 /* True when every key of a and b has the same value. */
 bool config_equal(const struct stork_config *a, const struct stork_config *b);
 
+/*
+ * The keys whose values differ between was and now, but for those listed
+ * in skip (NULL-terminated, may be NULL), as "\n  KEY: WAS -> NOW" lines
+ * into buf. Returns how many differ.
+ */
+int config_differences(const struct stork_config *was, const struct stork_config *now,
+		       const char *const *skip, char *buf, size_t len);
+
 /* 64-bit FNV-1a of the resolved YAML text of every key (config_to_yaml
  * without comments): equal configurations, equal hashes, on every host. */
 uint64_t config_hash(const struct stork_config *c);

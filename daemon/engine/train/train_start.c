@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -353,6 +354,63 @@ static int other_keys_changed(const struct rank *r, const struct ckpt_state *st)
 }
 
 /*
+ * The configuration checkpoint dir (RUN/checkpoints/step_N) was written
+ * under: of the config/stork.N.yaml the launcher keeps of each launch of
+ * RUN, the newest whose hash is the checkpoint's. 0 with it in then, or -1.
+ */
+static int checkpoint_config(const char *dir, uint64_t hash, struct stork_config *then)
+{
+	char run[4096], path[4200], err[512], *slash;
+	struct stat st;
+	int last = 0;
+
+	snprintf(run, sizeof run, "%s", dir);
+	for (int up = 0; up < 2; up++) {
+		if (!(slash = strrchr(run, '/')))
+			return -1;
+		*slash = '\0';
+	}
+	do
+		snprintf(path, sizeof path, "%s/config/stork.%d.yaml", run, ++last);
+	while (last < 100000 && stat(path, &st) == 0);
+	for (int k = last - 1; k >= 1; k--) {
+		snprintf(path, sizeof path, "%s/config/stork.%d.yaml", run, k);
+		if (config_load(then, path, err, sizeof err) < 0)
+			continue;
+		if (config_hash(then) == hash)
+			return 0;
+		config_free(then);
+	}
+	return -1;
+}
+
+/*
+ * The other keys that changed since the checkpoint, named with both values
+ * when its launch's configuration is at hand, else said in general. Returns
+ * what it wrote into buf.
+ */
+static size_t other_changes(const struct rank *r, const struct ckpt_state *st, const char *dir,
+			    char *buf, size_t len)
+{
+	static const char *const listed[] = { "train.batch_size", "train.grad_accum",
+					      "train.seq_len", "train.steps", "train.lr",
+					      "parallel.tensor", "parallel.pipeline",
+					      "parallel.zero", NULL };
+	struct stork_config then;
+	int w;
+
+	if (checkpoint_config(dir, st->config_hash, &then) == 0) {
+		config_differences(&then, r->cfg, listed, buf, len);
+		config_free(&then);
+		if (buf[0])
+			return strlen(buf);
+	}
+	w = snprintf(buf, len, "\n  other settings (the configuration's hash differs; "
+		     "config/stork.N.yaml keeps each launch's)");
+	return w < 0 ? 0 : (size_t)w < len ? (size_t)w : len - 1;
+}
+
+/*
  * Rank 0 says, in one block at the start, every setting that differs from
  * the checkpoint's: a resume that trains differently should never do so
  * silently. Nothing for checkpoints that did not record their settings.
@@ -386,9 +444,7 @@ static void say_changes(struct rank *r, const struct ckpt_state *st, const char 
 		n += (size_t)snprintf(block + n, sizeof block - n, "\n  train.lr: %g -> %g", was.lr,
 				      now.lr);
 	if (other_keys_changed(r, st) && n < sizeof block)
-		n += (size_t)snprintf(block + n, sizeof block - n, "\n  other settings (the "
-				      "configuration's hash differs; config/stork.N.yaml keeps each "
-				      "launch's)");
+		n += other_changes(r, st, dir, block + n, sizeof block - n);
 	if (n == 0)
 		return;
 	rank_logf(&r->log, "resume: changed since %s (step %" PRId64 "):%s", dir, st->step, block);
