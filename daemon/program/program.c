@@ -661,9 +661,18 @@ static int unconfirmed(struct supervisor *s, char *names, size_t len)
 		if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0 && s->ending != END_STOP)
 			continue;
 		n++;
-		if (used < len)
-			used += (size_t)snprintf(names + used, len - used, "%s%d", n > 1 ? ", " : "",
-						 r->rank);
+		if (used < len) {
+			char how[64];
+			int sig = WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0;
+
+			describe_status(r->status, how, sizeof how);
+			/* the stop signal's default action: the program never caught it */
+			used += (size_t)snprintf(names + used, len - used, "%s%d (%s%s)",
+						 n > 1 ? ", " : "", r->rank, how,
+						 sig == s->p->cfg->program.signal ?
+						 ": the program has no handler for program.signal" :
+						 "");
+		}
 	}
 	return n;
 }
@@ -727,7 +736,7 @@ static int agree_end(struct supervisor *s, int stopped, int missing, int *code)
 
 static int finish(struct supervisor *s, json_t *v)
 {
-	char names[256];
+	char names[1024];
 	int code = STORK_EXIT_OK, missing, stopped = s->ending == END_STOP;
 
 	switch (s->ending) {

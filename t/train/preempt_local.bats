@@ -361,6 +361,23 @@ RANK_SH=${abs_top_srcdir:?set by make check}/t/integration/program/rank.sh
 	[ "$output" = 0 ]
 }
 
+@test "stork run -- PROGRAM with no handler for the stop signal: the output says the rank died of it and why, not only that it did not confirm a checkpoint" {
+	cat >nohandler.sh <<-'EOF'
+	#!/bin/sh
+	# logs steps; the stop signal's default action ends it
+	s=0
+	while [ $s -lt 400 ]; do
+		s=$((s + 1))
+		printf '{"step":%d,"metric":"train_loss","value":1}\n' $s >>"$STORK_METRICS_FILE"
+		sleep 0.1
+	done
+	EOF
+	chmod +x nohandler.sh
+	signal_run USR1 -- ./nohandler.sh
+	[ "$status" -eq 12 ]
+	grep -q "rank(s) 0 (died of SIGUSR1: the program has no handler for program.signal) on .* did not confirm a checkpoint" out.log
+}
+
 @test "stork run -- PROGRAM: HUP is ignored, the ranks get nothing and run to their end" {
 	signal_run HUP --local-ranks 2 -- "$RANK_SH" --steps 40 --sleep 0.1
 	[ "$status" -eq 0 ]
@@ -393,7 +410,7 @@ DEAF
 	[ "$status" -eq 12 ]
 	jq -e '.reason == "requeue_failed" and (.message | contains("a rank did not confirm its checkpoint (exit 10) before it ended, so the checkpoint is unconfirmed"))' \
 		"$dir/exit_info.json"
-	grep -q 'rank(s) 0, 1 on .* did not confirm a checkpoint' out.log
+	grep -q 'rank(s) 0 ([a-z].*), 1 ([a-z].*) on .* did not confirm a checkpoint' out.log
 	for r in 0 1; do
 		grep -q 'died of SIGTERM' "$dir/logs/rank-00$r.log"
 	done
