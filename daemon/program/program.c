@@ -12,6 +12,7 @@
 #include "lib/comm/comm.h"
 #include "lib/exit_codes.h"
 #include "lib/log.h"
+#include "lib/run/end_notice.h"
 #include "lib/run/metrics_file.h"
 #include "lib/rendezvous/rendezvous.h"
 #include "lib/slurm/slurm_job.h"
@@ -22,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -46,6 +48,11 @@ extern char **environ;
 #define STOP_DEATH_S 2.0
 /* How far ahead a hang's stacks are announced to the other nodes. */
 #define ANNOUNCE_S 1.0
+/* How long a rank that failed for a lost peer waits for another node's notice. */
+#define LOST_PEER_WAIT_S 2.0
+/* How long teed stderr lines wait (program_output.h): longer than a failure
+ * takes to reach the other nodes' notice. */
+#define TEE_HOLD_S 1.0
 /* How long the output of exited ranks is still read (their children may hold it). */
 #define DRAIN_S 2
 
@@ -57,6 +64,7 @@ struct prank {
 	double start, end;      /* wall-clock seconds */
 	double beat;            /* wall-clock seconds of its last heartbeat; 0: none yet */
 	double stop_death;      /* monotonic: when it died of a stop signal before any stop; 0 */
+	double lost_peer;       /* monotonic: when it failed for a lost peer (waiting); 0 */
 	struct rank_log log;
 	struct stderr_tail tail;
 	struct rank_output out;
@@ -81,10 +89,11 @@ struct supervisor {
 	double grace_end;        /* monotonic: when unconfirmed ranks are ended */
 	double stacks_due;       /* monotonic: when to ask for the stacks; 0: never */
 	double stacks_at;        /* monotonic: when they were asked for; 0: not yet */
-	char hang_file[4200];    /* where a hang is announced to every node */
+	char notice[4200];       /* how the attempt ends, told every node (lib/run/end_notice.h) */
 	double term_at;          /* monotonic: when TERM went out; 0: not yet */
 	int timeout;             /* the stop came near the job's end */
 	int failed;              /* the first failed local rank, -1 none */
+	int secondary;           /* ... failed after another node's first failure */
 	int agreed;              /* the daemons agreed on the end (else: abort them) */
 	int guard;               /* the deadline guard watches this run */
 	char why[1024];          /* the node's message */
@@ -192,6 +201,7 @@ static int start_rank(struct supervisor *s, struct prank *r, char *err, size_t e
 		.tee = p->cfg->program.tee == STORK_TEE_ALL ||
 		       (p->cfg->program.tee == STORK_TEE_RANK0 && r->rank == 0),
 		.tee_prefix = p->cfg->program.tee == STORK_TEE_ALL,
+		.hold_s = TEE_HOLD_S,
 	};
 	r->running = 1;
 	r->start = clock_wall();
@@ -241,10 +251,54 @@ static int failed_status(int status)
 	       (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != PROGRAM_CHECKPOINTED_EXIT);
 }
 
+/*
+ * "rank 3 on n2 exited with 1: RuntimeError: boom (File ...)"; 1 when what
+ * it said is a lost peer's complaint.
+ */
+static int describe_rank(const struct supervisor *s, const struct prank *r, char *out,
+			 size_t len)
+{
+	struct program_error e = { 0 };
+	char how[64];
+
+	program_error_from_file(r->error_file, &e);
+	if (!e.source)
+		program_error_from_tail(&r->tail, &e);
+	describe_status(r->status, how, sizeof how);
+	msg_format(out, len, "rank %d on %s %s%s%s%s%s%s", r->rank, s->p->node->host, how,
+		   e.message[0] ? ": " : "", e.message, e.frame[0] ? " (" : "", e.frame,
+		   e.frame[0] ? ")" : "");
+	return program_error_lost_peer(&e);
+}
+
+/*
+ * Local rank i failed: the run's first failure, told every node (its
+ * traceback, if teed, before the error line), or one that came after
+ * another node's, said as such after it.
+ */
 static void fail(struct supervisor *s, int i)
 {
+	struct end_notice n = { .kind = END_NOTICE_FAILED, .at = clock_wall() }, first;
+
 	s->ending = END_FAILED;
 	s->failed = i;
+	describe_rank(s, &s->r[i], n.message, sizeof n.message);
+	switch (end_notice_post(s->notice, &n, &first)) {
+	case 0:
+		s->secondary = 1;
+		msg_format(s->why, sizeof s->why, "%s (secondary: after %s)", n.message,
+			   first.message);
+		stork_info("%s", s->why);
+		break;
+	case -1:
+		stork_warn("cannot tell the other nodes of the failure through %s: %s", s->notice,
+			   strerror(errno));
+		/* fall through */
+	default:
+		snprintf(s->why, sizeof s->why, "%s", n.message);
+		output_release(&s->r[i].out, INFINITY);
+		stork_error("%s", s->why);
+	}
 	terminate(s);
 }
 
@@ -261,6 +315,15 @@ static int stop_signal_death(const struct supervisor *s, int status)
 	int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
 	return sig && (stop_signal_stops(sig) || sig == s->p->cfg->program.signal);
+}
+
+/* A failure that says another rank went away waits a moment for that
+ * rank's own (LOST_PEER_WAIT_S), which is the cause. */
+static int lost_peer(const struct supervisor *s, const struct prank *r)
+{
+	char text[1024];
+
+	return describe_rank(s, r, text, sizeof text);
 }
 
 static void reap(struct supervisor *s)
@@ -285,6 +348,10 @@ static void reap(struct supervisor *s)
 			continue;
 		if (stop_signal_death(s, r->status)) {
 			r->stop_death = clock_monotonic(); /* see watch() */
+			continue;
+		}
+		if (lost_peer(s, r)) {
+			r->lost_peer = clock_monotonic(); /* see watch() */
 			continue;
 		}
 		fail(s, i);
@@ -419,68 +486,102 @@ static void begin_stop(struct supervisor *s, const char *why, int sig)
 	signal_ranks(s, s->p->cfg->program.signal, 1);
 }
 
-/* A daemon of another node died: the world's abort says which. */
-static int peer_lost(struct supervisor *s)
-{
-	const char *why;
-
-	if (!s->p->hier)
-		return 0;
-	comm_hier_watch(s->p->hier);
-	why = comm_abort_reason(s->p->daemons);
-	if (!why || !*why)
-		return 0;
-	snprintf(s->why, sizeof s->why, "the program's ranks on %s were ended: another node's "
-		 "daemon ended (%s)", s->p->node->host, why);
-	return 1;
-}
-
-/*
- * A hang is announced to the other nodes through the run directory, which
- * every node shares: a file naming the wall-clock time at which every
- * node asks its ranks for their stacks. Asked at once, every rank prints
- * where it waits; asked one node after the other, the first node's ranks
- * would die and the others' would fail in their collectives instead.
- */
-static void announce_hang(struct supervisor *s, double at)
-{
-	char text[64];
-	int fd = open(s->hang_file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-
-	if (fd < 0) {
-		stork_warn("cannot announce the hang in %s: %s", s->hang_file, strerror(errno));
-		return;
-	}
-	snprintf(text, sizeof text, "%.3f\n", at);
-	if (write(fd, text, strlen(text)) < 0)
-		stork_warn("cannot announce the hang in %s: %s", s->hang_file, strerror(errno));
-	close(fd);
-}
-
-/* Another node's announcement: when to ask for the stacks (wall clock), or 0. */
-static double hang_announced(const struct supervisor *s)
-{
-	char text[64] = "";
-	int fd = open(s->hang_file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return 0;
-	text[n] = '\0';
-	return strtod(text, NULL);
-}
-
 static void ask_for_stacks(struct supervisor *s, double wall)
 {
 	s->stacks_due = clock_monotonic() + (wall - clock_wall());
 }
 
+/*
+ * Another node's notice ends this node's ranks: after the first failure
+ * (the local ranks that failed since, for a lost peer, named as such), or
+ * for a hang, whose stacks every node asks for at the same moment: asked
+ * one node after the other, the first node's ranks would die and the
+ * others' would fail in their collectives instead of printing where they
+ * wait.
+ */
+static void ended_by_notice(struct supervisor *s, const struct end_notice *n)
+{
+	size_t used;
+
+	s->ending = END_PEER;
+	if (n->kind == END_NOTICE_HANG) {
+		snprintf(s->why, sizeof s->why, "the program's ranks on %s were ended: another "
+			 "node found a hang (every rank's stack is in its log)", s->p->node->host);
+		ask_for_stacks(s, n->at);
+		return;
+	}
+	msg_format(s->why, sizeof s->why, "the program's ranks on %s were ended after the first "
+		   "failure: %s", s->p->node->host, n->message);
+	used = strlen(s->why);
+	for (int i = 0; i < s->n && used < sizeof s->why; i++)
+		if (s->r[i].lost_peer) {
+			char text[512];
+
+			describe_rank(s, &s->r[i], text, sizeof text);
+			used += (size_t)snprintf(s->why + used, sizeof s->why - used,
+						 "; then %s (secondary)", text);
+		}
+	stork_info("%s", s->why);
+	terminate(s);
+}
+
+/* A hang found here: the first node to find it announces it and says so. */
+static void begin_hang(struct supervisor *s)
+{
+	struct end_notice n = { .kind = END_NOTICE_HANG, .at = clock_wall() + ANNOUNCE_S }, first;
+	int rc;
+
+	snprintf(n.message, sizeof n.message, "%s", s->why);
+	rc = end_notice_post(s->notice, &n, &first);
+	if (rc == 0 && first.kind == END_NOTICE_FAILED) {
+		ended_by_notice(s, &first);
+		return;
+	}
+	/* the silent ranks here are in this node's record either way */
+	s->ending = END_HANG;
+	if (rc == 0) {
+		ask_for_stacks(s, first.at);
+		return;
+	}
+	if (rc < 0)
+		stork_warn("cannot tell the other nodes of the hang through %s: %s", s->notice,
+			   strerror(errno));
+	stork_warn("hang: the program's ranks on %s sent no heartbeat for %.0f s "
+		   "(preempt.hang_timeout); every rank is asked for its stack, and the verdict "
+		   "names the rank that stopped first", s->p->node->host,
+		   s->p->cfg->preempt.hang_timeout);
+	ask_for_stacks(s, n.at);
+}
+
+/* A daemon of another node died: the world's abort says which. */
+static void peer_lost(struct supervisor *s)
+{
+	struct end_notice n;
+	const char *why;
+
+	if (!s->p->hier)
+		return;
+	comm_hier_watch(s->p->hier);
+	why = comm_abort_reason(s->p->daemons);
+	if (!why || !*why)
+		return;
+	/* what the program did there, when it did something (its daemon ends after) */
+	if (end_notice_read(s->notice, &n) && n.kind == END_NOTICE_FAILED) {
+		ended_by_notice(s, &n);
+		return;
+	}
+	s->ending = END_PEER;
+	snprintf(s->why, sizeof s->why, "the program's ranks on %s were ended: another node's "
+		 "daemon ended (%s)", s->p->node->host, why);
+	stork_error("%s", s->why);
+	terminate(s);
+}
+
 /* One look at everything that may end the ranks. */
 static void watch(struct supervisor *s)
 {
-	double now = clock_monotonic(), at;
+	double now = clock_monotonic();
+	struct end_notice notice;
 	char why[64];
 	int sig;
 
@@ -496,24 +597,15 @@ static void watch(struct supervisor *s)
 	for (int i = 0; s->ending == END_NONE && i < s->n; i++)
 		if (s->r[i].stop_death && now - s->r[i].stop_death > STOP_DEATH_S)
 			fail(s, i);
-	if (s->ending == END_NONE && find_hang(s)) {
-		s->ending = END_HANG;
-		stork_error("%s", s->why);
-		at = clock_wall() + ANNOUNCE_S;
-		announce_hang(s, at);
-		ask_for_stacks(s, at);
-	}
-	if (s->ending == END_NONE && (at = hang_announced(s)) > 0) {
-		s->ending = END_PEER;
-		snprintf(s->why, sizeof s->why, "the program's ranks on %s were ended: another node "
-			 "found a hang (every rank's stack is in its log)", s->p->node->host);
-		ask_for_stacks(s, at);
-	}
-	if (s->ending == END_NONE && peer_lost(s)) {
-		s->ending = END_PEER;
-		stork_error("%s", s->why);
-		terminate(s);
-	}
+	if (s->ending == END_NONE && end_notice_read(s->notice, &notice))
+		ended_by_notice(s, &notice);
+	for (int i = 0; s->ending == END_NONE && i < s->n; i++)
+		if (s->r[i].lost_peer && now - s->r[i].lost_peer > LOST_PEER_WAIT_S)
+			fail(s, i);
+	if (s->ending == END_NONE && find_hang(s))
+		begin_hang(s);
+	if (s->ending == END_NONE)
+		peer_lost(s);
 	if (s->stacks_due && !s->stacks_at && now >= s->stacks_due) {
 		s->stacks_at = now;
 		for (int i = 0; i < s->n; i++)
@@ -559,13 +651,24 @@ static int pump(struct supervisor *s, int ms)
 	return nfds;
 }
 
-/* A rank's death by a stop signal still waits to be judged (see reap). */
+/* A rank's death by a stop signal or for a lost peer still waits to be judged (see reap). */
 static int undecided(const struct supervisor *s)
 {
 	for (int i = 0; s->ending == END_NONE && i < s->n; i++)
-		if (s->r[i].stop_death)
+		if (s->r[i].stop_death || s->r[i].lost_peer)
 			return 1;
 	return 0;
+}
+
+/* Teed stderr once it has waited (a rank's failure waiting to be judged
+ * keeps its own); all of it once the node's ending is said. */
+static void release_output(struct supervisor *s)
+{
+	double before = s->ending == END_NONE ? clock_wall() - TEE_HOLD_S : INFINITY;
+
+	for (int i = 0; i < s->n; i++)
+		if (s->ending != END_NONE || !s->r[i].lost_peer)
+			output_release(&s->r[i].out, before);
 }
 
 static void supervise(struct supervisor *s)
@@ -577,6 +680,7 @@ static void supervise(struct supervisor *s)
 
 		reap(s);
 		watch(s);
+		release_output(s);
 		if (running_ranks(s) || undecided(s))
 			continue;
 		if (!all_ended)
@@ -628,22 +732,6 @@ static void add_failure(json_t *v, const struct supervisor *s, int secondary)
 	if (e.frame[0])
 		json_object_set_new(v, "failed_rank_frame", sj_text(e.frame));
 	json_object_set_new(v, "secondary", json_boolean(secondary));
-}
-
-static void describe_failure(struct supervisor *s)
-{
-	const struct prank *r = &s->r[s->failed];
-	struct program_error e = { 0 };
-	char how[64];
-
-	program_error_from_file(r->error_file, &e);
-	if (!e.source)
-		program_error_from_tail(&r->tail, &e);
-	describe_status(r->status, how, sizeof how);
-	msg_format(s->why, sizeof s->why, "rank %d on %s %s%s%s%s%s%s", r->rank, s->p->node->host,
-		 how, e.message[0] ? ": " : "", e.message, e.frame[0] ? " (" : "", e.frame,
-		 e.frame[0] ? ")" : "");
-	stork_error("%s", s->why);
 }
 
 /* A stop's ranks: how many confirmed, and the others named in s->why. */
@@ -741,8 +829,7 @@ static int finish(struct supervisor *s, json_t *v)
 
 	switch (s->ending) {
 	case END_FAILED:
-		describe_failure(s);
-		add_failure(v, s, 0);
+		add_failure(v, s, s->secondary);
 		return STORK_EXIT_RANK_FAILED;
 	case END_HANG:
 		add_failure(v, s, 0);
@@ -809,9 +896,15 @@ int program_run(const struct program_run *p, json_t **result)
 		msg_format(s.why, sizeof s.why, "cannot create %s: %s", dir, strerror(errno));
 		goto out;
 	}
-	/* per attempt: an earlier attempt's hang is not this one's */
-	msg_format(s.hang_file, sizeof s.hang_file, "%s/logs/.hang.%s.%d.%d", p->node->run_dir,
-		   p->node->job_id, p->node->restart_count, p->node->attempt);
+	/* per attempt: an earlier attempt's ending is not this one's */
+	if (end_notice_path(s.notice, sizeof s.notice, p->node->run_dir, p->node->job_id,
+			    p->node->restart_count, p->node->attempt) < 0) {
+		snprintf(s.why, sizeof s.why, "run directory path too long: %s", p->node->run_dir);
+		goto out;
+	}
+	/* one node alone: a notice left by a run killed before its end is stale */
+	if (!p->daemons)
+		unlink(s.notice);
 	for (; opened < s.n; opened++)
 		if (open_rank(p, &s.r[opened], opened, err, sizeof err) < 0) {
 			snprintf(s.why, sizeof s.why, "%s", err);

@@ -70,6 +70,23 @@ void program_error_from_traceback(const char *text, struct program_error *e)
 		e->source = "stderr";
 }
 
+int program_error_lost_peer(const struct program_error *e)
+{
+	static const char *const said[] = {
+		"Connection closed by peer",           /* gloo */
+		"Connection reset by peer",
+		"Broken pipe",
+		"remote process exited",               /* NCCL */
+		"NCCL communicator was aborted",
+		"DistNetworkError",                    /* torch.distributed's store */
+	};
+
+	for (size_t i = 0; i < sizeof said / sizeof said[0]; i++)
+		if (strstr(e->message, said[i]))
+			return 1;
+	return 0;
+}
+
 void program_error_from_tail(const struct stderr_tail *t, struct program_error *e)
 {
 	program_error_from_traceback(t->text, e);
@@ -92,7 +109,8 @@ void program_error_from_file(const char *path, struct program_error *e)
 	if (msg) {
 		struct program_error from_stack = { 0 };
 
-		snprintf(e->message, sizeof e->message, "%s", msg);
+		/* its first line: a C++ error's adds its own frames ("At: ...") */
+		snprintf(e->message, sizeof e->message, "%.*s", (int)strcspn(msg, "\n"), msg);
 		if (stack)
 			program_error_from_traceback(stack, &from_stack);
 		snprintf(e->frame, sizeof e->frame, "%s", from_stack.frame);

@@ -34,6 +34,13 @@ void program_error_from_file(const char *path, struct program_error *e);
 /* From the last Python traceback in the tail, if any. */
 void program_error_from_tail(const struct stderr_tail *t, struct program_error *e);
 
+/*
+ * Whether what it said is a collective's complaint that another rank went
+ * away (gloo's "Connection closed by peer", NCCL's "remote process
+ * exited"): a consequence of another rank's failure, most often.
+ */
+int program_error_lost_peer(const struct program_error *e);
+
 /* From the traceback text itself (the error file's py_callstack, or a tail). */
 void program_error_from_traceback(const char *text, struct program_error *e);
 

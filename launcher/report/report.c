@@ -61,8 +61,22 @@ static void print_failure(const char *label, const json_t *f)
 	       json_string_value(json_object_get(f, "what")) ?: "");
 }
 
-static void print_exit(const json_t *e)
+/* Each requeue and why (report_data.c: read_requeues), indented under the count. */
+static void print_requeues(const struct run_report *rep)
 {
+	const char *l = rep->requeues;
+
+	while (*l) {
+		int n = (int)strcspn(l, "\n");
+
+		term_printf(stdout, "  %.*s\n", n, l);
+		l += n + (l[n] == '\n');
+	}
+}
+
+static void print_exit(const struct run_report *rep)
+{
+	const json_t *e = rep->exit_info;
 	const json_t *restarts = json_object_get(e, "restarts");
 	size_t i;
 	json_t *r;
@@ -73,6 +87,7 @@ static void print_exit(const json_t *e)
 	print_failure("first failure", json_object_get(e, "first_failure"));
 	term_printf(stdout, "requeues: %lld; restarts inside the allocation: %zu\n",
 	       (long long)sj_int(e, "restart_count", 0), json_array_size(restarts));
+	print_requeues(rep);
 	json_array_foreach(restarts, i, r)
 		term_printf(stdout, "  restart after attempt %lld: %s: %s\n", (long long)sj_int(r, "attempt", -1),
 		       json_string_value(json_object_get(r, "reason")) ?: "?",
@@ -199,7 +214,7 @@ static int report_text(const char *dir)
 	term_printf(stdout, "run: %s\n", dir);
 	print_problems(&rep);
 	if (rep.exit_info)
-		print_exit(rep.exit_info);
+		print_exit(&rep);
 	if (rep.env)
 		print_layout(rep.env);
 	print_preflight(&rep);

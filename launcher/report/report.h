@@ -70,6 +70,8 @@ struct run_report {
 	char latest_checkpoint[256];   /* checkpoints/latest's target, or "" */
 	int program;                   /* a run of the user's program (stork run -- PROGRAM) */
 	char program_checkpoint[256];  /* then the newest entry of its checkpoints/, or "" */
+	char requeues[4096];           /* every requeue of the job and why, one per line
+					* ("requeue 0: preempted_requeued: ..."); or "" */
 	char preflight[2048];          /* what the preflight did: its requeues, the nodes it
 					* named (metrics/preflight.csv), one per line; or "" */
 	char problems[2048];           /* files missing or damaged, one per line */

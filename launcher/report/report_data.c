@@ -402,6 +402,36 @@ static void attempts_ended(struct run_report *rep)
 	}
 }
 
+/*
+ * Why the job was requeued each time: node 0's record of the last attempt
+ * of each requeue before the current one (a preemption, the time limit,
+ * the preflight leaving a node out, a lost node).
+ */
+static void read_requeues(struct run_report *rep)
+{
+	long long count = sj_int(rep->exit_info, "restart_count", 0);
+	size_t used = 0;
+
+	for (int q = 0; q < count && q < 1000 && used < sizeof rep->requeues; q++) {
+		char path[4200], err[512], last[4200] = "";
+		json_t *v;
+
+		for (int a = 0; a < 1000; a++) {
+			if (exit_info_node_path(path, sizeof path, rep->dir, 0, q, a) < 0 ||
+			    access(path, F_OK) < 0)
+				break;
+			snprintf(last, sizeof last, "%s", path);
+		}
+		if (!last[0] || !(v = sj_load_file(last, err, sizeof err)))
+			continue;
+		used += (size_t)snprintf(rep->requeues + used, sizeof rep->requeues - used,
+					 "requeue %d: %s: %s\n", q,
+					 json_string_value(json_object_get(v, "reason")) ?: "?",
+					 json_string_value(json_object_get(v, "message")) ?: "");
+		json_decref(v);
+	}
+}
+
 /* Append line to rep->preflight, unless it is there already. */
 static void preflight_line(struct run_report *rep, const char *line)
 {
@@ -489,6 +519,7 @@ int report_load(const char *dir, struct run_report *rep)
 	if (read_ranks(rep) < 0 || find_stragglers(rep) < 0)
 		return -1;
 	attempts_ended(rep);
+	read_requeues(rep);
 	read_preflight(rep);
 	if (path_join(path, sizeof path, dir, "metrics/sacct.csv") == 0 &&
 	    (rep->sacct = file_text(path, 1 << 20)) && !rep->sacct[0]) {

@@ -208,14 +208,14 @@ static void chart_end(FILE *f)
 
 /* ---- the sections ---- */
 
-/* What the preflight did (report_data.c: read_preflight), a list item each. */
-static void section_preflight(FILE *f, const struct run_report *rep)
+/* Text of lines as a list of class cls, a line an item; nothing when "". */
+static void lines_list(FILE *f, const char *cls, const char *lines)
 {
 	char *copy, *save = NULL;
 
-	if (!rep->preflight[0] || !(copy = strdup(rep->preflight)))
+	if (!lines[0] || !(copy = strdup(lines)))
 		return;
-	fprintf(f, "<p>Preflight:</p>\n<ul class=\"preflight\">\n");
+	fprintf(f, "<ul class=\"%s\">\n", cls);
 	for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		fprintf(f, "<li>");
 		put_escaped(f, l);
@@ -223,6 +223,15 @@ static void section_preflight(FILE *f, const struct run_report *rep)
 	}
 	fprintf(f, "</ul>\n");
 	free(copy);
+}
+
+/* What the preflight did (report_data.c: read_preflight), a list item each. */
+static void section_preflight(FILE *f, const struct run_report *rep)
+{
+	if (!rep->preflight[0])
+		return;
+	fprintf(f, "<p>Preflight:</p>\n");
+	lines_list(f, "preflight", rep->preflight);
 }
 
 static void section_outcome(FILE *f, const struct run_report *rep)
@@ -267,6 +276,7 @@ static void section_outcome(FILE *f, const struct run_report *rep)
 	}
 	fprintf(f, "</p>\n<p>Requeues: %lld. Restarts inside the allocation: %zu.</p>\n",
 		(long long)sj_int(e, "restart_count", 0), json_array_size(restarts));
+	lines_list(f, "requeues", rep->requeues);
 	if (json_array_size(restarts)) {
 		fprintf(f, "<ul class=\"restarts\">\n");
 		json_array_foreach(restarts, i, r) {

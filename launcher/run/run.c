@@ -26,6 +26,7 @@
 #include "lib/io/atomic_file.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
+#include "lib/run/end_notice.h"
 #include "lib/run/exit_info.h"
 #include "lib/fault.h"
 #include "lib/io/io.h"
@@ -707,6 +708,7 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 	final = exit_info_summarise(run_dir, l->launchers, a,
 				    code == STORK_EXIT_RENDEZVOUS || code == STORK_EXIT_NODE_LOST ?
 					    2.0 : 30.0, sum, err, sizeof err);
+	end_notice_remove_all(run_dir); /* every node is done with it */
 	if (final < 0) {
 		stork_error("%s", err);
 		*sum = node;

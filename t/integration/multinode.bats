@@ -416,6 +416,10 @@ net_bytes() {
 	[[ "$output" == *"reason: completed (exit 0)"* ]]
 	[[ "$output" == *"first failure: none"* ]]
 	[[ "$output" == *"requeues: 1;"* ]]
+	# each requeue with its reason, in the text and on the page
+	[[ "$output" == *$'requeues: 1; restarts inside the allocation: 0\n  requeue 0: preempted_requeued: '* ]]
+	grep -q '<ul class="requeues">' pre2.html
+	grep -q '<li>requeue 0: preempted_requeued: ' pre2.html
 }
 
 @test "a 2-node run cancelled with scancel: both nodes stop at the same step with its checkpoint, reason cancelled, never requeued" {
@@ -764,6 +768,9 @@ preflight_job() {
 	run "$STORK" report --text "$dir"
 	echo "$output"
 	[[ "$output" == *"preflight: requeue 0: node(s) n3 left out"* ]]
+	[[ "$output" == *"  requeue 0: node_lost_requeued: preflight: node(s) n3 left out"* ]]
+	"$STORK" report "$dir" -o pf3.html
+	grep -q '<li>requeue 0: node_lost_requeued: preflight: node(s) n3 left out' pf3.html
 	# a fixed count: leaving n3 out would leave the job waiting for a third node
 	preflight_job pf3fixed "-N3 --requeue" 1
 	[ "$(job_field "$job" JobState)" = COMPLETED ]

@@ -122,6 +122,17 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	echo "failure to the end of the run: $((ended - ${failed%.*})) s" >&3
 	[ $((ended - ${failed%.*})) -le 15 ]
 	grep -q 'rank_failed (exit 20): rank 3 on n2 exited with 1: RuntimeError' fail.out
+	# one error line, the first failure's; n1 says what the program did on n2,
+	# and its ranks' complaints of a lost peer come after the cause, marked
+	root=$(grep -n 'error: rank 3 on n2 exited with 1: RuntimeError: injected' fail.out | cut -d: -f1)
+	[ "$(grep -c '^storkd: error:' fail.out)" -eq 1 ]
+	grep -q "ranks on n1 were ended after the first failure: rank 3 on n2 exited with 1: RuntimeError: injected" fail.out
+	! grep -q 'Endpoint timeout' fail.out || false
+	lost=$(grep -n 'Connection closed by peer' fail.out | head -1 | cut -d: -f1)
+	[ -z "$lost" ] || [ "$lost" -gt "$root" ]
+	[ -z "$(grep 'storkd:.*Connection closed by peer' fail.out | grep -v secondary)" ]
+	# the notice that ended n1's ranks is gone with the run
+	[ -z "$(ls -A "$dir"/logs/.end.* 2>/dev/null)" ]
 
 	STORK_ARGS="--set restart.max_restarts=1" program_job again "" --steps 8 --fail-rank 3 --fail-step 3
 	run sbatch_wait again.sh
@@ -141,6 +152,12 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	dir=$(ls -d "$WORK"/runs/hang__job=*__task=0)
 	jq -e '.reason == "hang" and .exit_code == 21' "$dir/exit_info.json"
 	jq -r .message "$dir/exit_info.json" | grep -q 'rank 2 '
+	# one node says it found the hang, without blaming a rank; the verdict
+	# is the only line that does, and the notice is not left behind
+	[ "$(grep -c 'storkd: warning: hang: ' hang.out)" -eq 1 ]
+	! grep '^storkd' hang.out | grep -q 'rank [0-9]* stopped first\|cannot tell\|cannot announce' || false
+	grep -q '^stork: hang (exit 21): .*rank 2 ' hang.out
+	[ -z "$(ls -A "$dir"/logs/.end.* 2>/dev/null)" ]
 	grep -q 'in stuck_here' "$dir/logs/rank-002.log"
 	for r in 0 1 2 3; do
 		grep -q 'most recent call first' "$dir/logs/rank-00$r.log" ||

@@ -2,10 +2,12 @@
  * t/unit/check_exit_info.c - exit_info files between nodes: node 0 reads
  * what the other nodes' launchers wrote, and a file another node left
  * damaged (cut short, fields of the wrong type) is named in the summary,
- * never half used and never a crash.
+ * never half used and never a crash. And the notice one node gives the
+ * others of how an attempt ends: the first wins, whole.
  */
 #include "config.h"
 #include "lib/exit_codes.h"
+#include "lib/run/end_notice.h"
 #include "lib/run/exit_info.h"
 #include "lib/formats/stork_json.h"
 
@@ -13,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[64], err[1024];
@@ -192,6 +196,57 @@ START_TEST(a_message_that_is_not_utf8_still_makes_a_valid_file)
 }
 END_TEST
 
+/* Two nodes post at once, many times: exactly one wins each time, and the
+ * other reads the winner's notice whole. */
+START_TEST(the_first_end_notice_wins_and_the_second_reads_it)
+{
+	struct end_notice hang = { .kind = END_NOTICE_HANG, .at = 1234.5 }, first, got;
+	struct end_notice failed = { .kind = END_NOTICE_FAILED, .at = 1 };
+	char logs[128], path[256];
+
+	make_dir();
+	snprintf(logs, sizeof logs, "%s/logs", dir);
+	ck_assert_int_eq(mkdir(logs, 0700), 0);
+	ck_assert_int_eq(end_notice_path(path, sizeof path, dir, "77", 2, 1), 0);
+	ck_assert_str_eq(path + strlen(dir), "/logs/.end.77.2.1");
+	ck_assert_int_eq(end_notice_read(path, &got), 0);
+	snprintf(failed.message, sizeof failed.message, "rank 3 on n2 exited with 1: RuntimeError: boom");
+	snprintf(hang.message, sizeof hang.message, "no heartbeat");
+	for (int round = 0; round < 50; round++) {
+		pid_t child = fork();
+		int st, mine;
+
+		ck_assert_int_ge(child, 0);
+		if (child == 0) {
+			int rc = end_notice_post(path, &hang, &first);
+
+			_exit(rc == 1 ? 10 : rc == 0 ? 11 : 12);
+		}
+		mine = end_notice_post(path, &failed, &first);
+		ck_assert_int_eq(waitpid(child, &st, 0), child);
+		ck_assert(WIFEXITED(st));
+		/* exactly one of the two is first */
+		ck_assert_msg((mine == 1) != (WEXITSTATUS(st) == 10), "round %d: %d and %d", round,
+			      mine, WEXITSTATUS(st));
+		ck_assert_int_ne(WEXITSTATUS(st), 12);
+		ck_assert_int_eq(end_notice_read(path, &got), 1);
+		if (mine == 0) {
+			ck_assert_int_eq(first.kind, END_NOTICE_HANG);
+			ck_assert_str_eq(first.message, "no heartbeat");
+			ck_assert(first.at == 1234.5);
+		} else {
+			ck_assert_int_eq(got.kind, END_NOTICE_FAILED);
+			ck_assert_str_eq(got.message, failed.message);
+		}
+		end_notice_remove_all(dir);
+		ck_assert_int_eq(end_notice_read(path, &got), 0);
+	}
+	/* nothing of the posts is left behind */
+	ck_assert_int_eq(rmdir(logs), 0);
+	remove_dir();
+}
+END_TEST
+
 static Suite *exit_info_suite(void)
 {
 	Suite *s = suite_create("exit_info");
@@ -203,6 +258,7 @@ static Suite *exit_info_suite(void)
 	tcase_add_test(tc, a_truncated_node_file_is_named);
 	tcase_add_test(tc, a_node_file_of_wrong_types_is_named);
 	tcase_add_test(tc, a_message_that_is_not_utf8_still_makes_a_valid_file);
+	tcase_add_test(tc, the_first_end_notice_wins_and_the_second_reads_it);
 	suite_add_tcase(s, tc);
 	return s;
 }
