@@ -247,6 +247,42 @@ shell_job() {
 	job=""
 }
 
+@test "stork run -- PROGRAM: two srun steps of one job, no run.name: two runs named after the program, the second starts at step 0; run.name given to both makes them one run" {
+	local rank_sh=$abs_top_srcdir/t/integration/program/rank.sh
+	# between the steps a checkpoint appears in the first run: a second step
+	# that shared its directory would resume after step 5
+	cat >twostep.sh <<-EOF
+	#!/bin/bash
+	#SBATCH -N1 -n1 -c2 -o twostep.out
+	srun $STORK run --local-ranks 2 -- $rank_sh --steps 3 || exit 1
+	for r in 0 1; do echo 5 >"$WORK/runs/rank__job=\${SLURM_JOB_ID}__task=0/checkpoints/rank-\$r.step"; done
+	srun $STORK run --local-ranks 2 -- $rank_sh --steps 8
+	EOF
+	run sbatch_wait twostep.sh
+	[ "$status" -eq 0 ]
+	first=$(ls -d "$WORK"/runs/rank__job=*__task=0)
+	second=$(ls -d "$WORK"/runs/rank.step1__job=*__task=0)
+	[ "$(jq -r .reason "$first/exit_info.json")" = completed ]
+	[ "$(jq -r .reason "$second/exit_info.json")" = completed ]
+	grep -q '\] rank 0 step 0$' "$second/logs/rank-000.log"
+	! grep -q 'resuming' "$second/logs/rank-000.log" || false
+	grep -q '\] rank 1: done, 8 steps$' "$second/logs/rank-001.log"
+
+	# asked to share (the same run.name), the second step resumes the first's checkpoint
+	cat >shared.sh <<-EOF
+	#!/bin/bash
+	#SBATCH -N1 -n1 -c2 -o shared.out
+	srun $STORK run --local-ranks 2 --set run.name=both -- $rank_sh --steps 3 || exit 1
+	for r in 0 1; do echo 5 >"$WORK/runs/both__job=\${SLURM_JOB_ID}__task=0/checkpoints/rank-\$r.step"; done
+	srun $STORK run --local-ranks 2 --set run.name=both -- $rank_sh --steps 8
+	EOF
+	run sbatch_wait shared.sh
+	[ "$status" -eq 0 ]
+	both=$(ls -d "$WORK"/runs/both__job=*__task=0)
+	grep -q '\] rank 0: resuming after step 5$' "$both/logs/rank-000.log"
+	[ -z "$(ls -d "$WORK"/runs/both.step1__job=* 2>/dev/null)" ]
+}
+
 @test "stork bench launch --program prints srun's and stork run's times to every rank's first line" {
 	printf '#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=2 -c1 -o bench.out\n%s bench launch --program --repeat 1\n' \
 		"$STORK" >bench.sh
