@@ -5,6 +5,7 @@
 #include "daemon/program/program_env.h"
 #include "daemon/program/program_error.h"
 #include "daemon/program/program_output.h"
+#include "daemon/program/pmix_host.h"
 #include "daemon/node/rank_log.h"
 #include "lib/bind/bind.h"
 #include "lib/bounded.h"
@@ -65,6 +66,7 @@ struct prank {
 	double beat;            /* wall-clock seconds of its last heartbeat; 0: none yet */
 	double stop_death;      /* monotonic: when it died of a stop signal before any stop; 0 */
 	double lost_peer;       /* monotonic: when it failed for a lost peer (waiting); 0 */
+	char mpi_abort[512];    /* what its MPI_Abort said, "" none (pmix_host.h) */
 	struct rank_log log;
 	struct stderr_tail tail;
 	struct rank_output out;
@@ -96,6 +98,7 @@ struct supervisor {
 	int secondary;           /* ... failed after another node's first failure */
 	int agreed;              /* the daemons agreed on the end (else: abort them) */
 	int guard;               /* the deadline guard watches this run */
+	struct pmix_host *pmix;  /* the ranks' PMIx server; NULL: program.pmix false */
 	char why[1024];          /* the node's message */
 };
 
@@ -172,6 +175,10 @@ static int start_rank(struct supervisor *s, struct prank *r, char *err, size_t e
 	place_of(p, r->local, &pl);
 	if (!(env = program_env_make(environ, &pl))) {
 		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (s->pmix && pmix_host_rank_env(s->pmix, r->local, &env, err, errlen) < 0) {
+		program_env_free(env);
 		return -1;
 	}
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
@@ -251,6 +258,19 @@ static int failed_status(int status)
 	       (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != PROGRAM_CHECKPOINTED_EXIT);
 }
 
+/* What a failed rank said: its MPI_Abort, its error file, its last traceback. */
+static void rank_error(const struct prank *r, struct program_error *e)
+{
+	if (r->mpi_abort[0]) {
+		snprintf(e->message, sizeof e->message, "%s", r->mpi_abort);
+		e->source = "mpi_abort";
+		return;
+	}
+	program_error_from_file(r->error_file, e);
+	if (!e->source)
+		program_error_from_tail(&r->tail, e);
+}
+
 /*
  * "rank 3 on n2 exited with 1: RuntimeError: boom (File ...)"; 1 when what
  * it said is a lost peer's complaint.
@@ -261,10 +281,11 @@ static int describe_rank(const struct supervisor *s, const struct prank *r, char
 	struct program_error e = { 0 };
 	char how[64];
 
-	program_error_from_file(r->error_file, &e);
-	if (!e.source)
-		program_error_from_tail(&r->tail, &e);
-	describe_status(r->status, how, sizeof how);
+	rank_error(r, &e);
+	if (r->running)
+		snprintf(how, sizeof how, "aborted"); /* by MPI_Abort, before it ended */
+	else
+		describe_status(r->status, how, sizeof how);
 	msg_format(out, len, "rank %d on %s %s%s%s%s%s%s", r->rank, s->p->node->host, how,
 		   e.message[0] ? ": " : "", e.message, e.frame[0] ? " (" : "", e.frame,
 		   e.frame[0] ? ")" : "");
@@ -577,6 +598,19 @@ static void peer_lost(struct supervisor *s)
 	terminate(s);
 }
 
+/* A local rank called MPI_Abort: it failed, whatever it does next. */
+static int mpi_aborted(struct supervisor *s)
+{
+	char msg[512];
+	int i = pmix_host_aborted(s->pmix, msg, sizeof msg);
+
+	if (i < 0 || i >= s->n)
+		return 0;
+	snprintf(s->r[i].mpi_abort, sizeof s->r[i].mpi_abort, "%s", msg);
+	fail(s, i);
+	return 1;
+}
+
 /* One look at everything that may end the ranks. */
 static void watch(struct supervisor *s)
 {
@@ -597,6 +631,8 @@ static void watch(struct supervisor *s)
 	for (int i = 0; s->ending == END_NONE && i < s->n; i++)
 		if (s->r[i].stop_death && now - s->r[i].stop_death > STOP_DEATH_S)
 			fail(s, i);
+	if (s->ending == END_NONE && mpi_aborted(s))
+		return;
 	if (s->ending == END_NONE && end_notice_read(s->notice, &notice))
 		ended_by_notice(s, &notice);
 	for (int i = 0; s->ending == END_NONE && i < s->n; i++)
@@ -709,9 +745,7 @@ static void add_failure(json_t *v, const struct supervisor *s, int secondary)
 	struct program_error e = { 0 };
 	int st = r->status;
 
-	program_error_from_file(r->error_file, &e);
-	if (!e.source)
-		program_error_from_tail(&r->tail, &e);
+	rank_error(r, &e);
 	json_object_set_new(v, "failed_rank", json_integer(r->rank));
 	json_object_set_new(v, "failed_rank_pid", json_integer(r->pid));
 	/* a hang began when the rank went silent: the silent first are the cause */
@@ -905,6 +939,10 @@ int program_run(const struct program_run *p, json_t **result)
 	/* one node alone: a notice left by a run killed before its end is stale */
 	if (!p->daemons)
 		unlink(s.notice);
+	if (p->cfg->program.pmix && pmix_host_start(&s.pmix, p, err, sizeof err) < 0) {
+		snprintf(s.why, sizeof s.why, "%s", err);
+		goto out;
+	}
 	for (; opened < s.n; opened++)
 		if (open_rank(p, &s.r[opened], opened, err, sizeof err) < 0) {
 			snprintf(s.why, sizeof s.why, "%s", err);
@@ -930,6 +968,10 @@ out:
 	 * see it end and end their ranks */
 	if (p->daemons && !s.agreed)
 		comm_abort(p->daemons, s.why[0] ? s.why : "a daemon ended");
+	/* a fence other nodes' ranks left without MPI_Finalize waits for nothing now */
+	else if (p->daemons && pmix_host_fence_pending(s.pmix))
+		comm_abort(p->daemons, "an MPI fence another node's ranks never entered");
+	pmix_host_stop(s.pmix);
 	if (code != STORK_EXIT_OK && code != STORK_EXIT_RANK_FAILED && code != STORK_EXIT_HANG)
 		stork_info("%s", s.why);
 	if (v) {

@@ -218,6 +218,7 @@ struct stork_config {
 		int signal;                 /* sent to every rank to ask for a checkpoint and exit */
 		double kill_grace;          /* seconds between TERM and KILL */
 		double checkpoint_grace;    /* seconds the ranks get to save and exit; 0 = auto */
+		bool pmix;                  /* serve PMIx to the ranks (MPI programs) */
 	} program;
 
 	/* Where each key got its value ("f.yaml:3:12", "override 'k=v'",

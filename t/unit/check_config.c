@@ -557,7 +557,7 @@ START_TEST(hash_changes_with_every_key)
 		"checkpoint.local_dir=/x", "checkpoint.persist_every=2",
 		"parallel.stage_split=compute", "preflight.enabled=false", "preflight.tolerance=0.5",
 		"program.command=[a, b]", "program.tee=all", "program.signal=TERM",
-		"program.kill_grace=1", "program.checkpoint_grace=5",
+		"program.kill_grace=1", "program.checkpoint_grace=5", "program.pmix=false",
 		"notify.url=https://hooks.example.org/x", "notify.events=[failed]", "notify.timeout=9",
 	};
 	struct stork_config base, c;
