@@ -153,6 +153,7 @@ static void place_of(const struct program_run *p, int local, struct program_rank
 		.requeues = n->restart_count, .run_id = n->job_id, .run_dir = n->run_dir,
 		.signal_name = config_signal_name(p->cfg->program.signal),
 		.resume_from = p->cfg->run.resume_from,
+		.pmix_outside_slurm = p->cfg->program.pmix && !n->slurm_job,
 	};
 	/* the plugin's MASTER_PORT when it set one, else the same formula */
 	if (procid_port > 0 && procid_port < 65536)
@@ -262,7 +263,12 @@ static int failed_status(int status)
 static void rank_error(const struct prank *r, struct program_error *e)
 {
 	if (r->mpi_abort[0]) {
-		snprintf(e->message, sizeof e->message, "%s", r->mpi_abort);
+		/* Open MPI says on stderr which communicator it was called on */
+		const char *c = strstr(r->tail.text, "in communicator ");
+
+		c = c ? c + strlen("in communicator ") : NULL;
+		msg_format(e->message, sizeof e->message, "%s%s%.*s", r->mpi_abort,
+			   c ? " in communicator " : "", c ? (int)strcspn(c, " \n") : 0, c ? c : "");
 		e->source = "mpi_abort";
 		return;
 	}
@@ -282,8 +288,8 @@ static int describe_rank(const struct supervisor *s, const struct prank *r, char
 	char how[64];
 
 	rank_error(r, &e);
-	if (r->running)
-		snprintf(how, sizeof how, "aborted"); /* by MPI_Abort, before it ended */
+	if (r->mpi_abort[0])
+		snprintf(how, sizeof how, "aborted"); /* whether or not it has ended yet */
 	else
 		describe_status(r->status, how, sizeof how);
 	msg_format(out, len, "rank %d on %s %s%s%s%s%s%s", r->rank, s->p->node->host, how,
@@ -347,8 +353,19 @@ static int lost_peer(const struct supervisor *s, const struct prank *r)
 	return describe_rank(s, r, text, sizeof text);
 }
 
+/* What an MPI_Abort said, kept with its rank before its exit is judged. */
+static void note_mpi_abort(struct supervisor *s)
+{
+	char msg[512];
+	int i = pmix_host_aborted(s->pmix, msg, sizeof msg);
+
+	if (i >= 0 && i < s->n && !s->r[i].mpi_abort[0])
+		snprintf(s->r[i].mpi_abort, sizeof s->r[i].mpi_abort, "%s", msg);
+}
+
 static void reap(struct supervisor *s)
 {
+	note_mpi_abort(s);
 	for (int i = 0; i < s->n; i++) {
 		struct prank *r = &s->r[i];
 		char how[64];
@@ -601,14 +618,12 @@ static void peer_lost(struct supervisor *s)
 /* A local rank called MPI_Abort: it failed, whatever it does next. */
 static int mpi_aborted(struct supervisor *s)
 {
-	char msg[512];
-	int i = pmix_host_aborted(s->pmix, msg, sizeof msg);
-
-	if (i < 0 || i >= s->n)
-		return 0;
-	snprintf(s->r[i].mpi_abort, sizeof s->r[i].mpi_abort, "%s", msg);
-	fail(s, i);
-	return 1;
+	for (int i = 0; i < s->n; i++)
+		if (s->r[i].mpi_abort[0] && s->r[i].running) {
+			fail(s, i);
+			return 1;
+		}
+	return 0;
 }
 
 /* One look at everything that may end the ranks. */

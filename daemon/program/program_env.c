@@ -156,6 +156,11 @@ char **program_env_make(char *const *base, const struct program_rank_place *p)
 			snprintf(path, sizeof path, "%s", p->resume_from);
 		setf(&e, "STORK_RESUME_FROM", "%s", path);
 	}
+	/* Open MPI 4 takes a PMIx server's ranks for direct-launched only
+	 * under a resource manager it knows (Slurm); elsewhere its "orte"
+	 * personality would make each rank a singleton of its own */
+	if (p->pmix_outside_slurm && !has(base, "OMPI_MCA_schizo"))
+		setf(&e, "OMPI_MCA_schizo", "^orte");
 	/* Python: every thread's stack on SIGABRT (the hang watchdog's
 	 * request), and lines in the log as they are printed */
 	if (!has(base, "PYTHONFAULTHANDLER"))

@@ -87,9 +87,47 @@ int program_error_lost_peer(const struct program_error *e)
 	return 0;
 }
 
+/* The rest of the line after the last "[host:pid] KEY" in text, into buf. */
+static int mpi_line(const char *text, const char *key, char *buf, size_t len)
+{
+	const char *p, *last = NULL;
+
+	for (p = strstr(text, key); p; p = strstr(p + 1, key))
+		last = p;
+	if (!last)
+		return 0;
+	last += strlen(key);
+	snprintf(buf, len, "%.*s", (int)strcspn(last, "\n"), last);
+	return 1;
+}
+
+/*
+ * Open MPI's report of a signal (its handler prints "*** Process received
+ * signal ***", then "Signal: Segmentation fault (11)", "Signal code: ...",
+ * "Failing at address: ..." and a backtrace): the signal and where, and
+ * the backtrace's frame below the handler's as the frame.
+ */
+static void mpi_signal_report(const char *text, struct program_error *e)
+{
+	char sig[128], code[128] = "", addr[64] = "", frame[256] = "";
+
+	if (!strstr(text, "*** Process received signal ***") ||
+	    !mpi_line(text, "] Signal: ", sig, sizeof sig))
+		return;
+	mpi_line(text, "] Signal code: ", code, sizeof code);
+	mpi_line(text, "] Failing at address: ", addr, sizeof addr);
+	mpi_line(text, "] [ 1] ", frame, sizeof frame);
+	snprintf(e->message, sizeof e->message, "%s%s%s%s%s", sig, code[0] ? ", " : "", code,
+		 addr[0] ? " at " : "", addr);
+	snprintf(e->frame, sizeof e->frame, "%s", frame);
+	e->source = "stderr";
+}
+
 void program_error_from_tail(const struct stderr_tail *t, struct program_error *e)
 {
 	program_error_from_traceback(t->text, e);
+	if (!e->source)
+		mpi_signal_report(t->text, e);
 }
 
 /*

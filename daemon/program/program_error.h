@@ -31,7 +31,8 @@ void stderr_tail_add(struct stderr_tail *t, const char *line);
 /* From the error file at path (an absent or foreign file leaves e empty). */
 void program_error_from_file(const char *path, struct program_error *e);
 
-/* From the last Python traceback in the tail, if any. */
+/* From the last Python traceback in the tail, else Open MPI's report of a
+ * signal (a segfault's), if any. */
 void program_error_from_tail(const struct stderr_tail *t, struct program_error *e);
 
 /*

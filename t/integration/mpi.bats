@@ -70,3 +70,54 @@ mpi_job() {
 		rm -f c.out
 	done
 }
+
+@test "MPI: a rank calling MPI_Abort and one that segfaults are named in exit_info with their host and MPI's words; every other rank is gone within 15 s" {
+	mpi_job ab "-N2 --ntasks-per-node=1 -c2" --local-ranks 2 -- ./mpi_check --steps 400 --sleep 0.2 --abort-rank 3
+	run sbatch_wait ab.sh
+	[ "$status" -eq 1 ]
+	dir=$(ls -d "$WORK"/runs/ab__job=*__task=0)
+	info=$dir/exit_info.json
+	jq -e '.reason == "rank_failed" and .first_failure.rank == 3 and .first_failure.host == "n2" and .first_failure.exit_code == 3' "$info"
+	jq -e '.first_failure.error == "MPI_Abort (errorcode 3) in communicator MPI_COMM_WORLD"' "$info"
+	grep -q '^stork: rank_failed (exit 20): rank 3 on n2 aborted: MPI_Abort (errorcode 3) in communicator MPI_COMM_WORLD$' ab.out
+	failed=$(jq .first_failure.timestamp "$info")
+	ended=$(stat -c %Y "$info")
+	[ $((ended - ${failed%.*})) -le 15 ]
+
+	mpi_job sg "-N2 --ntasks-per-node=1 -c2" --local-ranks 2 -- ./mpi_check --steps 400 --sleep 0.2 --segv-rank 2
+	run sbatch_wait sg.sh
+	[ "$status" -eq 1 ]
+	dir=$(ls -d "$WORK"/runs/sg__job=*__task=0)
+	info=$dir/exit_info.json
+	jq -e '.first_failure.rank == 2 and .first_failure.host == "n2" and .first_failure.signal == "SIGSEGV"' "$info"
+	jq -r .first_failure.error "$info" | grep -q '^Segmentation fault (11), Address not mapped (1) at (nil)$'
+	jq -r .first_failure.traceback_last_frame "$info" | grep -q '^./mpi_check(+0x'
+	failed=$(jq .first_failure.timestamp "$info")
+	ended=$(stat -c %Y "$info")
+	[ $((ended - ${failed%.*})) -le 15 ]
+	# no rank of either job is left
+	! pgrep -f 'mpi_check --steps 400' || false
+}
+
+@test "MPI: a checkpoint-on-signal MPI program preempted with scancel --signal=USR1 saves on every rank, is requeued and resumes to its end" {
+	mpi_job pre "-N2 --ntasks-per-node=1 -c2 --requeue --open-mode=append" --local-ranks 2 -- ./mpi_check --steps 60 --sleep 0.2
+	job=$(submit pre.sh)
+	dir=$(run_dir pre "$job")
+	wait_job_state "$job" RUNNING 60
+	for _ in $(seq 120); do
+		grep -q '\] rank 3 step 5$' "$dir/logs/rank-003.log" 2>/dev/null && break
+		sleep 0.5
+	done
+	scancel --signal=USR1 "$job"
+	wait_job_state "$job" COMPLETED 300
+	[ "$(job_field "$job" Restarts)" -eq 1 ]
+	jq -e '.reason == "preempted_requeued"' "$dir/exit_info.node-000.requeue-0.json"
+	for r in 0 1 2 3; do
+		log=$dir/logs/rank-00$r.log
+		grep -q "\] rank $r: saved step [0-9]*$" "$log"
+		grep -q "\] rank $r: resuming after step" "$log"
+		grep -q "\] rank $r: done, 60 steps$" "$log"
+	done
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	job=""
+}
