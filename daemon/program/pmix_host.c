@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 /* What the fence thread does next: a fence, or a callback PMIx waits for. */
@@ -507,11 +508,35 @@ static int register_ranks(struct pmix_host *h, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The namespace's name, the same on every node: the job, its requeue, the
+ * attempt, and a secret. PMIx's TCP handshake trusts the uid a client says
+ * it has, so another user of the node who reached the server's loopback
+ * port could pose as a rank of a namespace it can name; this one it cannot
+ * (node 0 draws it, the daemons' communicator carries it, and only the
+ * ranks' environment holds it, which /proc shows to their user alone).
+ */
+static int name_namespace(struct pmix_host *h, char *err, size_t errlen)
+{
+	const struct train_node *n = h->p->node;
+	unsigned char secret[16];
+	char hex[2 * sizeof secret + 1];
+
+	if (getrandom(secret, sizeof secret, 0) != (ssize_t)sizeof secret)
+		return msg_format(err, errlen, "PMIx server: getrandom: %s", strerror(errno)), -1;
+	if (h->fences && comm_broadcast(h->fences, secret, sizeof secret, COMM_UINT8, 0) < 0)
+		return msg_format(err, errlen, "PMIx server: cannot agree on the namespace"), -1;
+	for (size_t i = 0; i < sizeof secret; i++)
+		snprintf(hex + 2 * i, 3, "%02x", secret[i]);
+	snprintf(h->nspace, sizeof h->nspace, "stork.%s.%d.%d.%s", n->job_id, n->restart_count,
+		 n->attempt, hex);
+	return 0;
+}
+
 int pmix_host_start(struct pmix_host **out, const struct program_run *p, char *err,
 		    size_t errlen)
 {
 	struct pmix_host *h = calloc(1, sizeof *h);
-	const struct train_node *n = p->node;
 
 	*out = NULL;
 	if (!h)
@@ -521,9 +546,6 @@ int pmix_host_start(struct pmix_host **out, const struct program_run *p, char *e
 	h->jobs_end = &h->jobs;
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->wake, NULL);
-	/* every node names the namespace alike: the job, its requeue, the attempt */
-	snprintf(h->nspace, sizeof h->nspace, "stork.%s.%d.%d", n->job_id, n->restart_count,
-		 n->attempt);
 	/* the fences' own communicator (collective: every daemon, before anything fails) */
 	if (p->daemons && comm_split(p->daemons, 0, p->layout->node_index, &h->fences) < 0) {
 		msg_format(err, errlen, "PMIx server: cannot make the fences' communicator");
@@ -531,6 +553,8 @@ int pmix_host_start(struct pmix_host **out, const struct program_run *p, char *e
 		return -1;
 	}
 	*out = h;
+	if (name_namespace(h, err, errlen) < 0)
+		return -1;
 	the_host = h;
 	if (start_server(h, err, errlen) < 0 || register_ranks(h, err, errlen) < 0)
 		return -1;

@@ -4,7 +4,9 @@
  * over either, anything that speaks PMIx) starts as if mpirun or Slurm
  * had launched it, with every guarantee of a program run.
  *
- * storkd-program serves one namespace, the run's ranks: their number, the
+ * storkd-program serves one namespace, the run's ranks (named with a
+ * secret: PMIx's TCP handshake trusts the uid a client claims, so only a
+ * process that knows the name can connect): their number, the
  * node map, each rank's node, local rank and host, the node's peers. A
  * rank gets the variables that make it a client of this server
  * (PMIx_server_setup_fork) beside torchrun's. Fences, the only collective

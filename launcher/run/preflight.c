@@ -212,11 +212,26 @@ static int check_signal(const struct stork_config *c, const struct slurm_job *jo
 	return 0;
 }
 
+/* mpirun and its kin (by name: they are often links to one binary). */
+static int mpi_launcher(const char *prog)
+{
+	static const char *const names[] = {
+		"mpirun", "mpiexec", "orterun", "prterun", "mpiexec.hydra", "mpirun.openmpi",
+		"mpiexec.openmpi", "mpirun.mpich", "mpiexec.mpich", "mpirun.ompi", "mpiexec.ompi",
+	};
+	const char *base = strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog;
+
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (!strcmp(base, names[i]))
+			return 1;
+	return 0;
+}
+
 /*
  * `stork run -- PROGRAM`: the program must be there, as the ranks will
- * look for it (execvp: a name without a slash is searched in PATH), and
- * the configuration must not set what only the engine reads: such a key
- * would be silently ignored.
+ * look for it (execvp: a name without a slash is searched in PATH), not
+ * be an MPI launcher, and the configuration must not set what only the
+ * engine reads: such a key would be silently ignored.
  */
 static int check_program(const struct stork_config *c, char *err, size_t errlen)
 {
@@ -237,6 +252,12 @@ static int check_program(const struct stork_config *c, char *err, size_t errlen)
 	if (stat(found, &st) < 0 || !S_ISREG(st.st_mode) || access(found, X_OK) < 0)
 		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
 				"stork run -- %s: %s is not an executable file", prog, found);
+	if (mpi_launcher(prog))
+		return msg_fail(err, errlen, STORK_EXIT_CONFIG,
+				"stork run -- %s: %s starts ranks of its own, which Stork would "
+				"neither bind nor watch; give the MPI program itself (srun stork run "
+				"--local-ranks N -- ./prog): its ranks find Stork's PMIx server as "
+				"they would %s's", prog, prog, prog);
 	return 0;
 }
 

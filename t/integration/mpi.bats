@@ -121,3 +121,26 @@ mpi_job() {
 	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
 	job=""
 }
+
+@test "MPI: stork run -- mpirun is refused before anything starts; outside Slurm an MPI program's ranks are one world too, in a PMIx namespace another user cannot name" {
+	run "$STORK" run -- mpirun -n 2 ./mpi_check
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"stork run -- mpirun: mpirun starts ranks of its own, which Stork would neither bind nor watch; give the MPI program itself"* ]]
+	[ ! -e runs ]
+
+	run "$STORK" run --local-ranks 2 --set run.name=here --set program.tee=all -- ./mpi_check
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"[rank 0] allreduce ok 1"* ]]
+	[[ "$output" == *"[rank 0] split ok 2"* ]]
+	# the namespace's name ends in a secret of 128 bits, new for each run
+	for n in 1 2; do
+		"$STORK" run --local-ranks 1 --set run.name=ns$n --set program.tee=all -- \
+			/bin/sh -c 'echo "$PMIX_NAMESPACE"' >ns$n.out 2>/dev/null
+		grep -Eq '^\[rank 0\] stork\.local\.0\.0\.[0-9a-f]{32}$' ns$n.out
+	done
+	! cmp -s ns1.out ns2.out || false
+	# program.pmix false: no server, no PMIx variables
+	"$STORK" run --local-ranks 1 --set run.name=nopmix --set program.pmix=false --set program.tee=all -- \
+		/bin/sh -c 'env | grep -c ^PMIX_ || true' >nopmix.out 2>/dev/null
+	grep -q '^\[rank 0\] 0$' nopmix.out
+}
