@@ -20,6 +20,7 @@ static const char *const forms[] = {
 	"checkpoint CONFIG [--dir DIR] [--repeat N]",
 	"reshard CONFIG --tensor T --pipeline P [--data D] [--zero] [--dir DIR]",
 	"launch CONFIG [--nodes N] [--repeat R]   (inside an allocation)",
+	"launch --program [--nodes N] [--ranks R] [--repeat R] [-- PROGRAM...]   (inside an allocation)",
 	"comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-d cpu|cuda]   (as every task of a step)",
 	"report [--steps N] [--ranks R] [--repeat K] [--dir DIR]",
 };

@@ -1,8 +1,10 @@
 /*
  * launcher/bench/bench_launch.c - `stork bench launch CONFIG [--nodes N]
  * [--repeat R]`: what Stork adds to a job step's start; `stork bench
- * launch --program [--nodes N] [--ranks R] [--repeat R]`: the same for
- * the user's own program.
+ * launch --program [--nodes N] [--ranks R] [--repeat R] [-- PROGRAM...]`:
+ * the same for the user's own program, one that prints the wall-clock
+ * time as its line's last word (an MPI hello world once MPI_Init is done;
+ * by default `date +%s.%N`).
  *
  * Run inside an allocation (sbatch or salloc). It times a bare
  * `srun -N N true`, then `srun -N N --mpi=pmix stork run CONFIG` for one
@@ -94,18 +96,36 @@ static double latest_printed_time(const char *path)
 	return latest;
 }
 
+/* argv of fixed words, then prog's words, NULL-terminated (malloc'ed; NULL: no memory). */
+static char **with_program(char *const *fixed, int nfixed, char *const *prog, int nprog)
+{
+	char **v = calloc((size_t)(nfixed + nprog + 1), sizeof *v);
+
+	if (!v)
+		return NULL;
+	memcpy(v, fixed, (size_t)nfixed * sizeof *v);
+	memcpy(v + nfixed, prog, (size_t)nprog * sizeof *v);
+	return v;
+}
+
 /*
- * --program: from srun's start to the last rank's first line (the rank
+ * --program: from srun's start to the last rank's printed time (the rank
  * prints its own clock, so both launches are timed alike), R ranks on each
- * of N nodes: plain srun, one task per rank, with the plugin's environment
- * (the floor), beside srun stork run --local-ranks R -- PROGRAM.
+ * of N nodes: plain srun --mpi=pmix, one task per rank, with the plugin's
+ * environment (the floor: Slurm's own PMIx server for an MPI program),
+ * beside srun stork run --local-ranks R -- PROGRAM.
  */
-static int bench_program(int nodes, int ranks, int repeat)
+static int bench_program(int nodes, int ranks, int repeat, char *const *prog, int nprog)
 {
 	char self[4096], out[64], per_node[40], count[16], total[16], local[16], name[96];
-	char *first_line[] = { "/bin/sh", "-c", "date +%s.%N", NULL };
+	char *date[] = { "/bin/sh", "-c", "date +%s.%N", NULL };
 	double plain[64], stork[64];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+
+	if (!nprog) {
+		prog = date;
+		nprog = 3;
+	}
 
 	self[n > 0 ? n : 0] = '\0';
 	snprintf(count, sizeof count, "%d", nodes);
@@ -114,32 +134,44 @@ static int bench_program(int nodes, int ranks, int repeat)
 	snprintf(local, sizeof local, "%d", ranks);
 	snprintf(out, sizeof out, ".bench-launch-%d.out", (int)getpid());
 	for (int i = 0; i < repeat; i++) {
-		char *plain_argv[] = { "srun", "-N", count, "-n", total, per_node, first_line[0], first_line[1],
-				       first_line[2], NULL };
-		char *stork_argv[] = { "srun", "-N", count, "-n", count, "--ntasks-per-node=1", "--mpi=pmix", self,
-				       "run", "--local-ranks", local, "--set", name, "--set",
-				       "program.tee=all", "--", first_line[0], first_line[1],
-				       first_line[2], NULL };
+		char *plain_words[] = { "srun", "-N", count, "-n", total, per_node, "--mpi=pmix" };
+		char *stork_words[] = { "srun", "-N", count, "-n", count, "--ntasks-per-node=1",
+					"--mpi=pmix", self, "run", "--local-ranks", local, "--set", name,
+					"--set", "program.tee=all", "--" };
+		char **plain_argv = with_program(plain_words, 7, prog, nprog);
+		char **stork_argv = with_program(stork_words, 16, prog, nprog);
 		char run_dir[4096];
 		double t0 = clock_wall();
+		int failed;
 
-		if (spawn_wait(plain_argv, out) != 0) {
-			stork_error("'srun ... date' failed");
+		if (!plain_argv || !stork_argv) {
+			free(plain_argv);
+			free(stork_argv);
+			stork_error("out of memory");
+			return STORK_EXIT_INTERNAL;
+		}
+		failed = spawn_wait(plain_argv, out) != 0;
+		free(plain_argv);
+		if (failed) {
+			free(stork_argv);
+			stork_error("'srun ... %s' failed", prog[0]);
 			return STORK_EXIT_INTERNAL;
 		}
 		plain[i] = latest_printed_time(out) - t0;
 		snprintf(name, sizeof name, "run.name=bench-launch-%d-%d", (int)getpid(), i);
 		rundir_path(run_dir, sizeof run_dir, "runs", name + 9);
 		t0 = clock_wall();
-		if (spawn_wait(stork_argv, out) != 0) {
-			stork_error("'srun ... stork run -- date' failed");
+		failed = spawn_wait(stork_argv, out) != 0;
+		free(stork_argv);
+		if (failed) {
+			stork_error("'srun ... stork run -- %s' failed", prog[0]);
 			return STORK_EXIT_INTERNAL;
 		}
 		stork[i] = latest_printed_time(out) - t0;
 		if (remove_tree(run_dir) < 0)
 			stork_warn("cannot remove %s: %s", run_dir, strerror(errno));
-		printf("run %d: srun (plugin) %.3f s, srun stork run -- %.3f s to every rank's first "
-		       "line\n", i + 1, plain[i], stork[i]);
+		printf("run %d: srun (plugin) %.3f s, srun stork run -- %.3f s to every rank's printed "
+		       "time\n", i + 1, plain[i], stork[i]);
 	}
 	unlink(out);
 	printf("median over %d runs, %d node(s) x %d rank(s): srun with the plugin %.3f s; stork "
@@ -179,14 +211,14 @@ int cmd_bench_launch(int argc, char **argv)
 		else
 			goto usage;
 	}
-	if (optind != argc - !program)
+	if (program ? optind < argc && strcmp(argv[optind - 1], "--") : optind != argc - 1)
 		goto usage;
 	if (!getenv("SLURM_JOB_ID")) {
 		stork_error("bench launch runs srun: start it inside an allocation (sbatch or salloc)");
 		return STORK_EXIT_USAGE;
 	}
 	if (program)
-		return bench_program(nodes, ranks, repeat);
+		return bench_program(nodes, ranks, repeat, argv + optind, argc - optind);
 	if (config_load(&cfg, argv[optind], err, sizeof err) < 0 ||
 	    config_validate(&cfg, err, sizeof err) < 0) {
 		stork_error("%s", err);
@@ -236,6 +268,7 @@ failed:
 	return STORK_EXIT_INTERNAL;
 usage:
 	fprintf(stderr, "usage: stork bench launch CONFIG [--nodes N] [--repeat R]\n"
-			"       stork bench launch --program [--nodes N] [--ranks R] [--repeat R]\n");
+			"       stork bench launch --program [--nodes N] [--ranks R] [--repeat R] "
+			"[-- PROGRAM...]\n");
 	return STORK_EXIT_USAGE;
 }

@@ -144,3 +144,14 @@ mpi_job() {
 		/bin/sh -c 'env | grep -c ^PMIX_ || true' >nopmix.out 2>/dev/null
 	grep -q '^\[rank 0\] 0$' nopmix.out
 }
+
+@test "MPI: stork bench launch --program times an MPI hello world to every rank's MPI_Init, beside plain srun --mpi=pmix" {
+	printf '#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=2 -c1 -o bench.out\n%s bench launch --program --repeat 3 -- %s --hello\n' \
+		"$STORK" "$WORK/mpi_check" >bench.sh
+	run sbatch_wait bench.sh
+	cat bench.out
+	[ "$status" -eq 0 ]
+	grep -E '^median over 3 runs, 2 node\(s\) x 2 rank\(s\): srun with the plugin [0-9.]+ s; stork run -- PROGRAM [0-9.]+ s; stork adds -?[0-9.]+ s$' bench.out
+	grep '^median' bench.out >&3
+	[ -z "$(find . -maxdepth 2 -name 'bench-launch-*')" ]
+}

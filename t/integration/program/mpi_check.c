@@ -12,6 +12,10 @@
  * its file goes on after the step it holds.
  *
  *   mpi_check [--steps N] [--sleep S] [--abort-rank R] [--segv-rank R]
+ *   mpi_check --hello
+ *
+ * --hello: each rank prints "MPI_Init done at SECONDS" (the wall clock)
+ * and ends: the program `stork bench launch --program` times.
  *
  * --abort-rank R: rank R calls MPI_Abort(MPI_COMM_WORLD, 3) after the
  * checks; --segv-rank R: rank R writes through a null pointer there.
@@ -101,6 +105,15 @@ int main(int argc, char **argv)
 	char state[4096] = "";
 	long sum = 0, want;
 
+	if (argc == 2 && !strcmp(argv[1], "--hello")) {
+		struct timespec now;
+
+		MPI_Init(&argc, &argv);
+		clock_gettime(CLOCK_REALTIME, &now);
+		printf("MPI_Init done at %.6f\n", (double)now.tv_sec + now.tv_nsec * 1e-9);
+		MPI_Finalize();
+		return 0;
+	}
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--steps"))
 			steps = atol(argv[i + 1]);
