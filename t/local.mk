@@ -49,7 +49,7 @@ EXTRA_DIST += t/integration/run.sh t/integration/helpers.bash t/integration/clus
 	t/integration/sbatch_example.bats
 # `stork run -- PROGRAM` on the cluster, and the programs it runs.
 EXTRA_DIST += t/integration/program.bats t/integration/program/ddp_train.py \
-	t/integration/program/rank.sh
+	t/integration/program/rank.sh t/integration/mpi.bats t/integration/program/mpi_check.c
 check_SCRIPTS += contrib/testcluster/stork-testcluster
 clean-local: clean-integration
 clean-integration:

@@ -12,8 +12,9 @@ PROG=${abs_top_srcdir:?}/t/integration/program
 
 setup() {
 	setup_workdir
-	command -v mpicc >/dev/null && "$PY" -c 'import mpi4py' 2>/dev/null ||
+	if ! command -v mpicc >/dev/null || ! "$PY" -c 'import mpi4py' 2>/dev/null; then
 		skip "Debian's openmpi-bin, libopenmpi-dev and python3-mpi4py are not installed"
+	fi
 	mpicc -O1 -o mpi_check "$PROG/mpi_check.c"
 	cat >allreduce.py <<-'PYEOF'
 	import os
@@ -135,7 +136,7 @@ mpi_job() {
 	# the namespace's name ends in a secret of 128 bits, new for each run
 	for n in 1 2; do
 		"$STORK" run --local-ranks 1 --set run.name=ns$n --set program.tee=all -- \
-			/bin/sh -c 'echo "$PMIX_NAMESPACE"' >ns$n.out 2>/dev/null
+			/usr/bin/printenv PMIX_NAMESPACE >ns$n.out 2>/dev/null
 		grep -Eq '^\[rank 0\] stork\.local\.0\.0\.[0-9a-f]{32}$' ns$n.out
 	done
 	! cmp -s ns1.out ns2.out || false

@@ -130,7 +130,7 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	! grep -q 'Endpoint timeout' fail.out || false
 	lost=$(grep -n 'Connection closed by peer' fail.out | head -1 | cut -d: -f1)
 	[ -z "$lost" ] || [ "$lost" -gt "$root" ]
-	[ -z "$(grep 'storkd:.*Connection closed by peer' fail.out | grep -v secondary)" ]
+	! grep 'storkd:.*Connection closed by peer' fail.out | grep -qv secondary || false
 	# the notice that ended n1's ranks is gone with the run
 	[ -z "$(ls -A "$dir"/logs/.end.* 2>/dev/null)" ]
 
