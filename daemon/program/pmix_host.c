@@ -33,6 +33,7 @@ struct job {
 struct pmix_host {
 	const struct program_run *p;
 	char dir[256];                  /* the server's directory (its socket), 0700 */
+	char shm[256];                  /* Open MPI's shared-memory files, 0700; "" none */
 	char nspace[PMIX_MAX_NSLEN + 1];
 	struct comm *fences;            /* the daemons, for this thread alone; NULL: one node */
 	pthread_t thread;
@@ -449,6 +450,9 @@ static int start_server(struct pmix_host *h, char *err, size_t errlen)
 		h->dir[0] = '\0';
 		return -1;
 	}
+	snprintf(h->shm, sizeof h->shm, "/dev/shm/stork-mpi.XXXXXX");
+	if (!mkdtemp(h->shm))
+		h->shm[0] = '\0'; /* no /dev/shm: Open MPI's own default */
 	rdv_finalize(); /* a process is a PMIx client or a server, not both */
 	forget_step_pmix();
 	if (!(opts = PMIx_Info_list_start()))
@@ -564,6 +568,27 @@ int pmix_host_start(struct pmix_host **out, const struct program_run *p, char *e
 	return 0;
 }
 
+/* Add NAME=VALUE to env unless NAME is there. 0 or -1 (out of memory). */
+static int env_default(char ***env, const char *name, const char *value)
+{
+	size_t n = 0, len = strlen(name);
+	char **v, *entry;
+
+	for (; *env && (*env)[n]; n++)
+		if (!strncmp((*env)[n], name, len) && (*env)[n][len] == '=')
+			return 0;
+	if (asprintf(&entry, "%s=%s", name, value) < 0)
+		return -1;
+	if (!(v = realloc(*env, (n + 2) * sizeof *v))) {
+		free(entry);
+		return -1;
+	}
+	v[n] = entry;
+	v[n + 1] = NULL;
+	*env = v;
+	return 0;
+}
+
 int pmix_host_rank_env(struct pmix_host *h, int local, char ***env, char *err, size_t errlen)
 {
 	pmix_proc_t proc;
@@ -575,6 +600,10 @@ int pmix_host_rank_env(struct pmix_host *h, int local, char ***env, char *err, s
 			   proc.rank, PMIx_Error_string(rc));
 		return -1;
 	}
+	/* Open MPI's shared-memory segments where the end of the run removes
+	 * them, even when its ranks were killed (in /dev/shm they stay) */
+	if (h->shm[0] && env_default(env, "OMPI_MCA_btl_vader_backing_directory", h->shm) < 0)
+		return msg_format(err, errlen, "out of memory"), -1;
 	return 0;
 }
 
@@ -628,6 +657,8 @@ void pmix_host_stop(struct pmix_host *h)
 	/* with what the program left there (Open MPI's session files) */
 	if (h->dir[0])
 		remove_tree(h->dir);
+	if (h->shm[0])
+		remove_tree(h->shm);
 	pthread_mutex_destroy(&h->lock);
 	pthread_cond_destroy(&h->wake);
 	free(h);

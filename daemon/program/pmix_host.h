@@ -14,6 +14,8 @@
  * are carried between the nodes over Stork's own communicator, by a
  * thread of their own so that the supervisor goes on watching the ranks.
  * An MPI_Abort is kept, for the failure to name the rank and MPI's words.
+ * Open MPI's shared-memory files go into a directory of the server's in
+ * /dev/shm, removed with it: a killed rank's would stay there otherwise.
  *
  * Not served: fences over part of the ranks, direct modex (every fence
  * collects its data), spawn (MPI_Comm_spawn), publish and lookup

@@ -72,7 +72,8 @@ mpi_job() {
 	done
 }
 
-@test "MPI: a rank calling MPI_Abort and one that segfaults are named in exit_info with their host and MPI's words; every other rank is gone within 15 s" {
+@test "MPI: a rank calling MPI_Abort and one that segfaults are named in exit_info with their host and MPI's words; every other rank is gone within 15 s, and no shared-memory file stays behind" {
+	shm_before=$(find /dev/shm -maxdepth 1 -user "$(id -u)" | wc -l)
 	mpi_job ab "-N2 --ntasks-per-node=1 -c2" --local-ranks 2 -- ./mpi_check --steps 400 --sleep 0.2 --abort-rank 3
 	run sbatch_wait ab.sh
 	[ "$status" -eq 1 ]
@@ -96,8 +97,9 @@ mpi_job() {
 	failed=$(jq .first_failure.timestamp "$info")
 	ended=$(stat -c %Y "$info")
 	[ $((ended - ${failed%.*})) -le 15 ]
-	# no rank of either job is left
+	# no rank of either job is left, nor Open MPI's segments of the killed ranks
 	! pgrep -f 'mpi_check --steps 400' || false
+	[ "$(find /dev/shm -maxdepth 1 -user "$(id -u)" | wc -l)" -eq "$shm_before" ]
 }
 
 @test "MPI: a checkpoint-on-signal MPI program preempted with scancel --signal=USR1 saves on every rank, is requeued and resumes to its end" {
