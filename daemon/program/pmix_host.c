@@ -3,6 +3,7 @@
 #include "daemon/program/pmix_host.h"
 
 #include "daemon/program/program.h"
+#include "lib/bind/topology.h"
 #include "lib/bounded.h"
 #include "lib/comm/comm.h"
 #include "lib/io/atomic_file.h"
@@ -437,6 +438,8 @@ static void forget_step_pmix(void)
 static int start_server(struct pmix_host *h, char *err, size_t errlen)
 {
 	const char *tmp = getenv("TMPDIR");
+	pmix_topology_t topology = { .source = "hwloc",
+				     .topology = topo_hwloc(h->p->node->topo) };
 	void *opts;
 	pmix_data_array_t arr = { 0 };
 	pmix_status_t rc;
@@ -460,6 +463,9 @@ static int start_server(struct pmix_host *h, char *err, size_t errlen)
 	rc = PMIx_Info_list_add(opts, PMIX_SERVER_TMPDIR, h->dir, PMIX_STRING);
 	if (rc == PMIX_SUCCESS)
 		rc = PMIx_Info_list_add(opts, PMIX_SYSTEM_TMPDIR, h->dir, PMIX_STRING);
+	/* the node's topology, loaded already: PMIx would discover it again */
+	if (rc == PMIX_SUCCESS && topo_hwloc(h->p->node->topo))
+		rc = PMIx_Info_list_add(opts, PMIX_TOPOLOGY2, &topology, PMIX_TOPO);
 	if (rc == PMIX_SUCCESS)
 		rc = PMIx_Info_list_convert(opts, &arr);
 	PMIx_Info_list_release(opts);
