@@ -56,6 +56,38 @@ START_TEST(no_traceback_no_error)
 }
 END_TEST
 
+/* Open MPI's report of a segfault: the signal, its code and address, the
+ * frame below the handler's; a gloo complaint is a lost peer's, a plain
+ * error is not. */
+START_TEST(mpi_signal_report_and_lost_peers)
+{
+	static const char *const report[] = {
+		"rank 1: writing through a null pointer",
+		"[n2:123] *** Process received signal ***",
+		"[n2:123] Signal: Segmentation fault (11)",
+		"[n2:123] Signal code: Address not mapped (1)",
+		"[n2:123] Failing at address: (nil)",
+		"[n2:123] [ 0] /lib/x86_64-linux-gnu/libc.so.6(+0x3c050)[0x7f]",
+		"[n2:123] [ 1] ./mpi_check(+0x1a8d)[0x55]",
+		"[n2:123] *** End of error message ***",
+	};
+	struct stderr_tail t = { 0 };
+	struct program_error e = { 0 }, gloo = { 0 }, plain = { 0 };
+
+	for (size_t i = 0; i < sizeof report / sizeof report[0]; i++)
+		stderr_tail_add(&t, report[i]);
+	program_error_from_tail(&t, &e);
+	ck_assert_str_eq(e.message, "Segmentation fault (11), Address not mapped (1) at (nil)");
+	ck_assert_str_eq(e.frame, "./mpi_check(+0x1a8d)[0x55]");
+	ck_assert_int_eq(program_error_lost_peer(&e), 0);
+	snprintf(gloo.message, sizeof gloo.message, "RuntimeError: [../gloo/transport/tcp/pair.cc:598] "
+		 "Connection closed by peer [127.0.0.1]:51612");
+	ck_assert_int_eq(program_error_lost_peer(&gloo), 1);
+	snprintf(plain.message, sizeof plain.message, "RuntimeError: injected failure");
+	ck_assert_int_eq(program_error_lost_peer(&plain), 0);
+}
+END_TEST
+
 /* The tail keeps the newest whole lines when older ones no longer fit. */
 START_TEST(tail_keeps_the_newest_lines)
 {
@@ -101,6 +133,17 @@ START_TEST(error_file_of_record)
 	memset(&e, 0, sizeof e);
 	program_error_from_file(path, &e); /* gone: nothing */
 	ck_assert_ptr_null(e.source);
+
+	/* a C++ error's message carries its own frames: its first line only */
+	json = "{\"message\": {\"message\": \"RuntimeError: Connection closed by peer\\n\\nAt:\\n"
+	       "  /x.py(9): f\"}}";
+	fd = mkstemp(strcpy(path, "/tmp/check_program.XXXXXX"));
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+	close(fd);
+	program_error_from_file(path, &e);
+	unlink(path);
+	ck_assert_str_eq(e.message, "RuntimeError: Connection closed by peer");
 }
 END_TEST
 
@@ -227,6 +270,7 @@ int main(void)
 	tcase_add_test(tc, rank_environment);
 	tcase_add_test(tc, engine_keys_named_with_their_origin);
 	tcase_add_test(tc, metrics_lines_with_blanks);
+	tcase_add_test(tc, mpi_signal_report_and_lost_peers);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
