@@ -91,7 +91,8 @@ static char *gather(struct pmix_host *h, const char *data, size_t ndata, size_t 
 		goto out;
 	if (ndata)
 		memcpy(pad, data, ndata);
-	if (comm_allgather(h->fences, pad, all, (size_t)longest, COMM_UINT8) < 0)
+	/* a fence without data (MPI_Finalize's) is a barrier: the lengths were it */
+	if (longest && comm_allgather(h->fences, pad, all, (size_t)longest, COMM_UINT8) < 0)
 		goto out;
 	for (int k = 0; k < nodes; k++) {
 		memcpy(out + used, all + (size_t)k * (size_t)longest, (size_t)lens[k]);
@@ -112,6 +113,9 @@ out:
 
 static void run_job(struct pmix_host *h, struct job *j)
 {
+	size_t n = 0;
+	char *all;
+
 	if (j->op_done) {
 		j->op_done(PMIX_SUCCESS, j->cbdata);
 		return;
@@ -122,13 +126,10 @@ static void run_job(struct pmix_host *h, struct job *j)
 		j->data = NULL;
 		return;
 	}
-	size_t n;
-	char *all = gather(h, j->data, j->ndata, &n);
-
-	if (!all)
-		j->fence_done(PMIX_ERROR, NULL, 0, j->cbdata, NULL, NULL);
-	else
+	if ((all = gather(h, j->data, j->ndata, &n)))
 		j->fence_done(PMIX_SUCCESS, all, n, j->cbdata, release_data, all);
+	else
+		j->fence_done(PMIX_ERROR, NULL, 0, j->cbdata, NULL, NULL);
 }
 
 static void *fence_thread(void *arg)

@@ -61,16 +61,14 @@ static void print_failure(const char *label, const json_t *f)
 	       json_string_value(json_object_get(f, "what")) ?: "");
 }
 
-/* Each requeue and why (report_data.c: read_requeues), indented under the count. */
-static void print_requeues(const struct run_report *rep)
+/* Each line of text, after prefix. */
+static void print_lines(const char *prefix, const char *text)
 {
-	const char *l = rep->requeues;
+	while (*text) {
+		int n = (int)strcspn(text, "\n");
 
-	while (*l) {
-		int n = (int)strcspn(l, "\n");
-
-		term_printf(stdout, "  %.*s\n", n, l);
-		l += n + (l[n] == '\n');
+		term_printf(stdout, "%s%.*s\n", prefix, n, text);
+		text += n + (text[n] == '\n');
 	}
 }
 
@@ -87,24 +85,12 @@ static void print_exit(const struct run_report *rep)
 	print_failure("first failure", json_object_get(e, "first_failure"));
 	term_printf(stdout, "requeues: %lld; restarts inside the allocation: %zu\n",
 	       (long long)sj_int(e, "restart_count", 0), json_array_size(restarts));
-	print_requeues(rep);
+	/* each requeue and why (report_data.c: read_requeues), under the count */
+	print_lines("  ", rep->requeues);
 	json_array_foreach(restarts, i, r)
 		term_printf(stdout, "  restart after attempt %lld: %s: %s\n", (long long)sj_int(r, "attempt", -1),
 		       json_string_value(json_object_get(r, "reason")) ?: "?",
 		       json_string_value(json_object_get(r, "message")) ?: "");
-}
-
-/* What the preflight did, a line each (report_data.c: read_preflight). */
-static void print_preflight(const struct run_report *rep)
-{
-	const char *l = rep->preflight;
-
-	while (*l) {
-		int n = (int)strcspn(l, "\n");
-
-		term_printf(stdout, "preflight: %.*s\n", n, l);
-		l += n + (l[n] == '\n');
-	}
 }
 
 static void print_layout(const json_t *env)
@@ -217,7 +203,8 @@ static int report_text(const char *dir)
 		print_exit(&rep);
 	if (rep.env)
 		print_layout(rep.env);
-	print_preflight(&rep);
+	/* what the preflight did, a line each (report_data.c: read_preflight) */
+	print_lines("preflight: ", rep.preflight);
 	/* what the run's metrics hold: a program may log only its loss, or nothing */
 	if (rep.train_loss.n)
 		term_printf(stdout, "steps: %zu; final train loss %.4f", rep.train_loss.n,
