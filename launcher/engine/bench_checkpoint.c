@@ -148,7 +148,7 @@ int cmd_bench_checkpoint(int argc, char **argv)
 		char path[4400], found[4400];
 		double t0 = clock_monotonic(), t;
 
-		if (ckpt_save(root, &m, &opt, &st, 1, err, sizeof err) < 0) {
+		if (ckpt_save(root, &m, &opt, &st, (struct ckpt_keep){ .newest = 1 }, err, sizeof err) < 0) {
 			stork_error("%s", err);
 			code = STORK_EXIT_CHECKPOINT_FAILED;
 			goto out;

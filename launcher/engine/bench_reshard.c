@@ -247,7 +247,7 @@ static int write_source(const struct gpt2_config *g, uint64_t seed, const char *
 		opt.v[i] = m.params[i] * m.params[i] + 1e-3f * (float)(i % 977);
 	}
 	opt.step = 1;
-	rc = ckpt_save(root, &m, &opt, &st, 1, err, errlen);
+	rc = ckpt_save(root, &m, &opt, &st, (struct ckpt_keep){ .newest = 1 }, err, errlen);
 out:
 	adamw_free(&opt);
 	gpt2_free(&m);

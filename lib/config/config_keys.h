@@ -27,6 +27,7 @@ enum key_type {
 #define LO_OPEN 2u
 #define HI_OPEN 4u
 #define MIN1 8u
+#define AUTO_NEG 32u     /* K_AUTO_INT: auto is stored as -1 (0 is a value of its own) */
 #define REDACT 16u      /* URLs written without their secret: K_STR without path and
                          * query (a web hook), K_GLOBS without user and query (data) */
 

@@ -198,6 +198,16 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 		return config_fail(err, errlen, "%s: checkpoint.local_dir: '%s' is neither auto nor an absolute "
 			    "path (a node-local directory, the same path on every node)",
 			    config_origin(c, "checkpoint.local_dir"), c->checkpoint.local_dir);
+	if (c->checkpoint.every == CHECKPOINT_EVERY_AUTO && c->checkpoint.every_minutes > 0)
+		return config_fail(err, errlen, "%s: checkpoint.every_minutes: %g, and checkpoint.every is "
+			    "auto (%s), which chooses the wall time between checkpoints itself: set one "
+			    "of them", config_origin(c, "checkpoint.every_minutes"),
+			    c->checkpoint.every_minutes, config_origin(c, "checkpoint.every"));
+	if (c->checkpoint.every != CHECKPOINT_EVERY_AUTO &&
+	    config_differs_from_default(c, "checkpoint.mtbf_hours"))
+		return config_fail(err, errlen, "%s: checkpoint.mtbf_hours is read only with "
+			    "checkpoint.every: auto (it is %d, %s)", config_origin(c, "checkpoint.mtbf_hours"),
+			    c->checkpoint.every, config_origin(c, "checkpoint.every"));
 	if (c->train.spike_min_steps > c->train.spike_window)
 		return config_fail(err, errlen, "%s: train.spike_min_steps: %d exceeds train.spike_window = %d "
 			    "(%s): the window could never hold enough steps to judge one",

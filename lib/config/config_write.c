@@ -92,7 +92,7 @@ void config_put_value(FILE *f, const struct stork_config *c, const struct key *k
 		put_quoted(f, *(char *const *)p ? *(char *const *)p : "");
 		break;
 	case K_AUTO_INT:
-		if (*(const int *)p == 0) {
+		if (*(const int *)p == (k->flags & AUTO_NEG ? -1 : 0)) {
 			fputs("auto", f);
 			break;
 		}

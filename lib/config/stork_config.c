@@ -356,7 +356,7 @@ static int apply_value(struct stork_config *c, const struct key *k, const struct
 		return set_string(p, s) < 0 ? config_fail(err, errlen, "out of memory") : 0;
 	case K_AUTO_INT:
 		if (!is_quoted(n) && !strcmp(s, "auto")) {
-			*(int *)p = 0;
+			*(int *)p = k->flags & AUTO_NEG ? -1 : 0;
 			return 0;
 		}
 		/* fall through */

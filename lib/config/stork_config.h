@@ -178,8 +178,12 @@ struct stork_config {
 		int log_every;
 	} train;
 	struct {
-		int every;                  /* 0 = only on preemption and at the end */
+		int every;                  /* steps; 0 = only on preemption and at the end;
+					     * CHECKPOINT_EVERY_AUTO: Young's interval */
+		double every_minutes;       /* wall time between periodic ones; 0 = off */
+		double mtbf_hours;          /* every auto: the mean time between failures */
 		int keep;                   /* 0 = keep all */
+		int keep_every;             /* steps of milestones kept beside keep; 0 = none */
 		int max_failures;           /* periodic ones failing in a row before the run stops */
 		bool async;                 /* periodic ones written in the background */
 		char *local_dir;            /* node-local tier; "" = none, "auto" */
@@ -225,6 +229,9 @@ struct stork_config {
 	 * NULL = default); used in messages. Private to lib/config/. */
 	char **origin;
 };
+
+/* checkpoint.every auto: sqrt(2 x commit time x checkpoint.mtbf_hours) of wall time. */
+#define CHECKPOINT_EVERY_AUTO (-1)
 
 /* Fill c with the defaults of every key (nothing to free before). */
 void config_init(struct stork_config *c);

@@ -80,7 +80,7 @@ static void make_checkpoints(char *whole, char *shard, size_t len)
 
 	snprintf(root, sizeof root, "%s/whole", fuzz_dir());
 	if (gpt2_build(&m, &small, 1) < 0 || adamw_init(&opt, m.num_params) < 0 ||
-	    ckpt_save(root, &m, &opt, &st, 2, err, sizeof err) < 0)
+	    ckpt_save(root, &m, &opt, &st, (struct ckpt_keep){ .newest = 2 }, err, sizeof err) < 0)
 		abort();
 	snprintf(whole, len, "%s/step_00000003", root);
 	adamw_free(&opt);
@@ -100,7 +100,7 @@ static void make_checkpoints(char *whole, char *shard, size_t len)
 		free(p);
 		free(mv);
 	}
-	if (ckpt_commit(root, &st, &l, sums, sizes, 2, err, sizeof err) < 0)
+	if (ckpt_commit(root, &st, &l, sums, sizes, (struct ckpt_keep){ .newest = 2 }, err, sizeof err) < 0)
 		abort();
 	snprintf(shard, len, "%s/step_00000003", root);
 }

@@ -558,6 +558,7 @@ START_TEST(hash_changes_with_every_key)
 		"parallel.stage_split=compute", "preflight.enabled=false", "preflight.tolerance=0.5",
 		"program.command=[a, b]", "program.tee=all", "program.signal=TERM",
 		"program.kill_grace=1", "program.checkpoint_grace=5", "program.pmix=false",
+		"checkpoint.every_minutes=30", "checkpoint.keep_every=1000", "checkpoint.mtbf_hours=2",
 		"notify.url=https://hooks.example.org/x", "notify.events=[failed]", "notify.timeout=9",
 	};
 	struct stork_config base, c;
@@ -578,6 +579,8 @@ START_TEST(hash_changes_with_every_key)
 	for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
 		/* a pipeline needs a micro-batch per stage: compare with a base that has them */
 		int pipe = !strncmp(sets[i], "parallel.pipeline", 17);
+		/* checkpoint.mtbf_hours: against a base with checkpoint.every auto */
+		int young = !strncmp(sets[i], "checkpoint.mtbf_hours", 21);
 		/* a Llama setting: against a Llama base (under gpt2 it is refused) */
 		int llama = !strncmp(sets[i], "model.", 6) && strncmp(sets[i], "model.arch", 10) &&
 			    (strstr(sets[i], "rope") || strstr(sets[i], "kv_heads") ||
@@ -591,6 +594,12 @@ START_TEST(hash_changes_with_every_key)
 			ck_assert_int_eq(config_set(&b2, "train.grad_accum=2", err, sizeof err), 0);
 			ck_assert_int_eq(config_set(&c, "train.grad_accum=2", err, sizeof err), 0);
 			ck_assert_int_eq(config_validate(&b2, err, sizeof err), 0);
+		}
+		if (young) {
+			ck_assert_int_eq(config_set(&b2, "checkpoint.every=auto", err, sizeof err), 0);
+			ck_assert_int_eq(config_set(&c, "checkpoint.every=auto", err, sizeof err), 0);
+			ck_assert_int_eq(config_validate(&b2, err, sizeof err), 0);
+			pipe = 1; /* compare with b2 */
 		}
 		if (llama) {
 			ck_assert_int_eq(config_set(&b2, "model.arch=llama", err, sizeof err), 0);

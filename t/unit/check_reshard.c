@@ -129,7 +129,8 @@ static void write_checkpoint(const struct whole *w, struct lay a, const char *ro
 		struct adamw_state opt = { .m = w->m, .v = w->v, .n = w->n, .step = 7 };
 
 		ck_assert(gpt2_shard_from_full(&m, &w->c, NULL, w->p) == 0);
-		ck_assert_msg(ckpt_save(root, &m, &opt, &st, 2, err, sizeof err) == 0, "%s", err);
+		ck_assert_msg(ckpt_save(root, &m, &opt, &st, (struct ckpt_keep){ .newest = 2 }, err,
+						 sizeof err) == 0, "%s", err);
 		gpt2_free(&m);
 		return;
 	}
@@ -155,7 +156,8 @@ static void write_checkpoint(const struct whole *w, struct lay a, const char *ro
 		free(m);
 		free(v);
 	}
-	ck_assert_msg(ckpt_commit(root, &st, &l, sums, sizes, 2, err, sizeof err) == 0, "%s", err);
+	ck_assert_msg(ckpt_commit(root, &st, &l, sums, sizes, (struct ckpt_keep){ .newest = 2 }, err,
+						 sizeof err) == 0, "%s", err);
 }
 
 /* Every rank of layout b reads its part of dir: the bits cut from w. */

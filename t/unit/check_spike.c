@@ -182,7 +182,8 @@ START_TEST(the_window_survives_a_checkpoint_bit_for_bit)
 	st.spike.n = (int)n;
 	st.spike.in_row = 2;
 	ck_assert_msg(ckpt_prepare(root, st.step, err, sizeof err) == 0, "%s", err);
-	ck_assert_msg(ckpt_commit(root, &st, &l, &sum, &size, 0, err, sizeof err) == 0, "%s", err);
+	ck_assert_msg(ckpt_commit(root, &st, &l, &sum, &size, (struct ckpt_keep){ 0 }, err,
+				  sizeof err) == 0, "%s", err);
 	snprintf(dir, sizeof dir, "%s/step_00000007", root);
 	ck_assert_msg(ckpt_read_state(dir, &back, err, sizeof err) == 0, "%s", err);
 	ck_assert_int_eq(back.spike.n, (int)n);
@@ -193,7 +194,8 @@ START_TEST(the_window_survives_a_checkpoint_bit_for_bit)
 	st.step = 8;
 	spike_init(&st.spike);
 	ck_assert_msg(ckpt_prepare(root, st.step, err, sizeof err) == 0, "%s", err);
-	ck_assert_msg(ckpt_commit(root, &st, &l, &sum, &size, 0, err, sizeof err) == 0, "%s", err);
+	ck_assert_msg(ckpt_commit(root, &st, &l, &sum, &size, (struct ckpt_keep){ 0 }, err,
+				  sizeof err) == 0, "%s", err);
 	snprintf(dir, sizeof dir, "%s/step_00000008", root);
 	ck_assert_msg(ckpt_read_state(dir, &back, err, sizeof err) == 0, "%s", err);
 	ck_assert_int_eq(back.spike.n, 0);

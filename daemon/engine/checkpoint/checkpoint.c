@@ -334,16 +334,18 @@ static int list_steps(const char *root, int64_t **out)
 	return n;
 }
 
-static void prune(const char *root, int keep)
+static void prune(const char *root, struct ckpt_keep keep)
 {
 	char path[4096];
 	int64_t *steps = NULL;
 	int n;
 
-	if (keep <= 0)
+	if (keep.newest <= 0)
 		return;
-	n = list_steps(root, &steps);
-	for (int i = keep; i < n; i++) {
+	n = list_steps(root, &steps); /* newest first */
+	for (int i = keep.newest; i < n; i++) {
+		if (keep.milestones > 0 && steps[i] % keep.milestones == 0)
+			continue; /* a milestone stays, whatever its age */
 		snprintf(path, sizeof path, "%s/step_%08" PRId64, root, steps[i]);
 		remove_tree(path);
 	}
@@ -356,7 +358,7 @@ static void prune(const char *root, int keep)
  * beyond keep. Before the rename nothing has changed for a reader.
  */
 static int publish(const char *root, const char *tmp, const char *final, const char *name,
-		   int keep, char *err, size_t errlen)
+		   struct ckpt_keep keep, char *err, size_t errlen)
 {
 	char path[4200];
 
@@ -389,7 +391,7 @@ static int publish(const char *root, const char *tmp, const char *final, const c
 }
 
 int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *opt,
-	      const struct ckpt_state *st, int keep, char *err, size_t errlen)
+	      const struct ckpt_state *st, struct ckpt_keep keep, char *err, size_t errlen)
 {
 	char tmp[4096], final[4096], path[4096], name[64];
 	struct digest d[NFILES]; /* model.bin, optimizer.bin, state.json */
@@ -814,13 +816,15 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 }
 
 int ckpt_commit(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
-		const uint64_t *sums, const uint64_t *sizes, int keep, char *err, size_t errlen)
+		const uint64_t *sums, const uint64_t *sizes, struct ckpt_keep keep, char *err,
+		size_t errlen)
 {
 	return ckpt_commit_part(root, st, l, 0, l->world, sums, sizes, keep, err, errlen);
 }
 
 int ckpt_commit_part(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
-		     int first, int count, const uint64_t *sums, const uint64_t *sizes, int keep,
+		     int first, int count, const uint64_t *sums, const uint64_t *sizes,
+		     struct ckpt_keep keep,
 		     char *err, size_t errlen)
 {
 	char tmp[4096], final[4096], name[64], path[4200];

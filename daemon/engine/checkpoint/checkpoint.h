@@ -58,13 +58,22 @@ struct ckpt_state {
 typedef void (*ckpt_notice_fn)(void *arg, const char *msg);
 
 /*
+ * Which checkpoints a commit keeps: the newest `newest` (0: all), and every
+ * one of a step that is a multiple of `milestones` (0: none), whatever its age.
+ */
+struct ckpt_keep {
+	int newest;
+	int64_t milestones;
+};
+
+/*
  * Write and commit checkpoint step_N (N = st->step) under root (the run's
- * checkpoints/ directory), then delete the oldest beyond keep (0 = keep all).
+ * checkpoints/ directory), then delete what keep does not keep.
  * Returns 0, or -1 with a message naming the file; on failure the previous
  * checkpoints are untouched and step_N.tmp/ is removed.
  */
 int ckpt_save(const char *root, const struct gpt2 *m, const struct adamw_state *opt,
-	      const struct ckpt_state *st, int keep, char *err, size_t errlen);
+	      const struct ckpt_state *st, struct ckpt_keep keep, char *err, size_t errlen);
 
 /*
  * The newest checkpoint under root that verifies: `latest` first, then the
@@ -150,7 +159,8 @@ int ckpt_write_shard(const char *root, int64_t step, const struct ckpt_shard_inf
 
 /* Rank 0, once every shard is written: state, manifest, rename, latest, prune. */
 int ckpt_commit(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
-		const uint64_t *sums, const uint64_t *sizes, int keep, char *err, size_t errlen);
+		const uint64_t *sums, const uint64_t *sizes, struct ckpt_keep keep, char *err,
+		size_t errlen);
 
 /*
  * The same for a node-local tier (checkpoint.local_dir): the count shards
@@ -158,7 +168,8 @@ int ckpt_commit(const char *root, const struct ckpt_state *st, const struct ckpt
  * in sums[0..count-1] and sizes[0..count-1]; the manifest lists them alone.
  */
 int ckpt_commit_part(const char *root, const struct ckpt_state *st, const struct ckpt_layout *l,
-		     int first, int count, const uint64_t *sums, const uint64_t *sizes, int keep,
+		     int first, int count, const uint64_t *sums, const uint64_t *sizes,
+		     struct ckpt_keep keep,
 		     char *err, size_t errlen);
 
 /* The shards dir's manifest lists: from *first, *count of them (0: a whole-model one). */

@@ -7,4 +7,5 @@ daemon_libstorkd_a_SOURCES += \
 	daemon/engine/checkpoint/ckpt_writer.c daemon/engine/checkpoint/ckpt_writer.h \
 	daemon/engine/checkpoint/train_checkpoint_state.c daemon/engine/checkpoint/train_checkpoint.c \
 	daemon/engine/checkpoint/train_checkpoint_async.c daemon/engine/checkpoint/train_checkpoint_local.c \
-	daemon/engine/checkpoint/train_checkpoint_step.c
+	daemon/engine/checkpoint/train_checkpoint_step.c \
+	daemon/engine/checkpoint/checkpoint_schedule.c daemon/engine/checkpoint/checkpoint_schedule.h

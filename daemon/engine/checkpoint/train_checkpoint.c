@@ -8,6 +8,7 @@
  */
 #include "config.h"
 #include "daemon/engine/train/train_rank.h"
+#include "daemon/engine/checkpoint/checkpoint_schedule.h"
 #include "daemon/engine/checkpoint/ckpt_writer.h"
 
 #include "kernels/ops.h"
@@ -80,7 +81,7 @@ int checkpoint_commit_shards(struct rank *r, const struct ckpt_state *st, const 
 	}
 	if (*failed)
 		goto out;
-	ok = r->rank != 0 || ckpt_commit(root, st, layout, sums, sizes, r->cfg->checkpoint.keep,
+	ok = r->rank != 0 || ckpt_commit(root, st, layout, sums, sizes, checkpoint_keep(r->cfg),
 					 r->err, sizeof r->err) == 0;
 	/* nobody reports the checkpoint before rank 0 has committed it */
 	if (comm_broadcast(r->comm, &ok, 1, COMM_INT32, 0) < 0) {
@@ -141,6 +142,7 @@ void checkpoint_report_committed(struct rank *r, int64_t steps_done, double seco
 			     int background)
 {
 	r->ckpt_seconds = seconds;
+	checkpoint_schedule_committed(r);
 	if (background)
 		rank_logf(&r->log, "checkpoint step_%08" PRId64 " committed: written in the background "
 			  "in %.0f ms, training stalled %.1f ms", steps_done, 1e3 * seconds,
@@ -186,7 +188,7 @@ int checkpoint(struct rank *r, int64_t steps_done, int *failed)
 
 			if (checkpoint_host_state(r, &hmodel.params, &hopt.m, &hopt.v))
 				return r->res->exit_code;
-			ok = ckpt_save(root, &hmodel, &hopt, &st, r->cfg->checkpoint.keep, r->err,
+			ok = ckpt_save(root, &hmodel, &hopt, &st, checkpoint_keep(r->cfg), r->err,
 				       sizeof r->err) == 0;
 		}
 		if ((code = checkpoint_agree_whole(r, steps_done, ok, failed)))

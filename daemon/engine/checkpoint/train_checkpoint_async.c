@@ -5,6 +5,7 @@
  */
 #include "config.h"
 #include "daemon/engine/train/train_rank.h"
+#include "daemon/engine/checkpoint/checkpoint_schedule.h"
 #include "daemon/engine/checkpoint/ckpt_writer.h"
 
 #include "kernels/ops.h"
@@ -64,7 +65,7 @@ static int write_in_background(void *arg, float *buf, char *err, size_t errlen)
 	a->model.params = buf;
 	a->opt.m = buf + np;
 	a->opt.v = buf + np + no;
-	return ckpt_save(a->root, &a->model, &a->opt, &a->st, r->cfg->checkpoint.keep, err, errlen);
+	return ckpt_save(a->root, &a->model, &a->opt, &a->st, checkpoint_keep(r->cfg), err, errlen);
 }
 
 /* Start this rank's write: copies of its live arrays on a CPU, the pinned
@@ -106,7 +107,13 @@ static int async_write_ahead(const struct rank *r, int64_t start)
 	const struct stork_config *c = r->cfg;
 	int64_t every = c->checkpoint.every;
 
-	if (!c->checkpoint.async || every <= 0 || (plain_layout(&r->lay) && r->rank != 0))
+	if (!c->checkpoint.async || (plain_layout(&r->lay) && r->rank != 0))
+		return 0;
+	/* by wall time or at milestones: one may come at any step */
+	if (c->checkpoint.every == CHECKPOINT_EVERY_AUTO || c->checkpoint.every_minutes > 0 ||
+	    c->checkpoint.keep_every > 0)
+		return 1;
+	if (every <= 0)
 		return 0;
 	if (c->checkpoint.local_dir[0]) /* only every persist_every-th leaves the node */
 		every *= c->checkpoint.persist_every;

@@ -23,6 +23,7 @@
  */
 #include "config.h"
 #include "daemon/engine/train/train_rank.h"
+#include "daemon/engine/checkpoint/checkpoint_schedule.h"
 
 #include "kernels/ops.h"
 #include "lib/clock.h"
@@ -137,7 +138,7 @@ static int commit_node(struct rank *r, const char *root, const struct ckpt_state
 		sums[count + k] = pairs[2 * (first + k) + 1];
 	}
 	rc = ckpt_commit_part(root, st, &info->layout, first, count, sums, sums + count,
-			      r->cfg->checkpoint.keep, r->err, sizeof r->err);
+			      checkpoint_keep(r->cfg), r->err, sizeof r->err);
 	free(sums);
 	return rc;
 }

@@ -49,13 +49,16 @@ struct ckpt_settings settings_now(const struct rank *r)
  * 100 MB/s for the model and both moments). A checkpoint that cannot finish
  * would only be cut by the kill; better to keep the previous one and say so.
  */
+double checkpoint_commit_estimate(const struct rank *r)
+{
+	/* parameters and two moments in fp32, at 100 MB/s */
+	return r->ckpt_seconds > 0 ? r->ckpt_seconds : (double)r->model.num_params * 12.0 / 100e6;
+}
+
 double checkpoint_need(const struct rank *r)
 {
-	double est = r->ckpt_seconds > 0 ? r->ckpt_seconds :
-					   (double)r->model.num_params * 12.0 / 100e6;
-
 	/* half as long again as the last one, and half a second for the requeue RPC */
-	return est * 1.5 + 0.5;
+	return checkpoint_commit_estimate(r) * 1.5 + 0.5;
 }
 
 /* Test builds: STORK_FAULT_NO_ROOM_RANK=R makes rank R believe that no

@@ -32,7 +32,8 @@ int checkpoint_at(struct rank *r, int64_t steps_done, int must)
 	int failed, code, local = c->checkpoint.local_dir[0] != '\0';
 	/* with a node-local tier, only every persist_every-th periodic one goes to the run directory */
 	int persist = must || !local || c->checkpoint.every <= 0 ||
-		      (steps_done / c->checkpoint.every) % c->checkpoint.persist_every == 0;
+		      (steps_done / c->checkpoint.every) % c->checkpoint.persist_every == 0 ||
+		      (c->checkpoint.keep_every > 0 && steps_done % c->checkpoint.keep_every == 0);
 
 	if (local && ((code = checkpoint_local(r, steps_done, &failed)) ||
 		      (code = after_checkpoint(r, steps_done, failed, 0))))

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "daemon/engine/train/train.h"
 #include "daemon/engine/train/train_rank.h"
+#include "daemon/engine/checkpoint/checkpoint_schedule.h"
 
 #include "daemon/engine/checkpoint/checkpoint.h"
 #include "daemon/engine/data/data.h"
@@ -152,9 +153,10 @@ static int run_steps(struct rank *r, int64_t start)
 {
 	const struct stork_config *c = r->cfg;
 	int64_t step;
-	int stop = 0, no_room = 0, cancelled = 0, writing = 0;
+	int stop = 0, no_room = 0, cancelled = 0, writing = 0, time_due = 0;
 	char cause[32];
 
+	checkpoint_schedule_start(r);
 	for (step = start; step < c->train.steps; step++) {
 		double c0;
 		float loss = 0, norm = 0, lr = 0;
@@ -193,7 +195,8 @@ static int run_steps(struct rank *r, int64_t start)
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);
 		phase(r, RANK_PHASE_STOP_DECISION);
-		if (rank_agree_stop(r, step + 1, step_ms / 1e3, &stop, &no_room, &cancelled, &writing) ||
+		if (rank_agree_stop(r, step + 1, step_ms / 1e3, &stop, &no_room, &cancelled, &writing,
+				    &time_due) ||
 		    checkpoint_async_poll(r, writing))
 			return r->res->exit_code;
 		if (cancelled && *rank_stop_cause(r, cause, sizeof cause))
@@ -207,8 +210,8 @@ static int run_steps(struct rank *r, int64_t start)
 		if (no_room)
 			return cancelled ? rank_stop_cancelled(r, step + 1, 0) :
 					   rank_stop_without_checkpoint(r, step + 1);
-		if (stop || step + 1 == c->train.steps ||
-		    (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0)) {
+		if (stop || step + 1 == c->train.steps || time_due ||
+		    checkpoint_step_due(c, step + 1)) {
 			phase(r, RANK_PHASE_CHECKPOINT);
 			if (checkpoint_at(r, step + 1, stop || step + 1 == c->train.steps))
 				return r->res->exit_code;

@@ -44,6 +44,9 @@ struct rank {
 	int *inputs, *targets;
 	struct train_rank_result *res;
 	double ckpt_seconds;           /* how long the last checkpoint took; 0 = none yet */
+	double ckpt_last_at;           /* monotonic: the last checkpoint's commit, or the start */
+	double ckpt_interval_s;        /* rank 0: wall time between periodic ones; 0: none
+					* (checkpoint_schedule.h) */
 	int ckpt_failures;             /* periodic checkpoints failed in a row */
 	struct gpt2_config shape;      /* the model's shape, for a rollback's reload */
 	struct data_position data_start; /* the first batch, for a rollback to the start */
@@ -150,11 +153,13 @@ int rank_update(struct rank *r, int64_t step, float *loss, float *norm_out, floa
  * The stop decision, the same on every rank: whether any rank has seen the
  * stop signal or rank 0's deadline guard fired (step_s: the step that just
  * ended took that long), whether a stop checkpoint still fits before the
- * job's end (*no_room), whether a stop is a cancellation (*cancelled), and
- * whether some rank's checkpoint.async write still runs (*writing).
+ * job's end (*no_room), whether a stop is a cancellation (*cancelled),
+ * whether some rank's checkpoint.async write still runs (*writing), and
+ * whether rank 0's clock calls for a periodic checkpoint (*time_due,
+ * checkpoint_schedule.h).
  */
 int rank_agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop, int *no_room,
-		    int *cancelled, int *writing);
+		    int *cancelled, int *writing, int *time_due);
 /*
  * After the stop checkpoint is committed: global rank 0 requeues the job,
  * exactly once; every rank then ends with the same reason. A stop close to
@@ -195,6 +200,8 @@ struct ckpt_settings settings_now(const struct rank *r);
 void shard_info(const struct rank *r, struct ckpt_shard_info *info);
 /* Seconds a checkpoint is expected to take, with a margin. */
 double checkpoint_need(const struct rank *r);
+/* A commit's seconds: the last one's, else an estimate from the model's size. */
+double checkpoint_commit_estimate(const struct rank *r);
 /* Whether a checkpoint fits before the job's end (*left, *need: the figures). */
 int checkpoint_fits(struct rank *r, double *left, double *need);
 /* Whether the stop's checkpoint fits before a cancelled job's KILL. */

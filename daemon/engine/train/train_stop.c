@@ -7,6 +7,7 @@
 #include "config.h"
 #include "daemon/engine/train/train.h"
 #include "daemon/engine/train/train_rank.h"
+#include "daemon/engine/checkpoint/checkpoint_schedule.h"
 
 #include "daemon/engine/checkpoint/checkpoint.h"
 #include "daemon/engine/data/data.h"
@@ -84,10 +85,10 @@ static int deadline_near(struct rank *r, double step_s)
  * in a Slurm job then asks whether it is a cancellation (agree_cancelled).
  */
 int rank_agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop, int *no_room,
-		    int *cancelled, int *writing)
+		    int *cancelled, int *writing, int *time_due)
 {
-	int32_t v[3] = { atomic_load(r->node->stop_requested) ? 1 : 0, 0,
-			 checkpoint_async_busy(r) };
+	int32_t v[4] = { atomic_load(r->node->stop_requested) ? 1 : 0, 0,
+			 checkpoint_async_busy(r), checkpoint_time_due(r) };
 	double left, need;
 
 	if (r->node->stop_at_step > 0 && steps_done == r->node->stop_at_step)
@@ -96,9 +97,10 @@ int rank_agree_stop(struct rank *r, int64_t steps_done, double step_s, int *stop
 		v[0] = 1;
 	if (r->rank == 0 && !checkpoint_fits(r, &left, &need))
 		v[1] = 1;
-	if (comm_allreduce(r->comm, v, 3, COMM_INT32, COMM_MAX) < 0)
+	if (comm_allreduce(r->comm, v, 4, COMM_INT32, COMM_MAX) < 0)
 		return rank_fail_collective(r);
 	*writing = v[2]; /* some rank's checkpoint.async write still runs */
+	*time_due = v[3];
 	*stop = v[0];
 	*no_room = v[0] && v[1];
 	*cancelled = 0;
