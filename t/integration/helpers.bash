@@ -57,6 +57,14 @@ sbatch_wait() {
 	return 1
 }
 
+# cancel_test_job: a test's teardown: the job in $job, if a failed test left
+# one, cancelled for good (not requeued).
+cancel_test_job() {
+	[[ -n "${job:-}" ]] || return 0
+	scontrol update jobid="$job" requeue=0 2>/dev/null || true
+	scancel "$job" 2>/dev/null || true
+}
+
 # submit ARGS...: sbatch --parsable, prints the job id.
 submit() {
 	sbatch --parsable "$@" | cut -d';' -f1

@@ -27,9 +27,17 @@ setup() {
 }
 
 teardown() {
-	[[ -n "${job:-}" ]] || return 0
-	scontrol update jobid="$job" requeue=0 2>/dev/null || true
-	scancel "$job" 2>/dev/null || true
+	cancel_test_job
+}
+
+# ended_within SECONDS EXIT_INFO: the run's record was written within
+# SECONDS of its first failure (every other rank was gone by then).
+ended_within() {
+	local failed ended
+	failed=$(jq .first_failure.timestamp "$2")
+	ended=$(stat -c %Y "$2")
+	echo "failure to the end of the run: $((ended - ${failed%.*})) s" >&3
+	[ $((ended - ${failed%.*})) -le "$1" ]
 }
 
 # mpi_job NAME SBATCH-LINE STORK-ARGS -- PROGRAM...: one srun of stork run.
@@ -82,9 +90,7 @@ mpi_job() {
 	jq -e '.reason == "rank_failed" and .first_failure.rank == 3 and .first_failure.host == "n2" and .first_failure.exit_code == 3' "$info"
 	jq -e '.first_failure.error == "MPI_Abort (errorcode 3) in communicator MPI_COMM_WORLD"' "$info"
 	grep -q '^stork: rank_failed (exit 20): rank 3 on n2 aborted: MPI_Abort (errorcode 3) in communicator MPI_COMM_WORLD$' ab.out
-	failed=$(jq .first_failure.timestamp "$info")
-	ended=$(stat -c %Y "$info")
-	[ $((ended - ${failed%.*})) -le 15 ]
+	ended_within 15 "$info"
 
 	mpi_job sg "-N2 --ntasks-per-node=1 -c2" --local-ranks 2 -- ./mpi_check --steps 400 --sleep 0.2 --segv-rank 2
 	run sbatch_wait sg.sh
@@ -94,9 +100,7 @@ mpi_job() {
 	jq -e '.first_failure.rank == 2 and .first_failure.host == "n2" and .first_failure.signal == "SIGSEGV"' "$info"
 	jq -r .first_failure.error "$info" | grep -q '^Segmentation fault (11), Address not mapped (1) at (nil)$'
 	jq -r .first_failure.traceback_last_frame "$info" | grep -q '^./mpi_check(+0x'
-	failed=$(jq .first_failure.timestamp "$info")
-	ended=$(stat -c %Y "$info")
-	[ $((ended - ${failed%.*})) -le 15 ]
+	ended_within 15 "$info"
 	# no rank of either job is left, nor Open MPI's segments of the killed ranks
 	! pgrep -f 'mpi_check --steps 400' || false
 	[ "$(find /dev/shm -maxdepth 1 -user "$(id -u)" | wc -l)" -eq "$shm_before" ]

@@ -17,9 +17,7 @@ setup() {
 # A test that failed may leave its job queued or running: end it for good
 # (requeue=0 first, so that nothing brings it back).
 teardown() {
-	[[ -n "${job:-}" ]] || return 0
-	scontrol update jobid="$job" requeue=0 2>/dev/null || true
-	scancel "$job" 2>/dev/null || true
+	cancel_test_job
 }
 
 # job_script NAME [SBATCH-LINES...]: a one-launcher, two-rank training job.

@@ -17,9 +17,7 @@ setup() {
 }
 
 teardown() {
-	[[ -n "${job:-}" ]] || return 0
-	scontrol update jobid="$job" requeue=0 2>/dev/null || true
-	scancel "$job" 2>/dev/null || true
+	cancel_test_job
 }
 
 # program_job NAME SBATCH-LINE PROGRAM-ARGS...: 2 nodes x 1 launcher x 2
