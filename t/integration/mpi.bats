@@ -101,7 +101,17 @@ mpi_job() {
 	jq -r .first_failure.error "$info" | grep -q '^Segmentation fault (11), Address not mapped (1) at (nil)$'
 	jq -r .first_failure.traceback_last_frame "$info" | grep -q '^./mpi_check(+0x'
 	ended_within 15 "$info"
-	# no rank of either job is left, nor Open MPI's segments of the killed ranks
+	# restart.max_restarts: the next attempt's ranks are a new PMIx namespace
+	mpi_job again "-N2 --ntasks-per-node=1 -c2" --local-ranks 2 --set restart.max_restarts=1 \
+		-- ./mpi_check --steps 4 --sleep 0.1 --abort-rank 3
+	run sbatch_wait again.sh
+	[ "$status" -eq 0 ]
+	dir=$(ls -d "$WORK"/runs/again__job=*__task=0)
+	jq -e '.reason == "completed" and (.restarts | length) == 1 and .restarts[0].reason == "rank_failed"' \
+		"$dir/exit_info.json"
+	grep -q '\] rank 3: done, 4 steps$' "$dir/logs/rank-003.log"
+
+	# no rank of any job is left, nor Open MPI's segments of the killed ranks
 	! pgrep -f 'mpi_check --steps 400' || false
 	[ "$(find /dev/shm -maxdepth 1 -user "$(id -u)" | wc -l)" -eq "$shm_before" ]
 }

@@ -18,7 +18,9 @@
  * and ends: the program `stork bench launch --program` times.
  *
  * --abort-rank R: rank R calls MPI_Abort(MPI_COMM_WORLD, 3) after the
- * checks; --segv-rank R: rank R writes through a null pointer there.
+ * checks; --segv-rank R: rank R writes through a null pointer there; both
+ * on the run's first start only ($STORK_RESTART_COUNT 0), so that a
+ * restart goes through.
  */
 #include <mpi.h>
 #include <signal.h>
@@ -139,6 +141,8 @@ int main(int argc, char **argv)
 	bad |= check(split(rank, size), rank, "split", size);
 	MPI_Barrier(MPI_COMM_WORLD);
 	bad |= check(1, rank, "barrier", size);
+	if (getenv("STORK_RESTART_COUNT") && atoi(getenv("STORK_RESTART_COUNT")) > 0)
+		abort_rank = segv_rank = -1;
 	if (rank == abort_rank) {
 		fprintf(stderr, "rank %d: calling MPI_Abort\n", rank);
 		MPI_Abort(MPI_COMM_WORLD, 3);
