@@ -46,7 +46,7 @@ struct pmix_host {
 	int stopping;
 	int abort_local;                /* the first MPI_Abort: its local rank, -1 none */
 	char abort_msg[512];
-	int server_up, nspace_up;
+	int server_up;
 };
 
 /* PMIx's upcalls carry no pointer of ours: one server per process. */
@@ -203,6 +203,8 @@ static pmix_status_t abort_fn(const pmix_proc_t *proc, void *server_object, int 
 {
 	struct pmix_host *h = the_host;
 	int local = (int)(intptr_t)server_object;
+	/* Open MPI says "N/A" when its caller gave no message */
+	int said = msg && *msg && strcmp(msg, "N/A");
 	struct job *j;
 
 	(void)proc, (void)procs, (void)nprocs;
@@ -212,8 +214,7 @@ static pmix_status_t abort_fn(const pmix_proc_t *proc, void *server_object, int 
 	if (h->abort_local < 0) {
 		h->abort_local = local;
 		msg_format(h->abort_msg, sizeof h->abort_msg, "MPI_Abort (errorcode %d)%s%s", status,
-			   msg && *msg && strcmp(msg, "N/A") ? ": " : "",
-			   msg && *msg && strcmp(msg, "N/A") ? msg : "");
+			   said ? ": " : "", said ? msg : "");
 	}
 	pthread_mutex_unlock(&h->lock);
 	if (!cbfunc)
@@ -502,7 +503,6 @@ static int register_ranks(struct pmix_host *h, char *err, size_t errlen)
 			   PMIx_Error_string(rc));
 		return -1;
 	}
-	h->nspace_up = 1;
 	for (int i = 0; i < n->local_ranks; i++) {
 		struct wait_op c = WAIT_OP_INIT;
 		pmix_proc_t proc;
@@ -575,27 +575,6 @@ int pmix_host_start(struct pmix_host **out, const struct program_run *p, char *e
 	return 0;
 }
 
-/* Add NAME=VALUE to env unless NAME is there. 0 or -1 (out of memory). */
-static int env_default(char ***env, const char *name, const char *value)
-{
-	size_t n = 0, len = strlen(name);
-	char **v, *entry;
-
-	for (; *env && (*env)[n]; n++)
-		if (!strncmp((*env)[n], name, len) && (*env)[n][len] == '=')
-			return 0;
-	if (asprintf(&entry, "%s=%s", name, value) < 0)
-		return -1;
-	if (!(v = realloc(*env, (n + 2) * sizeof *v))) {
-		free(entry);
-		return -1;
-	}
-	v[n] = entry;
-	v[n + 1] = NULL;
-	*env = v;
-	return 0;
-}
-
 int pmix_host_rank_env(struct pmix_host *h, int local, char ***env, char *err, size_t errlen)
 {
 	pmix_proc_t proc;
@@ -607,11 +586,12 @@ int pmix_host_rank_env(struct pmix_host *h, int local, char ***env, char *err, s
 			   proc.rank, PMIx_Error_string(rc));
 		return -1;
 	}
-	/* Open MPI's shared-memory segments where the end of the run removes
-	 * them, even when its ranks were killed (in /dev/shm they stay) */
-	if (h->shm[0] && env_default(env, "OMPI_MCA_btl_vader_backing_directory", h->shm) < 0)
-		return msg_format(err, errlen, "out of memory"), -1;
 	return 0;
+}
+
+const char *pmix_host_shm_dir(const struct pmix_host *h)
+{
+	return h && h->shm[0] ? h->shm : NULL;
 }
 
 int pmix_host_aborted(struct pmix_host *h, char *msg, size_t len)

@@ -42,6 +42,10 @@ int pmix_host_start(struct pmix_host **out, const struct program_run *p, char *e
  * variables that make local rank `local` a client. 0, or -1 with a message. */
 int pmix_host_rank_env(struct pmix_host *h, int local, char ***env, char *err, size_t errlen);
 
+/* The server's directory in /dev/shm for Open MPI's shared-memory files
+ * (removed with the server, even after killed ranks); NULL: none. */
+const char *pmix_host_shm_dir(const struct pmix_host *h);
+
 /*
  * The first MPI_Abort of a local rank since the start: its local index,
  * with "MPI_Abort (errorcode 3): what it said" in msg; -1 when none.

@@ -174,6 +174,7 @@ static int start_rank(struct supervisor *s, struct prank *r, char *err, size_t e
 	char **env;
 
 	place_of(p, r->local, &pl);
+	pl.mpi_shm_dir = pmix_host_shm_dir(s->pmix);
 	if (!(env = program_env_make(environ, &pl))) {
 		snprintf(err, errlen, "out of memory");
 		return -1;

@@ -161,6 +161,10 @@ char **program_env_make(char *const *base, const struct program_rank_place *p)
 	 * personality would make each rank a singleton of its own */
 	if (p->pmix_outside_slurm && !has(base, "OMPI_MCA_schizo"))
 		setf(&e, "OMPI_MCA_schizo", "^orte");
+	/* where the end of the run removes them, even when the ranks were
+	 * killed (in /dev/shm they would stay) */
+	if (p->mpi_shm_dir && !has(base, "OMPI_MCA_btl_vader_backing_directory"))
+		setf(&e, "OMPI_MCA_btl_vader_backing_directory", "%s", p->mpi_shm_dir);
 	/* Python: every thread's stack on SIGABRT (the hang watchdog's
 	 * request), and lines in the log as they are printed */
 	if (!has(base, "PYTHONFAULTHANDLER"))

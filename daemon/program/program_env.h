@@ -26,6 +26,7 @@ struct program_rank_place {
 	const char *signal_name;    /* program.signal, "USR1" */
 	const char *resume_from;    /* run.resume_from, absolute; "" = none */
 	int pmix_outside_slurm;     /* a PMIx server serves the ranks, and no Slurm step */
+	const char *mpi_shm_dir;    /* Open MPI's shared-memory files go there; NULL: its own */
 };
 
 /*

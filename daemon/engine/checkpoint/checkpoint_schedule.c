@@ -68,10 +68,15 @@ int checkpoint_time_due(const struct rank *r)
 	       clock_monotonic() - r->ckpt_last_at >= r->ckpt_interval_s;
 }
 
+int checkpoint_milestone(const struct stork_config *c, int64_t steps_done)
+{
+	return c->checkpoint.keep_every > 0 && steps_done % c->checkpoint.keep_every == 0;
+}
+
 int checkpoint_step_due(const struct stork_config *c, int64_t steps_done)
 {
 	return (c->checkpoint.every > 0 && steps_done % c->checkpoint.every == 0) ||
-	       (c->checkpoint.keep_every > 0 && steps_done % c->checkpoint.keep_every == 0);
+	       checkpoint_milestone(c, steps_done);
 }
 
 void checkpoint_schedule_committed(struct rank *r)

@@ -29,6 +29,9 @@ void checkpoint_schedule_start(struct rank *r);
 /* Rank 0: whether the wall time since the last checkpoint calls for one now. */
 int checkpoint_time_due(const struct rank *r);
 
+/* Whether steps_done is one of checkpoint.keep_every's milestones. */
+int checkpoint_milestone(const struct stork_config *c, int64_t steps_done);
+
 /* Whether steps_done is a step checkpoint.every or keep_every asks for. */
 int checkpoint_step_due(const struct stork_config *c, int64_t steps_done);
 

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 #include "daemon/engine/train/train_rank.h"
+#include "daemon/engine/checkpoint/checkpoint_schedule.h"
 #include "daemon/engine/checkpoint/ckpt_writer.h"
 
 #include "kernels/ops.h"
@@ -33,7 +34,7 @@ int checkpoint_at(struct rank *r, int64_t steps_done, int must)
 	/* with a node-local tier, only every persist_every-th periodic one goes to the run directory */
 	int persist = must || !local || c->checkpoint.every <= 0 ||
 		      (steps_done / c->checkpoint.every) % c->checkpoint.persist_every == 0 ||
-		      (c->checkpoint.keep_every > 0 && steps_done % c->checkpoint.keep_every == 0);
+		      checkpoint_milestone(c, steps_done);
 
 	if (local && ((code = checkpoint_local(r, steps_done, &failed)) ||
 		      (code = after_checkpoint(r, steps_done, failed, 0))))
