@@ -15,6 +15,7 @@
 #include "daemon/node/node_result.h"
 #include "daemon/engine/train/hang_report.h"
 #include "daemon/node/node.h"
+#include "daemon/node/regroup.h"
 #include "daemon/engine/train/train.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
@@ -79,7 +80,8 @@ static void *worker_main(void *arg)
  * results it may read); message (a watchdog verdict, a failed join)
  * overrides the ranks' own.
  */
-static void report_result(int fd, int code, const struct worker *w, int n, const char *message)
+static void report_result(int fd, int code, const struct worker *w, int n, const char *message,
+			  const struct regroup *g)
 {
 	struct node_rank_view *ranks = NULL;
 	char *text = NULL;
@@ -93,7 +95,11 @@ static void report_result(int fd, int code, const struct worker *w, int n, const
 		ranks[i] = (struct node_rank_view){ .result = &w[i].result,
 						    .progress = &w[i].node->progress[w[i].local],
 						    .rank = w[i].node->rank_base + w[i].local };
-	if (!(v = node_result_json(code, ranks, n, message)) || !(text = sj_compact(v)))
+	if (!(v = node_result_json(code, ranks, n, message)))
+		goto fail;
+	if (g && g->nlosses) /* restart.in_place: the nodes that left while this one went on */
+		json_object_set_new(v, "left", regroup_losses_json(g));
+	if (!(text = sj_compact(v)))
 		goto fail;
 	/* dprintf writes the whole text, or fails: then stork says storkd
 	 * ended without a report, and the reason is here in the job's output. */
@@ -156,6 +162,44 @@ static const char *find_stuck(const struct train_node *node, double timeout, cha
 						 node->rank_base + i, (long long)p->step + 1);
 	}
 	return stuck ? msg : NULL;
+}
+
+/* Whether a rank that returned failed on its own (not as a consequence). */
+static int primary_failure(const struct worker *w, int started)
+{
+	for (int i = 0; i < started; i++)
+		if (w[i].node->progress[w[i].local].done && w[i].result.exit_code &&
+		    !w[i].result.secondary)
+			return 1;
+	return 0;
+}
+
+/*
+ * restart.in_place, from the watching loop: run the regroup once every
+ * running rank waits for it; join one another node called (its ranks
+ * may wait where no error reaches them: shared memory). 1 when a regroup
+ * ran.
+ */
+static int watch_regroup(struct train_node *node, struct stork_config *cfg,
+			 const struct run_layout *layout, struct comm_ucx **ucx,
+			 struct comm_hier **hier, const struct worker *w, int started, int done,
+			 unsigned tick)
+{
+	struct regroup *g = node->regroup;
+
+	if (regroup_due(g, started, done)) {
+		struct regroup_node n = { .node = node, .cfg = cfg, .layout = layout, .ucx = ucx,
+					  .hier = hier, .primary = primary_failure(w, started) };
+
+		regroup_run(g, &n);
+		return 1;
+	}
+	/* twice a second: the call is a file on the shared file system (none
+	 * after a regroup that ended the node: its ranks are leaving) */
+	if (node->world && tick % 10 == 0 && regroup_called(g))
+		comm_abort(node->rank_comm(node->rank_comm_arg, 0),
+			   "another node called a regroup (restart.in_place)");
+	return 0;
 }
 
 /* provenance/libraries.json: the versions of what this daemon runs on. */
@@ -260,6 +304,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	struct run_layout layout = { 0 };
 	struct comm_ucx *ucx = NULL;
 	struct comm_hier *hier = NULL;
+	struct regroup regroup = { 0 };
 	const char *hang = NULL;
 	char err[1024], hang_msg[2048];
 	int code = STORK_EXIT_OK, started = 0;
@@ -283,11 +328,19 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	code = node_join(o, cfg, &node, &layout, &ucx, &hier, check_layout, 0, err, sizeof err);
 	if (code) {
 		stork_error("%s", err);
-		report_result(o->result_fd, code, w, 0, err);
+		report_result(o->result_fd, code, w, 0, err, NULL);
 		goto out;
 	}
 	if (layout.node_index == 0)
 		write_library_versions(o->run_dir);
+	if (cfg->restart.in_place && layout.nnodes > 1) {
+		if (regroup_init(&regroup, &node, layout.nnodes) < 0) {
+			stork_error("out of memory");
+			code = STORK_EXIT_INTERNAL;
+			goto out;
+		}
+		node.regroup = &regroup;
+	}
 	keep_global_batch(o, cfg, node.world_size);
 	ckpt_share_with_group(cfg->run.shared);
 	if (hang_stacks_install() < 0)
@@ -304,13 +357,16 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 		started++;
 	}
 	/* Wait for the ranks, watching their heartbeats. */
-	for (;;) {
+	for (unsigned tick = 0;; tick++) {
 		int done = 0;
 
 		for (int i = 0; i < started; i++)
 			done += node.progress[i].done;
 		if (done == started)
 			break;
+		if (node.regroup &&
+		    watch_regroup(&node, cfg, &layout, &ucx, &hier, w, started, done, tick))
+			continue;
 		hang = find_stuck(&node, cfg->preempt.hang_timeout, hang_msg, sizeof hang_msg);
 		if (hang) {
 			pthread_t threads[started > 0 ? started : 1];
@@ -330,9 +386,10 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 			 * they recorded where those waited and took their stacks.
 			 */
 			nanosleep(&(struct timespec){ HANG_SETTLE_S, 0 }, NULL);
-			comm_abort(node.rank_comm(node.rank_comm_arg, 0), hang);
+			if (node.world) /* none after a regroup that ended the node */
+				comm_abort(node.rank_comm(node.rank_comm_arg, 0), hang);
 			/* A stuck rank may never return: report and leave. */
-			report_result(o->result_fd, STORK_EXIT_HANG, w, started, hang);
+			report_result(o->result_fd, STORK_EXIT_HANG, w, started, hang, node.regroup);
 			_exit(STORK_EXIT_HANG);
 		}
 		/* a dead peer node wakes ranks that wait in shared memory too */
@@ -341,9 +398,10 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 		nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
 	}
 	code = ranks_exit_code(code, w, started);
-	report_result(o->result_fd, code, w, started, NULL);
+	report_result(o->result_fd, code, w, started, NULL, node.regroup);
 out:
 	node_free(&node, &layout, ucx, hier);
+	regroup_free(&regroup);
 	free(node.progress);
 	free(w);
 	return code;

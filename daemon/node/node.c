@@ -333,6 +333,32 @@ int node_read_environment(struct train_node *node, long long job_end, char *err,
 	return 0;
 }
 
+int node_connect(struct train_node *node, struct comm_ucx *ucx, int index, int nnodes,
+		 const void *const *addrs, const int *counts, struct comm_hier **hier, char *err,
+		 size_t errlen)
+{
+	int rc;
+
+	node->world = comm_world_create(counts[index]);
+	if (!node->world) {
+		snprintf(err, errlen, "out of memory");
+		return STORK_EXIT_INTERNAL;
+	}
+	node->rank_comm = world_comm;
+	node->rank_comm_arg = node->world;
+	if (nnodes == 1)
+		return 0;
+	rc = comm_hier_create(node->world, ucx, index, nnodes, addrs, counts, hier);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot connect %s to the other nodes over UCX: %s", node->host,
+			 comm_strerror(rc));
+		return STORK_EXIT_RANK_FAILED;
+	}
+	node->rank_comm = hier_comm;
+	node->rank_comm_arg = *hier;
+	return 0;
+}
+
 /*
  * Join the other nodes (a world of one when this is the only daemon), then
  * set the node's place in the world and its communicators. The engine's
@@ -387,34 +413,23 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 	node->world_size = layout->world_size;
 	if (check_layout && (code = check_layout(cfg, layout, err, errlen)))
 		return code;
-	node->world = comm_world_create(one_per_daemon ? 1 : node->local_ranks);
-	if (!node->world) {
-		snprintf(err, errlen, "out of memory");
-		return STORK_EXIT_INTERNAL;
-	}
-	node->rank_comm = world_comm;
-	node->rank_comm_arg = node->world;
-	if (layout->nnodes > 1) {
+	{
 		const void **addrs = calloc((size_t)layout->nnodes, sizeof *addrs);
 		int *counts = calloc((size_t)layout->nnodes, sizeof *counts);
-		int rc = -1;
 
 		for (int i = 0; addrs && counts && i < layout->nnodes; i++) {
 			addrs[i] = layout->nodes[i].ucx_addr;
 			counts[i] = one_per_daemon ? 1 : layout->nodes[i].local_ranks;
 		}
+		code = STORK_EXIT_INTERNAL;
+		snprintf(err, errlen, "out of memory");
 		if (addrs && counts)
-			rc = comm_hier_create(node->world, *ucx, layout->node_index, layout->nnodes,
-					      addrs, counts, hier);
+			code = node_connect(node, *ucx, layout->node_index, layout->nnodes, addrs,
+					    counts, hier, err, errlen);
 		free(addrs);
 		free(counts);
-		if (rc < 0) {
-			snprintf(err, errlen, "cannot connect %s to the other nodes over UCX: %s",
-				 node->host, comm_strerror(rc));
-			return STORK_EXIT_RANK_FAILED;
-		}
-		node->rank_comm = hier_comm;
-		node->rank_comm_arg = *hier;
+		if (code)
+			return code;
 	}
 	if (layout->node_index == 0 && join_write_slurm_env(o->run_dir, layout, err, errlen) < 0)
 		stork_warn("%s", err);

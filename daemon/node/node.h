@@ -69,6 +69,17 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 	      int one_per_daemon, char *err, size_t errlen);
 
 /*
+ * The node's communicators over nnodes daemons (node_join's, and
+ * restart.in_place's again over the nodes that remain): node->world over
+ * counts[index] local members, and over UCX (ucx, every node's worker
+ * address in addrs) the global communicator into *hier when nnodes > 1;
+ * node->rank_comm serves them to the ranks. 0, or an exit code with err.
+ */
+int node_connect(struct train_node *node, struct comm_ucx *ucx, int index, int nnodes,
+		 const void *const *addrs, const int *counts, struct comm_hier **hier, char *err,
+		 size_t errlen);
+
+/*
  * A daemon's start, shared by both: UCX's peer-failure mode, the log, the
  * options, the configuration (which must run a program when program is
  * set, the engine otherwise: the other daemon serves the other kind), the

@@ -22,11 +22,13 @@
 #include "launcher/run/preflight.h"
 #include "launcher/run/run_name.h"
 #include "launcher/run/host_tasks.h"
+#include "launcher/run/in_place.h"
 
 #include "lib/io/atomic_file.h"
 #include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/run/end_notice.h"
+#include "lib/run/membership.h"
 #include "lib/run/exit_info.h"
 #include "lib/fault.h"
 #include "lib/io/io.h"
@@ -592,6 +594,7 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 	}
 	msg = json_string_value(json_object_get(res->v, "message"));
 	snprintf(e->message, sizeof e->message, "%s", msg ? msg : "");
+	exit_info_set_left(e, json_object_get(res->v, "left"));
 	if (json_is_integer(json_object_get(res->v, "failed_rank"))) {
 		struct exit_failure *f = &e->first_failure;
 
@@ -708,7 +711,8 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 	final = exit_info_summarise(run_dir, l->launchers, a,
 				    code == STORK_EXIT_RENDEZVOUS || code == STORK_EXIT_NODE_LOST ?
 					    2.0 : 30.0, sum, err, sizeof err);
-	end_notice_remove_all(run_dir); /* every node is done with it */
+	end_notice_remove_all(run_dir); /* every node is done with them */
+	membership_remove_all(run_dir);
 	if (final < 0) {
 		stork_error("%s", err);
 		*sum = node;
@@ -886,11 +890,12 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 	/* A PMIx client that dies makes Slurm's PMIx plugin cancel the whole
 	 * step, restarts and all: daemons that may be restarted never become
 	 * one, and meet over tcp from the first attempt. */
-	if (cfg->restart.max_restarts > 0 && getenv("PMIX_RANK")) {
+	if ((cfg->restart.max_restarts > 0 || cfg->restart.in_place) && getenv("PMIX_RANK")) {
 		unsetenv("PMIX_RANK");
 		unsetenv("PMIX_NAMESPACE");
 		if (l->index == 0)
-			stork_info("restart.max_restarts: the daemons meet over tcp, not PMIx");
+			stork_info("%s: the daemons meet over tcp, not PMIx",
+				   cfg->restart.in_place ? "restart.in_place" : "restart.max_restarts");
 	}
 	for (;; a.attempt++) {
 		char attempt_s[16];
@@ -901,13 +906,17 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 				 l->index == 0 ? "--job-end" : NULL, (char *)job_end, NULL };
 		struct daemon_result res = { 0 };
 		pid_t pid = 0;
-		int sig, restarting;
+		int sig, restarting, left;
 
 		snprintf(attempt_s, sizeof attempt_s, "%d", a.attempt);
 		code = supervise(storkd, args, &res, &pid, &sig);
-		restarting = restartable(code) && a.attempt < cfg->restart.max_restarts &&
+		left = in_place_leave(cfg, run_dir, l->index, l->launchers, a.attempt, code, sig,
+				      json_string_value(json_object_get(res.v, "message")));
+		restarting = !left && restartable(code) && a.attempt < cfg->restart.max_restarts &&
 			     !atomic_load(&stop_forwarded);
 		code = finish(run_dir, l, code, &res, pid, sig, &a, restarting, &failed[a.nrestarts]);
+		if (left)
+			code = STORK_EXIT_OK; /* the run goes on: the others' exit says how it ends */
 		if (l->index == 0)
 			notify_end(nt, code, restarting, &res, &failed[a.nrestarts]);
 		if (res.v)

@@ -208,6 +208,15 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 		return config_fail(err, errlen, "%s: checkpoint.mtbf_hours is read only with "
 			    "checkpoint.every: auto (it is %d, %s)", config_origin(c, "checkpoint.mtbf_hours"),
 			    c->checkpoint.every, config_origin(c, "checkpoint.every"));
+	if (c->restart.in_place && c->program.command.n)
+		return config_fail(err, errlen, "%s: restart.in_place: a run of a program (program.command) "
+			    "cannot go on without a lost node: only the engine keeps its replicas' state "
+			    "itself; use restart.max_restarts", config_origin(c, "restart.in_place"));
+	if (c->restart.in_place && c->parallel.zero)
+		return config_fail(err, errlen, "%s: restart.in_place with parallel.zero: %d (%s): a lost "
+			    "replica takes its shard of the optimizer state with it, which no survivor "
+			    "holds; use parallel.zero: 0", config_origin(c, "restart.in_place"),
+			    c->parallel.zero, config_origin(c, "parallel.zero"));
 	if (c->train.spike_min_steps > c->train.spike_window)
 		return config_fail(err, errlen, "%s: train.spike_min_steps: %d exceeds train.spike_window = %d "
 			    "(%s): the window could never hold enough steps to judge one",

@@ -201,6 +201,8 @@ struct stork_config {
 	} preflight;
 	struct {
 		int max_restarts;           /* storkd restarts inside the job after a failure */
+		bool in_place;              /* survivors go on without a lost node (engine, dp >= 2) */
+		double in_place_wait;       /* seconds the survivors wait for each other */
 	} restart;
 	struct {
 		char *url;                  /* where run events are POSTed; "" = nowhere */

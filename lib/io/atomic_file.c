@@ -57,6 +57,33 @@ int atomic_tmp_open(const char *path, char *tmp, size_t len, mode_t mode)
 	return -1;
 }
 
+int atomic_post_once(const char *path, const void *data, size_t len)
+{
+	char tmp[4200];
+	int fd = atomic_tmp_open(path, tmp, sizeof tmp, 0600), linked, saved;
+	ssize_t w;
+
+	if (fd < 0)
+		return -1;
+	do
+		w = write(fd, data, len);
+	while (w < 0 && errno == EINTR);
+	saved = errno;
+	close(fd);
+	if (w != (ssize_t)len) {
+		unlink(tmp);
+		errno = w < 0 ? saved : EIO;
+		return -1;
+	}
+	linked = link(tmp, path);
+	saved = errno;
+	unlink(tmp);
+	if (linked == 0)
+		return 1;
+	errno = saved;
+	return saved == EEXIST ? 0 : -1;
+}
+
 int fsync_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

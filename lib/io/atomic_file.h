@@ -24,6 +24,16 @@ int atomic_write_file(const char *path, const void *data, size_t len, char *err,
 int atomic_write_file_mode(const char *path, const void *data, size_t len, mode_t mode, char *err,
 			   size_t errlen);
 
+/*
+ * Post len bytes at path unless something is there already: the first of
+ * several writers (processes on any node of a shared file system) wins, and
+ * a reader never sees part of a post (it is written whole under a name of
+ * its own, mode 0600, and linked into place; link() fails on an existing
+ * name). Returns 1 when this post is the one at path, 0 when another came
+ * first, -1 with errno set.
+ */
+int atomic_post_once(const char *path, const void *data, size_t len);
+
 /* A new temporary file beside path, for writing: "PATH.tmp.R" with R 64
  * random bits (another user cannot guess it to plant a link there first),
  * created with O_EXCL and O_NOFOLLOW (a file or link already there is never

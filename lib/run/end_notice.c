@@ -1,6 +1,7 @@
 /* lib/run/end_notice.c - see end_notice.h. */
 #include "config.h"
 #include "lib/run/end_notice.h"
+#include "lib/io/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,54 +22,20 @@ int end_notice_path(char *path, size_t len, const char *run_dir, const char *job
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-/* "failed 0.000\nMESSAGE\n" */
-static int write_whole(int fd, const struct end_notice *n)
+int end_notice_post(const char *path, const struct end_notice *n, struct end_notice *first)
 {
+	/* "failed 0.000\nMESSAGE\n" */
 	char text[sizeof n->message + 64];
 	int len = snprintf(text, sizeof text, "%s %.3f\n%s\n",
 			   n->kind == END_NOTICE_HANG ? "hang" : "failed", n->at, n->message);
-	ssize_t w;
+	int rc;
 
 	if (len < 0)
 		return -1;
 	if ((size_t)len >= sizeof text)
 		len = (int)sizeof text - 1;
-	do
-		w = write(fd, text, (size_t)len);
-	while (w < 0 && errno == EINTR);
-	return w == len ? 0 : -1;
-}
-
-int end_notice_post(const char *path, const struct end_notice *n, struct end_notice *first)
-{
-	char tmp[4200];
-	int fd, linked, saved;
-
-	if (snprintf(tmp, sizeof tmp, "%s.%ld.XXXXXX", path, (long)getpid()) >= (int)sizeof tmp) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	/* mkstemp: O_EXCL, 0600, a name no other process chose */
-	if ((fd = mkstemp(tmp)) < 0)
-		return -1;
-	if (write_whole(fd, n) < 0) {
-		saved = errno;
-		close(fd);
-		unlink(tmp);
-		errno = saved;
-		return -1;
-	}
-	close(fd);
-	/* link() fails on an existing name, whoever made it: the first wins */
-	linked = link(tmp, path);
-	saved = errno;
-	unlink(tmp);
-	if (linked == 0)
-		return 1;
-	if (saved != EEXIST) {
-		errno = saved;
-		return -1;
-	}
+	if ((rc = atomic_post_once(path, text, (size_t)len)) != 0)
+		return rc;
 	if (!end_notice_read(path, first)) {
 		errno = EEXIST;
 		return -1;

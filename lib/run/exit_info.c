@@ -174,6 +174,57 @@ static json_t *restarts_json(const struct exit_attempt *a)
 	return list;
 }
 
+static void str_field(const json_t *o, const char *key, char *dst, size_t len)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	snprintf(dst, len, "%s", s ? s : "");
+}
+
+void exit_info_set_left(struct exit_info *e, const json_t *left)
+{
+	size_t i;
+	const json_t *x;
+
+	e->nleft = 0;
+	json_array_foreach(left, i, x) {
+		struct exit_left *l = &e->left[e->nleft];
+
+		if (e->nleft == EXIT_MAX_LEFT)
+			break;
+		l->node = (int)sj_int(x, "node", -1);
+		str_field(x, "host", l->host, sizeof l->host);
+		l->after_step = sj_int(x, "after_step", -1);
+		l->seconds = sj_real(x, "seconds", 0);
+		str_field(x, "why", l->why, sizeof l->why);
+		e->nleft += l->node >= 0;
+	}
+}
+
+/* "nodes_left": [{node, host, after_step, seconds, why}, ...] */
+static json_t *left_json(const struct exit_info *e)
+{
+	json_t *list = json_array();
+
+	for (int i = 0; list && i < e->nleft; i++)
+		json_array_append_new(list, json_pack("{s:i, s:o, s:I, s:o, s:o}",
+						       "node", e->left[i].node,
+						       "host", sj_text(e->left[i].host),
+						       "after_step", (json_int_t)e->left[i].after_step,
+						       "seconds", sj_number(e->left[i].seconds),
+						       "why", sj_text(e->left[i].why)));
+	return list;
+}
+
+/* Whether node n left the run while the others went on (its record is not their end). */
+static int node_left(const struct exit_info *e, int n)
+{
+	for (int i = 0; i < e->nleft; i++)
+		if (e->left[i].node == n)
+			return 1;
+	return 0;
+}
+
 static int write_json(const char *path, const struct exit_info *e, int nnodes,
 		      const struct exit_attempt *a, char *err, size_t errlen)
 {
@@ -198,6 +249,8 @@ static int write_json(const char *path, const struct exit_info *e, int nnodes,
 		json_object_set_new(v, "node_rank", json_integer(e->node_rank));
 		json_object_set_new(v, "host", sj_text(e->host));
 	}
+	if (v && e->nleft)
+		json_object_set_new(v, "nodes_left", left_json(e));
 	if (v && json_object_set_new(v, "message", sj_text(e->message)) == 0)
 		rc = sj_write_file(path, v, err, errlen);
 	else
@@ -217,13 +270,6 @@ int exit_info_write_node(const char *run_dir, const struct exit_info *e, char *e
 		return -1;
 	snprintf(path, sizeof path, "%s/exit_info.node-%03d.json", run_dir, e->node_rank);
 	return write_json(path, e, 0, NULL, err, errlen);
-}
-
-static void str_field(const json_t *o, const char *key, char *dst, size_t len)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-
-	snprintf(dst, len, "%s", s ? s : "");
 }
 
 /*
@@ -262,6 +308,7 @@ static int read_node(const char *path, struct exit_info *e, char *why, size_t le
 		str_field(ck, "path", e->last_checkpoint, sizeof e->last_checkpoint);
 		e->last_checkpoint_step = sj_int(ck, "step", -1);
 	}
+	exit_info_set_left(e, json_object_get(v, "nodes_left"));
 	f = json_object_get(v, "first_failure");
 	if (json_is_string(json_object_get(f, "host"))) {
 		struct exit_failure *ff = &e->first_failure;
@@ -380,6 +427,10 @@ int exit_info_summarise(const char *run_dir, int nnodes, const struct exit_attem
 	for (int n = 0; n < nnodes; n++) {
 		struct exit_info node;
 
+		/* a node that left while the others went on (restart.in_place):
+		 * its end is not the run's, and its node may be gone with its record */
+		if (have && node_left(sum, n))
+			continue;
 		/* This attempt's record: an earlier attempt's must not be read
 		 * while the node is still writing the current one. */
 		exit_info_node_path(path, sizeof path, run_dir, n, a->restart_count, a->attempt);

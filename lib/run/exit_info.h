@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct json_t;
+
 struct exit_failure {
 	int valid;
 	int rank;                 /* -1: the node's daemon as a whole */
@@ -28,6 +30,17 @@ struct exit_failure {
 	char frame[512];          /* its traceback's last frame: 'File "t.py", line 9, in main' */
 };
 
+/* restart.in_place: a node that left the run while the others went on. */
+struct exit_left {
+	int node;                 /* its launcher index */
+	char host[64];
+	int64_t after_step;       /* the steps done when it was lost */
+	double seconds;           /* from the loss to the others' new start */
+	char why[160];            /* "storkd died of SIGKILL" */
+};
+
+#define EXIT_MAX_LEFT 8
+
 struct exit_info {
 	const char *reason;       /* exit_reason_name() */
 	int exit_code;
@@ -41,7 +54,12 @@ struct exit_info {
 	char host[64];
 	char message[1024];
 	int attempt;              /* storkd restarts inside this allocation before it */
+	struct exit_left left[EXIT_MAX_LEFT]; /* nodes_left: their records are not the run's end */
+	int nleft;
 };
+
+/* Fill e's nodes_left from a daemon report's "left" array (JSON, may be NULL). */
+void exit_info_set_left(struct exit_info *e, const struct json_t *left);
 
 /*
  * Which attempt a summary is of: the job's requeues (SLURM_RESTART_COUNT),

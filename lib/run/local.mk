@@ -9,5 +9,6 @@ lib_libstork_la_SOURCES += \
 	lib/run/metrics_file.c lib/run/metrics_file.h \
 	lib/run/hang_explain.c lib/run/hang_explain.h \
 	lib/run/end_notice.c lib/run/end_notice.h \
+	lib/run/membership.c lib/run/membership.h \
 	lib/run/figures_cache.c lib/run/figures_cache.h \
 	lib/run/stage_path.c lib/run/stage_path.h

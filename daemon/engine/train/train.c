@@ -187,11 +187,13 @@ static int run_steps(struct rank *r, int64_t start)
 
 			if (rollback(r, step, &from))
 				return r->res->exit_code;
+			rank_mark_updated(r, from);
 			step = from - 1; /* the loop's step++ makes it from */
 			continue;
 		}
 		step_ms = (clock_monotonic() * 1e3) - t0;
 		rank_report_step(r, step, loss, lr, norm, step_ms, comm_ucx_thread_bytes_sent() - sent0);
+		rank_recovered_step(r, step + 1);
 		r->res->last_step = step + 1;
 		heartbeat(r, step + 1);
 		phase(r, RANK_PHASE_STOP_DECISION);
@@ -264,7 +266,9 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	r.first_step = start;
 	if (checkpoint_async_prepare(&r, start))
 		goto out;
-	run_steps(&r, start);
+	rank_mark_updated(&r, start);
+	while (run_steps(&r, start) && rank_recover(&r, &start) == 0)
+		; /* restart.in_place: a lost node's replicas left, the others go on */
 out:
 	rank_logf(&r.log, "exit %d: %s", res->exit_code, res->message);
 	grad_sync_stop(r.sync); /* first: its last pieces may point into the gradients */

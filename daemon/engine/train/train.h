@@ -62,6 +62,8 @@ struct rank_progress {
 /* "in forward", "at the start", ... (of step N): a phase ("" for none). */
 const char *rank_phase_name(int phase);
 
+struct regroup;
+
 struct train_node {
 	const struct stork_config *cfg;
 	const char *run_dir;
@@ -88,6 +90,7 @@ struct train_node {
 	struct rank_progress *progress; /* local_ranks entries */
 	int stall_rank, stall_step;    /* fault injection (test builds): -1 = off */
 	double step_delay;             /* fault injection: seconds added to every step */
+	struct regroup *regroup;       /* restart.in_place across nodes (daemon/node/regroup.h); NULL: off */
 };
 
 struct train_rank_result {

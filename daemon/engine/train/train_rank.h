@@ -61,6 +61,9 @@ struct rank {
 	double step_ms_avg;            /* moving average of the step time, for the ETA */
 	double compute_ms;             /* this step's forward and backward on this rank */
 	int threads;                   /* CPU threads of this rank (CPU ranks) */
+	int64_t updated_steps;         /* updates applied (train_recover.c) */
+	struct data_position updated_pos; /* the data position of the step after them */
+	double recover_since;          /* a regroup's start (monotonic) until its first step; 0 none */
 	char err[1024];
 };
 
@@ -146,6 +149,29 @@ int rank_compute_gradients(struct rank *r, int64_t step, float *loss);
  * *loss averaged over the replicas.
  */
 int rank_update(struct rank *r, int64_t step, float *loss, float *norm_out, float *lr_out);
+/*
+ * The tensors every tensor-parallel rank holds whole: tensor-parallel rank
+ * 0's copy, broadcast over the group after an update with replicas (or
+ * always, after a regroup that may have cut the broadcast short).
+ */
+int rank_sync_replicated(struct rank *r, int always);
+
+/* ------------------------------------------------ train_recover.c */
+
+/*
+ * The update of step steps-1 is applied (or dropped): the state a
+ * regroup starts from, with the data position of the next step.
+ */
+void rank_mark_updated(struct rank *r, int64_t steps);
+/*
+ * restart.in_place, after a collective failed: let go of the world, wait
+ * for the node's regroup, and take the new world's place, the state of
+ * the last step every replica completed and the data from there. 0 with
+ * the step to go on from in *start, or -1 (the rank ends as it failed).
+ */
+int rank_recover(struct rank *r, int64_t *start);
+/* After a regroup, once the first step is done: the time it cost, as a metric. */
+void rank_recovered_step(struct rank *r, int64_t steps);
 
 /* ------------------------------------------------ train_stop.c */
 

@@ -219,11 +219,11 @@ static int global_sumsq(struct rank *r, double *out)
  * span nodes differently round differently: tensor-parallel rank 0's
  * updated copy is the one every rank of the group keeps.
  */
-static int sync_replicated(struct rank *r)
+int rank_sync_replicated(struct rank *r, int always)
 {
 	struct gpt2 *m = &r->model;
 
-	if (!r->grp.tp || r->lay.dp == 1)
+	if (!r->grp.tp || (r->lay.dp == 1 && !always))
 		return 0;
 	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
 		if (m->sizes[t] && !gpt2_tensor_is_split(&m->config, t) &&
@@ -327,8 +327,12 @@ int rank_update(struct rank *r, int64_t step, float *loss, float *norm_out, floa
 	*norm_out = norm;
 	*lr_out = lr_at(&sched, step);
 	/* a dropped update leaves parameters and moments untouched, replicas still equal */
-	if ((rc = guards(r, step, loss, norm, &drop)) || drop)
+	if ((rc = guards(r, step, loss, norm, &drop)))
 		return rc;
+	if (drop) {
+		rank_mark_updated(r, step + 1);
+		return 0;
+	}
 	clip = grad_clip_scale(norm, (float)c->train.grad_clip);
 	if (r->lay.zero) {
 		if (clip != 1.0f)
@@ -341,7 +345,8 @@ int rank_update(struct rank *r, int64_t step, float *loss, float *norm_out, floa
 			grad_scale(m->ops, m->grads, n, clip);
 		adamw_step_model(&r->opt, &hp, *lr_out, m);
 	}
-	if (sync_replicated(r) < 0)
+	rank_mark_updated(r, step + 1);
+	if (rank_sync_replicated(r, 0) < 0)
 		return rank_fail_collective(r);
 	*norm_out = norm;
 	return 0;

@@ -1,0 +1,111 @@
+/*
+ * daemon/node/regroup.h - restart.in_place: when a node's daemon dies, the
+ * daemons that remain agree on who is still in the run and connect again,
+ * and their rank threads go on from the step in flight.
+ *
+ * The rank threads and storkd's main thread meet here. A rank whose
+ * collective failed parks (regroup_park) once it has let go of every
+ * communicator; when all of the node's running ranks are parked, the main
+ * thread runs the regroup (regroup_run) and wakes them with its verdict:
+ * go on in the new world, or end as before.
+ *
+ * The regroup itself, between the nodes, goes through the run directory
+ * (lib/run/membership.h): the call, each survivor's offer with the UCX
+ * address of a fresh worker, and node 0's verdict. Node 0 decides because
+ * its launcher writes the run's record; a run that lost node 0 ends (and
+ * restart.max_restarts or a requeue take over). The verdict keeps the
+ * layout whole: the lost ranks must be whole data-parallel replicas, the
+ * survivors renumbered in order keep their tensor and pipeline places, and
+ * train.grad_accum grows so that the global batch stays what it was.
+ */
+#ifndef STORK_DAEMON_REGROUP_H
+#define STORK_DAEMON_REGROUP_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "daemon/engine/train/train.h"
+#include "lib/run/membership.h"
+
+struct comm_ucx;
+struct comm_hier;
+struct run_layout;
+struct stork_config;
+struct json_t;
+
+#define REGROUP_MAX_LOSSES 16
+
+/* One node that left the run and the others went on. */
+struct regroup_loss {
+	int node;                /* its launcher index */
+	char host[64];
+	int64_t step;            /* the steps done when it was lost */
+	double seconds;          /* how long the regroup took */
+	char why[160];           /* what its launcher said ("storkd died of SIGKILL"), or "silent" */
+};
+
+struct regroup {
+	pthread_mutex_t lock;
+	pthread_cond_t woken;
+	int parked;              /* rank threads waiting for a verdict */
+	int epoch;               /* regroups decided so far */
+	int verdict;             /* the last one's: 0 go on, -1 end */
+	double since;            /* CLOCK_MONOTONIC when this node saw the loss; 0: none */
+	double last_since;       /* the same of the last regroup, for the time it cost */
+	int64_t step;            /* steps done that the ranks report as they park (the most) */
+	struct membership_run files;
+	int self;                /* this node's launcher index */
+	int nnodes;              /* launchers at the start */
+	int *alive;              /* nnodes flags: still in the run */
+	int dp_before;           /* the replicas before the last regroup */
+	int accum_before;        /* and its train.grad_accum */
+	struct regroup_loss losses[REGROUP_MAX_LOSSES];
+	int nlosses;
+	char message[512];       /* the last verdict in words */
+};
+
+/* restart.in_place for a daemon of nnodes; -1 when out of memory. */
+int regroup_init(struct regroup *g, const struct train_node *node, int nnodes);
+void regroup_free(struct regroup *g);
+
+/*
+ * A rank thread whose collective failed, after it let go of every
+ * communicator: wait for the main thread's verdict, beating its heartbeat
+ * p meanwhile. steps_done: the updates it applied. 0: go on (the node's
+ * communicators and place are new), -1: end.
+ */
+int regroup_park(struct regroup *g, struct rank_progress *p, int64_t steps_done);
+
+/*
+ * Main thread, now and then: whether every one of the node's running
+ * ranks (started, of which `done` have returned) is parked, and so a
+ * regroup is due.
+ */
+int regroup_due(struct regroup *g, int started, int done);
+
+/*
+ * Main thread: whether another node called a regroup that this node has
+ * not joined (its ranks may still wait where no error reaches them).
+ */
+int regroup_called(struct regroup *g);
+
+/* What the main thread hands a regroup: the node and what it connects with. */
+struct regroup_node {
+	struct train_node *node;
+	struct stork_config *cfg;        /* train.grad_accum changes with the replicas */
+	const struct run_layout *layout; /* the nodes as they joined */
+	struct comm_ucx **ucx;
+	struct comm_hier **hier;
+	int primary;                     /* a rank of this node failed on its own: it ends */
+};
+
+/*
+ * Main thread, once regroup_due: agree with the other nodes, connect
+ * again, and wake the parked ranks with the verdict. Returns it (0: go on).
+ */
+int regroup_run(struct regroup *g, const struct regroup_node *n);
+
+/* The losses, for the node's report to its launcher: a JSON array (new reference). */
+struct json_t *regroup_losses_json(const struct regroup *g);
+
+#endif

@@ -1,0 +1,64 @@
+/* lib/run/membership.c - see membership.h. */
+#include "config.h"
+#include "lib/run/membership.h"
+#include "lib/io/atomic_file.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int membership_path(char *path, size_t len, const struct membership_run *m, const char *kind,
+		    int epoch, int node)
+{
+	int n = snprintf(path, len, "%s/logs/.%s.%s.%d.%d", m->run_dir, kind, m->job_id,
+			 m->restart_count, m->attempt);
+
+	if (n >= 0 && (size_t)n < len && epoch >= 0)
+		n += snprintf(path + n, len - (size_t)n, ".%d", epoch);
+	if (n >= 0 && (size_t)n < len && node >= 0)
+		n += snprintf(path + n, len - (size_t)n, ".%d", node);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int membership_read(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	ssize_t got = fd >= 0 ? read(fd, buf, len - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (got <= 0)
+		return 0;
+	buf[got] = '\0';
+	return 1;
+}
+
+void membership_post_gone(const struct membership_run *m, int node, const char *why)
+{
+	char path[4200];
+
+	if (membership_path(path, sizeof path, m, "gone", -1, node) == 0)
+		atomic_post_once(path, why, strlen(why));
+}
+
+void membership_remove_all(const char *run_dir)
+{
+	static const char *const kinds[] = { ".regroup.", ".member.", ".members.", ".gone." };
+	char logs[4200], path[4500];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(logs, sizeof logs, "%s/logs", run_dir);
+	if (!(d = opendir(logs)))
+		return;
+	while ((e = readdir(d)))
+		for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+			if (!strncmp(e->d_name, kinds[k], strlen(kinds[k]))) {
+				snprintf(path, sizeof path, "%s/%s", logs, e->d_name);
+				unlink(path);
+				break;
+			}
+	closedir(d);
+}

@@ -1,0 +1,50 @@
+/*
+ * lib/run/membership.h - how the daemons of a run agree on who is still in
+ * it after a node is lost (restart.in_place), through the run directory
+ * every node shares.
+ *
+ * A regroup has an epoch (1 for the first loss of an attempt, then 2, ...).
+ * Its files, all in RUN_DIR/logs, each posted once and whole
+ * (atomic_post_once), named by the job, its requeue R and attempt A:
+ *
+ *   .regroup.JOB.R.A.E     the call: whoever finds a loss first posts it;
+ *                          every daemon that sees it joins the regroup
+ *   .member.JOB.R.A.E.K    node K is alive and in: its rank count and the
+ *                          address of the UCX worker it opened for epoch E
+ *   .members.JOB.R.A.E     the verdict of the coordinator (node 0): the
+ *                          nodes that go on, by their launcher index
+ *   .gone.JOB.R.A.K        node K's launcher: its daemon died (no regroup
+ *                          need wait for it)
+ *
+ * Launcher 0 removes them all once every node has written its record.
+ */
+#ifndef STORK_MEMBERSHIP_H
+#define STORK_MEMBERSHIP_H
+
+#include <stddef.h>
+
+/* Where a run's regroup files are: the run directory and the attempt. */
+struct membership_run {
+	const char *run_dir;
+	const char *job_id;
+	int restart_count, attempt;
+};
+
+/*
+ * The path of one file: kind "regroup", "member", "members" or "gone";
+ * epoch and node where the kind has them (-1 where it has not). 0, or -1
+ * when it does not fit in len.
+ */
+int membership_path(char *path, size_t len, const struct membership_run *m, const char *kind,
+		    int epoch, int node);
+
+/* Read the post at path into buf (NUL-terminated): 1, or 0 when there is none. */
+int membership_read(const char *path, char *buf, size_t len);
+
+/* Node `node`'s launcher, when its daemon died: the survivors need not wait for it. */
+void membership_post_gone(const struct membership_run *m, int node, const char *why);
+
+/* Remove every regroup file of run_dir (launcher 0, at an attempt's end). */
+void membership_remove_all(const char *run_dir);
+
+#endif

@@ -1,0 +1,101 @@
+#!/usr/bin/env bats
+# restart.in_place on the test cluster: a node's daemon dies, the other
+# node goes on in the same allocation without a requeue and without a
+# checkpoint, with the global batch kept.
+
+load helpers
+load ../training
+
+STORK=${abs_top_builddir:?set by make check}/launcher/stork
+
+setup() {
+	setup_workdir
+	docs_data
+	# no checkpoint before the last step: going on must not need one
+	small_config run.yaml ip 2 64 4 32 50
+}
+
+teardown() { cancel_test_job; }
+
+losses() { run_losses "$1" "${2:-000}"; }
+
+# in_place_job NAME [OVERRIDE...]: a job of 2 nodes x 2 ranks (DP4 unless
+# the overrides say otherwise) with restart.in_place, 0.1 s steps so that
+# it is mid-run when the test kills; sets job and dir once it has done 15
+# steps on both nodes.
+in_place_job() {
+	local name=$1
+	shift
+	export STORK_FAULT_STEP_DELAY=0.1
+	cat >"$name.sh" <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=1 -c2 -o $name.out
+	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=$name restart.in_place=true $*
+	SCRIPT
+	job=$(submit "$name.sh")
+	dir=$(run_dir "$name" "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 15 60
+}
+
+# kill_n2_daemon: kill -9 node 1's storkd (on n2).
+kill_n2_daemon() {
+	local pid
+	pid=$(jq -r '.nodes[1].pid' "$dir/config/slurm_env.json")
+	[ -n "$pid" ] && [ "$pid" != null ]
+	kill -9 "$pid"
+}
+
+@test "restart.in_place: kill -9 of n2's storkd mid-run; n1 goes on in the same job without a checkpoint, the losses those of an uninterrupted DP4 run within 1e-6; the loss is in the output, the metrics and exit_info" {
+	fault_injection || skip "needs --enable-fault-injection"
+	"$STORK" run run.yaml --local-ranks 4 run.name=full >/dev/null
+	full=runs/full__job=local__task=0
+	in_place_job ip
+	kill_n2_daemon
+	wait_job_state "$job" 'COMPLETED|FAILED' 120
+	cat ip.out
+	[ "$(job_field "$job" JobState)" = COMPLETED ]
+	[ "$(job_field "$job" Restarts)" = 0 ]
+	# no checkpoint existed before the end, and none was read
+	! grep -q 'resumed from' ip.out || false
+	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 2 ranks, train.grad_accum 1 -> 2 keeps the global batch' ip.out
+	info=$dir/exit_info.json
+	cat "$info"
+	[ "$(jq -r .reason "$info")" = completed ]
+	[ "$(jq -r '.nodes_left | length' "$info")" -eq 1 ]
+	[ "$(jq -r '.nodes_left[0].host' "$info")" = n2 ]
+	[ "$(jq -r '.nodes_left[0].why' "$info")" = "storkd died of SIGKILL" ]
+	[ "$(jq -r '.nodes_left[0].after_step >= 15' "$info")" = true ]
+	# the membership row and the time the loss cost, from the kill's
+	# discovery to the next completed step
+	m=$dir/logs/rank-000.metrics.jsonl
+	grep '"metric":"membership"' "$m" | grep -q '"host":"n2"'
+	recovery=$(grep '"metric":"recovery"' "$m" | sed 's/.*"value":\([^,}]*\).*/\1/')
+	echo "time lost to the failure: $recovery s" >&3
+	awk -v s="$recovery" 'BEGIN { exit !(s > 0 && s < 10) }'
+	[ "$(losses "$dir" | wc -l)" -eq 50 ]
+	paste <(losses "$full") <(losses "$dir") | awk '
+		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r }
+		END { printf "worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
+		      exit !(n == 50 && w <= 1e-6) }'
+	# the regroup's files are gone with the run
+	[ -z "$(find "$dir/logs" -name '.member*' -o -name '.regroup*' -o -name '.gone*')" ]
+	nodes_idle
+}
+
+@test "restart.in_place with one replica (tensor 2 x pipeline 2): nothing can go on; the run ends rank_failed naming n2, as without it" {
+	fault_injection || skip "needs --enable-fault-injection"
+	sed -i 's/seq_len: 32/seq_len: 32\n  grad_accum: 2/' run.yaml
+	in_place_job one parallel.tensor=2 parallel.pipeline=2
+	kill_n2_daemon
+	wait_job_state "$job" 'COMPLETED|FAILED' 120
+	cat one.out
+	[ "$(job_field "$job" JobState)" = FAILED ]
+	grep -q 'cannot go on without the lost node(s)' one.out
+	info=$dir/exit_info.json
+	cat "$info"
+	[ "$(jq -r .reason "$info")" = rank_failed ]
+	[ "$(jq -r .first_failure.host "$info")" = n2 ]
+	[ "$(jq -r .first_failure.signal "$info")" = SIGKILL ]
+	nodes_idle
+}
