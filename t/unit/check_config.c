@@ -418,6 +418,10 @@ START_TEST(cross_key_checks)
 		{ "train.min_lr=0.1", "train.lr=0.01", "train.min_lr" },
 		{ "parallel.tensor=3", "model.heads=4", "parallel.tensor" },
 		{ "parallel.pipeline=5", "model.layers=4", "parallel.pipeline" },
+		/* a lost replica's optimizer shard is held by no survivor */
+		{ "restart.in_place=true", "parallel.zero=1", "parallel.zero: 1" },
+		/* only the engine keeps its replicas' state itself */
+		{ "restart.in_place=true", "program.command=[python3, t.py]", "program.command" },
 	};
 	struct stork_config c;
 
@@ -551,6 +555,7 @@ START_TEST(hash_changes_with_every_key)
 		"data.sha256=x", "data.ca_file=x", "data.netrc=x", "data.token_env=X",
 		"data.downloads=2", "data.max_stage_bytes=1000", "train.recompute=block", "train.fused=false",
 		"train.max_rollbacks=1", "restart.max_restarts=1", "parallel.overlap=true",
+		"restart.in_place=true", "restart.in_place_wait=30",
 		"train.on_spike=skip", "train.spike_window=40", "train.spike_zscore=5",
 		"train.spike_min_steps=10", "train.spike_max_in_row=4",
 		"parallel.merge_tasks=false", "checkpoint.async=true",

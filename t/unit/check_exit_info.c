@@ -247,6 +247,46 @@ START_TEST(the_first_end_notice_wins_and_the_second_reads_it)
 }
 END_TEST
 
+/* restart.in_place: node 1 died and node 0 went on to the end without it. */
+START_TEST(a_node_that_left_does_not_end_the_run)
+{
+	struct exit_info a, b, sum;
+	json_t *left = json_pack("[{s:i, s:s, s:i, s:f, s:s}]", "node", 1, "host", "n2",
+				 "after_step", 19, "seconds", 0.25, "why", "storkd died of SIGKILL");
+	json_t *v;
+	char path[256];
+
+	make_dir();
+	exit_info_init(&a, STORK_EXIT_OK, 0);
+	snprintf(a.message, sizeof a.message, "completed 50 steps");
+	exit_info_set_left(&a, left);
+	ck_assert_int_eq(exit_info_write_node(dir, &a, err, sizeof err), 0);
+	exit_info_init(&b, STORK_EXIT_RANK_FAILED, 1);
+	b.first_failure = (struct exit_failure){ .valid = 1, .rank = -1, .exit_code = -1,
+						 .signal = "SIGKILL", .time = 99, .last_step = 19 };
+	snprintf(b.message, sizeof b.message, "storkd (pid 7) on n2 died of SIGKILL");
+	ck_assert_int_eq(exit_info_write_node(dir, &b, err, sizeof err), 0);
+	ck_assert_int_eq(exit_info_summarise(dir, 2, &first_attempt, 0, &sum, err, sizeof err),
+			 STORK_EXIT_OK);
+	ck_assert_int_eq(sum.first_failure.valid, 0);
+	snprintf(path, sizeof path, "%s/exit_info.json", dir);
+	v = sj_load_file(path, err, sizeof err);
+	ck_assert_msg(v, "%s", err);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "reason")), "completed");
+	ck_assert_int_eq(json_array_size(json_object_get(v, "nodes_left")), 1);
+	ck_assert_int_eq(sj_int(json_array_get(json_object_get(v, "nodes_left"), 0), "after_step", -1),
+			 19);
+	json_decref(v);
+	/* its record may be gone with its node: not missing, since it left */
+	node_path(1, path, sizeof path);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(exit_info_summarise(dir, 2, &first_attempt, 0, &sum, err, sizeof err),
+			 STORK_EXIT_OK);
+	json_decref(left);
+	remove_dir();
+}
+END_TEST
+
 static Suite *exit_info_suite(void)
 {
 	Suite *s = suite_create("exit_info");
@@ -255,6 +295,7 @@ static Suite *exit_info_suite(void)
 	tcase_add_test(tc, two_nodes_summarise_to_the_worse_reason);
 	tcase_add_test(tc, a_cancellation_outranks_a_requeue);
 	tcase_add_test(tc, a_node_that_failed_in_consequence_does_not_set_the_reason);
+	tcase_add_test(tc, a_node_that_left_does_not_end_the_run);
 	tcase_add_test(tc, a_truncated_node_file_is_named);
 	tcase_add_test(tc, a_node_file_of_wrong_types_is_named);
 	tcase_add_test(tc, a_message_that_is_not_utf8_still_makes_a_valid_file);

@@ -61,14 +61,30 @@ const char *rank_phase_name(int phase)
  * record names the cause), so this failure is a consequence, marked
  * secondary so that exit_info.json names the first cause.
  */
+static void record_failure(struct rank *r, int code, const char *msg, int say)
+{
+	if (r->res->exit_code == 0) {
+		r->res->exit_code = code;
+		r->res->fail_time = clock_wall();
+		snprintf(r->res->message, sizeof r->res->message, "%s", msg);
+	}
+	rank_logf(&r->log, "error: %s", msg);
+	if (say)
+		fprintf(stderr, "storkd: rank %d on %s: %s\n", r->rank, r->node->host, msg);
+}
+
 int rank_fail_collective(struct rank *r)
 {
 	int first = r->res->exit_code == 0;
-	int code = rank_fail(r, STORK_EXIT_RANK_FAILED, comm_abort_reason(r->comm));
+	const char *why = comm_abort_reason(r->comm);
 
+	/* restart.in_place: the regroup may mend it, and its verdict is the line to read */
+	record_failure(r, STORK_EXIT_RANK_FAILED, why, !r->node->regroup);
+	if (r->comm)
+		comm_abort(r->comm, why);
 	if (first)      /* a rank that failed on its own first keeps that cause */
 		r->res->secondary = 1;
-	return code;
+	return STORK_EXIT_RANK_FAILED;
 }
 
 /*
@@ -78,13 +94,7 @@ int rank_fail_collective(struct rank *r)
  */
 int rank_fail_agreed(struct rank *r, int code, const char *msg)
 {
-	if (r->res->exit_code == 0) {
-		r->res->exit_code = code;
-		r->res->fail_time = clock_wall();
-		snprintf(r->res->message, sizeof r->res->message, "%s", msg);
-	}
-	rank_logf(&r->log, "error: %s", msg);
-	fprintf(stderr, "storkd: rank %d on %s: %s\n", r->rank, r->node->host, msg);
+	record_failure(r, code, msg, 1);
 	return code;
 }
 
