@@ -9,6 +9,7 @@
 #include "lib/config/stork_config.h"
 #include "lib/io/atomic_file.h"
 #include "lib/log.h"
+#include "lib/slurm/slurm_job.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -186,6 +187,13 @@ static int replicas_left(const struct stork_config *cfg, const int *lost_rank, i
 	return left;
 }
 
+/* A node Slurm took away leaves no word: slurmctld is asked twice a second. */
+static int slurm_says_lost(const char *host, unsigned poll)
+{
+	return poll % 10 == 9 && slurm_job_id_from_env() &&
+	       slurm_job_lost_node(slurm_job_id_from_env(), host) == 1;
+}
+
 /*
  * Node 0: wait for every node still in the run to offer itself or be
  * reported gone (its launcher's post) within restart.in_place_wait, and
@@ -205,7 +213,7 @@ static void decide(struct regroup *g, const struct regroup_node *n, int epoch)
 
 	if (!state || !why)
 		goto out;
-	do { /* state: 0 not heard of, 1 offered, 2 gone */
+	for (unsigned poll = 0;; poll++) { /* state: 0 not heard of, 1 offered, 2 gone */
 		pending = 0;
 		for (int k = 0; k < g->nnodes; k++) {
 			if (!g->alive[k] || state[k])
@@ -217,10 +225,18 @@ static void decide(struct regroup *g, const struct regroup_node *n, int epoch)
 			else if (membership_path(path, sizeof path, &g->files, "gone", -1, k) == 0 &&
 				 membership_read(path, why[k], sizeof why[k]))
 				state[k] = 2;
+			else if (slurm_says_lost(l->nodes[k].host, poll))
+				state[k] = 2;
 			else
 				pending++;
+			if (state[k] == 2 && !why[k][0])
+				snprintf(why[k], sizeof why[k], "storkd died with its node: Slurm "
+					 "took %s away", l->nodes[k].host);
 		}
-	} while (pending && clock_monotonic() < deadline && (nap(), 1));
+		if (!pending || clock_monotonic() >= deadline)
+			break;
+		nap();
+	}
 	for (int k = 0; k < g->nnodes; k++) {
 		if (!g->alive[k])
 			continue;

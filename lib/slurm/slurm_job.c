@@ -55,6 +55,50 @@ static int slurm_config_present(char *err, size_t errlen)
 /* Slurm's "no limit" end time: a year after the start. */
 #define SLURM_YEAR_S (365L * 24 * 3600)
 
+static int node_down(const char *host)
+{
+	node_info_msg_t *msg = NULL;
+	int down = -1;
+
+	if (slurm_load_node_single(&msg, (char *)host, SHOW_ALL) == SLURM_SUCCESS && msg &&
+	    msg->record_count == 1) {
+		uint32_t state = msg->node_array[0].node_state;
+
+		down = (state & NODE_STATE_BASE) == NODE_STATE_DOWN ||
+		       (state & NODE_STATE_NO_RESPOND) != 0;
+	}
+	if (msg)
+		slurm_free_node_info_msg(msg);
+	return down;
+}
+
+static int node_left_job(uint32_t id, const char *host)
+{
+	job_info_msg_t *msg = NULL;
+	hostlist_t hl;
+	int left = -1;
+
+	if (slurm_load_job(&msg, id, SHOW_ALL) == SLURM_SUCCESS && msg && msg->record_count >= 1 &&
+	    msg->job_array[0].nodes && (hl = slurm_hostlist_create(msg->job_array[0].nodes))) {
+		left = slurm_hostlist_find(hl, host) < 0;
+		slurm_hostlist_destroy(hl);
+	}
+	if (msg)
+		slurm_free_job_info_msg(msg);
+	return left;
+}
+
+int slurm_job_lost_node(uint32_t id, const char *host)
+{
+	char err[256];
+
+	if (!slurm_config_present(err, sizeof err))
+		return -1;
+	if (node_down(host) == 1 || node_left_job(id, host) == 1)
+		return 1;
+	return 0;
+}
+
 int slurm_job_query(uint32_t id, struct slurm_job *job, char *err, size_t errlen)
 {
 	job_info_msg_t *msg = NULL;

@@ -1,7 +1,8 @@
 /*
  * lib/slurm/slurm_job.h - the few questions Stork asks slurmctld about its own job:
  * its end time, whether it may be requeued and whether it was cancelled,
- * the requeue itself, and the job's Comment. Linked by the launcher and
+ * the requeue itself, the job's Comment, and whether one of its nodes is
+ * down. Linked by the launcher and
  * the daemon only (the plugin runs inside Slurm's own processes and must
  * not load libslurm again).
  */
@@ -23,6 +24,13 @@ struct slurm_job {
 	double limit_hours;       /* the time limit, 0 when none */
 	int nodes, cpus, gpus;    /* allocated: nodes, CPUs and GPUs (gres/gpu) in all */
 };
+
+/*
+ * Whether job id lost node host, as slurmctld sees it: the node is DOWN or
+ * not responding, or no longer in the job's node list (a --no-kill job
+ * goes on without a failed node). 1, 0 when not, -1 when it cannot say.
+ */
+int slurm_job_lost_node(uint32_t id, const char *host);
 
 /* The job id of this process's allocation (SLURM_JOB_ID), 0 outside Slurm. */
 uint32_t slurm_job_id_from_env(void);

@@ -20,7 +20,8 @@ teardown() { cancel_test_job; }
 losses() { run_losses "$1" "${2:-000}"; }
 
 # in_place_job NAME [OVERRIDE...]: a job of 2 nodes x 2 ranks (DP4 unless
-# the overrides say otherwise) with restart.in_place, 0.1 s steps so that
+# the overrides say otherwise) with restart.in_place (and IP_OPTIONS for
+# both sbatch and srun, if set), 0.1 s steps so that
 # it is mid-run when the test kills; sets job and dir once it has done 15
 # steps on both nodes.
 in_place_job() {
@@ -29,8 +30,8 @@ in_place_job() {
 	export STORK_FAULT_STEP_DELAY=0.1
 	cat >"$name.sh" <<-SCRIPT
 	#!/bin/bash
-	#SBATCH -N2 --ntasks-per-node=1 -c2 -o $name.out
-	srun --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=$name restart.in_place=true $*
+	#SBATCH -N2 --ntasks-per-node=1 -c2 -o $name.out ${IP_OPTIONS:-}
+	srun ${IP_OPTIONS:-} --mpi=pmix $STORK run run.yaml --local-ranks 2 run.name=$name restart.in_place=true $*
 	SCRIPT
 	job=$(submit "$name.sh")
 	dir=$(run_dir "$name" "$job")
@@ -81,6 +82,54 @@ kill_n2_daemon() {
 	# the regroup's files are gone with the run
 	[ -z "$(find "$dir/logs" -name '.member*' -o -name '.regroup*' -o -name '.gone*')" ]
 	nodes_idle
+}
+
+@test "restart.in_place, one daemon per task (2 nodes x 2 tasks x 1 rank): kill -9 of one rank's daemon; the 3 others go on (train.grad_accum 3 -> 4) with the uninterrupted run's losses within 1e-6" {
+	fault_injection || skip "needs --enable-fault-injection"
+	sed -i 's/seq_len: 32/seq_len: 32\n  grad_accum: 3/' run.yaml
+	"$STORK" run run.yaml --local-ranks 4 run.name=full >/dev/null
+	full=runs/full__job=local__task=0
+	export STORK_FAULT_STEP_DELAY=0.1
+	cat >task.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=2 -c1 -o task.out
+	srun --mpi=pmix $STORK run run.yaml --local-ranks 1 run.name=task restart.in_place=true parallel.merge_tasks=false
+	SCRIPT
+	job=$(submit task.sh)
+	dir=$(run_dir task "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 15 60
+	[ "$(jq -r '.nodes[3].host' "$dir/config/slurm_env.json")" = n2 ]
+	kill -9 "$(jq -r '.nodes[3].pid' "$dir/config/slurm_env.json")"
+	wait_job_state "$job" 'COMPLETED|FAILED' 120
+	cat task.out
+	[ "$(job_field "$job" JobState)" = COMPLETED ]
+	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 3 ranks, train.grad_accum 3 -> 4' task.out
+	[ "$(jq -r '.nodes_left[0].node' "$dir/exit_info.json")" -eq 3 ]
+	[ "$(losses "$dir" | wc -l)" -eq 50 ]
+	paste <(losses "$full") <(losses "$dir") | awk '
+		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r }
+		END { printf "worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
+		      exit !(n == 50 && w <= 1e-6) }'
+	nodes_idle
+}
+
+# Slurm ends a lost node's task as killed: srun exits 137 and the job is
+# FAILED in Slurm's books, while the run itself completed (exit_info.json).
+@test "restart.in_place: scontrol update nodename=n2 state=down mid-run (sbatch and srun --no-kill); n1 goes on without waiting out restart.in_place_wait and the run completes" {
+	fault_injection || skip "needs --enable-fault-injection"
+	IP_OPTIONS=--no-kill in_place_job down
+	scontrol update nodename=n2 state=down reason=in_place_test
+	wait_job_state "$job" 'COMPLETED|FAILED' 120
+	scontrol update nodename=n2 state=resume || true
+	cat down.out
+	echo "job state $(job_field "$job" JobState), exit code $(job_field "$job" ExitCode)" >&3
+	grep -q 'n2 lost after step [1-9][0-9]* (storkd died with its node: Slurm took n2 away)' down.out
+	recovery=$(grep '"metric":"recovery"' "$dir/logs/rank-000.metrics.jsonl" | sed 's/.*"value":\([^,}]*\).*/\1/')
+	echo "time lost to the failure: $recovery s" >&3
+	awk -v s="$recovery" 'BEGIN { exit !(s > 0 && s < 10) }'
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	[ "$(losses "$dir" | wc -l)" -eq 50 ]
 }
 
 @test "restart.in_place with one replica (tensor 2 x pipeline 2): nothing can go on; the run ends rank_failed naming n2, as without it" {
