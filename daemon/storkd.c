@@ -187,6 +187,11 @@ static int watch_regroup(struct train_node *node, struct stork_config *cfg,
 {
 	struct regroup *g = node->regroup;
 
+	/* a spare's ranks wait from the start: it joins a regroup another node calls */
+	if (node->spare && tick % 10 == 0 && regroup_spare_released(g))
+		return 1;
+	if (node->spare && (tick % 10 || !regroup_called(g)))
+		return 0;
 	if (regroup_due(g, started, done)) {
 		struct regroup_node n = { .node = node, .cfg = cfg, .layout = layout, .ucx = ucx,
 					  .hier = hier, .primary = primary_failure(w, started) };
@@ -334,7 +339,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	if (layout.node_index == 0)
 		write_library_versions(o->run_dir);
 	if (cfg->restart.in_place && layout.nnodes > 1) {
-		if (regroup_init(&regroup, &node, layout.nnodes) < 0) {
+		if (regroup_init(&regroup, &node, layout.nnodes, layout.active) < 0) {
 			stork_error("out of memory");
 			code = STORK_EXIT_INTERNAL;
 			goto out;

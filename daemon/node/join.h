@@ -36,7 +36,8 @@ struct run_node {
 
 struct run_layout {
 	int nnodes, node_index;
-	int world_size;
+	int active;              /* the nodes that train: the rest wait as spares (restart.spares) */
+	int world_size;          /* the ranks of the active nodes */
 	struct run_node *nodes;  /* nnodes entries, in launcher order */
 	const char *method;      /* "pmix", "tcp" or "local" */
 	int dp, tp, pp, zero;    /* the parallel layout (0: not set) */

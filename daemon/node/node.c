@@ -360,6 +360,28 @@ int node_connect(struct train_node *node, struct comm_ucx *ucx, int index, int n
 }
 
 /*
+ * restart.spares (the engine's): the step's last launchers wait, and the
+ * world is the others' ranks. 0, or the exit code of a step with none left
+ * to train.
+ */
+static int keep_spares(const struct stork_config *cfg, struct run_layout *layout,
+		       int one_per_daemon, char *err, size_t errlen)
+{
+	int spares = one_per_daemon ? 0 : cfg->restart.spares;
+
+	layout->active = layout->nnodes - spares;
+	if (layout->active < 1) {
+		snprintf(err, errlen, "%s: restart.spares: %d of the step's %d launcher(s): none "
+			 "would train", config_origin(cfg, "restart.spares"), spares, layout->nnodes);
+		return STORK_EXIT_CONFIG;
+	}
+	layout->world_size = 0;
+	for (int k = 0; k < layout->active; k++)
+		layout->world_size += layout->nodes[k].local_ranks;
+	return 0;
+}
+
+/*
  * Join the other nodes (a world of one when this is the only daemon), then
  * set the node's place in the world and its communicators. The engine's
  * communicators have one member per rank thread; a run of the user's own
@@ -405,6 +427,9 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 	free(bindings);
 	if (code)
 		return code;
+	if ((code = keep_spares(cfg, layout, one_per_daemon, err, errlen)))
+		return code;
+	node->spare = layout->node_index >= layout->active;
 	node->job_end_time = (time_t)layout->nodes[0].job_end; /* the run's one deadline */
 	node->warn_signo = layout->nodes[0].warn_signo;
 	node->warn_lead = layout->nodes[0].warn_lead;
@@ -423,8 +448,12 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 		}
 		code = STORK_EXIT_INTERNAL;
 		snprintf(err, errlen, "out of memory");
-		if (addrs && counts)
-			code = node_connect(node, *ucx, layout->node_index, layout->nnodes, addrs,
+		/* a spare waits alone until it takes a lost node's place */
+		if (addrs && counts && node->spare)
+			code = node_connect(node, NULL, 0, 1, addrs, &counts[layout->node_index], hier,
+					    err, errlen);
+		else if (addrs && counts)
+			code = node_connect(node, *ucx, layout->node_index, layout->active, addrs,
 					    counts, hier, err, errlen);
 		free(addrs);
 		free(counts);
@@ -433,10 +462,16 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 	}
 	if (layout->node_index == 0 && join_write_slurm_env(o->run_dir, layout, err, errlen) < 0)
 		stork_warn("%s", err);
-	stork_info("launcher %d of %d on %s: ranks %d..%d of %d (rendezvous: %s, %.3f s)",
-		   layout->node_index, layout->nnodes, node->host, node->rank_base,
-		   node->rank_base + node->local_ranks - 1, node->world_size, layout->method,
-		   layout->seconds);
+	if (node->spare)
+		stork_info("launcher %d of %d on %s: a spare of %d rank(s), waiting to take a lost "
+			   "node's place (restart.spares; rendezvous: %s, %.3f s)", layout->node_index,
+			   layout->nnodes, node->host, node->local_ranks, layout->method,
+			   layout->seconds);
+	else
+		stork_info("launcher %d of %d on %s: ranks %d..%d of %d (rendezvous: %s, %.3f s)",
+			   layout->node_index, layout->nnodes, node->host, node->rank_base,
+			   node->rank_base + node->local_ranks - 1, node->world_size, layout->method,
+			   layout->seconds);
 	return 0;
 }
 

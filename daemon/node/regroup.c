@@ -9,6 +9,7 @@
 #include "lib/config/stork_config.h"
 #include "lib/io/atomic_file.h"
 #include "lib/log.h"
+#include "lib/run/exit_info.h"
 #include "lib/slurm/slurm_job.h"
 
 #include <errno.h>
@@ -23,13 +24,20 @@
 #define VERDICT_MARGIN_S 30.0
 #define POLL_NS (50 * 1000 * 1000)
 
-int regroup_init(struct regroup *g, const struct train_node *node, int nnodes)
+int regroup_init(struct regroup *g, const struct train_node *node, int nnodes, int active)
 {
 	memset(g, 0, sizeof *g);
-	if (!(g->alive = calloc((size_t)nnodes, sizeof *g->alive)))
+	g->alive = calloc((size_t)nnodes, sizeof *g->alive);
+	g->spare = calloc((size_t)nnodes, sizeof *g->spare);
+	if (!g->alive || !g->spare) {
+		free(g->alive);
+		free(g->spare);
 		return -1;
-	for (int i = 0; i < nnodes; i++)
+	}
+	for (int i = 0; i < nnodes; i++) {
 		g->alive[i] = 1;
+		g->spare[i] = i >= active;
+	}
 	g->nnodes = nnodes;
 	g->self = node->node_rank;
 	g->files = (struct membership_run){ .run_dir = node->run_dir, .job_id = node->job_id,
@@ -45,7 +53,8 @@ void regroup_free(struct regroup *g)
 	if (!g->alive)
 		return;
 	free(g->alive);
-	g->alive = NULL;
+	free(g->spare);
+	g->alive = g->spare = NULL;
 	pthread_mutex_destroy(&g->lock);
 	pthread_cond_destroy(&g->woken);
 }
@@ -61,7 +70,7 @@ int regroup_park(struct regroup *g, struct rank_progress *p, int64_t steps_done)
 	g->parked++;
 	if (steps_done > g->step)
 		g->step = steps_done;
-	if (g->since == 0)
+	if (g->since == 0 && steps_done >= 0) /* a spare's wait is not a loss's cost */
 		g->since = clock_monotonic();
 	while (g->epoch == epoch) {
 		struct timespec until;
@@ -195,26 +204,20 @@ static int slurm_says_lost(const char *host, unsigned poll)
 }
 
 /*
- * Node 0: wait for every node still in the run to offer itself or be
- * reported gone (its launcher's post) within restart.in_place_wait, and
- * write the verdict: "go ACCUM K1 K2 ...\n" then "lost K WHY\n" lines, or
- * "end WHY\n".
+ * Node 0: wait until every node still in the run (spares included) has
+ * offered itself for epoch or is known gone (its launcher's post, or
+ * slurmctld), at most restart.in_place_wait. state[k]: 1 offered, 2 gone,
+ * 0 silent; why[k] what ended a node that did not offer itself.
  */
-static void decide(struct regroup *g, const struct regroup_node *n, int epoch)
+static void gather(struct regroup *g, const struct run_layout *l, double wait, int epoch,
+		   int *state, char (*why)[160])
 {
-	const struct run_layout *l = n->layout;
-	const struct stork_config *cfg = n->cfg;
-	int *state = calloc((size_t)g->nnodes, sizeof *state), *lost_rank = NULL;
-	char (*why)[160] = calloc((size_t)g->nnodes, sizeof *why);
-	double deadline = clock_monotonic() + cfg->restart.in_place_wait;
-	char path[4200], text[8192], reason[512] = "";
-	int world = 0, left, dp, accum, pending;
-	size_t used = 0;
+	double deadline = clock_monotonic() + wait;
+	char path[4200];
 
-	if (!state || !why)
-		goto out;
-	for (unsigned poll = 0;; poll++) { /* state: 0 not heard of, 1 offered, 2 gone */
-		pending = 0;
+	for (unsigned poll = 0;; poll++) {
+		int pending = 0;
+
 		for (int k = 0; k < g->nnodes; k++) {
 			if (!g->alive[k] || state[k])
 				continue;
@@ -238,57 +241,141 @@ static void decide(struct regroup *g, const struct regroup_node *n, int epoch)
 		nap();
 	}
 	for (int k = 0; k < g->nnodes; k++) {
-		if (!g->alive[k])
-			continue;
-		world += l->nodes[k].local_ranks;
-		if (state[k] == 0)
+		if (g->alive[k] && state[k] == 0)
 			snprintf(why[k], sizeof why[k], "no word from it in %g s (restart.in_place_wait)",
-				 cfg->restart.in_place_wait);
+				 wait);
 		why[k][strcspn(why[k], "\n")] = '\0';
-		/* a daemon that ended on its own failure ends the run, as without in_place */
-		if (state[k] == 2 && strncmp(why[k], "storkd died", 11) && !reason[0])
-			snprintf(reason, sizeof reason, "%s ended: %s", l->nodes[k].host, why[k]);
 	}
-	if (!reason[0] && (lost_rank = calloc((size_t)world, sizeof *lost_rank))) {
-		for (int k = 0, base = 0; k < g->nnodes; k++) {
-			if (!g->alive[k])
-				continue;
-			for (int i = 0; i < l->nodes[k].local_ranks; i++)
-				lost_rank[base + i] = state[k] != 1;
-			base += l->nodes[k].local_ranks;
+}
+
+/*
+ * The new world's nodes in order (place, *nplace): each node of the
+ * current world that offered itself, or in a lost one's place a spare
+ * with as many ranks (replaced[k]: that spare, -1 none); lost_rank marks
+ * the current world's ranks that nobody takes over.
+ */
+static void place_nodes(const struct regroup *g, const struct run_layout *l, const int *state,
+			int *place, int *nplace, int *replaced, int *lost_rank)
+{
+	int *used = calloc((size_t)g->nnodes, sizeof *used);
+
+	*nplace = 0;
+	for (int k = 0, base = 0; k < g->nnodes; k++) {
+		int ranks = l->nodes[k].local_ranks;
+
+		replaced[k] = -1;
+		if (!g->alive[k] || g->spare[k])
+			continue;
+		if (state[k] == 1) {
+			place[(*nplace)++] = k;
+		} else {
+			for (int s = 0; used && s < g->nnodes && replaced[k] < 0; s++)
+				if (g->alive[s] && g->spare[s] && state[s] == 1 && !used[s] &&
+				    l->nodes[s].local_ranks == ranks)
+					replaced[k] = s;
+			if (replaced[k] >= 0) {
+				used[replaced[k]] = 1;
+				place[(*nplace)++] = replaced[k];
+			}
 		}
-		dp = world / (cfg->parallel.tensor * cfg->parallel.pipeline);
-		left = replicas_left(cfg, lost_rank, world);
-		accum = left > 0 ? cfg->train.grad_accum * dp / left : 0;
-		if (left < 0)
-			snprintf(reason, sizeof reason, "the lost ranks take part of a replica that "
-				 "remains (tensor or pipeline groups across nodes)");
-		else if (left == 0)
-			snprintf(reason, sizeof reason, "no data-parallel replica is left");
-		else if (cfg->train.grad_accum * dp % left || accum < cfg->parallel.pipeline)
-			snprintf(reason, sizeof reason, "%d replica(s) cannot make the global batch of "
-				 "%d x train.grad_accum %d", left, dp, cfg->train.grad_accum);
-		if (!reason[0]) {
-			used = (size_t)snprintf(text, sizeof text, "go %d", accum);
-			for (int k = 0; k < g->nnodes && used < sizeof text; k++)
-				if (g->alive[k] && state[k] == 1)
-					used += (size_t)snprintf(text + used, sizeof text - used, " %d", k);
-			for (int k = 0; k < g->nnodes && used < sizeof text; k++)
-				if (g->alive[k] && state[k] != 1)
-					used += (size_t)snprintf(text + used, sizeof text - used,
-								 "\nlost %d %s", k, why[k]);
-			if (used < sizeof text)
-				used += (size_t)snprintf(text + used, sizeof text - used, "\n");
-		}
+		for (int i = 0; i < ranks; i++)
+			lost_rank[base + i] = state[k] != 1 && replaced[k] < 0;
+		base += ranks;
 	}
+	free(used);
+}
+
+/*
+ * The verdict's text: "go ACCUM K1 K2 ..." (the new world's nodes in
+ * order), then a line per node: "spare K" (still waiting), "replaced K
+ * BY" and "lost K WHY"; or "" with reason set when the run cannot go on.
+ */
+static size_t verdict(const struct regroup *g, const struct regroup_node *n, const int *state,
+		      char (*why)[160], char *text, size_t len, char *reason, size_t rlen)
+{
+	const struct run_layout *l = n->layout;
+	const struct stork_config *cfg = n->cfg;
+	size_t nn = g->nnodes > 0 ? (size_t)g->nnodes : 1;
+	int *place = calloc(nn, sizeof *place), *replaced = calloc(nn, sizeof *replaced);
+	int *lost_rank = NULL;
+	int world = 0, nplace = 0, left, dp, accum;
+	size_t used = 0;
+
+	for (int k = 0; k < g->nnodes; k++)
+		world += g->alive[k] && !g->spare[k] ? l->nodes[k].local_ranks : 0;
+	if (!place || !replaced || !(lost_rank = calloc((size_t)world, sizeof *lost_rank))) {
+		snprintf(reason, rlen, "out of memory");
+		goto out;
+	}
+	place_nodes(g, l, state, place, &nplace, replaced, lost_rank);
+	dp = world / (cfg->parallel.tensor * cfg->parallel.pipeline);
+	left = replicas_left(cfg, lost_rank, world);
+	accum = left > 0 ? cfg->train.grad_accum * dp / left : 0;
+	if (left < 0)
+		snprintf(reason, rlen, "the lost ranks take part of a replica that remains (tensor "
+			 "or pipeline groups across nodes), and no spare of as many ranks took "
+			 "their place");
+	else if (left == 0)
+		snprintf(reason, rlen, "no data-parallel replica is left");
+	else if (cfg->train.grad_accum * dp % left || accum < cfg->parallel.pipeline)
+		snprintf(reason, rlen, "%d replica(s) cannot make the global batch of %d x "
+			 "train.grad_accum %d", left, dp, cfg->train.grad_accum);
+	if (reason[0])
+		goto out;
+	used = (size_t)snprintf(text, len, "go %d", accum);
+	for (int i = 0; i < nplace && used < len; i++)
+		used += (size_t)snprintf(text + used, len - used, " %d", place[i]);
+	for (int k = 0; k < g->nnodes && used < len; k++) {
+		int kept = 0;
+
+		for (int i = 0; i < nplace; i++)
+			kept |= place[i] == k;
+		if (!g->alive[k] || kept)
+			continue;
+		if (g->spare[k] && state[k] == 1)
+			used += (size_t)snprintf(text + used, len - used, "\nspare %d", k);
+		else
+			used += (size_t)snprintf(text + used, len - used, "\nlost %d %s", k, why[k]);
+		if (replaced[k] >= 0 && used < len)
+			used += (size_t)snprintf(text + used, len - used, "\nreplaced %d %d", k,
+						 replaced[k]);
+	}
+	if (used < len)
+		used += (size_t)snprintf(text + used, len - used, "\n");
 out:
-	if (!used || used >= sizeof text)
-		snprintf(text, sizeof text, "end %s\n", reason[0] ? reason : "out of memory");
+	free(place);
+	free(replaced);
+	free(lost_rank);
+	return used < len ? used : 0;
+}
+
+/*
+ * Node 0: gather the offers, and post the verdict for every node: "go
+ * ..." (verdict()), or "end WHY" when the run cannot go on.
+ */
+static void decide(struct regroup *g, const struct regroup_node *n, int epoch)
+{
+	int *state = calloc((size_t)g->nnodes, sizeof *state);
+	char (*why)[160] = calloc((size_t)g->nnodes, sizeof *why);
+	char path[4200], text[8192], reason[512] = "";
+
+	if (!state || !why) {
+		snprintf(reason, sizeof reason, "out of memory");
+	} else {
+		gather(g, n->layout, n->cfg->restart.in_place_wait, epoch, state, why);
+		/* a daemon that ended on its own failure ends the run, as without in_place */
+		for (int k = 0; k < g->nnodes && !reason[0]; k++)
+			if (g->alive[k] && !g->spare[k] && state[k] == 2 &&
+			    strncmp(why[k], "storkd died", 11))
+				snprintf(reason, sizeof reason, "%s ended: %s", n->layout->nodes[k].host,
+					 why[k]);
+	}
+	if (reason[0] || !verdict(g, n, state, why, text, sizeof text, reason, sizeof reason))
+		snprintf(text, sizeof text, "end %s\n", reason);
 	if (membership_path(path, sizeof path, &g->files, "members", epoch, -1) == 0)
 		atomic_post_once(path, text, strlen(text));
 	free(state);
 	free(why);
-	free(lost_rank);
 }
 
 /* Node 0's verdict for epoch into text; -1 when none came in time. */
@@ -308,46 +395,102 @@ static int await_verdict(struct regroup *g, const struct stork_config *cfg, int 
 	return 0;
 }
 
-/* Record each "lost K WHY" line of the verdict, and the node as gone. */
-static void record_losses(struct regroup *g, const struct run_layout *l, const char *text,
-			  double seconds)
+/* The node a "WORD K" line of the verdict names (text + at: the rest), or -1. */
+static int line_node(const struct regroup *g, const char *p, const char *word, int *at)
 {
-	for (const char *p = strstr(text, "\nlost "); p; p = strstr(p + 1, "\nlost ")) {
-		struct regroup_loss *x;
-		int k, at;
+	size_t w = strlen(word);
+	char *end;
+	long k;
 
-		if (sscanf(p, "\nlost %d %n", &k, &at) != 1 || k < 0 || k >= g->nnodes)
-			continue;
-		g->alive[k] = 0;
-		if (g->nlosses == REGROUP_MAX_LOSSES)
-			continue;
-		x = &g->losses[g->nlosses++];
-		x->node = k;
-		snprintf(x->host, sizeof x->host, "%s", l->nodes[k].host);
-		x->step = g->step;
-		x->seconds = seconds;
-		snprintf(x->why, sizeof x->why, "%.*s", (int)strcspn(p + at, "\n"), p + at);
+	if (p[0] != '\n' || strncmp(p + 1, word, w) || p[1 + w] != ' ')
+		return -1;
+	k = strtol(p + 2 + w, &end, 10);
+	if (end == p + 2 + w || k < 0 || k >= g->nnodes)
+		return -1;
+	*at = (int)(end - p) + (*end == ' ');
+	return (int)k;
+}
+
+/*
+ * The verdict's word on every node: the members (members[], nm) and the
+ * spares that wait stay in, the "lost" ones leave and are recorded, with
+ * the spare that took a lost one's place ("replaced K BY").
+ */
+static void record_verdict(struct regroup *g, const struct run_layout *l, const char *text,
+			   const int *members, int nm, double seconds)
+{
+	int first = g->nlosses;
+
+	for (int k = 0; k < g->nnodes; k++)
+		g->alive[k] = g->spare[k] = 0;
+	for (int i = 0; i < nm; i++)
+		g->alive[members[i]] = 1;
+	for (const char *p = strchr(text, '\n'); p; p = strchr(p + 1, '\n')) {
+		struct regroup_loss *x;
+		int k, by, at;
+
+		if ((k = line_node(g, p, "spare", &at)) >= 0) {
+			g->alive[k] = g->spare[k] = 1;
+		} else if ((k = line_node(g, p, "replaced", &at)) >= 0) {
+			by = atoi(p + at);
+			for (int i = first; i < g->nlosses && by >= 0 && by < g->nnodes; i++)
+				if (g->losses[i].node == k)
+					snprintf(g->losses[i].by, sizeof g->losses[i].by, "%s",
+						 l->nodes[by].host);
+		} else if ((k = line_node(g, p, "lost", &at)) >= 0 &&
+			   g->nlosses < REGROUP_MAX_LOSSES) {
+			x = &g->losses[g->nlosses++];
+			x->node = k;
+			snprintf(x->host, sizeof x->host, "%s", l->nodes[k].host);
+			x->step = g->step;
+			x->seconds = seconds;
+			x->by[0] = '\0';
+			snprintf(x->why, sizeof x->why, "%.*s", (int)strcspn(p + at, "\n"), p + at);
+		}
 	}
+}
+
+/* A spare that waits on: alone again, without UCX. */
+static int wait_on(struct regroup *g, const struct regroup_node *n)
+{
+	int ranks = n->node->local_ranks;
+	const void *none = NULL;
+	char err[512];
+
+	comm_ucx_close(*n->ucx);
+	*n->ucx = NULL;
+	if (node_connect(n->node, NULL, 0, 1, &none, &ranks, n->hier, err, sizeof err)) {
+		snprintf(g->message, sizeof g->message, "%s", err);
+		return REGROUP_END;
+	}
+	return REGROUP_WAIT;
 }
 
 /*
  * Connect to the members of the verdict ("go ACCUM K1 K2 ..."): this
- * node's new place, the global communicator again, train.grad_accum.
- * 0, or -1 with the reason in g->message.
+ * node's new place, the global communicator again, train.grad_accum; a
+ * spare the verdict keeps waiting waits on. Returns the verdict for this
+ * node (REGROUP_END with the reason in g->message).
  */
-static int reconnect(struct regroup *g, const struct regroup_node *n, int epoch, const char *text)
+static int reconnect(struct regroup *g, const struct regroup_node *n, int epoch, const char *text,
+		     double seconds)
 {
 	struct train_node *node = n->node;
-	int members[256], nm = 0, accum, at, index = -1, base = 0, world = 0, rc = -1;
+	int members[256], nm = 0, accum, at, index = -1, base = 0, world = 0, rc = REGROUP_END;
 	void *addrs[256] = { 0 };
 	int counts[256];
 	size_t lens[256];
-	char err[512];
+	char err[512], mine[32];
 
 	if (sscanf(text, "go %d%n", &accum, &at) != 1)
-		return -1;
+		return REGROUP_END;
 	for (const char *p = text + at; nm < 256 && sscanf(p, " %d%n", &members[nm], &at) == 1; p += at)
 		nm++;
+	snprintf(mine, sizeof mine, "\nspare %d\n", g->self);
+	if (strstr(text, mine)) {
+		record_verdict(g, n->layout, text, members, nm, seconds);
+		return wait_on(g, n);
+	}
 	for (int i = 0; i < nm; i++) {
 		if (members[i] == g->self)
 			index = i;
@@ -378,8 +521,10 @@ static int reconnect(struct regroup *g, const struct regroup_node *n, int epoch,
 	node->node_rank = index;
 	node->rank_base = base;
 	node->world_size = world;
+	node->spare = 0;
 	n->cfg->train.grad_accum = accum;
-	rc = 0;
+	record_verdict(g, n->layout, text, members, nm, seconds);
+	rc = REGROUP_GO;
 out:
 	for (int i = 0; i < nm; i++)
 		free(addrs[i]);
@@ -437,45 +582,69 @@ static int agree(struct regroup *g, const struct regroup_node *n, int epoch, cha
 	return 0;
 }
 
+/* Wake the parked ranks with the verdict. */
+static void wake(struct regroup *g, int verdict, double since)
+{
+	pthread_mutex_lock(&g->lock);
+	g->verdict = verdict;
+	g->last_since = since;
+	g->since = 0;
+	g->parked = 0;
+	g->epoch++;
+	pthread_cond_broadcast(&g->woken);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Node 0's line for each loss this regroup recorded (from index first). */
+static void say_losses(const struct regroup *g, const struct regroup_node *n, int first)
+{
+	for (int i = first; i < g->nlosses; i++) {
+		const struct regroup_loss *x = &g->losses[i];
+
+		if (x->by[0])
+			stork_warn("%s lost after step %lld (%s): %s, a spare, takes its place; %d "
+				   "ranks go on (restart.in_place, %.1f s)", x->host,
+				   (long long)x->step, x->why, x->by, n->node->world_size,
+				   x->seconds);
+		else
+			stork_warn("%s lost after step %lld (%s): going on without it on %d ranks, "
+				   "train.grad_accum %d -> %d keeps the global batch "
+				   "(restart.in_place, %.1f s)", x->host, (long long)x->step, x->why,
+				   n->node->world_size, g->accum_before, n->cfg->train.grad_accum,
+				   x->seconds);
+	}
+}
+
 int regroup_run(struct regroup *g, const struct regroup_node *n)
 {
-	int epoch = g->epoch + 1, verdict;
+	int epoch = g->epoch + 1, verdict, first = g->nlosses;
 	char text[8192];
 	double t0 = g->since ? g->since : clock_monotonic();
 
 	g->message[0] = '\0';
-	verdict = agree(g, n, epoch, text, sizeof text) == 0 && reconnect(g, n, epoch, text) == 0 ?
-			  0 : -1;
-	if (verdict == 0) {
-		int first = g->nlosses;
-
-		record_losses(g, n->layout, text, clock_monotonic() - t0);
-		for (int i = first; i < g->nlosses; i++)
-			snprintf(g->message, sizeof g->message, "%s lost after step %lld: %s",
-				 g->losses[i].host, (long long)g->losses[i].step, g->losses[i].why);
-		if (g->self == 0)
-			for (int i = first; i < g->nlosses; i++)
-				stork_warn("%s lost after step %lld (%s): going on without it on %d "
-					   "ranks, train.grad_accum %d -> %d keeps the global batch "
-					   "(restart.in_place, %.1f s)", g->losses[i].host,
-					   (long long)g->losses[i].step, g->losses[i].why,
-					   n->node->world_size, g->accum_before, n->cfg->train.grad_accum,
-					   g->losses[i].seconds);
-	} else if (g->self == 0) {
+	verdict = agree(g, n, epoch, text, sizeof text) == 0 ?
+			  reconnect(g, n, epoch, text, clock_monotonic() - t0) : REGROUP_END;
+	if (verdict == REGROUP_GO && g->self == 0)
+		say_losses(g, n, first);
+	else if (verdict == REGROUP_END && g->self == 0)
 		stork_error("the run cannot go on without the lost node(s): %s (restart.in_place)",
 			    g->message);
-	} else {
+	else if (verdict == REGROUP_END)
 		stork_info("restart.in_place: this node ends: %s", g->message);
-	}
-	pthread_mutex_lock(&g->lock);
-	g->verdict = verdict;
-	g->last_since = t0;
-	g->since = 0;
-	g->parked = 0;
-	g->epoch = epoch;
-	pthread_cond_broadcast(&g->woken);
-	pthread_mutex_unlock(&g->lock);
+	wake(g, verdict, t0);
 	return verdict;
+}
+
+int regroup_spare_released(struct regroup *g)
+{
+	char path[4200];
+
+	if (exit_info_node_path(path, sizeof path, g->files.run_dir, 0, g->files.restart_count,
+				g->files.attempt) < 0 || access(path, F_OK) < 0)
+		return 0;
+	snprintf(g->message, sizeof g->message, "the run ended without needing this spare");
+	wake(g, REGROUP_END, 0);
+	return 1;
 }
 
 json_t *regroup_losses_json(const struct regroup *g)

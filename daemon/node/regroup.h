@@ -42,7 +42,11 @@ struct regroup_loss {
 	int64_t step;            /* the steps done when it was lost */
 	double seconds;          /* how long the regroup took */
 	char why[160];           /* what its launcher said ("storkd died of SIGKILL"), or "silent" */
+	char by[64];             /* the spare that took its place, "" none */
 };
+
+/* regroup_park's and regroup_run's verdicts. */
+enum { REGROUP_GO = 0, REGROUP_END = -1, REGROUP_WAIT = 1 /* a spare not needed yet */ };
 
 struct regroup {
 	pthread_mutex_t lock;
@@ -55,8 +59,9 @@ struct regroup {
 	int64_t step;            /* steps done that the ranks report as they park (the most) */
 	struct membership_run files;
 	int self;                /* this node's launcher index */
-	int nnodes;              /* launchers at the start */
+	int nnodes;              /* launchers at the start, spares included */
 	int *alive;              /* nnodes flags: still in the run */
+	int *spare;              /* nnodes flags: waiting to take a lost node's place */
 	int dp_before;           /* the replicas before the last regroup */
 	int accum_before;        /* and its train.grad_accum */
 	struct regroup_loss losses[REGROUP_MAX_LOSSES];
@@ -64,15 +69,20 @@ struct regroup {
 	char message[512];       /* the last verdict in words */
 };
 
-/* restart.in_place for a daemon of nnodes; -1 when out of memory. */
-int regroup_init(struct regroup *g, const struct train_node *node, int nnodes);
+/*
+ * restart.in_place for a daemon of nnodes launchers, the first `active`
+ * of which train (the others are spares); -1 when out of memory.
+ */
+int regroup_init(struct regroup *g, const struct train_node *node, int nnodes, int active);
 void regroup_free(struct regroup *g);
 
 /*
  * A rank thread whose collective failed, after it let go of every
- * communicator: wait for the main thread's verdict, beating its heartbeat
- * p meanwhile. steps_done: the updates it applied. 0: go on (the node's
- * communicators and place are new), -1: end.
+ * communicator (or a spare's, from its start): wait for the main thread's
+ * verdict, beating its heartbeat p meanwhile. steps_done: the updates it
+ * applied (-1: a spare's, none). REGROUP_GO: go on (the node's
+ * communicators and place are new), REGROUP_END, or REGROUP_WAIT (a spare
+ * still not needed: park again).
  */
 int regroup_park(struct regroup *g, struct rank_progress *p, int64_t steps_done);
 
@@ -88,6 +98,13 @@ int regroup_due(struct regroup *g, int started, int done);
  * not joined (its ranks may still wait where no error reaches them).
  */
 int regroup_called(struct regroup *g);
+
+/*
+ * Main thread of a spare: whether the run's attempt is over without it
+ * (launcher 0 wrote its node's record); then its ranks are released with
+ * REGROUP_END.
+ */
+int regroup_spare_released(struct regroup *g);
 
 /* What the main thread hands a regroup: the node and what it connects with. */
 struct regroup_node {

@@ -212,6 +212,11 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 		return config_fail(err, errlen, "%s: restart.in_place: a run of a program (program.command) "
 			    "cannot go on without a lost node: only the engine keeps its replicas' state "
 			    "itself; use restart.max_restarts", config_origin(c, "restart.in_place"));
+	if (c->restart.spares && !c->restart.in_place)
+		return config_fail(err, errlen, "%s: restart.spares: %d nodes would wait for a loss that "
+			    "restart.in_place (%s) does not mend; set restart.in_place: true",
+			    config_origin(c, "restart.spares"), c->restart.spares,
+			    config_origin(c, "restart.in_place"));
 	if (c->restart.in_place && c->parallel.zero)
 		return config_fail(err, errlen, "%s: restart.in_place with parallel.zero: %d (%s): a lost "
 			    "replica takes its shard of the optimizer state with it, which no survivor "

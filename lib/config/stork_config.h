@@ -203,6 +203,7 @@ struct stork_config {
 		int max_restarts;           /* storkd restarts inside the job after a failure */
 		bool in_place;              /* survivors go on without a lost node (engine, dp >= 2) */
 		double in_place_wait;       /* seconds the survivors wait for each other */
+		int spares;                 /* the step's last launchers that wait to replace a lost node */
 	} restart;
 	struct {
 		char *url;                  /* where run events are POSTed; "" = nowhere */

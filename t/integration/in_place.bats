@@ -70,7 +70,7 @@ kill_n2_daemon() {
 	# the membership row and the time the loss cost, from the kill's
 	# discovery to the next completed step
 	m=$dir/logs/rank-000.metrics.jsonl
-	grep '"metric":"membership"' "$m" | grep -q '"host":"n2"'
+	grep '"metric":"membership"' "$m" | grep -q '"lost":"n2"'
 	recovery=$(grep '"metric":"recovery"' "$m" | sed 's/.*"value":\([^,}]*\).*/\1/')
 	echo "time lost to the failure: $recovery s" >&3
 	awk -v s="$recovery" 'BEGIN { exit !(s > 0 && s < 10) }'
@@ -112,6 +112,57 @@ kill_n2_daemon() {
 		END { printf "worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
 		      exit !(n == 50 && w <= 1e-6) }'
 	nodes_idle
+}
+
+@test "restart.spares: 4 launchers of 1 rank, the last a spare; kill -9 of launcher 2's daemon; the spare takes its place with the state of a live replica, and the losses are bit for bit those of an uninterrupted 3-rank run" {
+	fault_injection || skip "needs --enable-fault-injection"
+	"$STORK" run run.yaml --local-ranks 3 run.name=full >/dev/null
+	full=runs/full__job=local__task=0
+	export STORK_FAULT_STEP_DELAY=0.1
+	cat >spare.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=2 -c1 -o spare.out
+	srun --mpi=pmix $STORK run run.yaml --local-ranks 1 run.name=spare restart.in_place=true restart.spares=1 parallel.merge_tasks=false
+	SCRIPT
+	job=$(submit spare.sh)
+	dir=$(run_dir spare "$job")
+	wait_job_state "$job" RUNNING 60
+	wait_step "$dir" 15 60
+	grep -q 'launcher 3 of 4 on n2: a spare of 1 rank(s)' spare.out
+	kill -9 "$(jq -r '.nodes[2].pid' "$dir/config/slurm_env.json")"
+	wait_job_state "$job" 'COMPLETED|FAILED' 120
+	cat spare.out
+	[ "$(job_field "$job" JobState)" = COMPLETED ]
+	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): n2, a spare, takes its place; 3 ranks go on' spare.out
+	info=$dir/exit_info.json
+	cat "$info"
+	[ "$(jq -r .reason "$info")" = completed ]
+	[ "$(jq -r '.nodes_left[0].node' "$info")" -eq 2 ]
+	# back to the full layout within 30 s of the kill's discovery
+	m=$(grep '"metric":"membership"' "$dir/logs/rank-000.metrics.jsonl")
+	echo "$m"
+	echo "$m" | grep -q '"ranks":3'
+	awk -v s="$(echo "$m" | sed 's/.*"value":\([^,}]*\).*/\1/')" 'BEGIN { exit !(s < 30) }'
+	# the spare's rank 2 goes on in rank-002's files, where the lost one's ended
+	grep -q 'this spare is rank 2 now' "$dir/logs/rank-003.log"
+	[ "$(losses "$dir" 002 | wc -l)" -eq 50 ]
+	diff <(losses "$full") <(losses "$dir")
+	nodes_idle
+}
+
+@test "restart.spares: a spare never needed ends with the run, which completes" {
+	cat >idle.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N2 --ntasks-per-node=2 -c1 -o idle.out
+	srun --mpi=pmix $STORK run run.yaml --local-ranks 1 run.name=idle restart.in_place=true restart.spares=1 parallel.merge_tasks=false
+	SCRIPT
+	run sbatch_wait idle.sh
+	cat idle.out
+	[ "$status" -eq 0 ]
+	dir=$(ls -d "$WORK"/runs/idle__job=*__task=0)
+	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]
+	[ "$(jq -r .message "$dir/exit_info.node-003.json")" = "a spare, not needed: the run ended without needing this spare" ]
+	[ "$(losses "$dir" | wc -l)" -eq 50 ]
 }
 
 # Slurm ends a lost node's task as killed: srun exits 137 and the job is

@@ -422,6 +422,7 @@ START_TEST(cross_key_checks)
 		{ "restart.in_place=true", "parallel.zero=1", "parallel.zero: 1" },
 		/* only the engine keeps its replicas' state itself */
 		{ "restart.in_place=true", "program.command=[python3, t.py]", "program.command" },
+		{ "restart.spares=1", "restart.in_place=false", "restart.spares" },
 	};
 	struct stork_config c;
 
@@ -555,7 +556,7 @@ START_TEST(hash_changes_with_every_key)
 		"data.sha256=x", "data.ca_file=x", "data.netrc=x", "data.token_env=X",
 		"data.downloads=2", "data.max_stage_bytes=1000", "train.recompute=block", "train.fused=false",
 		"train.max_rollbacks=1", "restart.max_restarts=1", "parallel.overlap=true",
-		"restart.in_place=true", "restart.in_place_wait=30",
+		"restart.in_place=true", "restart.in_place_wait=30", "restart.spares=1",
 		"train.on_spike=skip", "train.spike_window=40", "train.spike_zscore=5",
 		"train.spike_min_steps=10", "train.spike_max_in_row=4",
 		"parallel.merge_tasks=false", "checkpoint.async=true",
@@ -586,6 +587,8 @@ START_TEST(hash_changes_with_every_key)
 		int pipe = !strncmp(sets[i], "parallel.pipeline", 17);
 		/* checkpoint.mtbf_hours: against a base with checkpoint.every auto */
 		int young = !strncmp(sets[i], "checkpoint.mtbf_hours", 21);
+		/* restart.spares: against a base with restart.in_place */
+		int spares = !strncmp(sets[i], "restart.spares", 14);
 		/* a Llama setting: against a Llama base (under gpt2 it is refused) */
 		int llama = !strncmp(sets[i], "model.", 6) && strncmp(sets[i], "model.arch", 10) &&
 			    (strstr(sets[i], "rope") || strstr(sets[i], "kv_heads") ||
@@ -603,6 +606,12 @@ START_TEST(hash_changes_with_every_key)
 		if (young) {
 			ck_assert_int_eq(config_set(&b2, "checkpoint.every=auto", err, sizeof err), 0);
 			ck_assert_int_eq(config_set(&c, "checkpoint.every=auto", err, sizeof err), 0);
+			ck_assert_int_eq(config_validate(&b2, err, sizeof err), 0);
+			pipe = 1; /* compare with b2 */
+		}
+		if (spares) {
+			ck_assert_int_eq(config_set(&b2, "restart.in_place=true", err, sizeof err), 0);
+			ck_assert_int_eq(config_set(&c, "restart.in_place=true", err, sizeof err), 0);
 			ck_assert_int_eq(config_validate(&b2, err, sizeof err), 0);
 			pipe = 1; /* compare with b2 */
 		}

@@ -256,10 +256,15 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 		rank_logf(&r.log, "=== restart %d in the allocation ===", n->attempt);
 	rank_logf(&r.log, "rank %d of %d (local %d of %d) on %s", r.rank, n->world_size, local,
 		  n->local_ranks, n->host);
-	if (rank_bind(&r) || rank_device_comm(&r) || rank_model_shape(&r, &mc) || rank_make_layout(&r, &mc) ||
-	    preflight_run(&r, &mc) || rank_open_data(&r) || rank_init_model(&r, &mc, &start) || rank_move_to_device(&r) ||
-	    rank_init_pipeline(&r) || rank_start_grad_sync(&r))
+	if (n->spare) { /* restart.spares: nothing until it takes a lost node's place */
+		if (rank_bind(&r) || rank_model_shape(&r, &mc) || rank_join_as_spare(&r, &mc, &start))
+			goto out;
+	} else if (rank_bind(&r) || rank_device_comm(&r) || rank_model_shape(&r, &mc) ||
+		   rank_make_layout(&r, &mc) || preflight_run(&r, &mc) || rank_open_data(&r) ||
+		   rank_init_model(&r, &mc, &start) || rank_move_to_device(&r) ||
+		   rank_init_pipeline(&r) || rank_start_grad_sync(&r)) {
 		goto out;
+	}
 	rank_logf(&r.log, "model: %zu parameters; training steps %" PRId64 "..%d", r.model.num_params,
 		  start + 1, n->cfg->train.steps);
 	res->last_step = start;

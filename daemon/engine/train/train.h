@@ -91,6 +91,7 @@ struct train_node {
 	int stall_rank, stall_step;    /* fault injection (test builds): -1 = off */
 	double step_delay;             /* fault injection: seconds added to every step */
 	struct regroup *regroup;       /* restart.in_place across nodes (daemon/node/regroup.h); NULL: off */
+	int spare;                     /* restart.spares: this node waits to take a lost one's place */
 };
 
 struct train_rank_result {

@@ -129,6 +129,12 @@ int rank_open_data(struct rank *r);
  * broadcast.
  */
 int rank_init_model(struct rank *r, const struct gpt2_config *mc, int64_t *start_step);
+/*
+ * A model of the shape mc and its optimizer state, for this rank's shard,
+ * with nothing read and no collective: a spare's, whose state a replica
+ * then sends (train_recover.c).
+ */
+int rank_init_model_blank(struct rank *r, const struct gpt2_config *mc);
 /* parallel.overlap: a communication thread for the data-parallel group (nothing to do without replicas). */
 int rank_start_grad_sync(struct rank *r);
 
@@ -170,6 +176,13 @@ void rank_mark_updated(struct rank *r, int64_t steps);
  * the step to go on from in *start, or -1 (the rank ends as it failed).
  */
 int rank_recover(struct rank *r, int64_t *start);
+/*
+ * restart.spares, a spare's rank from its start: wait until the node takes
+ * a lost one's place, then take the rank's place in the new world and the
+ * state of its replica from a live one. 0 with the step to go on from in
+ * *start; -1 when the rank ends (a spare never needed ends with 0).
+ */
+int rank_join_as_spare(struct rank *r, const struct gpt2_config *mc, int64_t *start);
 /* After a regroup, once the first step is done: the time it cost, as a metric. */
 void rank_recovered_step(struct rank *r, int64_t steps);
 

@@ -77,7 +77,8 @@ static int agree_state(struct rank *r, int64_t *start)
 		    comm_broadcast(r->grp.dp, r->opt.v, r->opt.n, COMM_FLOAT32, (int)src) < 0 ||
 		    comm_broadcast(r->grp.dp, &r->opt.step, 1, COMM_INT64, (int)src) < 0 ||
 		    comm_broadcast(r->grp.dp, &r->updated_pos, sizeof r->updated_pos, COMM_UINT8,
-				   (int)src) < 0)
+				   (int)src) < 0 ||
+		    comm_broadcast(r->grp.dp, &r->spike, sizeof r->spike, COMM_UINT8, (int)src) < 0)
 			return -1;
 		r->updated_steps = hi;
 		rank_logf(&r->log, "restart.in_place: step %" PRId64 " was applied on some replicas "
@@ -94,7 +95,7 @@ static int reopen_data(struct rank *r)
 {
 	struct data_position pos = r->updated_pos;
 
-	data_close(r->train);
+	data_close(r->train); /* none yet on a spare */
 	r->train = NULL;
 	if (r->val)
 		data_close(r->val);
@@ -118,20 +119,36 @@ static void record(struct rank *r, const struct regroup *g, int64_t start, doubl
 		return;
 	x = &g->losses[g->nlosses - 1];
 	rank_metric_with(&r->log, start, "membership", seconds, "s",
-			 json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i}", "event", "left",
-				   "host", x->host, "why", x->why, "ranks", r->node->world_size,
-				   "dp", r->lay.dp, "grad_accum", r->cfg->train.grad_accum,
-				   "dp_before", g->dp_before));
-	rank_logf(&r->log, "restart.in_place: %s lost after step %" PRId64 " (%s); now rank %d of "
-		  "%d, dp %d, train.grad_accum %d -> %d; going on from step %" PRId64 " (%.2f s)",
-		  x->host, x->step, x->why, r->rank, r->node->world_size, r->lay.dp,
-		  g->accum_before, r->cfg->train.grad_accum, start + 1, seconds);
-	if (r->rank == 0) {
+			 json_pack("{s:s, s:s, s:i, s:s, s:s, s:i, s:i, s:i, s:i}", "event", "left",
+				   "lost", x->host, "launcher", x->node, "why", x->why, "by", x->by,
+				   "ranks", r->node->world_size, "dp", r->lay.dp,
+				   "grad_accum", r->cfg->train.grad_accum, "dp_before", g->dp_before));
+	rank_logf(&r->log, "restart.in_place: %s lost after step %" PRId64 " (%s)%s%s; now rank %d "
+		  "of %d, dp %d, train.grad_accum %d -> %d; going on from step %" PRId64
+		  " (%.2f s)", x->host, x->step, x->why, x->by[0] ? "; in its place: " : "", x->by,
+		  r->rank, r->node->world_size, r->lay.dp, g->accum_before,
+		  r->cfg->train.grad_accum, start + 1, seconds);
+	if (r->rank != 0)
+		return;
+	if (x->by[0])
+		printf("restart.in_place: %s lost after step %" PRId64 "; %s takes its place; %d "
+		       "ranks go on from step %" PRId64 "\n", x->host, x->step, x->by,
+		       r->node->world_size, start + 1);
+	else
 		printf("restart.in_place: %s lost after step %" PRId64 "; %d ranks go on from step %"
-		       PRId64 " with the global batch kept\n", x->host, x->step, r->node->world_size,
-		       start + 1);
-		fflush(stdout);
-	}
+		       PRId64 " with the global batch kept\n", x->host, x->step,
+		       r->node->world_size, start + 1);
+	fflush(stdout);
+}
+
+/* The new world's communicator and this rank's place in it. */
+static void take_place(struct rank *r)
+{
+	const struct train_node *n = r->node;
+
+	r->comm = r->host_comm = n->rank_comm(n->rank_comm_arg, r->local);
+	r->rank = n->rank_base + r->local;
+	comm_describe(r->comm, "world", 0, n->world_size, 0);
 }
 
 int rank_recover(struct rank *r, int64_t *start)
@@ -151,9 +168,7 @@ int rank_recover(struct rank *r, int64_t *start)
 	r->res->secondary = 0;
 	r->res->fail_time = 0;
 	r->res->message[0] = '\0';
-	r->comm = r->host_comm = n->rank_comm(n->rank_comm_arg, r->local);
-	r->rank = n->rank_base + r->local;
-	comm_describe(r->comm, "world", 0, n->world_size, 0);
+	take_place(r);
 	if (rank_device_comm(r) || rank_make_layout(r, &r->shape))
 		return -1;
 	if (r->lay.tp_rank != before.tp_rank || r->lay.stage != before.stage) {
@@ -170,6 +185,58 @@ int rank_recover(struct rank *r, int64_t *start)
 		return -1;
 	r->res->last_step = *start;
 	r->first_step = *start;
+	r->recover_since = n->regroup->last_since;
+	record(r, n->regroup, *start, clock_monotonic() - n->regroup->last_since);
+	return 0;
+}
+
+/* A spare's rank log, once it has a rank: that rank's file, where its predecessor's ends. */
+static int log_as_rank(struct rank *r)
+{
+	const struct train_node *n = r->node;
+	char err[512];
+
+	rank_logf(&r->log, "restart.spares: this spare is rank %d now; its log goes on in "
+		  "rank-%03d's", n->rank_base + r->local, n->rank_base + r->local);
+	rank_log_close(&r->log);
+	if (rank_log_open(&r->log, n->run_dir, n->rank_base + r->local, r->local, n->host,
+			  n->job_id, err, sizeof err) < 0) {
+		fprintf(stderr, "storkd: %s\n", err);
+		return -1;
+	}
+	r->log.requeue = n->restart_count;
+	r->log.attempt = n->attempt;
+	return 0;
+}
+
+int rank_join_as_spare(struct rank *r, const struct gpt2_config *mc, int64_t *start)
+{
+	const struct train_node *n = r->node;
+	int verdict;
+
+	rank_logf(&r->log, "a spare (restart.spares): waiting to take a lost node's place");
+	while ((verdict = regroup_park(n->regroup, &n->progress[r->local], -1)) == REGROUP_WAIT)
+		;
+	if (verdict != REGROUP_GO) {
+		snprintf(r->res->message, sizeof r->res->message, "a spare, not needed: %.400s",
+			 n->regroup->message);
+		rank_logf(&r->log, "%s", r->res->message);
+		return -1;
+	}
+	if (log_as_rank(r) < 0)
+		return rank_fail(r, STORK_EXIT_INTERNAL, "cannot open the rank's log"), -1;
+	take_place(r);
+	r->updated_steps = -1; /* nothing: a live replica sends it all */
+	if (rank_device_comm(r) || rank_make_layout(r, mc) || rank_init_model_blank(r, mc) ||
+	    rank_move_to_device(r))
+		return -1;
+	if (agree_state(r, start)) {
+		if (!r->res->exit_code)
+			rank_fail_collective(r);
+		return -1;
+	}
+	if (reopen_data(r) || rank_init_pipeline(r) || rank_start_grad_sync(r))
+		return -1;
 	r->recover_since = n->regroup->last_since;
 	record(r, n->regroup, *start, clock_monotonic() - n->regroup->last_since);
 	return 0;

@@ -532,6 +532,20 @@ int rank_init_model(struct rank *r, const struct gpt2_config *mc, int64_t *start
 	return init_optimizer(r, r->ops);
 }
 
+int rank_init_model_blank(struct rank *r, const struct gpt2_config *mc)
+{
+	struct gpt2_shard shard;
+	int rc;
+
+	layout_shard(&r->lay, &shard);
+	shard.tp = r->grp.tp;
+	r->shape = *mc;
+	spike_init(&r->spike);
+	if ((rc = gpt2_build_shard(&r->model, mc, &shard, r->cfg->model.seed)) < 0)
+		return rank_fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
+	return init_optimizer(r, r->ops);
+}
+
 /* The all-reduce thread of a GPU rank works on the rank's GPU. */
 static int sync_thread_on_gpu(void *arg)
 {
