@@ -170,6 +170,18 @@ static void print_stops(const struct run_report *rep)
 	}
 }
 
+/* Each node lost while the others went on (restart.in_place), a line each. */
+static void print_members(const struct run_report *rep)
+{
+	for (int i = 0; i < rep->nmembers; i++) {
+		const struct report_member *m = &rep->members[i];
+
+		term_printf(stdout, "node lost: %s after step %ld (%s); %s%s%d ranks went on, the "
+			    "failure cost %.2f s (regroup %.2f s)\n", m->lost, m->step, m->why,
+			    m->by, m->by[0] ? " in its place; " : "", m->ranks, m->lost_s, m->seconds);
+	}
+}
+
 /* Each loss spike train.on_spike found, a line each. */
 static void print_spikes(const struct run_report *rep)
 {
@@ -224,6 +236,7 @@ static int report_text(const char *dir)
 			print_ranks(&rep);
 	}
 	print_stops(&rep);
+	print_members(&rep);
 	print_spikes(&rep);
 	if (rep.program && rep.program_checkpoint[0])
 		term_printf(stdout, "latest checkpoint: %s (the program's own, in "

@@ -48,6 +48,15 @@ struct report_rank {
 	int straggler;
 };
 
+/* restart.in_place: a node lost while the others went on (rank 0's metric membership). */
+struct report_member {
+	long step;                     /* the step the run went on from */
+	double seconds;                /* the regroup's */
+	double lost_s;                 /* the metric recovery: from the loss to the next step; NaN */
+	int ranks;                     /* the world after it */
+	char lost[64], by[64], why[160]; /* the node lost, the spare in its place ("" none), why */
+};
+
 struct run_report {
 	char dir[4096];
 	json_t *exit_info;             /* NULL when missing or damaged */
@@ -61,6 +70,8 @@ struct run_report {
 					* the step gone back to */
 	struct report_spike *spikes;   /* in step order */
 	int nspikes;
+	struct report_member *members; /* in step order */
+	int nmembers;
 	struct report_rank *ranks;
 	int nranks;
 	double median_compute_ms;      /* the median of the ranks' medians */

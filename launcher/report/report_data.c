@@ -190,13 +190,40 @@ static int take_spike(struct run_report *rep, const json_t *v, long step)
 	return 0;
 }
 
+/* A membership line (restart.in_place) of rank 0: a node lost after its step. */
+static int take_member(struct run_report *rep, const json_t *v, long step)
+{
+	struct report_member m = { .step = step, .lost_s = NAN }, *nm;
+
+	m.seconds = sj_real(v, "value", NAN);
+	m.ranks = (int)sj_int(v, "ranks", -1);
+	snprintf(m.lost, sizeof m.lost, "%s", json_string_value(json_object_get(v, "lost")) ?: "?");
+	snprintf(m.by, sizeof m.by, "%s", json_string_value(json_object_get(v, "by")) ?: "");
+	snprintf(m.why, sizeof m.why, "%s", json_string_value(json_object_get(v, "why")) ?: "");
+	if (!(nm = realloc(rep->members, (size_t)(rep->nmembers + 1) * sizeof *nm)))
+		return -1;
+	rep->members = nm;
+	nm[rep->nmembers++] = m;
+	return 0;
+}
+
+/* The metric recovery at step: the cost of the last loss before it. */
+static void take_recovery(struct run_report *rep, long step, double seconds)
+{
+	for (int i = rep->nmembers - 1; i >= 0; i--)
+		if (rep->members[i].step < step) {
+			rep->members[i].lost_s = seconds;
+			return;
+		}
+}
+
 /* One metrics line of rank r: into the series the report shows. */
 static int take_line(struct run_report *rep, int r, const char *line, const char *path)
 {
-	/* the first six are rank 0's alone */
+	/* the first eight are rank 0's alone */
 	static const char *const wanted[] = { "train_loss", "val_loss", "checkpoint_s",
 					      "checkpoint_stall_ms", "loss_spike", "rollback",
-					      "step_time_ms",
+					      "membership", "recovery", "step_time_ms",
 					      "compute_ms", "tokens_per_sec", "pipeline_wait_ms",
 					      "net_bytes_sent" };
 	struct report_rank *rk = &rep->ranks[r];
@@ -208,7 +235,7 @@ static int take_line(struct run_report *rep, int r, const char *line, const char
 	int rc = 0;
 
 	for (size_t i = 0; i < sizeof wanted / sizeof *wanted && !name; i++)
-		if ((r == 0 || i >= 6) && metrics_line_is(line, wanted[i]))
+		if ((r == 0 || i >= 8) && metrics_line_is(line, wanted[i]))
 			name = wanted[i];
 	if (!name || !(v = sj_parse(line, strlen(line), path, err, sizeof err)))
 		return 0; /* another metric, or a line cut short by a full disk */
@@ -230,6 +257,10 @@ static int take_line(struct run_report *rep, int r, const char *line, const char
 		rc = series_set(&rk->net_bytes, step, json_number_value(value));
 	} else if (!strcmp(name, "checkpoint_s")) {
 		rc = series_set(&rep->checkpoint_s, step, json_number_value(value));
+	} else if (!strcmp(name, "membership")) {
+		rc = take_member(rep, v, step);
+	} else if (!strcmp(name, "recovery")) {
+		take_recovery(rep, step, json_number_value(value));
 	} else if (!strcmp(name, "rollback")) {
 		rc = series_push(&rep->rollbacks, step, json_number_value(value));
 	} else if (!strcmp(name, "checkpoint_stall_ms")) {
@@ -558,6 +589,7 @@ void report_free(struct run_report *rep)
 	series_free(&rep->checkpoint_s);
 	series_free(&rep->checkpoint_stall_ms);
 	series_free(&rep->rollbacks);
+	free(rep->members);
 	free(rep->sacct);
 	memset(rep, 0, sizeof *rep);
 }

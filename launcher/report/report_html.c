@@ -389,6 +389,47 @@ static void spike_markers(FILE *f, const struct run_report *rep, const struct ch
 	}
 }
 
+/*
+ * restart.in_place: a marker where each node was lost while the others
+ * went on, at the step they went on from (a dotted line), its title the
+ * node, why and what it cost; listed under the chart (member_list).
+ */
+static void member_markers(FILE *f, const struct run_report *rep, const struct chart *c)
+{
+	for (int i = 0; i < rep->nmembers; i++) {
+		const struct report_member *m = &rep->members[i];
+		double x = px(c, (double)m->step);
+
+		fprintf(f, "<g class=\"member-marker\" data-step=\"%ld\"><line x1=\"%.1f\" x2=\"%.1f\" "
+			   "y1=\"%d\" y2=\"%d\"/><title>", m->step, x, x, MARGIN_T, MARGIN_T + PLOT_H);
+		put_escaped(f, m->lost);
+		fprintf(f, " lost after step %ld: ", m->step);
+		put_escaped(f, m->why);
+		fprintf(f, "; %d ranks went on; the failure cost %.2f s</title></g>\n", m->ranks,
+			m->lost_s);
+	}
+}
+
+static void member_list(FILE *f, const struct run_report *rep)
+{
+	if (!rep->nmembers)
+		return;
+	fprintf(f, "<ul class=\"members\">\n");
+	for (int i = 0; i < rep->nmembers; i++) {
+		const struct report_member *m = &rep->members[i];
+
+		fprintf(f, "<li data-step=\"%ld\">step %ld: <b>", m->step, m->step);
+		put_escaped(f, m->lost);
+		fprintf(f, " lost</b> (");
+		put_escaped(f, m->why);
+		fprintf(f, ")%s", m->by[0] ? "; in its place: " : "");
+		put_escaped(f, m->by);
+		fprintf(f, "; %d ranks went on; the failure cost %.2f s (regroup %.2f s)</li>\n",
+			m->ranks, m->lost_s, m->seconds);
+	}
+	fprintf(f, "</ul>\n");
+}
+
 /* The loss spikes, a row each, under the loss chart. */
 static void spike_table(FILE *f, const struct run_report *rep)
 {
@@ -455,6 +496,7 @@ static void section_loss(FILE *f, const struct run_report *rep)
 		chart_curve(f, &c, &a->val_loss, attrs, COLOUR(i), title);
 	}
 	stop_markers(f, rep, &c);
+	member_markers(f, rep, &c);
 	spike_markers(f, rep, &c);
 	chart_end(f);
 	fprintf(f, "<p class=\"legend\">");
@@ -473,6 +515,7 @@ static void section_loss(FILE *f, const struct run_report *rep)
 	fprintf(f, "(solid: train, dashed: validation). Final train loss %.4f, last validation loss "
 		   "%.4f.</p>\n", series_last(&rep->train_loss), series_last(&rep->val_loss));
 	stop_list(f, rep);
+	member_list(f, rep);
 	spike_table(f, rep);
 	fprintf(f, "</section>\n");
 }
@@ -846,6 +889,7 @@ static const char style[] =
 	".stops{color:#d62728;font-size:.9em}.checkpoint{fill:#2ca02c}"
 	".spike-marker polyline{fill:#ff7f0e;stroke:none}.spike-marker.skip polyline{fill:#9467bd}"
 	".spike-marker.rollback polyline{fill:#d62728}"
+	".member-marker line{stroke:#1f77b4;stroke-dasharray:1 3;stroke-width:2}.members{color:#1f77b4;font-size:.9em}"
 	".straggler{color:#d62728;font-weight:bold}.problems{color:#a00}";
 
 int report_write_html(const struct run_report *rep, FILE *f)

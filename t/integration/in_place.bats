@@ -81,6 +81,12 @@ kill_n2_daemon() {
 		      exit !(n == 50 && w <= 1e-6) }'
 	# the regroup's files are gone with the run
 	[ -z "$(find "$dir/logs" -name '.member*' -o -name '.regroup*' -o -name '.gone*')" ]
+	# the report: a line, a marker on the loss chart and a list entry
+	"$STORK" report --text "$dir" | grep -E 'node lost: n2 after step [1-9][0-9]* \(storkd died of SIGKILL\); 2 ranks went on, the failure cost [0-9.]+ s'
+	"$STORK" report "$dir" -o ip.html
+	grep -q '<g class="member-marker" data-step="[1-9][0-9]*">' ip.html
+	grep -q '<ul class="members">' ip.html
+	check_report_html ip.html
 	nodes_idle
 }
 

@@ -43,6 +43,7 @@
 #include "lib/url.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -76,9 +77,37 @@ static void phase(struct rank *r, int what)
  * watchdog's test; or make every step slower, so a test of Slurm's timed
  * signal gets a run whose length does not depend on the machine's speed.
  */
+#ifdef STORK_FAULT_INJECTION
+/*
+ * STORK_FAULT_KILL_DAEMON=L@S[,L@S...]: launcher L's daemon (SLURM_PROCID)
+ * kills itself with SIGKILL as step S begins, once per run directory (a
+ * restart that comes back to step S goes on), for a benchmark of failures.
+ */
+static void kill_daemon_fault(const struct rank *r, int64_t step)
+{
+	const char *s = getenv("STORK_FAULT_KILL_DAEMON"), *me = getenv("SLURM_PROCID");
+	long long l, at;
+	char path[4200];
+	int n, fd;
+
+	if (!s || r->local != 0)
+		return;
+	for (; sscanf(s, "%lld@%lld%n", &l, &at, &n) == 2; s += n + (s[n] == ',')) {
+		if (at != step || l != (me ? atoll(me) : 0))
+			continue;
+		snprintf(path, sizeof path, "%s/logs/.fault.%lld.%lld", r->node->run_dir, l, at);
+		if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+			return;
+		close(fd);
+		kill(getpid(), SIGKILL);
+	}
+}
+#endif
+
 static void inject_faults(struct rank *r, int64_t step)
 {
 #ifdef STORK_FAULT_INJECTION
+	kill_daemon_fault(r, step);
 	if (r->local == r->node->stall_rank && step == r->node->stall_step) {
 		rank_logf(&r->log, "fault injection: stalling at step %" PRId64, step);
 		for (;;)
