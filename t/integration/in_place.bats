@@ -148,7 +148,8 @@ kill_n2_daemon() {
 	m=$(grep '"metric":"membership"' "$dir/logs/rank-000.metrics.jsonl")
 	echo "$m"
 	echo "$m" | grep -q '"ranks":3'
-	awk -v s="$(echo "$m" | sed 's/.*"value":\([^,}]*\).*/\1/')" 'BEGIN { exit !(s < 30) }'
+	v=${m#*\"value\":}
+	awk -v s="${v%%,*}" 'BEGIN { exit !(s < 30) }'
 	# the spare's rank 2 goes on in rank-002's files, where the lost one's ended
 	grep -q 'this spare is rank 2 now' "$dir/logs/rank-003.log"
 	[ "$(losses "$dir" 002 | wc -l)" -eq 50 ]

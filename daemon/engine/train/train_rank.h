@@ -161,14 +161,15 @@ int rank_update(struct rank *r, int64_t step, float *loss, float *norm_out, floa
  * always, after a regroup that may have cut the broadcast short).
  */
 int rank_sync_replicated(struct rank *r, int always);
+/*
+ * The update of step steps-1 is applied (or dropped): the state a
+ * regroup (train_recover.c) starts from, with the data position of the
+ * next step.
+ */
+void rank_mark_updated(struct rank *r, int64_t steps);
 
 /* ------------------------------------------------ train_recover.c */
 
-/*
- * The update of step steps-1 is applied (or dropped): the state a
- * regroup starts from, with the data position of the next step.
- */
-void rank_mark_updated(struct rank *r, int64_t steps);
 /*
  * restart.in_place, after a collective failed: let go of the world, wait
  * for the node's regroup, and take the new world's place, the state of

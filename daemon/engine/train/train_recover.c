@@ -31,12 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rank_mark_updated(struct rank *r, int64_t steps)
-{
-	r->updated_steps = steps;
-	data_get_position(r->train, &r->updated_pos);
-}
-
 /* Let go of everything made over the old world: its groups and threads. */
 static void let_go(struct rank *r)
 {

@@ -212,6 +212,12 @@ static int global_sumsq(struct rank *r, double *out)
 	return rc;
 }
 
+void rank_mark_updated(struct rank *r, int64_t steps)
+{
+	r->updated_steps = steps;
+	data_get_position(r->train, &r->updated_pos);
+}
+
 /*
  * The tensors every tensor-parallel rank holds whole (LayerNorms, wpe, the
  * projection biases) get identical gradients inside the group, but each
