@@ -73,14 +73,8 @@ int regroup_park(struct regroup *g, struct rank_progress *p, int64_t steps_done)
 	if (g->since == 0 && steps_done >= 0) /* a spare's wait is not a loss's cost */
 		g->since = clock_monotonic();
 	while (g->epoch == epoch) {
-		struct timespec until;
+		struct timespec until = clock_wall_in_ms(100);
 
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 100 * 1000 * 1000;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
 		pthread_cond_timedwait(&g->woken, &g->lock, &until);
 		p->beat = clock_monotonic(); /* waiting here is not a hang */
 	}

@@ -253,14 +253,8 @@ void notify_close(struct notify *n)
 	n->closing = 1;
 	pthread_cond_broadcast(&n->changed);
 	while ((n->head || n->busy) && clock_monotonic() < deadline) {
-		struct timespec ts;
+		struct timespec ts = clock_wall_in_ms(100);
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
 		pthread_cond_timedwait(&n->changed, &n->lock, &ts);
 	}
 	for (struct notify_msg *m = n->head; m; m = m->next)

@@ -2,8 +2,8 @@
 #include "config.h"
 #include "lib/run/end_notice.h"
 #include "lib/io/atomic_file.h"
+#include "lib/run/rundir.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -64,17 +64,7 @@ int end_notice_read(const char *path, struct end_notice *n)
 
 void end_notice_remove_all(const char *run_dir)
 {
-	char logs[4200], path[4500];
-	struct dirent *e;
-	DIR *d;
+	static const char *const prefix[] = { PREFIX };
 
-	snprintf(logs, sizeof logs, "%s/logs", run_dir);
-	if (!(d = opendir(logs)))
-		return;
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, PREFIX, strlen(PREFIX))) {
-			snprintf(path, sizeof path, "%s/%s", logs, e->d_name);
-			unlink(path);
-		}
-	closedir(d);
+	rundir_remove_logs_prefixed(run_dir, prefix, 1);
 }

@@ -2,8 +2,8 @@
 #include "config.h"
 #include "lib/run/membership.h"
 #include "lib/io/atomic_file.h"
+#include "lib/run/rundir.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,19 +46,6 @@ void membership_post_gone(const struct membership_run *m, int node, const char *
 void membership_remove_all(const char *run_dir)
 {
 	static const char *const kinds[] = { ".regroup.", ".member.", ".members.", ".gone." };
-	char logs[4200], path[4500];
-	struct dirent *e;
-	DIR *d;
 
-	snprintf(logs, sizeof logs, "%s/logs", run_dir);
-	if (!(d = opendir(logs)))
-		return;
-	while ((e = readdir(d)))
-		for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
-			if (!strncmp(e->d_name, kinds[k], strlen(kinds[k]))) {
-				snprintf(path, sizeof path, "%s/%s", logs, e->d_name);
-				unlink(path);
-				break;
-			}
-	closedir(d);
+	rundir_remove_logs_prefixed(run_dir, kinds, sizeof kinds / sizeof kinds[0]);
 }

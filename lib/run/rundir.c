@@ -11,6 +11,7 @@
 #include "lib/formats/stork_json.h"
 #include "lib/version.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hwloc.h>
@@ -278,4 +279,23 @@ int rundir_write_provenance(const char *run_dir, char *err, size_t errlen)
 				    "kernel", sj_text(u.release), "machine", sj_text(u.machine),
 				    "online_cpus", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN)),
 			  err, errlen);
+}
+
+void rundir_remove_logs_prefixed(const char *run_dir, const char *const *prefixes, size_t n)
+{
+	char logs[4200], path[4500];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(logs, sizeof logs, "%s/logs", run_dir);
+	if (!(d = opendir(logs)))
+		return;
+	while ((e = readdir(d)))
+		for (size_t k = 0; k < n; k++)
+			if (!strncmp(e->d_name, prefixes[k], strlen(prefixes[k]))) {
+				snprintf(path, sizeof path, "%s/%s", logs, e->d_name);
+				unlink(path);
+				break;
+			}
+	closedir(d);
 }

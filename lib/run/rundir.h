@@ -35,4 +35,10 @@ int rundir_create(const char *run_dir, bool shared, char *err, size_t errlen);
  * describe, compiler, library versions, host, kernel. Returns 0 or -1. */
 int rundir_write_provenance(const char *run_dir, char *err, size_t errlen);
 
+/*
+ * Remove the files of RUN_DIR/logs whose names begin with one of the n
+ * prefixes (the notices and regroup files of an attempt, at its end).
+ */
+void rundir_remove_logs_prefixed(const char *run_dir, const char *const *prefixes, size_t n);
+
 #endif

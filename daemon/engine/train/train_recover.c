@@ -145,6 +145,29 @@ static void take_place(struct rank *r)
 	comm_describe(r->comm, "world", 0, n->world_size, 0);
 }
 
+/*
+ * In the new world, with the layout's groups made: the state of the last
+ * step every replica completed, the data from there, the rank's own parts
+ * again, and the regroup in its log and metrics. 0, or -1 (failed).
+ */
+static int go_on(struct rank *r, int64_t *start)
+{
+	const struct regroup *g = r->node->regroup;
+
+	if (agree_state(r, start)) {
+		if (!r->res->exit_code)
+			rank_fail_collective(r);
+		return -1;
+	}
+	if (reopen_data(r) || rank_init_pipeline(r) || rank_start_grad_sync(r))
+		return -1;
+	r->res->last_step = *start;
+	r->first_step = *start;
+	r->recover_since = g->last_since;
+	record(r, g, *start, clock_monotonic() - g->last_since);
+	return 0;
+}
+
 int rank_recover(struct rank *r, int64_t *start)
 {
 	const struct train_node *n = r->node;
@@ -170,18 +193,7 @@ int rank_recover(struct rank *r, int64_t *start)
 			  "rank to another tensor or pipeline place");
 		return -1;
 	}
-	if (agree_state(r, start)) {
-		if (!r->res->exit_code)
-			rank_fail_collective(r);
-		return -1;
-	}
-	if (reopen_data(r) || rank_init_pipeline(r) || rank_start_grad_sync(r))
-		return -1;
-	r->res->last_step = *start;
-	r->first_step = *start;
-	r->recover_since = n->regroup->last_since;
-	record(r, n->regroup, *start, clock_monotonic() - n->regroup->last_since);
-	return 0;
+	return go_on(r, start);
 }
 
 /* A spare's rank log, once it has a rank: that rank's file, where its predecessor's ends. */
@@ -224,16 +236,7 @@ int rank_join_as_spare(struct rank *r, const struct gpt2_config *mc, int64_t *st
 	if (rank_device_comm(r) || rank_make_layout(r, mc) || rank_init_model_blank(r, mc) ||
 	    rank_move_to_device(r))
 		return -1;
-	if (agree_state(r, start)) {
-		if (!r->res->exit_code)
-			rank_fail_collective(r);
-		return -1;
-	}
-	if (reopen_data(r) || rank_init_pipeline(r) || rank_start_grad_sync(r))
-		return -1;
-	r->recover_since = n->regroup->last_since;
-	record(r, n->regroup, *start, clock_monotonic() - n->regroup->last_since);
-	return 0;
+	return go_on(r, start);
 }
 
 void rank_recovered_step(struct rank *r, int64_t steps)
