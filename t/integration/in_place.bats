@@ -90,6 +90,26 @@ kill_n2_daemon() {
 	nodes_idle
 }
 
+@test "restart.in_place, tensor 2 x data 2 (a replica per node): kill -9 of n2's storkd; n1's replica goes on (train.grad_accum 1 -> 2) with the uninterrupted run's losses within 1e-6" {
+	fault_injection || skip "needs --enable-fault-injection"
+	"$STORK" run run.yaml --local-ranks 4 run.name=full parallel.tensor=2 >/dev/null
+	full=runs/full__job=local__task=0
+	in_place_job tp parallel.tensor=2
+	kill_n2_daemon
+	wait_job_state "$job" 'COMPLETED|FAILED' 120
+	cat tp.out
+	[ "$(job_field "$job" JobState)" = COMPLETED ]
+	grep -q 'layout: dp 2 x tp 2 x pp 1' tp.out
+	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 2 ranks, train.grad_accum 1 -> 2' tp.out
+	grep -q 'layout: dp 1 x tp 2 x pp 1' tp.out
+	[ "$(losses "$dir" | wc -l)" -eq 50 ]
+	paste <(losses "$full") <(losses "$dir") | awk '
+		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r }
+		END { printf "worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
+		      exit !(n == 50 && w <= 1e-6) }'
+	nodes_idle
+}
+
 @test "restart.in_place, one daemon per task (2 nodes x 2 tasks x 1 rank): kill -9 of one rank's daemon; the 3 others go on (train.grad_accum 3 -> 4) with the uninterrupted run's losses within 1e-6" {
 	fault_injection || skip "needs --enable-fault-injection"
 	sed -i 's/seq_len: 32/seq_len: 32\n  grad_accum: 3/' run.yaml

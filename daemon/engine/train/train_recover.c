@@ -193,6 +193,7 @@ int rank_recover(struct rank *r, int64_t *start)
 			  "rank to another tensor or pipeline place");
 		return -1;
 	}
+	r->model.shard.tp = r->grp.tp; /* the model's passes talk in the new group */
 	return go_on(r, start);
 }
 
