@@ -146,19 +146,18 @@ static int post_offer(struct regroup *g, int epoch, int local_ranks, const void 
 }
 
 /* Node k's offer for epoch: its rank count and UCX address (*addr: malloc'ed). 0 or -1. */
-static int read_offer(struct regroup *g, int epoch, int k, int *ranks, void **addr, size_t *len)
+static int read_offer(struct regroup *g, int epoch, int k, int *ranks, void **addr)
 {
 	char path[4200], text[16384];
 	const char *ucx;
+	size_t len;
 
 	*addr = NULL;
 	if (membership_path(path, sizeof path, &g->files, "member", epoch, k) < 0 ||
-	    !membership_read(path, text, sizeof text) || sscanf(text, "ranks %d", ranks) != 1 ||
+	    !atomic_post_read(path, text, sizeof text) || sscanf(text, "ranks %d", ranks) != 1 ||
 	    !(ucx = strstr(text, "\nucx ")))
 		return -1;
-	*addr = hex_decode(ucx + 5, len);
-	if (!*addr)
-		*len = 0;
+	*addr = hex_decode(ucx + 5, &len); /* a UCX address says its own length */
 	return 0;
 }
 
@@ -220,15 +219,15 @@ static void gather(struct regroup *g, const struct run_layout *l, double wait, i
 			     access(path, F_OK) == 0))
 				state[k] = 1;
 			else if (membership_path(path, sizeof path, &g->files, "gone", -1, k) == 0 &&
-				 membership_read(path, why[k], sizeof why[k]))
+				 atomic_post_read(path, why[k], sizeof why[k]))
 				state[k] = 2;
 			else if (slurm_says_lost(l->nodes[k].host, poll))
 				state[k] = 2;
 			else
 				pending++;
 			if (state[k] == 2 && !why[k][0])
-				snprintf(why[k], sizeof why[k], "storkd died with its node: Slurm "
-					 "took %s away", l->nodes[k].host);
+				snprintf(why[k], sizeof why[k], MEMBERSHIP_DIED " with its node: "
+					 "Slurm took %s away", l->nodes[k].host);
 		}
 		if (!pending || clock_monotonic() >= deadline)
 			break;
@@ -360,7 +359,7 @@ static void decide(struct regroup *g, const struct regroup_node *n, int epoch)
 		/* a daemon that ended on its own failure ends the run, as without in_place */
 		for (int k = 0; k < g->nnodes && !reason[0]; k++)
 			if (g->alive[k] && !g->spare[k] && state[k] == 2 &&
-			    strncmp(why[k], "storkd died", 11))
+			    strncmp(why[k], MEMBERSHIP_DIED, strlen(MEMBERSHIP_DIED)))
 				snprintf(reason, sizeof reason, "%s ended: %s", n->layout->nodes[k].host,
 					 why[k]);
 	}
@@ -381,7 +380,7 @@ static int await_verdict(struct regroup *g, const struct stork_config *cfg, int 
 
 	if (membership_path(path, sizeof path, &g->files, "members", epoch, -1) < 0)
 		return -1;
-	while (!membership_read(path, text, len))
+	while (!atomic_post_read(path, text, len))
 		if (clock_monotonic() >= deadline)
 			return -1;
 		else
@@ -473,7 +472,6 @@ static int reconnect(struct regroup *g, const struct regroup_node *n, int epoch,
 	int members[256], nm = 0, accum, at, index = -1, base = 0, world = 0, rc = REGROUP_END;
 	void *addrs[256] = { 0 };
 	int counts[256];
-	size_t lens[256];
 	char err[512], mine[32];
 
 	if (sscanf(text, "go %d%n", &accum, &at) != 1)
@@ -488,7 +486,7 @@ static int reconnect(struct regroup *g, const struct regroup_node *n, int epoch,
 	for (int i = 0; i < nm; i++) {
 		if (members[i] == g->self)
 			index = i;
-		if (read_offer(g, epoch, members[i], &counts[i], &addrs[i], &lens[i]) < 0) {
+		if (read_offer(g, epoch, members[i], &counts[i], &addrs[i]) < 0) {
 			snprintf(g->message, sizeof g->message, "cannot read node %d's offer",
 				 members[i]);
 			goto out;

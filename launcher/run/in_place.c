@@ -22,9 +22,9 @@ int in_place_leave(const struct stork_config *cfg, const char *run_dir, int inde
 
 	if (!cfg->restart.in_place || launchers < 2 || code == STORK_EXIT_OK || index == 0)
 		return 0;
-	/* "storkd died" is the one ending the survivors go on after (regroup.c) */
+	/* a death is the one ending the survivors go on after (regroup.c) */
 	if (sig)
-		snprintf(why, sizeof why, "storkd died of SIG%s", sigabbrev_np(sig));
+		snprintf(why, sizeof why, MEMBERSHIP_DIED " of SIG%s", sigabbrev_np(sig));
 	else
 		snprintf(why, sizeof why, "storkd exited with %d: %s", code, message ? message : "");
 	membership_post_gone(&m, index, why);

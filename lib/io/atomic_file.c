@@ -84,6 +84,27 @@ int atomic_post_once(const char *path, const void *data, size_t len)
 	return saved == EEXIST ? 0 : -1;
 }
 
+int atomic_post_read(const char *path, char *buf, size_t len)
+{
+	int fd = len ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	size_t got = 0;
+	ssize_t n = 0;
+
+	if (fd < 0)
+		return 0;
+	while (got < len - 1) {
+		n = read(fd, buf + got, len - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return n >= 0 && got > 0;
+}
+
 int fsync_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -34,6 +34,13 @@ int atomic_write_file_mode(const char *path, const void *data, size_t len, mode_
  */
 int atomic_post_once(const char *path, const void *data, size_t len);
 
+/*
+ * Read a post at path (never through a symbolic link) into buf, at most
+ * len - 1 bytes, NUL-terminated: 1, or 0 when there is none (or it cannot
+ * be read, or is empty).
+ */
+int atomic_post_read(const char *path, char *buf, size_t len);
+
 /* A new temporary file beside path, for writing: "PATH.tmp.R" with R 64
  * random bits (another user cannot guess it to plant a link there first),
  * created with O_EXCL and O_NOFOLLOW (a file or link already there is never

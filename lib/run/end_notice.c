@@ -5,11 +5,9 @@
 #include "lib/run/rundir.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define PREFIX ".end."
 
@@ -46,16 +44,10 @@ int end_notice_post(const char *path, const struct end_notice *n, struct end_not
 int end_notice_read(const char *path, struct end_notice *n)
 {
 	char text[sizeof n->message + 64], kind[16];
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	ssize_t got = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
 	char *nl;
 
-	if (fd >= 0)
-		close(fd);
-	if (got <= 0)
-		return 0;
-	text[got] = '\0';
-	if (sscanf(text, "%15s %lf", kind, &n->at) != 2 || !(nl = strchr(text, '\n')))
+	if (!atomic_post_read(path, text, sizeof text) ||
+	    sscanf(text, "%15s %lf", kind, &n->at) != 2 || !(nl = strchr(text, '\n')))
 		return 0;
 	n->kind = strcmp(kind, "hang") == 0 ? END_NOTICE_HANG : END_NOTICE_FAILED;
 	snprintf(n->message, sizeof n->message, "%.*s", (int)strcspn(nl + 1, "\n"), nl + 1);

@@ -4,10 +4,8 @@
 #include "lib/io/atomic_file.h"
 #include "lib/run/rundir.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 int membership_path(char *path, size_t len, const struct membership_run *m, const char *kind,
 		    int epoch, int node)
@@ -20,19 +18,6 @@ int membership_path(char *path, size_t len, const struct membership_run *m, cons
 	if (n >= 0 && (size_t)n < len && node >= 0)
 		n += snprintf(path + n, len - (size_t)n, ".%d", node);
 	return n < 0 || (size_t)n >= len ? -1 : 0;
-}
-
-int membership_read(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	ssize_t got = fd >= 0 ? read(fd, buf, len - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	if (got <= 0)
-		return 0;
-	buf[got] = '\0';
-	return 1;
 }
 
 void membership_post_gone(const struct membership_run *m, int node, const char *why)

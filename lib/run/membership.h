@@ -5,7 +5,8 @@
  *
  * A regroup has an epoch (1 for the first loss of an attempt, then 2, ...).
  * Its files, all in RUN_DIR/logs, each posted once and whole
- * (atomic_post_once), named by the job, its requeue R and attempt A:
+ * (atomic_post_once; read with atomic_post_read), named by the job, its
+ * requeue R and attempt A:
  *
  *   .regroup.JOB.R.A.E     the call: whoever finds a loss first posts it;
  *                          every daemon that sees it joins the regroup
@@ -38,10 +39,16 @@ struct membership_run {
 int membership_path(char *path, size_t len, const struct membership_run *m, const char *kind,
 		    int epoch, int node);
 
-/* Read the post at path into buf (NUL-terminated): 1, or 0 when there is none. */
-int membership_read(const char *path, char *buf, size_t len);
+/*
+ * How a gone post that the others go on after begins: the daemon died (a
+ * signal, or its node); any other ending of a daemon ends the run.
+ */
+#define MEMBERSHIP_DIED "storkd died"
 
-/* Node `node`'s launcher, when its daemon died: the survivors need not wait for it. */
+/*
+ * Node `node`'s launcher, when its daemon ended: the survivors need not
+ * wait for it. why begins with MEMBERSHIP_DIED when the daemon died.
+ */
 void membership_post_gone(const struct membership_run *m, int node, const char *why);
 
 /* Remove every regroup file of run_dir (launcher 0, at an attempt's end). */
