@@ -623,6 +623,7 @@ int regroup_run(struct regroup *g, const struct regroup_node *n)
 			    g->message);
 	else if (verdict == REGROUP_END)
 		stork_info("restart.in_place: this node ends: %s", g->message);
+	g->last_first = first;
 	wake(g, verdict, t0);
 	return verdict;
 }

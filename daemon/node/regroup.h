@@ -66,6 +66,7 @@ struct regroup {
 	int accum_before;        /* and its train.grad_accum */
 	struct regroup_loss losses[REGROUP_MAX_LOSSES];
 	int nlosses;
+	int last_first;          /* the last regroup's losses: losses[last_first .. nlosses) */
 	char message[512];       /* the last verdict in words */
 };
 

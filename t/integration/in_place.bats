@@ -19,6 +19,15 @@ teardown() { cancel_test_job; }
 
 losses() { run_losses "$1" "${2:-000}"; }
 
+# losses_within_1e6 FULL DIR: all 50 of DIR's losses within 1e-6 relative of
+# run FULL's (the same global batch, its gradients added in other groups).
+losses_within_1e6() {
+	paste <(losses "$1") <(losses "$2") | awk '
+		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r }
+		END { printf "worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
+		      exit !(n == 50 && w <= 1e-6) }'
+}
+
 # in_place_job NAME [OVERRIDE...]: a job of 2 nodes x 2 ranks (DP4 unless
 # the overrides say otherwise) with restart.in_place (and IP_OPTIONS for
 # both sbatch and srun, if set), 0.1 s steps so that
@@ -75,10 +84,7 @@ kill_n2_daemon() {
 	echo "time lost to the failure: $recovery s" >&3
 	awk -v s="$recovery" 'BEGIN { exit !(s > 0 && s < 10) }'
 	[ "$(losses "$dir" | wc -l)" -eq 50 ]
-	paste <(losses "$full") <(losses "$dir") | awk '
-		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r }
-		END { printf "worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
-		      exit !(n == 50 && w <= 1e-6) }'
+	losses_within_1e6 "$full" "$dir"
 	# the regroup's files are gone with the run
 	[ -z "$(find "$dir/logs" -name '.member*' -o -name '.regroup*' -o -name '.gone*')" ]
 	# the report: a line, a marker on the loss chart and a list entry
@@ -103,10 +109,7 @@ kill_n2_daemon() {
 	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 2 ranks, train.grad_accum 1 -> 2' tp.out
 	grep -q 'layout: dp 1 x tp 2 x pp 1' tp.out
 	[ "$(losses "$dir" | wc -l)" -eq 50 ]
-	paste <(losses "$full") <(losses "$dir") | awk '
-		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r }
-		END { printf "worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
-		      exit !(n == 50 && w <= 1e-6) }'
+	losses_within_1e6 "$full" "$dir"
 	nodes_idle
 }
 
@@ -133,10 +136,7 @@ kill_n2_daemon() {
 	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 3 ranks, train.grad_accum 3 -> 4' task.out
 	[ "$(jq -r '.nodes_left[0].node' "$dir/exit_info.json")" -eq 3 ]
 	[ "$(losses "$dir" | wc -l)" -eq 50 ]
-	paste <(losses "$full") <(losses "$dir") | awk '
-		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r }
-		END { printf "worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
-		      exit !(n == 50 && w <= 1e-6) }'
+	losses_within_1e6 "$full" "$dir"
 	nodes_idle
 }
 

@@ -90,10 +90,8 @@ static int reopen_data(struct rank *r)
 	struct data_position pos = r->updated_pos;
 
 	data_close(r->train); /* none yet on a spare */
-	r->train = NULL;
-	if (r->val)
-		data_close(r->val);
-	r->val = NULL;
+	data_close(r->val);
+	r->train = r->val = NULL;
 	free(r->inputs);
 	free(r->targets);
 	r->inputs = r->targets = NULL;
@@ -105,13 +103,10 @@ static int reopen_data(struct rank *r)
 	return 0;
 }
 
-static void record(struct rank *r, const struct regroup *g, int64_t start, double seconds)
+/* One loss of the last regroup, in the rank's metrics and log, and (rank 0) on stdout. */
+static void record_loss(struct rank *r, const struct regroup *g, const struct regroup_loss *x,
+			int64_t start, double seconds)
 {
-	const struct regroup_loss *x;
-
-	if (g->nlosses == 0) /* every node came back: the same world, connected again */
-		return;
-	x = &g->losses[g->nlosses - 1];
 	rank_metric_with(&r->log, start, "membership", seconds, "s",
 			 json_pack("{s:s, s:s, s:i, s:s, s:s, s:i, s:i, s:i, s:i}", "event", "left",
 				   "lost", x->host, "launcher", x->node, "why", x->why, "by", x->by,
@@ -133,6 +128,13 @@ static void record(struct rank *r, const struct regroup *g, int64_t start, doubl
 		       PRId64 " with the global batch kept\n", x->host, x->step,
 		       r->node->world_size, start + 1);
 	fflush(stdout);
+}
+
+/* Each loss of the last regroup (none when every node came back: the same world again). */
+static void record(struct rank *r, const struct regroup *g, int64_t start, double seconds)
+{
+	for (int i = g->last_first; i < g->nlosses; i++)
+		record_loss(r, g, &g->losses[i], start, seconds);
 }
 
 /* The new world's communicator and this rank's place in it. */
