@@ -16,6 +16,7 @@
 #include "daemon/engine/train/hang_report.h"
 #include "daemon/node/node.h"
 #include "daemon/node/regroup.h"
+#include "daemon/node/rejoin.h"
 #include "daemon/engine/train/train.h"
 #include "kernels/device.h"
 #include "kernels/ops.h"
@@ -30,6 +31,7 @@
 #include "lib/slurm/slurm_job.h"
 #include "lib/log.h"
 #include "lib/rendezvous/rendezvous_auth.h"
+#include "lib/run/membership.h"
 #include "lib/stop_signals.h"
 #include "lib/config/stork_config.h"
 #include "lib/version.h"
@@ -45,11 +47,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 /* How long a node that found a hang waits for the others to find it before it aborts. */
 #define HANG_SETTLE_S 1
+/* restart.rejoin: how long node 0 waits at its end for the launchers it started again */
+#define REJOIN_END_WAIT_S 60.0
 
 static void print_version(void)
 {
@@ -175,6 +180,59 @@ static int primary_failure(const struct worker *w, int started)
 }
 
 /*
+ * restart.rejoin, node 0, after a regroup that went on without nodes: a
+ * launcher again on each lost node whose host is still in the job.
+ */
+static void bring_back(const struct train_node *node, const struct stork_config *cfg,
+		       const struct run_layout *layout, struct rejoins *back)
+{
+	const struct regroup *g = node->regroup;
+	char err[512];
+
+	for (int i = g->last_first; cfg->restart.rejoin && i < g->nlosses; i++) {
+		const struct regroup_loss *x = &g->losses[i];
+
+		if (x->by[0]) /* a spare took its place already */
+			continue;
+		if (slurm_job_lost_node(node->slurm_job, x->host) != 0) {
+			stork_info("restart.rejoin: %s is no longer in the job; its replicas stay "
+				   "out", x->host);
+			continue;
+		}
+		if (rejoin_start(back, node->run_dir, x->host, x->node, layout->nnodes,
+				 layout->nodes[x->node].local_ranks, node->attempt, g->epoch, err,
+				 sizeof err) < 0) {
+			stork_warn("restart.rejoin: cannot start a launcher on %s again: %s", x->host,
+				   err);
+			continue;
+		}
+		regroup_expect(node->regroup, x->node);
+		stork_info("restart.rejoin: a launcher starts on %s again, in a job step of its own, "
+			   "to take launcher %d's place", x->host, x->node);
+	}
+}
+
+/*
+ * restart.rejoin, node 0, now and then: forget a rejoiner whose step
+ * ended before it came in; let in one that is ready while steps remain.
+ */
+static void watch_rejoins(struct train_node *node, const struct stork_config *cfg,
+			  struct rejoins *back)
+{
+	int64_t steps = node->progress[0].step;
+	int status, k;
+
+	while ((k = rejoin_reap(back, &status)) >= 0)
+		if (node->regroup->rejoin[k]) {
+			stork_warn("restart.rejoin: launcher %d's step ended before it came back in "
+				   "(%s %d)", k, WIFEXITED(status) ? "exit" : "signal",
+				   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+			regroup_forget(node->regroup, k);
+		}
+	regroup_admit(node->regroup, (int)(cfg->train.steps - steps));
+}
+
+/*
  * restart.in_place, from the watching loop: run the regroup once every
  * running rank waits for it; join one another node called (its ranks
  * may wait where no error reaches them: shared memory). 1 when a regroup
@@ -183,22 +241,28 @@ static int primary_failure(const struct worker *w, int started)
 static int watch_regroup(struct train_node *node, struct stork_config *cfg,
 			 const struct run_layout *layout, struct comm_ucx **ucx,
 			 struct comm_hier **hier, const struct worker *w, int started, int done,
-			 unsigned tick)
+			 unsigned tick, struct rejoins *back)
 {
 	struct regroup *g = node->regroup;
 
 	/* a spare's ranks wait from the start: it joins a regroup another node calls */
-	if (node->spare && tick % 10 == 0 && regroup_spare_released(g))
+	if (node->spare && tick % 10 == 0 &&
+	    regroup_spare_released(g, atomic_load(node->stop_requested) != 0))
 		return 1;
+	if (node->rejoining)
+		regroup_rejoin_ready(g, started);
 	if (node->spare && (tick % 10 || !regroup_called(g)))
 		return 0;
 	if (regroup_due(g, started, done)) {
 		struct regroup_node n = { .node = node, .cfg = cfg, .layout = layout, .ucx = ucx,
 					  .hier = hier, .primary = primary_failure(w, started) };
 
-		regroup_run(g, &n);
+		if (regroup_run(g, &n) == REGROUP_GO && g->self == 0)
+			bring_back(node, cfg, layout, back);
 		return 1;
 	}
+	if (g->self == 0 && tick % 10 == 5 && done == 0)
+		watch_rejoins(node, cfg, back);
 	/* twice a second: the call is a file on the shared file system (none
 	 * after a regroup that ended the node: its ranks are leaving) */
 	if (node->world && tick % 10 == 0 && regroup_called(g))
@@ -298,6 +362,15 @@ static void keep_global_batch(const struct node_options *o, struct stork_config 
 	cfg->train.grad_accum = accum;
 }
 
+/* The last regroup node 0 knew of when it started this rejoiner (restart.rejoin). */
+static int rejoin_epoch(void)
+{
+	struct membership_rejoin r;
+	char err[256];
+
+	return membership_rejoin_from_env(&r, err, sizeof err) > 0 ? r.epoch : 0;
+}
+
 static int run(const struct node_options *o, struct stork_config *cfg)
 {
 	struct train_node node = {
@@ -310,6 +383,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	struct comm_ucx *ucx = NULL;
 	struct comm_hier *hier = NULL;
 	struct regroup regroup = { 0 };
+	struct rejoins back = { 0 };
 	const char *hang = NULL;
 	char err[1024], hang_msg[2048];
 	int code = STORK_EXIT_OK, started = 0;
@@ -345,6 +419,8 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 			goto out;
 		}
 		node.regroup = &regroup;
+		if (node.rejoining)
+			regroup_rejoining(&regroup, rejoin_epoch());
 	}
 	keep_global_batch(o, cfg, node.world_size);
 	ckpt_share_with_group(cfg->run.shared);
@@ -370,7 +446,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 		if (done == started)
 			break;
 		if (node.regroup &&
-		    watch_regroup(&node, cfg, &layout, &ucx, &hier, w, started, done, tick))
+		    watch_regroup(&node, cfg, &layout, &ucx, &hier, w, started, done, tick, &back))
 			continue;
 		hang = find_stuck(&node, cfg->preempt.hang_timeout, hang_msg, sizeof hang_msg);
 		if (hang) {
@@ -406,6 +482,9 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	report_result(o->result_fd, code, w, started, NULL, node.regroup);
 out:
 	node_free(&node, &layout, ucx, hier);
+	/* the steps it started end with the same last step (once this node's
+	 * endpoints are closed, theirs close too); none outlives the run */
+	rejoin_end(&back, node.regroup, REJOIN_END_WAIT_S);
 	regroup_free(&regroup);
 	free(node.progress);
 	free(w);

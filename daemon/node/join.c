@@ -269,6 +269,60 @@ int join_write_slurm_env(const char *run_dir, const struct run_layout *l, char *
 	return rc;
 }
 
+int join_from_record(struct run_layout *l, const char *run_dir, int node_index, int nnodes,
+		     char *err, size_t errlen)
+{
+	char path[4200];
+	const json_t *nodes;
+	json_t *v;
+	int rc = -1;
+
+	memset(l, 0, sizeof *l);
+	snprintf(path, sizeof path, "%s/config/slurm_env.json", run_dir);
+	if (!(v = sj_load_file(path, err, errlen)))
+		return -1;
+	nodes = json_object_get(v, "nodes");
+	if (json_array_size(nodes) != (size_t)nnodes || node_index < 0 || node_index >= nnodes) {
+		snprintf(err, errlen, "%s: %zu node(s), not the %d the rejoin of launcher %d expects",
+			 path, json_array_size(nodes), nnodes, node_index);
+		goto out;
+	}
+	if (!(l->nodes = calloc((size_t)nnodes, sizeof *l->nodes))) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	l->nnodes = nnodes;
+	l->node_index = node_index;
+	l->method = "rejoin";
+	l->world_size = (int)sj_int(v, "world_size", 0);
+	for (int k = 0; k < nnodes; k++) {
+		const json_t *n = json_array_get(nodes, (size_t)k);
+		const char *host = json_string_value(json_object_get(n, "host"));
+		const char *machine = json_string_value(json_object_get(n, "machine"));
+
+		snprintf(l->nodes[k].host, sizeof l->nodes[k].host, "%s", host ? host : "");
+		snprintf(l->nodes[k].machine, sizeof l->nodes[k].machine, "%s", machine ? machine : "");
+		l->nodes[k].local_ranks = (int)sj_int(n, "local_ranks", 0);
+		l->nodes[k].rank_base = (int)sj_int(n, "rank_base", -1);
+		l->nodes[k].pid = (int)sj_int(n, "pid", 0);
+		if (l->nodes[k].local_ranks < 1 || l->nodes[k].rank_base < 0 || !host) {
+			snprintf(err, errlen, "%s: node %d has no host, local_ranks or rank_base", path, k);
+			goto out;
+		}
+		if (l->nodes[k].rank_base < l->world_size)
+			l->active = k + 1;
+	}
+	l->nodes[0].job_end = sj_int(v, "job_end_time", 0);
+	rc = 0;
+out:
+	json_decref(v);
+	if (rc < 0) {
+		free(l->nodes);
+		memset(l, 0, sizeof *l);
+	}
+	return rc;
+}
+
 void join_free(struct run_layout *l)
 {
 	for (int i = 0; l->nodes && i < l->nnodes; i++)

@@ -79,6 +79,15 @@ int join_parse_blob(const struct rdv_peer *p, struct run_node *n, char *err, siz
 int join_write_slurm_env(const char *run_dir, const struct run_layout *l, char *err,
 			 size_t errlen);
 
+/*
+ * restart.rejoin: the layout of the run that a launcher started in lost
+ * node node_index's place comes in (the rendezvous was the others',
+ * long done), from run_dir/config/slurm_env.json; no UCX addresses (it
+ * waits alone until the regroup that lets it in). 0, or -1 with a message.
+ */
+int join_from_record(struct run_layout *l, const char *run_dir, int node_index, int nnodes,
+		     char *err, size_t errlen);
+
 void join_free(struct run_layout *l);
 
 #endif

@@ -11,6 +11,7 @@
 #include "lib/log.h"
 #include "lib/rendezvous/rendezvous.h"
 #include "lib/rendezvous/rendezvous_auth.h"
+#include "lib/run/membership.h"
 #include "lib/slurm/slurm_job.h"
 #include "lib/stop_signals.h"
 #include "lib/config/stork_config.h"
@@ -387,24 +388,18 @@ static int keep_spares(const struct stork_config *cfg, struct run_layout *layout
  * communicators have one member per rank thread; a run of the user's own
  * program has one per daemon, for the daemons' own agreement.
  */
-int node_join(const struct node_options *o, const struct stork_config *cfg,
-	      struct train_node *node, struct run_layout *layout, struct comm_ucx **ucx,
-	      struct comm_hier **hier,
-	      int (*check_layout)(const struct stork_config *, struct run_layout *, char *, size_t),
-	      int one_per_daemon, char *err, size_t errlen)
+/* Meet the other daemons of the step (join.h): the layout, and the UCX worker opened for it. */
+static int meet(const struct node_options *o, const struct stork_config *cfg,
+		struct train_node *node, struct run_layout *layout, struct comm_ucx **ucx,
+		const char *bindings, int one_per_daemon, char *err, size_t errlen)
 {
 	const void *addr = NULL;
 	size_t addr_len = 0;
 	struct rdv_params p;
-	char *bindings = NULL;
 	int code;
 
-	if (plan_bindings(node, &bindings, err, errlen) < 0)
+	if (rdv_params_from_env(&p, RDV_AUTO, cfg->run.rendezvous_timeout, err, errlen) < 0)
 		return STORK_EXIT_CONFIG;
-	if (rdv_params_from_env(&p, RDV_AUTO, cfg->run.rendezvous_timeout, err, errlen) < 0) {
-		free(bindings);
-		return STORK_EXIT_CONFIG;
-	}
 	rdv_params_for_attempt(&p, (unsigned)o->attempt);
 	/* where munged does not answer, the job's secret stands in for it
 	 * (lib/rendezvous/rendezvous_auth.h): launcher 0 makes it, the others wait for it */
@@ -413,7 +408,6 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 		stork_warn("%s: the TCP rendezvous needs munged", err);
 	if (p.count > 1 && comm_ucx_open(ucx, &addr, &addr_len) < 0) {
 		snprintf(err, errlen, "cannot open UCX on %s", node->host);
-		free(bindings);
 		return STORK_EXIT_INTERNAL;
 	}
 	{
@@ -424,12 +418,59 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 
 		code = join_run(layout, &p, &offer, err, errlen);
 	}
+	return code ? code : keep_spares(cfg, layout, one_per_daemon, err, errlen);
+}
+
+/*
+ * restart.rejoin: a launcher that node 0 started in a lost node's place
+ * meets nobody: the run's layout is on record, and it waits as a spare
+ * until the regroup that lets it in.
+ */
+static int rejoin(const struct node_options *o, const struct membership_rejoin *r,
+		  struct train_node *node, struct run_layout *layout, char *err, size_t errlen)
+{
+	if (join_from_record(layout, o->run_dir, r->node, r->nnodes, err, errlen) < 0)
+		return STORK_EXIT_CONFIG;
+	if (layout->nodes[r->node].local_ranks != node->local_ranks) {
+		snprintf(err, errlen, "restart.rejoin: launcher %d of the run had %d rank(s), this "
+			 "one %d", r->node, layout->nodes[r->node].local_ranks, node->local_ranks);
+		return STORK_EXIT_CONFIG;
+	}
+	node->rejoining = 1;
+	return 0;
+}
+
+/*
+ * Join the other nodes (a world of one when this is the only daemon), then
+ * set the node's place in the world and its communicators. The engine's
+ * communicators have one member per rank thread; a run of the user's own
+ * program has one per daemon, for the daemons' own agreement.
+ */
+int node_join(const struct node_options *o, const struct stork_config *cfg,
+	      struct train_node *node, struct run_layout *layout, struct comm_ucx **ucx,
+	      struct comm_hier **hier,
+	      int (*check_layout)(const struct stork_config *, struct run_layout *, char *, size_t),
+	      int one_per_daemon, char *err, size_t errlen)
+{
+	struct membership_rejoin r;
+	char *bindings = NULL;
+	int code, rejoining = membership_rejoin_from_env(&r, err, errlen);
+
+	if (rejoining < 0)
+		return STORK_EXIT_CONFIG;
+	if (plan_bindings(node, &bindings, err, errlen) < 0)
+		return STORK_EXIT_CONFIG;
+	if (rejoining && !one_per_daemon)
+		code = rejoin(o, &r, node, layout, err, errlen);
+	else if (rejoining)
+		code = STORK_EXIT_CONFIG, snprintf(err, errlen, "restart.rejoin: a run of a program "
+						   "has no lost node to take the place of");
+	else
+		code = meet(o, cfg, node, layout, ucx, bindings, one_per_daemon, err, errlen);
 	free(bindings);
 	if (code)
 		return code;
-	if ((code = keep_spares(cfg, layout, one_per_daemon, err, errlen)))
-		return code;
-	node->spare = layout->node_index >= layout->active;
+	node->spare = rejoining || layout->node_index >= layout->active;
 	node->job_end_time = (time_t)layout->nodes[0].job_end; /* the run's one deadline */
 	node->warn_signo = layout->nodes[0].warn_signo;
 	node->warn_lead = layout->nodes[0].warn_lead;
@@ -462,7 +503,11 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 	}
 	if (layout->node_index == 0 && join_write_slurm_env(o->run_dir, layout, err, errlen) < 0)
 		stork_warn("%s", err);
-	if (node->spare)
+	if (node->rejoining)
+		stork_info("launcher %d of %d on %s: %d rank(s) back in a lost node's place, waiting "
+			   "for a regroup to let them in (restart.rejoin)", layout->node_index,
+			   layout->nnodes, node->host, node->local_ranks);
+	else if (node->spare)
 		stork_info("launcher %d of %d on %s: a spare of %d rank(s), waiting to take a lost "
 			   "node's place (restart.spares; rendezvous: %s, %.3f s)", layout->node_index,
 			   layout->nnodes, node->host, node->local_ranks, layout->method,

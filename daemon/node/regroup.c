@@ -29,9 +29,11 @@ int regroup_init(struct regroup *g, const struct train_node *node, int nnodes, i
 	memset(g, 0, sizeof *g);
 	g->alive = calloc((size_t)nnodes, sizeof *g->alive);
 	g->spare = calloc((size_t)nnodes, sizeof *g->spare);
-	if (!g->alive || !g->spare) {
+	g->rejoin = calloc((size_t)nnodes, sizeof *g->rejoin);
+	if (!g->alive || !g->spare || !g->rejoin) {
 		free(g->alive);
 		free(g->spare);
+		free(g->rejoin);
 		return -1;
 	}
 	for (int i = 0; i < nnodes; i++) {
@@ -54,9 +56,90 @@ void regroup_free(struct regroup *g)
 		return;
 	free(g->alive);
 	free(g->spare);
-	g->alive = g->spare = NULL;
+	free(g->rejoin);
+	g->alive = g->spare = g->rejoin = NULL;
 	pthread_mutex_destroy(&g->lock);
 	pthread_cond_destroy(&g->woken);
+}
+
+/* ------------------------------------------------ restart.rejoin */
+
+/* The path of node k's file of this kind ("ready", "gone") in this attempt; 0 or -1. */
+static int node_post(const struct regroup *g, const char *kind, int k, char *path, size_t len)
+{
+	return membership_path(path, len, &g->files, kind, -1, k);
+}
+
+/* Whether node k posted its file of this kind in this attempt. */
+static int posted(const struct regroup *g, const char *kind, int k)
+{
+	char path[4200];
+
+	return node_post(g, kind, k, path, sizeof path) == 0 && access(path, F_OK) == 0;
+}
+
+void regroup_expect(struct regroup *g, int node)
+{
+	char path[4200];
+
+	g->alive[node] = g->spare[node] = g->rejoin[node] = 1;
+	/* the launcher that died said so once; the new one may need to say it again */
+	if (node_post(g, "gone", node, path, sizeof path) == 0)
+		unlink(path);
+	if (node_post(g, "ready", node, path, sizeof path) == 0)
+		unlink(path);
+}
+
+void regroup_forget(struct regroup *g, int node)
+{
+	if (g->rejoin[node])
+		g->alive[node] = g->spare[node] = g->rejoin[node] = 0;
+}
+
+int regroup_admit(struct regroup *g, int steps_left)
+{
+	char path[4200], call[64];
+
+	for (int k = 0; k < g->nnodes; k++) {
+		if (!g->rejoin[k] || !posted(g, "ready", k))
+			continue;
+		if (steps_left < 2) { /* too late to be worth a regroup: the run ends without it */
+			regroup_forget(g, k);
+			continue;
+		}
+		snprintf(call, sizeof call, "node %d lets node %d in\n", g->self, k);
+		if (membership_path(path, sizeof path, &g->files, "regroup", g->epoch + 1, -1) == 0)
+			atomic_post_once(path, call, strlen(call));
+		return 1;
+	}
+	return 0;
+}
+
+void regroup_rejoining(struct regroup *g, int epoch)
+{
+	char path[4200];
+
+	g->spare[g->self] = g->rejoin[g->self] = 1;
+	/* the regroups decided while its launcher started are not its own */
+	g->epoch = epoch;
+	while (membership_path(path, sizeof path, &g->files, "members", g->epoch + 1, -1) == 0 &&
+	       access(path, F_OK) == 0)
+		g->epoch++;
+}
+
+void regroup_rejoin_ready(struct regroup *g, int started)
+{
+	char path[4200];
+	int all;
+
+	if (!g->rejoin[g->self] || g->ready_posted)
+		return;
+	pthread_mutex_lock(&g->lock);
+	all = g->parked == started;
+	pthread_mutex_unlock(&g->lock);
+	if (all && node_post(g, "ready", g->self, path, sizeof path) == 0 &&
+	    atomic_post_once(path, "ready\n", 6) >= 0)
+		g->ready_posted = 1;
 }
 
 /* ------------------------------------------------ the rank threads' side */
@@ -221,6 +304,8 @@ static void gather(struct regroup *g, const struct run_layout *l, double wait, i
 			else if (membership_path(path, sizeof path, &g->files, "gone", -1, k) == 0 &&
 				 atomic_post_read(path, why[k], sizeof why[k]))
 				state[k] = 2;
+			else if (g->rejoin[k] && !posted(g, "ready", k))
+				continue; /* not ready to come in: it waits for the next regroup */
 			else if (slurm_says_lost(l->nodes[k].host, poll))
 				state[k] = 2;
 			else
@@ -234,7 +319,7 @@ static void gather(struct regroup *g, const struct run_layout *l, double wait, i
 		nap();
 	}
 	for (int k = 0; k < g->nnodes; k++) {
-		if (g->alive[k] && state[k] == 0)
+		if (g->alive[k] && state[k] == 0 && !g->rejoin[k])
 			snprintf(why[k], sizeof why[k], "no word from it in %g s (restart.in_place_wait)",
 				 wait);
 		why[k][strcspn(why[k], "\n")] = '\0';
@@ -257,14 +342,19 @@ static void place_nodes(const struct regroup *g, const struct run_layout *l, con
 		int ranks = l->nodes[k].local_ranks;
 
 		replaced[k] = -1;
+		if (g->rejoin[k]) { /* back in its own place, in order, once it offered */
+			if (state[k] == 1)
+				place[(*nplace)++] = k;
+			continue;
+		}
 		if (!g->alive[k] || g->spare[k])
 			continue;
 		if (state[k] == 1) {
 			place[(*nplace)++] = k;
 		} else {
 			for (int s = 0; used && s < g->nnodes && replaced[k] < 0; s++)
-				if (g->alive[s] && g->spare[s] && state[s] == 1 && !used[s] &&
-				    l->nodes[s].local_ranks == ranks)
+				if (g->alive[s] && g->spare[s] && !g->rejoin[s] && state[s] == 1 &&
+				    !used[s] && l->nodes[s].local_ranks == ranks)
 					replaced[k] = s;
 			if (replaced[k] >= 0) {
 				used[replaced[k]] = 1;
@@ -291,7 +381,7 @@ static size_t verdict(const struct regroup *g, const struct regroup_node *n, con
 	size_t nn = g->nnodes > 0 ? (size_t)g->nnodes : 1;
 	int *place = calloc(nn, sizeof *place), *replaced = calloc(nn, sizeof *replaced);
 	int *lost_rank = NULL;
-	int world = 0, nplace = 0, left, dp, accum;
+	int world = 0, nplace = 0, left, dp, accum, back = 0, group;
 	size_t used = 0;
 
 	for (int k = 0; k < g->nnodes; k++)
@@ -301,10 +391,18 @@ static size_t verdict(const struct regroup *g, const struct regroup_node *n, con
 		goto out;
 	}
 	place_nodes(g, l, state, place, &nplace, replaced, lost_rank);
-	dp = world / (cfg->parallel.tensor * cfg->parallel.pipeline);
+	group = cfg->parallel.tensor * cfg->parallel.pipeline;
+	dp = world / group;
 	left = replicas_left(cfg, lost_rank, world);
+	for (int k = 0; k < g->nnodes; k++) /* the replicas that come back (restart.rejoin) */
+		back += g->rejoin[k] && state[k] == 1 ? l->nodes[k].local_ranks : 0;
+	if (left > 0 && back % group == 0)
+		left += back / group;
 	accum = left > 0 ? cfg->train.grad_accum * dp / left : 0;
-	if (left < 0)
+	if (back % group)
+		snprintf(reason, rlen, "the nodes that come back hold %d rank(s), not whole replicas "
+			 "of %d", back, group);
+	else if (left < 0)
 		snprintf(reason, rlen, "the lost ranks take part of a replica that remains (tensor "
 			 "or pipeline groups across nodes), and no spare of as many ranks took "
 			 "their place");
@@ -323,7 +421,9 @@ static size_t verdict(const struct regroup *g, const struct regroup_node *n, con
 
 		for (int i = 0; i < nplace; i++)
 			kept |= place[i] == k;
-		if (!g->alive[k] || kept)
+		if (g->rejoin[k] && kept)
+			used += (size_t)snprintf(text + used, len - used, "\njoined %d", k);
+		if (!g->alive[k] || kept || g->rejoin[k])
 			continue;
 		if (g->spare[k] && state[k] == 1)
 			used += (size_t)snprintf(text + used, len - used, "\nspare %d", k);
@@ -343,6 +443,24 @@ out:
 }
 
 /*
+ * The layout cannot take the nodes that came back (a global batch the
+ * replicas would not divide): they stay out, and the regroup decides
+ * without them. 1 when there were any.
+ */
+static int leave_out_rejoiners(struct regroup *g, int *state)
+{
+	int any = 0;
+
+	for (int k = 0; state && k < g->nnodes; k++)
+		if (g->rejoin[k] && state[k] == 1) {
+			state[k] = 0;
+			regroup_forget(g, k);
+			any = 1;
+		}
+	return any;
+}
+
+/*
  * Node 0: gather the offers, and post the verdict for every node: "go
  * ..." (verdict()), or "end WHY" when the run cannot go on.
  */
@@ -351,6 +469,7 @@ static void decide(struct regroup *g, const struct regroup_node *n, int epoch)
 	int *state = calloc((size_t)g->nnodes, sizeof *state);
 	char (*why)[160] = calloc((size_t)g->nnodes, sizeof *why);
 	char path[4200], text[8192], reason[512] = "";
+	size_t ok = 0;
 
 	if (!state || !why) {
 		snprintf(reason, sizeof reason, "out of memory");
@@ -363,15 +482,35 @@ static void decide(struct regroup *g, const struct regroup_node *n, int epoch)
 				snprintf(reason, sizeof reason, "%s ended: %s", n->layout->nodes[k].host,
 					 why[k]);
 	}
-	if (reason[0] || !verdict(g, n, state, why, text, sizeof text, reason, sizeof reason))
-		snprintf(text, sizeof text, "end %s\n", reason);
+	if (!reason[0])
+		ok = verdict(g, n, state, why, text, sizeof text, reason, sizeof reason);
+	if (!ok && reason[0] && leave_out_rejoiners(g, state)) {
+		stork_warn("restart.rejoin: the nodes that came back stay out: %s", reason);
+		reason[0] = '\0';
+		ok = verdict(g, n, state, why, text, sizeof text, reason, sizeof reason);
+	}
+	for (int k = 0; state && k < g->nnodes; k++) /* their launchers ended: forget them */
+		if (g->rejoin[k] && state[k] == 2)
+			regroup_forget(g, k);
+	if (!ok)
+		snprintf(text, sizeof text, "end %s\n", reason[0] ? reason : "the verdict is too long");
 	if (membership_path(path, sizeof path, &g->files, "members", epoch, -1) == 0)
 		atomic_post_once(path, text, strlen(text));
 	free(state);
 	free(why);
 }
 
-/* Node 0's verdict for epoch into text; -1 when none came in time. */
+/* Whether launcher 0 wrote its node's record: the attempt is over. */
+static int run_ended(const struct regroup *g)
+{
+	char path[4200];
+
+	return exit_info_node_path(path, sizeof path, g->files.run_dir, 0, g->files.restart_count,
+				   g->files.attempt) == 0 &&
+	       access(path, F_OK) == 0;
+}
+
+/* Node 0's verdict for epoch into text; -1 when none came in time (or the attempt ended). */
 static int await_verdict(struct regroup *g, const struct stork_config *cfg, int epoch, char *text,
 			 size_t len)
 {
@@ -380,8 +519,8 @@ static int await_verdict(struct regroup *g, const struct stork_config *cfg, int 
 
 	if (membership_path(path, sizeof path, &g->files, "members", epoch, -1) < 0)
 		return -1;
-	while (!atomic_post_read(path, text, len))
-		if (clock_monotonic() >= deadline)
+	for (unsigned poll = 0; !atomic_post_read(path, text, len); poll++)
+		if (clock_monotonic() >= deadline || (poll % 20 == 19 && run_ended(g)))
 			return -1;
 		else
 			nap();
@@ -414,8 +553,8 @@ static void record_verdict(struct regroup *g, const struct run_layout *l, const 
 {
 	int first = g->nlosses;
 
-	for (int k = 0; k < g->nnodes; k++)
-		g->alive[k] = g->spare[k] = 0;
+	for (int k = 0; k < g->nnodes; k++) /* a rejoiner not let in yet waits on */
+		g->alive[k] = g->spare[k] = g->rejoin[k];
 	for (int i = 0; i < nm; i++)
 		g->alive[members[i]] = 1;
 	for (const char *p = strchr(text, '\n'); p; p = strchr(p + 1, '\n')) {
@@ -424,6 +563,15 @@ static void record_verdict(struct regroup *g, const struct run_layout *l, const 
 
 		if ((k = line_node(g, p, "spare", &at)) >= 0) {
 			g->alive[k] = g->spare[k] = 1;
+		} else if ((k = line_node(g, p, "joined", &at)) >= 0) {
+			g->spare[k] = g->rejoin[k] = 0;
+			if (g->njoins < REGROUP_MAX_LOSSES) {
+				struct regroup_join *j = &g->joins[g->njoins++];
+
+				j->node = k;
+				snprintf(j->host, sizeof j->host, "%s", l->nodes[k].host);
+				j->seconds = seconds;
+			}
 		} else if ((k = line_node(g, p, "replaced", &at)) >= 0) {
 			by = atoi(p + at);
 			for (int i = first; i < g->nlosses && by >= 0 && by < g->nnodes; i++)
@@ -513,7 +661,7 @@ static int reconnect(struct regroup *g, const struct regroup_node *n, int epoch,
 	node->node_rank = index;
 	node->rank_base = base;
 	node->world_size = world;
-	node->spare = 0;
+	node->spare = node->rejoining = 0;
 	n->cfg->train.grad_accum = accum;
 	record_verdict(g, n->layout, text, members, nm, seconds);
 	rc = REGROUP_GO;
@@ -607,6 +755,16 @@ static void say_losses(const struct regroup *g, const struct regroup_node *n, in
 	}
 }
 
+/* Node 0's line for each node the last regroup let back in (restart.rejoin). */
+static void say_joins(const struct regroup *g, const struct regroup_node *n)
+{
+	for (int i = g->last_join_first; i < g->njoins; i++)
+		stork_warn("%s is back in the run (restart.rejoin): %d ranks go on, train.grad_accum "
+			   "%d -> %d keeps the global batch (%.1f s)", g->joins[i].host,
+			   n->node->world_size, g->accum_before, n->cfg->train.grad_accum,
+			   g->joins[i].seconds);
+}
+
 int regroup_run(struct regroup *g, const struct regroup_node *n)
 {
 	int epoch = g->epoch + 1, verdict, first = g->nlosses;
@@ -614,10 +772,13 @@ int regroup_run(struct regroup *g, const struct regroup_node *n)
 	double t0 = g->since ? g->since : clock_monotonic();
 
 	g->message[0] = '\0';
+	g->last_join_first = g->njoins;
 	verdict = agree(g, n, epoch, text, sizeof text) == 0 ?
 			  reconnect(g, n, epoch, text, clock_monotonic() - t0) : REGROUP_END;
-	if (verdict == REGROUP_GO && g->self == 0)
+	if (verdict == REGROUP_GO && g->self == 0) {
 		say_losses(g, n, first);
+		say_joins(g, n);
+	}
 	else if (verdict == REGROUP_END && g->self == 0)
 		stork_error("the run cannot go on without the lost node(s): %s (restart.in_place)",
 			    g->message);
@@ -628,14 +789,13 @@ int regroup_run(struct regroup *g, const struct regroup_node *n)
 	return verdict;
 }
 
-int regroup_spare_released(struct regroup *g)
+int regroup_spare_released(struct regroup *g, int stopped)
 {
-	char path[4200];
-
-	if (exit_info_node_path(path, sizeof path, g->files.run_dir, 0, g->files.restart_count,
-				g->files.attempt) < 0 || access(path, F_OK) < 0)
+	if (!stopped && !run_ended(g))
 		return 0;
-	snprintf(g->message, sizeof g->message, "the run ended without needing this spare");
+	snprintf(g->message, sizeof g->message, "%s", stopped ?
+		 "a stop signal came before the run needed this spare" :
+		 "the run ended without needing this spare");
 	wake(g, REGROUP_END, 0);
 	return 1;
 }

@@ -17,6 +17,11 @@
  * layout whole: the lost ranks must be whole data-parallel replicas, the
  * survivors renumbered in order keep their tensor and pipeline places, and
  * train.grad_accum grows so that the global batch stays what it was.
+ *
+ * restart.rejoin (rejoin.h starts the launcher): a node that comes back in
+ * a lost one's place waits as a spare, says when it is ready, and node 0
+ * calls a regroup for it; the verdict puts it back in its own place in
+ * order ("joined K"), and train.grad_accum shrinks again.
  */
 #ifndef STORK_DAEMON_REGROUP_H
 #define STORK_DAEMON_REGROUP_H
@@ -45,6 +50,13 @@ struct regroup_loss {
 	char by[64];             /* the spare that took its place, "" none */
 };
 
+/* A node that came back (restart.rejoin): a launcher node 0 started in its place joined. */
+struct regroup_join {
+	int node;                /* the launcher index it took again */
+	char host[64];
+	double seconds;          /* how long the regroup that let it in took */
+};
+
 /* regroup_park's and regroup_run's verdicts. */
 enum { REGROUP_GO = 0, REGROUP_END = -1, REGROUP_WAIT = 1 /* a spare not needed yet */ };
 
@@ -67,6 +79,12 @@ struct regroup {
 	struct regroup_loss losses[REGROUP_MAX_LOSSES];
 	int nlosses;
 	int last_first;          /* the last regroup's losses: losses[last_first .. nlosses) */
+	int *rejoin;             /* nnodes flags: a launcher started in this lost node's place
+				    that has not come in yet (node 0; a rejoiner: its own) */
+	int ready_posted;        /* a rejoiner: it said it waits to come in */
+	struct regroup_join joins[REGROUP_MAX_LOSSES];
+	int njoins;
+	int last_join_first;     /* the last regroup's joins: joins[last_join_first .. njoins) */
 	char message[512];       /* the last verdict in words */
 };
 
@@ -102,10 +120,33 @@ int regroup_called(struct regroup *g);
 
 /*
  * Main thread of a spare: whether the run's attempt is over without it
- * (launcher 0 wrote its node's record); then its ranks are released with
- * REGROUP_END.
+ * (launcher 0 wrote its node's record), or a stop signal came
+ * (`stopped`); then its ranks are released with REGROUP_END.
  */
-int regroup_spare_released(struct regroup *g);
+int regroup_spare_released(struct regroup *g, int stopped);
+
+/*
+ * restart.rejoin, node 0: a launcher was started in lost node `node`'s
+ * place; let it in once it says it is ready (regroup_admit), or forget
+ * it (its step ended before it came in).
+ */
+void regroup_expect(struct regroup *g, int node);
+void regroup_forget(struct regroup *g, int node);
+
+/*
+ * Node 0's main thread, now and then: call a regroup when a rejoiner
+ * waits to come in and the run has steps left for it. 1 when it called.
+ */
+int regroup_admit(struct regroup *g, int steps_left);
+
+/*
+ * The rejoiner's main thread: before its ranks start, this node is a
+ * spare in its own old place and knows the regroups decided since node
+ * 0 started it (from epoch on); once all its `started` ranks wait,
+ * it says it is ready.
+ */
+void regroup_rejoining(struct regroup *g, int epoch);
+void regroup_rejoin_ready(struct regroup *g, int started);
 
 /* What the main thread hands a regroup: the node and what it connects with. */
 struct regroup_node {

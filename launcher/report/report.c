@@ -176,6 +176,11 @@ static void print_members(const struct run_report *rep)
 	for (int i = 0; i < rep->nmembers; i++) {
 		const struct report_member *m = &rep->members[i];
 
+		if (m->joined) {
+			term_printf(stdout, "node back: %s at step %ld; %d ranks went on (regroup "
+				    "%.2f s)\n", m->lost, m->step, m->ranks, m->seconds);
+			continue;
+		}
 		term_printf(stdout, "node lost: %s after step %ld (%s); %s%s%d ranks went on, the "
 			    "failure cost %.2f s (regroup %.2f s)\n", m->lost, m->step, m->why,
 			    m->by, m->by[0] ? " in its place; " : "", m->ranks, m->lost_s, m->seconds);

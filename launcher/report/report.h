@@ -54,6 +54,7 @@ struct report_member {
 	double seconds;                /* the regroup's */
 	double lost_s;                 /* the metric recovery: from the loss to the next step; NaN */
 	int ranks;                     /* the world after it */
+	int joined;                    /* a node that came back (restart.rejoin), named in lost */
 	char lost[64], by[64], why[160]; /* the node lost, the spare in its place ("" none), why */
 };
 

@@ -197,7 +197,9 @@ static int take_member(struct run_report *rep, const json_t *v, long step)
 
 	m.seconds = sj_real(v, "value", NAN);
 	m.ranks = (int)sj_int(v, "ranks", -1);
-	snprintf(m.lost, sizeof m.lost, "%s", json_string_value(json_object_get(v, "lost")) ?: "?");
+	m.joined = !strcmp(json_string_value(json_object_get(v, "event")) ?: "", "joined");
+	snprintf(m.lost, sizeof m.lost, "%s",
+		 json_string_value(json_object_get(v, m.joined ? "came" : "lost")) ?: "?");
 	snprintf(m.by, sizeof m.by, "%s", json_string_value(json_object_get(v, "by")) ?: "");
 	snprintf(m.why, sizeof m.why, "%s", json_string_value(json_object_get(v, "why")) ?: "");
 	if (!(nm = realloc(rep->members, (size_t)(rep->nmembers + 1) * sizeof *nm)))

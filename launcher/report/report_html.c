@@ -403,6 +403,11 @@ static void member_markers(FILE *f, const struct run_report *rep, const struct c
 		fprintf(f, "<g class=\"member-marker\" data-step=\"%ld\"><line x1=\"%.1f\" x2=\"%.1f\" "
 			   "y1=\"%d\" y2=\"%d\"/><title>", m->step, x, x, MARGIN_T, MARGIN_T + PLOT_H);
 		put_escaped(f, m->lost);
+		if (m->joined) {
+			fprintf(f, " back at step %ld; %d ranks went on</title></g>\n", m->step,
+				m->ranks);
+			continue;
+		}
 		fprintf(f, " lost after step %ld: ", m->step);
 		put_escaped(f, m->why);
 		fprintf(f, "; %d ranks went on; the failure cost %.2f s</title></g>\n", m->ranks,
@@ -420,6 +425,11 @@ static void member_list(FILE *f, const struct run_report *rep)
 
 		fprintf(f, "<li data-step=\"%ld\">step %ld: <b>", m->step, m->step);
 		put_escaped(f, m->lost);
+		if (m->joined) {
+			fprintf(f, " back</b> (restart.rejoin); %d ranks went on (regroup %.2f s)</li>\n",
+				m->ranks, m->seconds);
+			continue;
+		}
 		fprintf(f, " lost</b> (");
 		put_escaped(f, m->why);
 		fprintf(f, ")%s", m->by[0] ? "; in its place: " : "");

@@ -72,6 +72,8 @@ struct layout {
 	int launchers;          /* launchers in the step */
 	int index;              /* this launcher, 0-based (SLURM_PROCID) */
 	int local_ranks;        /* 0 = auto: storkd counts this node's GPUs */
+	int first_attempt;      /* restart.rejoin: the attempt it joins; else 0 */
+	int rejoin;             /* started by node 0 in a lost node's place (restart.rejoin) */
 };
 
 /* storkd's pid, read by the signal handler: a lock-free atomic is safe there. */
@@ -283,6 +285,29 @@ fail:
 	return -1;
 }
 
+/*
+ * restart.rejoin: a launcher node 0 started in a step of its own takes the
+ * lost node's place in the run's launchers (the step's own numbers are
+ * one of one), and joins the attempt in flight.
+ */
+static int rejoin_place(struct layout *l)
+{
+	struct membership_rejoin r;
+	char err[512];
+	int rc = membership_rejoin_from_env(&r, err, sizeof err);
+
+	l->first_attempt = 0;
+	l->rejoin = rc > 0;
+	if (rc < 0)
+		stork_error("%s", err);
+	if (rc <= 0)
+		return rc;
+	l->launchers = r.nnodes;
+	l->index = r.node;
+	l->first_attempt = r.attempt;
+	return 0;
+}
+
 static int compute_layout(const struct run_options *o, const struct stork_config *cfg,
 			  struct layout *l)
 {
@@ -304,6 +329,8 @@ static int compute_layout(const struct run_options *o, const struct stork_config
 		l->launchers = 1;
 		l->index = 0;
 	}
+	if (rejoin_place(l) < 0)
+		return -1;
 	if (o->local_ranks)
 		l->local_ranks = o->local_ranks;
 	else if (cfg->parallel.local_ranks)
@@ -880,7 +907,7 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 		    const char *config_path, const char *nranks, const char *job_end, struct notify *nt)
 {
 	struct exit_info *failed = calloc((size_t)cfg->restart.max_restarts + 1, sizeof *failed);
-	struct exit_attempt a = { .restarts = failed };
+	struct exit_attempt a = { .restarts = failed, .attempt = l->first_attempt };
 	int code = STORK_EXIT_INTERNAL;
 
 	if (!failed) {
@@ -912,8 +939,9 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 		code = supervise(storkd, args, &res, &pid, &sig);
 		left = in_place_leave(cfg, run_dir, l->index, l->launchers, a.attempt, code, sig,
 				      json_string_value(json_object_get(res.v, "message")));
-		restarting = !left && restartable(code) && a.attempt < cfg->restart.max_restarts &&
-			     !atomic_load(&stop_forwarded);
+		/* a rejoiner's place ends with its attempt: the next starts without it */
+		restarting = !left && !l->rejoin && restartable(code) &&
+			     a.attempt < cfg->restart.max_restarts && !atomic_load(&stop_forwarded);
 		code = finish(run_dir, l, code, &res, pid, sig, &a, restarting, &failed[a.nrestarts]);
 		if (left)
 			code = STORK_EXIT_OK; /* the run goes on: the others' exit says how it ends */

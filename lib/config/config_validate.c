@@ -217,6 +217,10 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 			    "restart.in_place (%s) does not mend; set restart.in_place: true",
 			    config_origin(c, "restart.spares"), c->restart.spares,
 			    config_origin(c, "restart.in_place"));
+	if (!c->restart.in_place && config_differs_from_default(c, "restart.rejoin"))
+		return config_fail(err, errlen, "%s: restart.rejoin is read only with restart.in_place: "
+			    "true (%s): a lost node rejoins a run that went on without it",
+			    config_origin(c, "restart.rejoin"), config_origin(c, "restart.in_place"));
 	if (c->restart.in_place && c->parallel.zero)
 		return config_fail(err, errlen, "%s: restart.in_place with parallel.zero: %d (%s): a lost "
 			    "replica takes its shard of the optimizer state with it, which no survivor "

@@ -204,6 +204,7 @@ struct stork_config {
 		bool in_place;              /* survivors go on without a lost node (engine, dp >= 2) */
 		double in_place_wait;       /* seconds the survivors wait for each other */
 		int spares;                 /* the step's last launchers that wait to replace a lost node */
+		bool rejoin;                /* in_place: a lost node's host gets a launcher again */
 	} restart;
 	struct {
 		char *url;                  /* where run events are POSTed; "" = nowhere */

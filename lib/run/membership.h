@@ -16,6 +16,9 @@
  *                          nodes that go on, by their launcher index
  *   .gone.JOB.R.A.K        node K's launcher: its daemon died (no regroup
  *                          need wait for it)
+ *   .ready.JOB.R.A.K       restart.rejoin: the launcher node 0 started in
+ *                          lost node K's place waits to come in; node 0
+ *                          calls the regroup that lets it in
  *
  * Launcher 0 removes them all once every node has written its record.
  */
@@ -50,6 +53,24 @@ int membership_path(char *path, size_t len, const struct membership_run *m, cons
  * wait for it. why begins with MEMBERSHIP_DIED when the daemon died.
  */
 void membership_post_gone(const struct membership_run *m, int node, const char *why);
+
+/*
+ * restart.rejoin: node 0 starts a launcher in a lost node's place (a job
+ * step of its own) with STORK_REJOIN="NODE NODES ATTEMPT EPOCH" in its
+ * environment: the launcher index it takes, the run's launchers, the
+ * attempt it joins and the last regroup node 0 knew of.
+ */
+#define MEMBERSHIP_REJOIN_ENV "STORK_REJOIN"
+
+struct membership_rejoin {
+	int node, nnodes, attempt, epoch;
+};
+
+/*
+ * The rejoin this process is part of: 1 (and *r) when STORK_REJOIN is
+ * set, 0 when not, -1 when it does not read as one (the reason in err).
+ */
+int membership_rejoin_from_env(struct membership_rejoin *r, char *err, size_t errlen);
 
 /* Remove every regroup file of run_dir (launcher 0, at an attempt's end). */
 void membership_remove_all(const char *run_dir);

@@ -19,13 +19,21 @@ teardown() { cancel_test_job; }
 
 losses() { run_losses "$1" "${2:-000}"; }
 
-# losses_within_1e6 FULL DIR: all 50 of DIR's losses within 1e-6 relative of
-# run FULL's (the same global batch, its gradients added in other groups).
+# losses_within_1e6 FULL DIR [STEPS]: all STEPS (50) of DIR's losses within
+# 1e-6 relative of run FULL's (the same global batch, its gradients added
+# in other groups).
 losses_within_1e6() {
-	paste <(losses "$1") <(losses "$2") | awk '
+	paste <(losses "$1") <(losses "$2") | awk -v steps="${3:-50}" '
 		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r }
 		END { printf "worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
-		      exit !(n == 50 && w <= 1e-6) }'
+		      exit !(n == steps && w <= 1e-6) }'
+}
+
+# first_recovery DIR: the time the first loss cost, from its discovery to
+# the next completed step (rank 0's metric recovery).
+first_recovery() {
+	grep '"metric":"recovery"' "$1/logs/rank-000.metrics.jsonl" | head -n1 |
+		sed 's/.*"value":\([^,}]*\).*/\1/'
 }
 
 # in_place_job NAME [OVERRIDE...]: a job of 2 nodes x 2 ranks (DP4 unless
@@ -80,7 +88,7 @@ kill_n2_daemon() {
 	# discovery to the next completed step
 	m=$dir/logs/rank-000.metrics.jsonl
 	grep '"metric":"membership"' "$m" | grep -q '"lost":"n2"'
-	recovery=$(grep '"metric":"recovery"' "$m" | sed 's/.*"value":\([^,}]*\).*/\1/')
+	recovery=$(first_recovery "$dir")
 	echo "time lost to the failure: $recovery s" >&3
 	awk -v s="$recovery" 'BEGIN { exit !(s > 0 && s < 10) }'
 	[ "$(losses "$dir" | wc -l)" -eq 50 ]
@@ -96,6 +104,76 @@ kill_n2_daemon() {
 	nodes_idle
 }
 
+# params_diff A B: the relative difference of two llm.c model files'
+# parameters (stork export): |A - B| / |A| over the whole vector.
+params_diff() {
+	/usr/bin/python3 - "$1" "$2" <<-'PY'
+	import array, math, sys
+	def params(path):
+	    a = array.array("f")
+	    with open(path, "rb") as f:
+	        f.seek(256 * 4)
+	        a.frombytes(f.read())
+	    return a
+	a, b = params(sys.argv[1]), params(sys.argv[2])
+	assert len(a) == len(b) > 0
+	print(math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b)) / sum(x * x for x in a)))
+	PY
+}
+
+@test "restart.rejoin: kill -9 of n2's storkd; n1 goes on, then a launcher node 0 starts on n2 again (a job step of its own) comes back in with a live replica's state, DP4 again within 30 s of the kill; losses those of an uninterrupted run within 1e-6, final parameters as close to its as a run that only grouped its gradients otherwise" {
+	fault_injection || skip "needs --enable-fault-injection"
+	small_config run.yaml ip 2 64 4 32 80
+	"$STORK" run run.yaml --local-ranks 4 run.name=full >/dev/null
+	full=runs/full__job=local__task=0
+	in_place_job back
+	killed=$(date +%s.%N)
+	kill_n2_daemon
+	wait_job_state "$job" 'COMPLETED|FAILED' 180
+	cat back.out
+	[ "$(job_field "$job" JobState)" = COMPLETED ]
+	[ "$(job_field "$job" Restarts)" = 0 ]
+	! grep -q 'resumed from' back.out || false
+	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 2 ranks, train.grad_accum 1 -> 2' back.out
+	grep -q 'restart.rejoin: a launcher starts on n2 again, in a job step of its own' back.out
+	grep -q 'n2 is back in the run (restart.rejoin): 4 ranks go on, train.grad_accum 2 -> 1' back.out
+	grep -q 'restart.rejoin: n2 is back; 4 ranks go on from step [1-9][0-9]*' back.out
+	# the new step of the job ran the launcher
+	sacct -j "$job" -n -P -o JobID,NodeList | grep -q "^$job\.1|n2$"
+	# a live replica sent the state: the rejoined rank 2 logs it, no checkpoint existed
+	grep -q 'this spare is rank 2 now' "$dir/logs/rank-002.log"
+	grep -q "step [0-9]* was applied on some replicas only\|replica [0-9]*'s state taken" "$dir/logs/rank-002.log"
+	# left, then joined: the join's row in the metrics, DP4 again within 30 s of the kill
+	m=$dir/logs/rank-000.metrics.jsonl
+	grep '"metric":"membership"' "$m"
+	joined=$(grep '"metric":"membership"' "$m" | jq -r 'select(.event == "joined") | "\(.ts) \(.came) \(.dp) \(.grad_accum)"')
+	echo "joined: $joined, killed at $killed" >&3
+	read -r ts came dp accum <<<"$joined"
+	[ "$came" = n2 ] && [ "$dp" -eq 4 ] && [ "$accum" -eq 1 ]
+	awk -v j="$ts" -v k="$killed" 'BEGIN { printf "DP4 again %.1f s after the kill\n", j - k > "/dev/stderr"; exit !(j - k > 0 && j - k < 30) }'
+	# the rejoined ranks trained: rank 2's losses go on to the end
+	[ "$(losses "$dir" 002 | tail -n1 | cut -d' ' -f1)" -eq 80 ]
+	[ "$(losses "$dir" | wc -l)" -eq 80 ]
+	losses_within_1e6 "$full" "$dir" 80
+	# the final parameters: as close to the uninterrupted run's as those of
+	# a run that never failed but added its gradients in the same other
+	# groups (2 replicas x train.grad_accum 2: float sums in another order,
+	# which Adam carries into parameters near 0); the rejoin adds nothing
+	"$STORK" run run.yaml --local-ranks 2 run.name=dp2 train.grad_accum=2 >/dev/null
+	for r in full dp2; do
+		"$STORK" export --format llmc "runs/${r}__job=local__task=0/checkpoints/latest" "$r.bin"
+	done
+	"$STORK" export --format llmc "$dir/checkpoints/latest" back.bin
+	regrouped=$(params_diff full.bin dp2.bin)
+	rejoined=$(params_diff full.bin back.bin)
+	echo "parameters: rejoined run $rejoined, regrouped run $regrouped (relative to the uninterrupted run)" >&3
+	awk -v a="$rejoined" -v b="$regrouped" 'BEGIN { exit !(a <= 1e-5 && a <= 1.5 * b) }'
+	# the report marks the return
+	"$STORK" report --text "$dir" | grep -E 'node back: n2 at step [1-9][0-9]*; 4 ranks went on'
+	[ -z "$(find "$dir/logs" -name '.ready*')" ]
+	nodes_idle
+}
+
 @test "restart.in_place, tensor 2 x data 2 (a replica per node): kill -9 of n2's storkd; n1's replica goes on (train.grad_accum 1 -> 2) with the uninterrupted run's losses within 1e-6" {
 	fault_injection || skip "needs --enable-fault-injection"
 	"$STORK" run run.yaml --local-ranks 4 run.name=full parallel.tensor=2 >/dev/null
@@ -108,6 +186,9 @@ kill_n2_daemon() {
 	grep -q 'layout: dp 2 x tp 2 x pp 1' tp.out
 	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 2 ranks, train.grad_accum 1 -> 2' tp.out
 	grep -q 'layout: dp 1 x tp 2 x pp 1' tp.out
+	# restart.rejoin: n2's replica comes back, with its tensor-parallel group
+	grep -q 'n2 is back in the run (restart.rejoin): 4 ranks go on, train.grad_accum 2 -> 1' tp.out
+	[ "$(grep -c 'layout: dp 2 x tp 2 x pp 1' tp.out)" -eq 2 ]
 	[ "$(losses "$dir" | wc -l)" -eq 50 ]
 	losses_within_1e6 "$full" "$dir"
 	nodes_idle
@@ -203,7 +284,7 @@ kill_n2_daemon() {
 	cat down.out
 	echo "job state $(job_field "$job" JobState), exit code $(job_field "$job" ExitCode)" >&3
 	grep -q 'n2 lost after step [1-9][0-9]* (storkd died with its node: Slurm took n2 away)' down.out
-	recovery=$(grep '"metric":"recovery"' "$dir/logs/rank-000.metrics.jsonl" | sed 's/.*"value":\([^,}]*\).*/\1/')
+	recovery=$(first_recovery "$dir")
 	echo "time lost to the failure: $recovery s" >&3
 	awk -v s="$recovery" 'BEGIN { exit !(s > 0 && s < 10) }'
 	[ "$(jq -r .reason "$dir/exit_info.json")" = completed ]

@@ -423,6 +423,8 @@ START_TEST(cross_key_checks)
 		/* only the engine keeps its replicas' state itself */
 		{ "restart.in_place=true", "program.command=[python3, t.py]", "program.command" },
 		{ "restart.spares=1", "restart.in_place=false", "restart.spares" },
+		/* a rejoin needs a run that went on without the node */
+		{ "restart.rejoin=false", "restart.in_place=false", "restart.rejoin" },
 	};
 	struct stork_config c;
 
@@ -557,6 +559,7 @@ START_TEST(hash_changes_with_every_key)
 		"data.downloads=2", "data.max_stage_bytes=1000", "train.recompute=block", "train.fused=false",
 		"train.max_rollbacks=1", "restart.max_restarts=1", "parallel.overlap=true",
 		"restart.in_place=true", "restart.in_place_wait=30", "restart.spares=1",
+		"restart.rejoin=false",
 		"train.on_spike=skip", "train.spike_window=40", "train.spike_zscore=5",
 		"train.spike_min_steps=10", "train.spike_max_in_row=4",
 		"parallel.merge_tasks=false", "checkpoint.async=true",
@@ -587,8 +590,9 @@ START_TEST(hash_changes_with_every_key)
 		int pipe = !strncmp(sets[i], "parallel.pipeline", 17);
 		/* checkpoint.mtbf_hours: against a base with checkpoint.every auto */
 		int young = !strncmp(sets[i], "checkpoint.mtbf_hours", 21);
-		/* restart.spares: against a base with restart.in_place */
-		int spares = !strncmp(sets[i], "restart.spares", 14);
+		/* restart.spares, restart.rejoin: against a base with restart.in_place */
+		int spares = !strncmp(sets[i], "restart.spares", 14) ||
+			     !strncmp(sets[i], "restart.rejoin", 14);
 		/* a Llama setting: against a Llama base (under gpt2 it is refused) */
 		int llama = !strncmp(sets[i], "model.", 6) && strncmp(sets[i], "model.arch", 10) &&
 			    (strstr(sets[i], "rope") || strstr(sets[i], "kv_heads") ||

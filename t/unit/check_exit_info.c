@@ -9,6 +9,7 @@
 #include "lib/exit_codes.h"
 #include "lib/run/end_notice.h"
 #include "lib/run/exit_info.h"
+#include "lib/run/membership.h"
 #include "lib/formats/stork_json.h"
 
 #include <check.h>
@@ -287,6 +288,32 @@ START_TEST(a_node_that_left_does_not_end_the_run)
 }
 END_TEST
 
+/* restart.rejoin: the place node 0 hands the launcher it starts again */
+START_TEST(a_rejoin_reads_its_place_and_refuses_a_wrong_one)
+{
+	static const char *const wrong[] = { "1 2 0", "0 2 0 1", "2 2 0 1", "1 2 -1 0",
+					     "1 2 0 1 x", "one two" };
+	struct membership_rejoin r;
+	char why[256];
+
+	unsetenv(MEMBERSHIP_REJOIN_ENV);
+	ck_assert_int_eq(membership_rejoin_from_env(&r, why, sizeof why), 0);
+	setenv(MEMBERSHIP_REJOIN_ENV, "1 3 2 5", 1);
+	ck_assert_int_eq(membership_rejoin_from_env(&r, why, sizeof why), 1);
+	ck_assert_int_eq(r.node, 1);
+	ck_assert_int_eq(r.nnodes, 3);
+	ck_assert_int_eq(r.attempt, 2);
+	ck_assert_int_eq(r.epoch, 5);
+	for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+		setenv(MEMBERSHIP_REJOIN_ENV, wrong[i], 1);
+		ck_assert_msg(membership_rejoin_from_env(&r, why, sizeof why) == -1, "%s", wrong[i]);
+		ck_assert_msg(strstr(why, wrong[i]) && strstr(why, "NODE NODES ATTEMPT EPOCH"), "%s",
+			      why);
+	}
+	unsetenv(MEMBERSHIP_REJOIN_ENV);
+}
+END_TEST
+
 static Suite *exit_info_suite(void)
 {
 	Suite *s = suite_create("exit_info");
@@ -300,6 +327,7 @@ static Suite *exit_info_suite(void)
 	tcase_add_test(tc, a_node_file_of_wrong_types_is_named);
 	tcase_add_test(tc, a_message_that_is_not_utf8_still_makes_a_valid_file);
 	tcase_add_test(tc, the_first_end_notice_wins_and_the_second_reads_it);
+	tcase_add_test(tc, a_rejoin_reads_its_place_and_refuses_a_wrong_one);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -92,6 +92,7 @@ struct train_node {
 	double step_delay;             /* fault injection: seconds added to every step */
 	struct regroup *regroup;       /* restart.in_place across nodes (daemon/node/regroup.h); NULL: off */
 	int spare;                     /* restart.spares: this node waits to take a lost one's place */
+	int rejoining;                 /* restart.rejoin: a spare in a lost node's own place */
 };
 
 struct train_rank_result {

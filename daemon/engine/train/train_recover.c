@@ -130,11 +130,31 @@ static void record_loss(struct rank *r, const struct regroup *g, const struct re
 	fflush(stdout);
 }
 
-/* Each loss of the last regroup (none when every node came back: the same world again). */
+/* One node the last regroup let back in (restart.rejoin), as record_loss. */
+static void record_join(struct rank *r, const struct regroup_join *j, int64_t start,
+			double seconds)
+{
+	rank_metric_with(&r->log, start, "membership", seconds, "s",
+			 json_pack("{s:s, s:s, s:i, s:i, s:i, s:i}", "event", "joined", "came",
+				   j->host, "launcher", j->node, "ranks", r->node->world_size,
+				   "dp", r->lay.dp, "grad_accum", r->cfg->train.grad_accum));
+	rank_logf(&r->log, "restart.rejoin: %s is back in the run; now rank %d of %d, dp %d, "
+		  "train.grad_accum %d; going on from step %" PRId64 " (%.2f s)", j->host, r->rank,
+		  r->node->world_size, r->lay.dp, r->cfg->train.grad_accum, start + 1, seconds);
+	if (r->rank != 0)
+		return;
+	printf("restart.rejoin: %s is back; %d ranks go on from step %" PRId64 " with the global "
+	       "batch kept\n", j->host, r->node->world_size, start + 1);
+	fflush(stdout);
+}
+
+/* Each loss and each rejoin of the last regroup. */
 static void record(struct rank *r, const struct regroup *g, int64_t start, double seconds)
 {
 	for (int i = g->last_first; i < g->nlosses; i++)
 		record_loss(r, g, &g->losses[i], start, seconds);
+	for (int i = g->last_join_first; i < g->njoins; i++)
+		record_join(r, &g->joins[i], start, seconds);
 }
 
 /* The new world's communicator and this rank's place in it. */
