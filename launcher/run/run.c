@@ -924,6 +924,14 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 			stork_info("%s: the daemons meet over tcp, not PMIx",
 				   cfg->restart.in_place ? "restart.in_place" : "restart.max_restarts");
 	}
+	if (l->rejoin) {
+		/* storkd knows a launcher by SLURM_PROCID, its place in the run:
+		 * this one's is the lost launcher's, not the new step's 0 */
+		char procid[16];
+
+		snprintf(procid, sizeof procid, "%d", l->index);
+		setenv("SLURM_PROCID", procid, 1);
+	}
 	for (;; a.attempt++) {
 		char attempt_s[16];
 		/* Only launcher 0 knows the end time; the others' lists end before it. */

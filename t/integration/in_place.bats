@@ -56,6 +56,21 @@ in_place_job() {
 	wait_step "$dir" 15 60
 }
 
+# n2_killed_and_gone_on NAME: kill -9 n2's storkd in job NAME (sets killed,
+# the time); the job completes without a restart and without reading a
+# checkpoint (none existed before the end), n1 having gone on alone.
+n2_killed_and_gone_on() {
+	local name=$1
+	killed=$(date +%s.%N)
+	kill_n2_daemon
+	wait_job_state "$job" 'COMPLETED|FAILED' 180
+	cat "$name.out"
+	[ "$(job_field "$job" JobState)" = COMPLETED ]
+	[ "$(job_field "$job" Restarts)" = 0 ]
+	! grep -q 'resumed from' "$name.out" || false
+	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 2 ranks, train.grad_accum 1 -> 2 keeps the global batch' "$name.out"
+}
+
 # kill_n2_daemon: kill -9 node 1's storkd (on n2).
 kill_n2_daemon() {
 	local pid
@@ -69,14 +84,7 @@ kill_n2_daemon() {
 	"$STORK" run run.yaml --local-ranks 4 run.name=full >/dev/null
 	full=runs/full__job=local__task=0
 	in_place_job ip
-	kill_n2_daemon
-	wait_job_state "$job" 'COMPLETED|FAILED' 120
-	cat ip.out
-	[ "$(job_field "$job" JobState)" = COMPLETED ]
-	[ "$(job_field "$job" Restarts)" = 0 ]
-	# no checkpoint existed before the end, and none was read
-	! grep -q 'resumed from' ip.out || false
-	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 2 ranks, train.grad_accum 1 -> 2 keeps the global batch' ip.out
+	n2_killed_and_gone_on ip
 	info=$dir/exit_info.json
 	cat "$info"
 	[ "$(jq -r .reason "$info")" = completed ]
@@ -127,14 +135,7 @@ params_diff() {
 	"$STORK" run run.yaml --local-ranks 4 run.name=full >/dev/null
 	full=runs/full__job=local__task=0
 	in_place_job back
-	killed=$(date +%s.%N)
-	kill_n2_daemon
-	wait_job_state "$job" 'COMPLETED|FAILED' 180
-	cat back.out
-	[ "$(job_field "$job" JobState)" = COMPLETED ]
-	[ "$(job_field "$job" Restarts)" = 0 ]
-	! grep -q 'resumed from' back.out || false
-	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 2 ranks, train.grad_accum 1 -> 2' back.out
+	n2_killed_and_gone_on back
 	grep -q 'restart.rejoin: a launcher starts on n2 again, in a job step of its own' back.out
 	grep -q 'n2 is back in the run (restart.rejoin): 4 ranks go on, train.grad_accum 2 -> 1' back.out
 	grep -q 'restart.rejoin: n2 is back; 4 ranks go on from step [1-9][0-9]*' back.out
