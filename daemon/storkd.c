@@ -31,7 +31,6 @@
 #include "lib/slurm/slurm_job.h"
 #include "lib/log.h"
 #include "lib/rendezvous/rendezvous_auth.h"
-#include "lib/run/membership.h"
 #include "lib/stop_signals.h"
 #include "lib/config/stork_config.h"
 #include "lib/version.h"
@@ -362,15 +361,6 @@ static void keep_global_batch(const struct node_options *o, struct stork_config 
 	cfg->train.grad_accum = accum;
 }
 
-/* The last regroup node 0 knew of when it started this rejoiner (restart.rejoin). */
-static int rejoin_epoch(void)
-{
-	struct membership_rejoin r;
-	char err[256];
-
-	return membership_rejoin_from_env(&r, err, sizeof err) > 0 ? r.epoch : 0;
-}
-
 static int run(const struct node_options *o, struct stork_config *cfg)
 {
 	struct train_node node = {
@@ -420,7 +410,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 		}
 		node.regroup = &regroup;
 		if (node.rejoining)
-			regroup_rejoining(&regroup, rejoin_epoch());
+			regroup_rejoining(&regroup, node.rejoin_epoch);
 	}
 	keep_global_batch(o, cfg, node.world_size);
 	ckpt_share_with_group(cfg->run.shared);

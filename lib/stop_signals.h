@@ -29,6 +29,7 @@
 #define STORK_STOP_SIGNALS_H
 
 #include <signal.h>
+#include <spawn.h>
 #include <stddef.h>
 
 /* The signals Stork takes over; the launcher forwards each to storkd. */
@@ -65,6 +66,21 @@ static inline void stop_signals_unblock(void)
 
 	stop_signals_set(&set);
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/*
+ * A child that posix_spawn starts with the stop signals blocked: Slurm
+ * signals every process of the step, and a child (scontrol, srun) that
+ * died of one would lose what it was started for. The caller destroys attr.
+ */
+static inline void stop_signals_spawnattr(posix_spawnattr_t *attr)
+{
+	sigset_t set;
+
+	stop_signals_set(&set);
+	posix_spawnattr_init(attr);
+	posix_spawnattr_setsigmask(attr, &set);
+	posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSIGMASK);
 }
 
 #endif

@@ -437,6 +437,7 @@ static int rejoin(const struct node_options *o, const struct membership_rejoin *
 		return STORK_EXIT_CONFIG;
 	}
 	node->rejoining = 1;
+	node->rejoin_epoch = r->epoch;
 	return 0;
 }
 
@@ -458,15 +459,15 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 
 	if (rejoining < 0)
 		return STORK_EXIT_CONFIG;
+	if (rejoining && one_per_daemon) {
+		snprintf(err, errlen, "restart.rejoin: a run of a program has no lost node to take "
+			 "the place of");
+		return STORK_EXIT_CONFIG;
+	}
 	if (plan_bindings(node, &bindings, err, errlen) < 0)
 		return STORK_EXIT_CONFIG;
-	if (rejoining && !one_per_daemon)
-		code = rejoin(o, &r, node, layout, err, errlen);
-	else if (rejoining)
-		code = STORK_EXIT_CONFIG, snprintf(err, errlen, "restart.rejoin: a run of a program "
-						   "has no lost node to take the place of");
-	else
-		code = meet(o, cfg, node, layout, ucx, bindings, one_per_daemon, err, errlen);
+	code = rejoining ? rejoin(o, &r, node, layout, err, errlen) :
+			   meet(o, cfg, node, layout, ucx, bindings, one_per_daemon, err, errlen);
 	free(bindings);
 	if (code)
 		return code;

@@ -62,21 +62,16 @@ void regroup_free(struct regroup *g)
 	pthread_cond_destroy(&g->woken);
 }
 
-/* ------------------------------------------------ restart.rejoin */
-
-/* The path of node k's file of this kind ("ready", "gone") in this attempt; 0 or -1. */
-static int node_post(const struct regroup *g, const char *kind, int k, char *path, size_t len)
-{
-	return membership_path(path, len, &g->files, kind, -1, k);
-}
-
-/* Whether node k posted its file of this kind in this attempt. */
-static int posted(const struct regroup *g, const char *kind, int k)
+/* Whether this attempt's file of this kind, epoch and node (membership_path) is posted. */
+static int posted(const struct regroup *g, const char *kind, int epoch, int node)
 {
 	char path[4200];
 
-	return node_post(g, kind, k, path, sizeof path) == 0 && access(path, F_OK) == 0;
+	return membership_path(path, sizeof path, &g->files, kind, epoch, node) == 0 &&
+	       access(path, F_OK) == 0;
 }
+
+/* ------------------------------------------------ restart.rejoin */
 
 void regroup_expect(struct regroup *g, int node)
 {
@@ -84,9 +79,9 @@ void regroup_expect(struct regroup *g, int node)
 
 	g->alive[node] = g->spare[node] = g->rejoin[node] = 1;
 	/* the launcher that died said so once; the new one may need to say it again */
-	if (node_post(g, "gone", node, path, sizeof path) == 0)
+	if (membership_path(path, sizeof path, &g->files, "gone", -1, node) == 0)
 		unlink(path);
-	if (node_post(g, "ready", node, path, sizeof path) == 0)
+	if (membership_path(path, sizeof path, &g->files, "ready", -1, node) == 0)
 		unlink(path);
 }
 
@@ -101,7 +96,7 @@ int regroup_admit(struct regroup *g, int steps_left)
 	char path[4200], call[64];
 
 	for (int k = 0; k < g->nnodes; k++) {
-		if (!g->rejoin[k] || !posted(g, "ready", k))
+		if (!g->rejoin[k] || !posted(g, "ready", -1, k))
 			continue;
 		if (steps_left < 2) { /* too late to be worth a regroup: the run ends without it */
 			regroup_forget(g, k);
@@ -117,13 +112,10 @@ int regroup_admit(struct regroup *g, int steps_left)
 
 void regroup_rejoining(struct regroup *g, int epoch)
 {
-	char path[4200];
-
 	g->spare[g->self] = g->rejoin[g->self] = 1;
 	/* the regroups decided while its launcher started are not its own */
 	g->epoch = epoch;
-	while (membership_path(path, sizeof path, &g->files, "members", g->epoch + 1, -1) == 0 &&
-	       access(path, F_OK) == 0)
+	while (posted(g, "members", g->epoch + 1, -1))
 		g->epoch++;
 }
 
@@ -137,7 +129,7 @@ void regroup_rejoin_ready(struct regroup *g, int started)
 	pthread_mutex_lock(&g->lock);
 	all = g->parked == started;
 	pthread_mutex_unlock(&g->lock);
-	if (all && node_post(g, "ready", g->self, path, sizeof path) == 0 &&
+	if (all && membership_path(path, sizeof path, &g->files, "ready", -1, g->self) == 0 &&
 	    atomic_post_once(path, "ready\n", 6) >= 0)
 		g->ready_posted = 1;
 }
@@ -180,10 +172,7 @@ int regroup_due(struct regroup *g, int started, int done)
 
 int regroup_called(struct regroup *g)
 {
-	char path[4200];
-
-	return membership_path(path, sizeof path, &g->files, "regroup", g->epoch + 1, -1) == 0 &&
-	       access(path, F_OK) == 0;
+	return posted(g, "regroup", g->epoch + 1, -1);
 }
 
 static void hex_encode(char *dst, const unsigned char *src, size_t n)
@@ -297,14 +286,12 @@ static void gather(struct regroup *g, const struct run_layout *l, double wait, i
 		for (int k = 0; k < g->nnodes; k++) {
 			if (!g->alive[k] || state[k])
 				continue;
-			if (k == g->self ||
-			    (membership_path(path, sizeof path, &g->files, "member", epoch, k) == 0 &&
-			     access(path, F_OK) == 0))
+			if (k == g->self || posted(g, "member", epoch, k))
 				state[k] = 1;
 			else if (membership_path(path, sizeof path, &g->files, "gone", -1, k) == 0 &&
 				 atomic_post_read(path, why[k], sizeof why[k]))
 				state[k] = 2;
-			else if (g->rejoin[k] && !posted(g, "ready", k))
+			else if (g->rejoin[k] && !posted(g, "ready", -1, k))
 				continue; /* not ready to come in: it waits for the next regroup */
 			else if (slurm_says_lost(l->nodes[k].host, poll))
 				state[k] = 2;

@@ -61,7 +61,6 @@ int rejoin_start(struct rejoins *r, const char *run_dir, const char *host, int n
 			 NULL };
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
-	sigset_t stops;
 	ssize_t len;
 	char **env;
 	pid_t pid;
@@ -97,15 +96,10 @@ int rejoin_start(struct rejoins *r, const char *run_dir, const char *host, int n
 	/* as scontrol's (lib/slurm/slurm_job.c): nothing of ours between fork
 	 * and exec, no descriptor but the standard ones, the stop signals
 	 * blocked (they reach the new step's launcher from Slurm itself) */
-	sigemptyset(&stops);
-	for (size_t i = 0; i < STOP_SIGNAL_COUNT; i++)
-		sigaddset(&stops, stop_signal_list[i]);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &stops);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	stop_signals_spawnattr(&attr);
 	fflush(NULL);
 	rc = posix_spawnp(&pid, "srun", &fa, &attr, argv, env);
 	posix_spawn_file_actions_destroy(&fa);

@@ -176,7 +176,6 @@ static int scontrol_requeue(uint32_t id, char *err, size_t errlen)
 	size_t used = strlen(err);
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
-	sigset_t stops;
 	int pipefd[2], status, rc;
 	FILE *out;
 	pid_t pid;
@@ -184,16 +183,11 @@ static int scontrol_requeue(uint32_t id, char *err, size_t errlen)
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -1;
 	snprintf(idstr, sizeof idstr, "%u", id);
-	sigemptyset(&stops);
-	for (size_t i = 0; i < STOP_SIGNAL_COUNT; i++)
-		sigaddset(&stops, stop_signal_list[i]);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDERR_FILENO);
 	posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &stops);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	stop_signals_spawnattr(&attr);
 	rc = posix_spawnp(&pid, "scontrol", &fa, &attr, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);

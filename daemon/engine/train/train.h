@@ -93,6 +93,7 @@ struct train_node {
 	struct regroup *regroup;       /* restart.in_place across nodes (daemon/node/regroup.h); NULL: off */
 	int spare;                     /* restart.spares: this node waits to take a lost one's place */
 	int rejoining;                 /* restart.rejoin: a spare in a lost node's own place */
+	int rejoin_epoch;              /* and the last regroup node 0 knew of when it started it */
 };
 
 struct train_rank_result {
