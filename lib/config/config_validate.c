@@ -221,11 +221,6 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 		return config_fail(err, errlen, "%s: restart.rejoin is read only with restart.in_place: "
 			    "true (%s): a lost node rejoins a run that went on without it",
 			    config_origin(c, "restart.rejoin"), config_origin(c, "restart.in_place"));
-	if (c->restart.in_place && c->parallel.zero)
-		return config_fail(err, errlen, "%s: restart.in_place with parallel.zero: %d (%s): a lost "
-			    "replica takes its shard of the optimizer state with it, which no survivor "
-			    "holds; use parallel.zero: 0", config_origin(c, "restart.in_place"),
-			    c->parallel.zero, config_origin(c, "parallel.zero"));
 	if (c->train.spike_min_steps > c->train.spike_window)
 		return config_fail(err, errlen, "%s: train.spike_min_steps: %d exceeds train.spike_window = %d "
 			    "(%s): the window could never hold enough steps to judge one",

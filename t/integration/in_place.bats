@@ -175,6 +175,32 @@ params_diff() {
 	nodes_idle
 }
 
+@test "restart.in_place with parallel.zero: 1: kill -9 of n2's storkd; n1 goes on with n2's parts of the optimizer state from the copies it keeps, n2 rejoins and gets its parts back; the losses those of an uninterrupted ZeRO-1 run within 1e-6" {
+	fault_injection || skip "needs --enable-fault-injection"
+	small_config run.yaml ip 2 64 4 32 80
+	"$STORK" run run.yaml --local-ranks 4 run.name=full parallel.zero=1 >/dev/null
+	full=runs/full__job=local__task=0
+	in_place_job z parallel.zero=1
+	n2_killed_and_gone_on z
+	# each rank on n1 kept the part of a rank on n2 (half the group away)
+	grep -q "keeps a copy of data-parallel rank 2's part of the ZeRO-1 optimizer state" "$dir/logs/rank-000.log"
+	grep -q "keeps a copy of data-parallel rank 3's part of the ZeRO-1 optimizer state" "$dir/logs/rank-001.log"
+	grep -q 'n2 is back in the run (restart.rejoin): 4 ranks go on, train.grad_accum 2 -> 1' z.out
+	m=$dir/logs/rank-000.metrics.jsonl
+	[ "$(grep '"metric":"membership"' "$m" | jq -r 'select(.event == "joined") | .dp')" = 4 ]
+	[ "$(losses "$dir" 002 | tail -n1 | cut -d' ' -f1)" -eq 80 ]
+	[ "$(losses "$dir" | wc -l)" -eq 80 ]
+	losses_within_1e6 "$full" "$dir" 80
+	# the last checkpoint, written by the four new parts, reads as any
+	# ZeRO-1 checkpoint; its parameters near the uninterrupted run's
+	"$STORK" export --format llmc "$dir/checkpoints/latest" z.bin
+	"$STORK" export --format llmc "$full/checkpoints/latest" full.bin
+	diff=$(params_diff full.bin z.bin)
+	echo "parameters: $diff relative to the uninterrupted run" >&3
+	awk -v a="$diff" 'BEGIN { exit !(a <= 1e-5) }'
+	nodes_idle
+}
+
 @test "restart.in_place, tensor 2 x data 2 (a replica per node): kill -9 of n2's storkd; n1's replica goes on (train.grad_accum 1 -> 2) with the uninterrupted run's losses within 1e-6" {
 	fault_injection || skip "needs --enable-fault-injection"
 	"$STORK" run run.yaml --local-ranks 4 run.name=full parallel.tensor=2 >/dev/null

@@ -1,7 +1,7 @@
 # daemon/engine/parallel/local.mk: the parallel layouts: the rank's place in
 # dp x tp x pp, tensor-parallel blocks and gradient sync (libengine.a, a
-# step needs them), the pipeline schedule, ZeRO-1 and the layouts' cost
-# (libstorkd.a).
+# step needs them), the pipeline schedule, ZeRO-1 (and its mirror for
+# restart.in_place) and the layouts' cost (libstorkd.a).
 daemon_libengine_a_SOURCES += \
 	daemon/engine/parallel/tensor_parallel.c daemon/engine/parallel/tensor_parallel.h \
 	daemon/engine/parallel/layout.c daemon/engine/parallel/layout.h \
@@ -9,4 +9,5 @@ daemon_libengine_a_SOURCES += \
 daemon_libstorkd_a_SOURCES += \
 	daemon/engine/parallel/pipeline.c daemon/engine/parallel/pipeline.h \
 	daemon/engine/parallel/zero.c daemon/engine/parallel/zero.h \
+	daemon/engine/parallel/zero_mirror.c daemon/engine/parallel/zero_mirror.h \
 	daemon/engine/parallel/layout_cost.c daemon/engine/parallel/layout_cost.h

@@ -42,8 +42,10 @@ int zero_plan_make(struct zero_plan *z, struct gpt2 *m, int D, int d)
 	zero_plan_layout(z, m->sizes, D, d);
 	for (int k = 0; k < z->nseg; k++)
 		maxper = z->seg[k].per > maxper ? z->seg[k].per : maxper;
-	/* the last segment's reduce-scatter reads up to D - 1 floats past the end */
-	m->grad_pad = (size_t)D;
+	/* the last segment's reduce-scatter reads up to D - 1 floats past the
+	 * end; kept when a regroup shrinks D, so it may grow back */
+	if (m->grad_pad < (size_t)D)
+		m->grad_pad = (size_t)D;
 	z->recv_n = maxper ? maxper : 1;
 	z->recv = NULL; /* in the gradients' memory, made at the first reduce-scatter */
 	return 0;

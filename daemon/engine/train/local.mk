@@ -5,7 +5,7 @@ daemon_libstorkd_a_SOURCES += \
 	daemon/engine/train/train.c daemon/engine/train/train.h \
 	daemon/engine/train/train_rank.c daemon/engine/train/train_rank.h \
 	daemon/engine/train/train_start.c daemon/engine/train/train_step.c \
-	daemon/engine/train/train_recover.c \
+	daemon/engine/train/train_recover.c daemon/engine/train/train_recover_zero.c \
 	daemon/engine/train/train_stop.c daemon/engine/train/train_progress.c \
 	daemon/engine/train/train_device.c daemon/engine/train/train_guard.c \
 	daemon/engine/train/spike.c daemon/engine/train/spike.h \

@@ -141,12 +141,14 @@ static int rollback(struct rank *r, int64_t bad_step, int64_t *start)
 	r->rollback_pending = ROLLBACK_NONE;
 	r->skip_batch_step = bad_step;
 	pipeline_free(&r->pipe);
+	zero_mirror_free(&r->mirror);
 	zero_plan_free(&r->zero);
 	adamw_free(&r->opt);
 	gpt2_free(&r->model);
 	if (data_set_position(r->train, &r->data_start, r->err, sizeof r->err))
 		return rank_fail(r, STORK_EXIT_DATA, r->err);
-	if (rank_init_model(r, &r->shape, start) || rank_move_to_device(r) || rank_init_pipeline(r))
+	if (rank_init_model(r, &r->shape, start) || rank_move_to_device(r) || rank_init_mirror(r) ||
+	    rank_init_pipeline(r))
 		return r->res->exit_code;
 	rank_metric_with(&r->log, bad_step + 1, "rollback", (double)*start, "step",
 			 json_pack("{s:s}", "cause", r->skip_batch_cause == ROLLBACK_SPIKE ? "spike" :
@@ -291,7 +293,7 @@ void train_rank(const struct train_node *n, int local, struct train_rank_result 
 	} else if (rank_bind(&r) || rank_device_comm(&r) || rank_model_shape(&r, &mc) ||
 		   rank_make_layout(&r, &mc) || preflight_run(&r, &mc) || rank_open_data(&r) ||
 		   rank_init_model(&r, &mc, &start) || rank_move_to_device(&r) ||
-		   rank_init_pipeline(&r) || rank_start_grad_sync(&r)) {
+		   rank_init_mirror(&r) || rank_init_pipeline(&r) || rank_start_grad_sync(&r)) {
 		goto out;
 	}
 	rank_logf(&r.log, "model: %zu parameters; training steps %" PRId64 "..%d", r.model.num_params,
@@ -317,6 +319,7 @@ out:
 	adamw_free(&r.opt);
 	gpt2_free(&r.model);
 	pipeline_free(&r.pipe);
+	zero_mirror_free(&r.mirror);
 	zero_plan_free(&r.zero);
 	layout_groups_free(&r.grp);
 	if (r.ckpt_host)

@@ -17,6 +17,7 @@
 #include "daemon/engine/train/spike.h"
 #include "daemon/engine/train/train.h"
 #include "daemon/engine/parallel/zero.h"
+#include "daemon/engine/parallel/zero_mirror.h"
 
 struct rank {
 	const struct train_node *node;
@@ -35,6 +36,7 @@ struct rank {
 	struct par_groups grp;
 	struct pipeline pipe;          /* when lay.pp > 1 */
 	struct zero_plan zero;         /* when lay.zero */
+	struct zero_mirror mirror;     /* lay.zero under restart.in_place: the next replica's part */
 	struct grad_sync *sync;        /* parallel.overlap, with data-parallel replicas */
 	double sync_ms, sync_wait_ms;  /* this step's gradient all-reduce: its time, the rank's wait */
 	struct rank_log log;
@@ -63,6 +65,9 @@ struct rank {
 	int threads;                   /* CPU threads of this rank (CPU ranks) */
 	int64_t updated_steps;         /* updates applied (train_recover.c) */
 	struct data_position updated_pos; /* the data position of the step after them */
+	int64_t applied_steps;         /* ZeRO-1: updates applied to the rank's own parts, which
+					* run ahead of updated_steps while the all-gather runs */
+	struct data_position applied_pos; /* as updated_pos */
 	double recover_since;          /* a regroup's start (monotonic) until its first step; 0 none */
 	char err[1024];
 };
@@ -167,6 +172,23 @@ int rank_sync_replicated(struct rank *r, int always);
  * next step.
  */
 void rank_mark_updated(struct rank *r, int64_t steps);
+
+/* ------------------------------------------------ train_recover_zero.c */
+
+/*
+ * ZeRO-1 under restart.in_place: the copy of another replica's part of the
+ * optimizer state (zero_mirror.h), made and filled from it; a collective
+ * over the data-parallel group. Nothing to do otherwise.
+ */
+int rank_init_mirror(struct rank *r);
+/*
+ * ZeRO-1 after a regroup: every old part of the optimizer state and of
+ * the parameters from a survivor that holds it, at the newest step any
+ * rank applied, cut again into this rank's part of the new group (a
+ * spare or rejoiner, updated_steps -1, holds nothing and receives all);
+ * *start is that step. 0, or -1 with the rank failed (a part was lost).
+ */
+int rank_regather_zero(struct rank *r, int64_t *start);
 
 /* ------------------------------------------------ train_recover.c */
 

@@ -6,7 +6,8 @@
  * checkpoint.
  *
  * What carries over: the rank's parameters and optimizer moments (every
- * replica holds the same at a step boundary), its tensor and pipeline
+ * replica holds the same at a step boundary; under ZeRO-1 the parts of
+ * the moments are gathered and cut again, train_recover_zero.c), its tensor and pipeline
  * place (a regroup drops whole replicas only), and the data stream's
  * position. What is made again: the layout's groups, the pipeline's
  * buffers, the overlap thread, the data loaders over the new number of
@@ -176,7 +177,7 @@ static int go_on(struct rank *r, int64_t *start)
 {
 	const struct regroup *g = r->node->regroup;
 
-	if (agree_state(r, start)) {
+	if (r->lay.zero ? rank_regather_zero(r, start) : agree_state(r, start)) {
 		if (!r->res->exit_code)
 			rank_fail_collective(r);
 		return -1;

@@ -216,6 +216,19 @@ void rank_mark_updated(struct rank *r, int64_t steps)
 {
 	r->updated_steps = steps;
 	data_get_position(r->train, &r->updated_pos);
+	r->applied_steps = steps;
+	r->applied_pos = r->updated_pos;
+}
+
+/*
+ * ZeRO-1 applied this step's update to the rank's own parts (and its
+ * mirror's): they are one step ahead of the rest of its parameters until
+ * the all-gather ends, and a regroup in between must know.
+ */
+static void mark_applied(struct rank *r, int64_t steps)
+{
+	r->applied_steps = steps;
+	data_get_position(r->train, &r->applied_pos);
 }
 
 /*
@@ -290,8 +303,9 @@ static int guards(struct rank *r, int64_t step, float *loss, float norm, int *dr
 /*
  * Average the gradients over the replicas (all-reduce, or ZeRO-1's
  * reduce-scatter), add the tied embedding's two halves (first and last
- * stage), clip to the global norm, update, and (ZeRO-1) gather the
- * parameters back. Returns 0 with the norm before clipping and
+ * stage), clip to the global norm, update (ZeRO-1: the rank's parts and,
+ * under restart.in_place, its neighbour's copy, zero_mirror.h), and
+ * (ZeRO-1) gather the parameters back. Returns 0 with the norm before clipping and
  * *loss averaged over the replicas.
  */
 int rank_update(struct rank *r, int64_t step, float *loss, float *norm_out, float *lr_out)
@@ -343,7 +357,11 @@ int rank_update(struct rank *r, int64_t step, float *loss, float *norm_out, floa
 	if (r->lay.zero) {
 		if (clip != 1.0f)
 			zero_scale(&r->zero, m, clip);
+		if (zero_mirror_grads(&r->mirror, &r->zero, m, r->grp.dp) < 0)
+			return rank_fail_collective(r);
 		zero_adamw(&r->zero, &r->opt, &hp, *lr_out, m);
+		zero_mirror_adamw(&r->mirror, &hp, *lr_out, m);
+		mark_applied(r, step + 1);
 		if (zero_allgather(&r->zero, m, r->grp.dp) < 0)
 			return rank_fail_collective(r);
 	} else {
