@@ -52,7 +52,7 @@
 
 /* How long a node that found a hang waits for the others to find it before it aborts. */
 #define HANG_SETTLE_S 1
-/* restart.rejoin: how long node 0 waits at its end for the launchers it started again */
+/* restart.rejoin: how long the lead waits at its end for the launchers it started again */
 #define REJOIN_END_WAIT_S 60.0
 
 static void print_version(void)
@@ -179,7 +179,7 @@ static int primary_failure(const struct worker *w, int started)
 }
 
 /*
- * restart.rejoin, node 0, after a regroup that went on without nodes: a
+ * restart.rejoin, the lead, after a regroup that went on without nodes: a
  * launcher again on each lost node whose host is still in the job.
  */
 static void bring_back(const struct train_node *node, const struct stork_config *cfg,
@@ -212,7 +212,7 @@ static void bring_back(const struct train_node *node, const struct stork_config 
 }
 
 /*
- * restart.rejoin, node 0, now and then: forget a rejoiner whose step
+ * restart.rejoin, the lead, now and then: forget a rejoiner whose step
  * ended before it came in; let in one that is ready while steps remain.
  */
 static void watch_rejoins(struct train_node *node, const struct stork_config *cfg,
@@ -256,11 +256,11 @@ static int watch_regroup(struct train_node *node, struct stork_config *cfg,
 		struct regroup_node n = { .node = node, .cfg = cfg, .layout = layout, .ucx = ucx,
 					  .hier = hier, .primary = primary_failure(w, started) };
 
-		if (regroup_run(g, &n) == REGROUP_GO && g->self == 0)
+		if (regroup_run(g, &n) == REGROUP_GO && regroup_lead(g) == g->self)
 			bring_back(node, cfg, layout, back);
 		return 1;
 	}
-	if (g->self == 0 && tick % 10 == 5 && done == 0)
+	if (tick % 10 == 5 && done == 0 && regroup_lead(g) == g->self)
 		watch_rejoins(node, cfg, back);
 	/* twice a second: the call is a file on the shared file system (none
 	 * after a regroup that ended the node: its ranks are leaving) */

@@ -422,7 +422,7 @@ static int meet(const struct node_options *o, const struct stork_config *cfg,
 }
 
 /*
- * restart.rejoin: a launcher that node 0 started in a lost node's place
+ * restart.rejoin: a launcher that the lead started in a lost node's place
  * meets nobody: the run's layout is on record, and it waits as a spare
  * until the regroup that lets it in.
  */
@@ -502,7 +502,8 @@ int node_join(const struct node_options *o, const struct stork_config *cfg,
 		if (code)
 			return code;
 	}
-	if (layout->node_index == 0 && join_write_slurm_env(o->run_dir, layout, err, errlen) < 0)
+	if (layout->node_index == 0 && !node->rejoining &&
+	    join_write_slurm_env(o->run_dir, layout, err, errlen) < 0)
 		stork_warn("%s", err);
 	if (node->rejoining)
 		stork_info("launcher %d of %d on %s: %d rank(s) back in a lost node's place, waiting "

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* How long a node waits for node 0's verdict beyond restart.in_place_wait. */
+/* How long a node waits for the lead's verdict beyond restart.in_place_wait. */
 #define VERDICT_MARGIN_S 30.0
 #define POLL_NS (50 * 1000 * 1000)
 
@@ -69,6 +69,14 @@ static int posted(const struct regroup *g, const char *kind, int epoch, int node
 
 	return membership_path(path, sizeof path, &g->files, kind, epoch, node) == 0 &&
 	       access(path, F_OK) == 0;
+}
+
+int regroup_lead(const struct regroup *g)
+{
+	for (int k = 0; k < g->nnodes; k++)
+		if (g->alive[k] && !g->spare[k] && !posted(g, "gone", -1, k))
+			return k;
+	return -1;
 }
 
 /* ------------------------------------------------ restart.rejoin */
@@ -269,7 +277,7 @@ static int slurm_says_lost(const char *host, unsigned poll)
 }
 
 /*
- * Node 0: wait until every node still in the run (spares included) has
+ * The lead: wait until every node still in the run (spares included) has
  * offered itself for epoch or is known gone (its launcher's post, or
  * slurmctld), at most restart.in_place_wait. state[k]: 1 offered, 2 gone,
  * 0 silent; why[k] what ended a node that did not offer itself.
@@ -448,7 +456,7 @@ static int leave_out_rejoiners(struct regroup *g, int *state)
 }
 
 /*
- * Node 0: gather the offers, and post the verdict for every node: "go
+ * The lead: gather the offers, and post the verdict for every node: "go
  * ..." (verdict()), or "end WHY" when the run cannot go on.
  */
 static void decide(struct regroup *g, const struct regroup_node *n, int epoch)
@@ -487,30 +495,47 @@ static void decide(struct regroup *g, const struct regroup_node *n, int epoch)
 	free(why);
 }
 
-/* Whether launcher 0 wrote its node's record: the attempt is over. */
+/*
+ * Whether the lead node's launcher wrote its node's record: the attempt
+ * is over. A launcher whose daemon was lost writes its record too, after
+ * it said so (gone), so the lead is asked again once the record is seen.
+ */
 static int run_ended(const struct regroup *g)
 {
 	char path[4200];
+	int lead = regroup_lead(g);
 
-	return exit_info_node_path(path, sizeof path, g->files.run_dir, 0, g->files.restart_count,
-				   g->files.attempt) == 0 &&
-	       access(path, F_OK) == 0;
+	return lead >= 0 &&
+	       exit_info_node_path(path, sizeof path, g->files.run_dir, lead,
+				   g->files.restart_count, g->files.attempt) == 0 &&
+	       access(path, F_OK) == 0 && regroup_lead(g) == lead;
 }
 
-/* Node 0's verdict for epoch into text; -1 when none came in time (or the attempt ended). */
-static int await_verdict(struct regroup *g, const struct stork_config *cfg, int epoch, char *text,
+/*
+ * The lead node's verdict for epoch into text; -1 when none came in time
+ * (or the attempt ended). The lead decides: this node, when it is the
+ * lead or becomes it while it waits (the lead's launcher said its daemon
+ * was lost).
+ */
+static int await_verdict(struct regroup *g, const struct regroup_node *n, int epoch, char *text,
 			 size_t len)
 {
-	double deadline = clock_monotonic() + cfg->restart.in_place_wait + VERDICT_MARGIN_S;
+	double deadline = clock_monotonic() + n->cfg->restart.in_place_wait + VERDICT_MARGIN_S;
 	char path[4200];
 
 	if (membership_path(path, sizeof path, &g->files, "members", epoch, -1) < 0)
 		return -1;
-	for (unsigned poll = 0; !atomic_post_read(path, text, len); poll++)
+	for (unsigned poll = 0; !atomic_post_read(path, text, len); poll++) {
+		if (!g->decided && regroup_lead(g) == g->self) {
+			decide(g, n, epoch);
+			g->decided = 1;
+			deadline = clock_monotonic() + VERDICT_MARGIN_S;
+			continue;
+		}
 		if (clock_monotonic() >= deadline || (poll % 20 == 19 && run_ended(g)))
 			return -1;
-		else
-			nap();
+		nap();
+	}
 	return 0;
 }
 
@@ -631,7 +656,7 @@ static int reconnect(struct regroup *g, const struct regroup_node *n, int epoch,
 		world += counts[i];
 	}
 	if (index < 0) {
-		snprintf(g->message, sizeof g->message, "node 0 left this node out");
+		snprintf(g->message, sizeof g->message, "the verdict left this node out");
 		goto out;
 	}
 	if (nm == 1) { /* alone now: shared memory only */
@@ -695,10 +720,8 @@ static int agree(struct regroup *g, const struct regroup_node *n, int epoch, cha
 			 g->files.run_dir, strerror(errno));
 		return -1;
 	}
-	if (g->self == 0)
-		decide(g, n, epoch);
-	if (await_verdict(g, n->cfg, epoch, text, len) < 0) {
-		snprintf(g->message, sizeof g->message, "node 0 gave no verdict in %g s",
+	if (await_verdict(g, n, epoch, text, len) < 0) {
+		snprintf(g->message, sizeof g->message, "the lead node gave no verdict in %g s",
 			 n->cfg->restart.in_place_wait + VERDICT_MARGIN_S);
 		return -1;
 	}
@@ -722,7 +745,7 @@ static void wake(struct regroup *g, int verdict, double since)
 	pthread_mutex_unlock(&g->lock);
 }
 
-/* Node 0's line for each loss this regroup recorded (from index first). */
+/* The decider's line for each loss this regroup recorded (from index first). */
 static void say_losses(const struct regroup *g, const struct regroup_node *n, int first)
 {
 	for (int i = first; i < g->nlosses; i++) {
@@ -742,7 +765,7 @@ static void say_losses(const struct regroup *g, const struct regroup_node *n, in
 	}
 }
 
-/* Node 0's line for each node the last regroup let back in (restart.rejoin). */
+/* The decider's line for each node the last regroup let back in (restart.rejoin). */
 static void say_joins(const struct regroup *g, const struct regroup_node *n)
 {
 	for (int i = g->last_join_first; i < g->njoins; i++)
@@ -760,13 +783,14 @@ int regroup_run(struct regroup *g, const struct regroup_node *n)
 
 	g->message[0] = '\0';
 	g->last_join_first = g->njoins;
+	g->decided = 0;
 	verdict = agree(g, n, epoch, text, sizeof text) == 0 ?
 			  reconnect(g, n, epoch, text, clock_monotonic() - t0) : REGROUP_END;
-	if (verdict == REGROUP_GO && g->self == 0) {
+	if (verdict == REGROUP_GO && g->decided) {
 		say_losses(g, n, first);
 		say_joins(g, n);
 	}
-	else if (verdict == REGROUP_END && g->self == 0)
+	else if (verdict == REGROUP_END && g->decided)
 		stork_error("the run cannot go on without the lost node(s): %s (restart.in_place)",
 			    g->message);
 	else if (verdict == REGROUP_END)

@@ -11,15 +11,18 @@
  *
  * The regroup itself, between the nodes, goes through the run directory
  * (lib/run/membership.h): the call, each survivor's offer with the UCX
- * address of a fresh worker, and node 0's verdict. Node 0 decides because
- * its launcher writes the run's record; a run that lost node 0 ends (and
- * restart.max_restarts or a requeue take over). The verdict keeps the
+ * address of a fresh worker, and the lead's verdict. The lead is the
+ * first node still in the run whose launcher has not said its daemon was
+ * lost (regroup_lead): node 0 until it is lost, then the next, which every
+ * node works out alike from the run directory. Its launcher's record
+ * marks the attempt's end, and it writes the run's summary (launcher 0's,
+ * or the first that remained). The verdict keeps the
  * layout whole: the lost ranks must be whole data-parallel replicas, the
  * survivors renumbered in order keep their tensor and pipeline places, and
  * train.grad_accum grows so that the global batch stays what it was.
  *
  * restart.rejoin (rejoin.h starts the launcher): a node that comes back in
- * a lost one's place waits as a spare, says when it is ready, and node 0
+ * a lost one's place waits as a spare, says when it is ready, and the lead
  * calls a regroup for it; the verdict puts it back in its own place in
  * order ("joined K"), and train.grad_accum shrinks again.
  */
@@ -50,7 +53,7 @@ struct regroup_loss {
 	char by[64];             /* the spare that took its place, "" none */
 };
 
-/* A node that came back (restart.rejoin): a launcher node 0 started in its place joined. */
+/* A node that came back (restart.rejoin): a launcher the lead started in its place joined. */
 struct regroup_join {
 	int node;                /* the launcher index it took again */
 	char host[64];
@@ -80,8 +83,9 @@ struct regroup {
 	int nlosses;
 	int last_first;          /* the last regroup's losses: losses[last_first .. nlosses) */
 	int *rejoin;             /* nnodes flags: a launcher started in this lost node's place
-				    that has not come in yet (node 0; a rejoiner: its own) */
+				    that has not come in yet (the lead; a rejoiner: its own) */
 	int ready_posted;        /* a rejoiner: it said it waits to come in */
+	int decided;             /* this node decided the last regroup (it was the lead) */
 	struct regroup_join joins[REGROUP_MAX_LOSSES];
 	int njoins;
 	int last_join_first;     /* the last regroup's joins: joins[last_join_first .. njoins) */
@@ -94,6 +98,12 @@ struct regroup {
  */
 int regroup_init(struct regroup *g, const struct train_node *node, int nnodes, int active);
 void regroup_free(struct regroup *g);
+
+/*
+ * The lead node's launcher index: the first node in the run, not a spare,
+ * whose launcher has not posted that its daemon was lost; -1 none.
+ */
+int regroup_lead(const struct regroup *g);
 
 /*
  * A rank thread whose collective failed, after it let go of every
@@ -120,13 +130,13 @@ int regroup_called(struct regroup *g);
 
 /*
  * Main thread of a spare: whether the run's attempt is over without it
- * (launcher 0 wrote its node's record), or a stop signal came
+ * (the lead's launcher wrote its node's record), or a stop signal came
  * (`stopped`); then its ranks are released with REGROUP_END.
  */
 int regroup_spare_released(struct regroup *g, int stopped);
 
 /*
- * restart.rejoin, node 0: a launcher was started in lost node `node`'s
+ * restart.rejoin, the lead: a launcher was started in lost node `node`'s
  * place; let it in once it says it is ready (regroup_admit), or forget
  * it (its step ended before it came in).
  */

@@ -1,13 +1,13 @@
 /*
- * daemon/node/rejoin.h - restart.rejoin on node 0: once a regroup went on
+ * daemon/node/rejoin.h - restart.rejoin on the lead node: once a regroup went on
  * without a node whose host is still in the job (its daemon died, the
  * node did not), a launcher is started there again, in a job step of its
  * own inside the allocation (srun --jobid --overlap: the step that lost
  * it runs on), with the lost node's launcher index. It waits as a spare
- * until node 0 lets it in at a step boundary (regroup.h), where a live
+ * until the lead lets it in at a step boundary (regroup.h), where a live
  * replica sends it the parameters and optimizer state over the network.
  *
- * Node 0 owns the steps it started: it reaps them as they end, and at its
+ * The lead owns the steps it started: it reaps them as they end, and at its
  * own end waits for them a while (their ranks finish the same last step)
  * before it ends them, so that none outlives the run.
  */

@@ -190,7 +190,7 @@ static int take_spike(struct run_report *rep, const json_t *v, long step)
 	return 0;
 }
 
-/* A membership line (restart.in_place) of rank 0: a node lost after its step. */
+/* A membership line (restart.in_place) of the lead's file: a node lost after its step, or back. */
 static int take_member(struct run_report *rep, const json_t *v, long step)
 {
 	struct report_member m = { .step = step, .lost_s = NAN }, *nm;
@@ -219,10 +219,13 @@ static void take_recovery(struct run_report *rep, long step, double seconds)
 		}
 }
 
-/* One metrics line of rank r: into the series the report shows. */
-static int take_line(struct run_report *rep, int r, const char *line, const char *path)
+/*
+ * One metrics line of rank r: into the series the report shows. The
+ * run's own figures come from one file, the lead's (lead_rank()).
+ */
+static int take_line(struct run_report *rep, int r, int lead, const char *line, const char *path)
 {
-	/* the first eight are rank 0's alone */
+	/* the first eight are the lead's alone */
 	static const char *const wanted[] = { "train_loss", "val_loss", "checkpoint_s",
 					      "checkpoint_stall_ms", "loss_spike", "rollback",
 					      "membership", "recovery", "step_time_ms",
@@ -237,7 +240,7 @@ static int take_line(struct run_report *rep, int r, const char *line, const char
 	int rc = 0;
 
 	for (size_t i = 0; i < sizeof wanted / sizeof *wanted && !name; i++)
-		if ((r == 0 || i >= 8) && metrics_line_is(line, wanted[i]))
+		if ((r == lead || i >= 8) && metrics_line_is(line, wanted[i]))
 			name = wanted[i];
 	if (!name || !(v = sj_parse(line, strlen(line), path, err, sizeof err)))
 		return 0; /* another metric, or a line cut short by a full disk */
@@ -286,7 +289,7 @@ out:
 
 struct rank_reader {
 	struct run_report *rep;
-	int r;
+	int r, lead;
 	const char *path;
 };
 
@@ -294,13 +297,42 @@ static int take_rank_line(const char *line, void *arg)
 {
 	const struct rank_reader *rd = arg;
 
-	return take_line(rd->rep, rd->r, line, rd->path) < 0;
+	return take_line(rd->rep, rd->r, rd->lead, line, rd->path) < 0;
+}
+
+static int count_train_loss(const char *line, void *arg)
+{
+	*(long *)arg += metrics_line_is(line, "train_loss");
+	return 0;
+}
+
+/*
+ * The file whose run-wide figures (losses, checkpoints, membership) the
+ * report shows: rank 0's, unless another rank logged more steps. Under
+ * restart.in_place a lost node's ranks' files end early and the others go
+ * on under new numbers in their own files: a rank that saw the whole run
+ * has it all (every rank logs the same loss, averaged over the replicas).
+ */
+static int lead_rank(char *const *paths, int n)
+{
+	long best = -1;
+	int lead = 0;
+
+	for (int r = 0; r < n; r++) {
+		long steps = 0;
+
+		if (metrics_file_lines(paths[r], count_train_loss, &steps) == 0 && steps > best) {
+			best = steps;
+			lead = r;
+		}
+	}
+	return lead;
 }
 
 /* Rank r's metrics; 0, or -1 when out of memory. */
-static int read_rank(struct run_report *rep, int r, const char *path)
+static int read_rank(struct run_report *rep, int r, int lead, const char *path)
 {
-	struct rank_reader rd = { rep, r, path };
+	struct rank_reader rd = { rep, r, lead, path };
 	int rc = metrics_file_lines(path, take_rank_line, &rd);
 
 	if (rc < 0) {
@@ -318,7 +350,7 @@ static int read_ranks(struct run_report *rep)
 {
 	char pattern[4200];
 	glob_t g = { 0 };
-	int rc = 0;
+	int rc = 0, lead;
 
 	if (path_join(pattern, sizeof pattern, rep->dir, "logs/rank-*.metrics.jsonl") < 0)
 		return 0;
@@ -332,12 +364,13 @@ static int read_ranks(struct run_report *rep)
 	if (!rep->ranks)
 		rc = -1;
 	rep->nranks = rep->ranks ? (int)g.gl_pathc : 0;
+	lead = lead_rank(g.gl_pathv, rep->nranks);
 	for (int r = 0; rc == 0 && r < rep->nranks; r++) {
 		const char *base = strrchr(g.gl_pathv[r], '/');
 
 		if (sscanf(base ? base + 1 : g.gl_pathv[r], "rank-%d.", &rep->ranks[r].rank) != 1)
 			rep->ranks[r].rank = r;
-		rc = read_rank(rep, r, g.gl_pathv[r]);
+		rc = read_rank(rep, r, lead, g.gl_pathv[r]);
 	}
 	globfree(&g);
 	return rc;

@@ -20,7 +20,7 @@ int in_place_leave(const struct stork_config *cfg, const char *run_dir, int inde
 				    .restart_count = restarts ? atoi(restarts) : 0, .attempt = attempt };
 	char why[256];
 
-	if (!cfg->restart.in_place || launchers < 2 || code == STORK_EXIT_OK || index == 0)
+	if (!cfg->restart.in_place || launchers < 2 || code == STORK_EXIT_OK)
 		return 0;
 	/* a death is the one ending the survivors go on after (regroup.c) */
 	if (sig)

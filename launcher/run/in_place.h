@@ -13,8 +13,8 @@ struct stork_config;
  * After storkd's attempt ended with code (sig: the signal that killed it,
  * 0 none; message: its report's, may be NULL), on launcher index of launchers:
  * post what ended it for the others' regroup. 1 when the node leaves and
- * the others go on without it (its daemon died; not node 0, whose
- * launcher writes the run's record), else 0.
+ * the others go on without it (its daemon died: node 0's too, whose
+ * summary the first launcher that remained then writes), else 0.
  */
 int in_place_leave(const struct stork_config *cfg, const char *run_dir, int index, int launchers,
 		   int attempt, int code, int sig, const char *message);

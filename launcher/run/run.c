@@ -286,7 +286,7 @@ fail:
 }
 
 /*
- * restart.rejoin: a launcher node 0 started in a step of its own takes the
+ * restart.rejoin: a launcher the lead started in a step of its own takes the
  * lost node's place in the run's launchers (the step's own numbers are
  * one of one), and joins the attempt in flight.
  */
@@ -306,6 +306,16 @@ static int rejoin_place(struct layout *l)
 	l->index = r.node;
 	l->first_attempt = r.attempt;
 	return 0;
+}
+
+/*
+ * Launcher 0 of the step that started the run: it writes the run's files
+ * at the start and (unless it leaves) its summary at the end; a launcher
+ * that came back in node 0's place (restart.rejoin) does neither.
+ */
+static int first_launcher(const struct layout *l)
+{
+	return l->index == 0 && !l->rejoin;
 }
 
 static int compute_layout(const struct run_options *o, const struct stork_config *cfg,
@@ -709,14 +719,32 @@ out:
 }
 
 /*
- * Write this node's exit_info for attempt a->attempt; node 0 also writes
- * the summary (into *sum), the attempts restarted before it listed. A
- * summary of an attempt about to be restarted is written too, and
- * overwritten by the next one's.
+ * Whether this launcher writes the run's summary: launcher 0, or once it
+ * left while the others went on (restart.in_place), the first launcher
+ * that remained (its daemon's nodes_left names every one before it);
+ * never one that left, nor one that came back in a lost one's place
+ * (restart.rejoin).
+ */
+static int summarises(const struct layout *l, const struct exit_info *node, int left)
+{
+	if (left || l->rejoin)
+		return 0;
+	for (int k = 0; k < l->index; k++)
+		if (!exit_info_node_left(node, k))
+			return 0;
+	return 1;
+}
+
+/*
+ * Write this node's exit_info for attempt a->attempt; the summariser
+ * (summarises(): launcher 0 unless it left) also writes the summary (into
+ * *sum), the attempts restarted before it listed, and says so in
+ * *summary. A summary of an attempt about to be restarted is written
+ * too, and overwritten by the next one's.
  */
 static int finish(const char *run_dir, const struct layout *l, int code,
 		  const struct daemon_result *res, pid_t pid, int sig, struct exit_attempt *a,
-		  int restarting, struct exit_info *sum)
+		  int restarting, int left, struct exit_info *sum, int *summary)
 {
 	struct exit_info node;
 	char err[512];
@@ -724,16 +752,18 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 
 	node_exit_info(&node, code, l, run_dir, res, pid, sig);
 	node.attempt = a->attempt;
-	run_metrics_write(run_dir, l->index);
+	*summary = summarises(l, &node, left);
+	run_metrics_write(run_dir, l->index, *summary);
 	a->restart_count = node.restart_count;
 	if (l->index == 0 && a->attempt > 0 && code == STORK_EXIT_RENDEZVOUS)
 		code = requeue_without_lost(run_dir, l, a, code, &node);
 	if (exit_info_write_node(run_dir, &node, err, sizeof err) < 0)
 		stork_error("%s", err);
-	if (l->index != 0) {
+	if (!*summary) {
 		*sum = node;
 		return code;
 	}
+	a->summariser = l->index;
 	/* Wait for the other nodes' records, unless they never joined. */
 	final = exit_info_summarise(run_dir, l->launchers, a,
 				    code == STORK_EXIT_RENDEZVOUS || code == STORK_EXIT_NODE_LOST ?
@@ -920,7 +950,7 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 	if ((cfg->restart.max_restarts > 0 || cfg->restart.in_place) && getenv("PMIX_RANK")) {
 		unsetenv("PMIX_RANK");
 		unsetenv("PMIX_NAMESPACE");
-		if (l->index == 0)
+		if (first_launcher(l))
 			stork_info("%s: the daemons meet over tcp, not PMIx",
 				   cfg->restart.in_place ? "restart.in_place" : "restart.max_restarts");
 	}
@@ -938,10 +968,10 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 		char *args[] = { (char *)storkd, "--config", (char *)config_path,
 				 "--run-dir", (char *)run_dir, "--local-ranks", (char *)nranks,
 				 "--attempt", attempt_s, "--result-fd", "@RESULT_FD@",
-				 l->index == 0 ? "--job-end" : NULL, (char *)job_end, NULL };
+				 first_launcher(l) ? "--job-end" : NULL, (char *)job_end, NULL };
 		struct daemon_result res = { 0 };
 		pid_t pid = 0;
-		int sig, restarting, left;
+		int sig, restarting, left, summary;
 
 		snprintf(attempt_s, sizeof attempt_s, "%d", a.attempt);
 		code = supervise(storkd, args, &res, &pid, &sig);
@@ -950,10 +980,11 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 		/* a rejoiner's place ends with its attempt: the next starts without it */
 		restarting = !left && !l->rejoin && restartable(code) &&
 			     a.attempt < cfg->restart.max_restarts && !atomic_load(&stop_forwarded);
-		code = finish(run_dir, l, code, &res, pid, sig, &a, restarting, &failed[a.nrestarts]);
+		code = finish(run_dir, l, code, &res, pid, sig, &a, restarting, left,
+			      &failed[a.nrestarts], &summary);
 		if (left)
 			code = STORK_EXIT_OK; /* the run goes on: the others' exit says how it ends */
-		if (l->index == 0)
+		if (summary)
 			notify_end(nt, code, restarting, &res, &failed[a.nrestarts]);
 		if (res.v)
 			json_decref(res.v);
@@ -985,10 +1016,11 @@ static int staging_failed(const char *run_dir, const struct layout *l, int code,
 	struct daemon_result res = { .have = 1 };
 	struct exit_attempt a = { 0 };
 	struct exit_info sum;
+	int summary;
 
 	res.v = json_pack("{s:i, s:i, s:o}", "exit_code", code, "last_step", -1, "message", sj_text(why));
-	code = finish(run_dir, l, code, &res, 0, 0, &a, 0, &sum);
-	if (l->index == 0)
+	code = finish(run_dir, l, code, &res, 0, 0, &a, 0, 0, &sum, &summary);
+	if (summary)
 		notify_end(nt, code, 0, &res, &sum);
 	json_decref(res.v);
 	return code;
@@ -1106,12 +1138,12 @@ int cmd_run(int argc, char **argv)
 		code = rc == -2 ? STORK_EXIT_CONFIG : STORK_EXIT_INTERNAL;
 		goto out;
 	}
-	if (write_resolved_config(run_dir, &cfg, l.index == 0) < 0) {
+	if (write_resolved_config(run_dir, &cfg, first_launcher(&l)) < 0) {
 		code = STORK_EXIT_INTERNAL;
 		goto out;
 	}
 	provenance_dir = run_dir;
-	if (l.index == 0) {
+	if (first_launcher(&l)) {
 		printf("stork: run directory %s\n", run_dir);
 		snprintf(job_end, sizeof job_end, "%lld", (long long)check_job(&asked));
 	}
@@ -1125,7 +1157,7 @@ int cmd_run(int argc, char **argv)
 		snprintf(nranks, sizeof nranks, "%d", l.local_ranks);
 	else
 		snprintf(nranks, sizeof nranks, "auto");
-	if (l.index == 0) {
+	if (first_launcher(&l)) {
 		nt = notify_open(&cfg, run_dir);
 		notify_started(nt, run_dir);
 	}

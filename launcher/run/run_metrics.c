@@ -110,14 +110,14 @@ static void write_gpus(const char *run_dir, int node_index)
 	free(out);
 }
 
-void run_metrics_write(const char *run_dir, int node_index)
+void run_metrics_write(const char *run_dir, int node_index, int summarise)
 {
 	const char *job = getenv("SLURM_JOB_ID");
 	char err[1024];
 	long skipped = 0;
 
 	write_gpus(run_dir, node_index);
-	if (node_index != 0)
+	if (!summarise)
 		return;
 	if (metrics_rollup(run_dir, &skipped, err, sizeof err) < 0)
 		stork_warn("metrics/summary.csv: %s", err);

@@ -3,8 +3,9 @@
  * stork run when an attempt ends (a stop included):
  *
  *   summary.csv            every rank's metrics rolled up per minute
- *                          (lib/run/metrics_rollup.h), by launcher 0
- *   sacct.csv              the job's accounting (sacct -P), by launcher 0;
+ *                          (lib/run/metrics_rollup.h), by the summariser
+ *                          (launcher 0 unless it left: restart.in_place)
+ *   sacct.csv              the job's accounting (sacct -P), by the summariser;
  *                          one comment line saying why when accounting is off
  *   nvidia-smi.node-NNN.xml  each node's GPUs (nvidia-smi -q -x), once, where
  *                          nvidia-smi exists
@@ -14,7 +15,8 @@
 #ifndef STORK_LAUNCHER_RUN_METRICS_H
 #define STORK_LAUNCHER_RUN_METRICS_H
 
-void run_metrics_write(const char *run_dir, int node_index);
+/* This node's files; summarise: the run's too (the summariser's launcher). */
+void run_metrics_write(const char *run_dir, int node_index, int summarise);
 
 /*
  * sacct's rows of job (the header line first, fields | separated, as

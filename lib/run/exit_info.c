@@ -216,8 +216,7 @@ static json_t *left_json(const struct exit_info *e)
 	return list;
 }
 
-/* Whether node n left the run while the others went on (its record is not their end). */
-static int node_left(const struct exit_info *e, int n)
+int exit_info_node_left(const struct exit_info *e, int n)
 {
 	for (int i = 0; i < e->nleft; i++)
 		if (e->left[i].node == n)
@@ -424,12 +423,13 @@ int exit_info_summarise(const char *run_dir, int nnodes, const struct exit_attem
 	double waited = 0;
 	int have = 0;
 
-	for (int n = 0; n < nnodes; n++) {
+	for (int i = 0; i < nnodes; i++) {
+		int n = (a->summariser + i) % nnodes;
 		struct exit_info node;
 
 		/* a node that left while the others went on (restart.in_place):
 		 * its end is not the run's, and its node may be gone with its record */
-		if (have && node_left(sum, n))
+		if (have && exit_info_node_left(sum, n))
 			continue;
 		/* This attempt's record: an earlier attempt's must not be read
 		 * while the node is still writing the current one. */

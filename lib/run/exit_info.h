@@ -72,6 +72,8 @@ struct exit_attempt {
 	int attempt;
 	const struct exit_info *restarts;
 	int nrestarts;
+	int summariser;        /* the node whose record the summary starts from: 0, or
+				* the first that remained when node 0 left (in_place) */
 };
 
 /* The exit_info.json reason of an exit code ("completed", "rank_failed"...). */
@@ -96,7 +98,14 @@ int exit_info_node_path(char *path, size_t len, const char *run_dir, int n, int 
 			int attempt);
 
 /*
- * Node 0: read the nnodes node records of attempt restart_count (waiting up
+ * Whether node n left the run while the others went on
+ * (restart.in_place): e's nodes_left names it.
+ */
+int exit_info_node_left(const struct exit_info *e, int n);
+
+/*
+ * The summariser (a->summariser, node 0 unless it left): read the nnodes
+ * node records of attempt restart_count, its own first (waiting up
  * to wait_s seconds for the missing ones), summarise and write
  * run_dir/exit_info.json. The summary's
  * exit code is the most telling of the nodes' (a failure over a stop over

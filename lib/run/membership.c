@@ -37,9 +37,9 @@ int membership_rejoin_from_env(struct membership_rejoin *r, char *err, size_t er
 	if (!s)
 		return 0;
 	if (sscanf(s, "%d %d %d %d%n", &r->node, &r->nnodes, &r->attempt, &r->epoch, &end) != 4 ||
-	    s[end] || r->node < 1 || r->node >= r->nnodes || r->attempt < 0 || r->epoch < 0) {
+	    s[end] || r->node < 0 || r->node >= r->nnodes || r->attempt < 0 || r->epoch < 0) {
 		snprintf(err, errlen, "%s='%s' is not \"NODE NODES ATTEMPT EPOCH\" of a lost node "
-			 "(1 <= NODE < NODES)", MEMBERSHIP_REJOIN_ENV, s);
+			 "(0 <= NODE < NODES)", MEMBERSHIP_REJOIN_ENV, s);
 		return -1;
 	}
 	return 1;

@@ -12,15 +12,16 @@
  *                          every daemon that sees it joins the regroup
  *   .member.JOB.R.A.E.K    node K is alive and in: its rank count and the
  *                          address of the UCX worker it opened for epoch E
- *   .members.JOB.R.A.E     the verdict of the coordinator (node 0): the
+ *   .members.JOB.R.A.E     the verdict of the lead (regroup.h): the
  *                          nodes that go on, by their launcher index
  *   .gone.JOB.R.A.K        node K's launcher: its daemon died (no regroup
  *                          need wait for it)
- *   .ready.JOB.R.A.K       restart.rejoin: the launcher node 0 started in
- *                          lost node K's place waits to come in; node 0
+ *   .ready.JOB.R.A.K       restart.rejoin: the launcher the lead started in
+ *                          lost node K's place waits to come in; the lead
  *                          calls the regroup that lets it in
  *
- * Launcher 0 removes them all once every node has written its record.
+ * The summariser (launcher 0 unless it left) removes them all once every
+ * node has written its record.
  */
 #ifndef STORK_MEMBERSHIP_H
 #define STORK_MEMBERSHIP_H
@@ -55,10 +56,10 @@ int membership_path(char *path, size_t len, const struct membership_run *m, cons
 void membership_post_gone(const struct membership_run *m, int node, const char *why);
 
 /*
- * restart.rejoin: node 0 starts a launcher in a lost node's place (a job
+ * restart.rejoin: the lead starts a launcher in a lost node's place (a job
  * step of its own) with STORK_REJOIN="NODE NODES ATTEMPT EPOCH" in its
  * environment: the launcher index it takes, the run's launchers, the
- * attempt it joins and the last regroup node 0 knew of.
+ * attempt it joins and the last regroup the lead knew of.
  */
 #define MEMBERSHIP_REJOIN_ENV "STORK_REJOIN"
 
@@ -72,7 +73,7 @@ struct membership_rejoin {
  */
 int membership_rejoin_from_env(struct membership_rejoin *r, char *err, size_t errlen);
 
-/* Remove every regroup file of run_dir (launcher 0, at an attempt's end). */
+/* Remove every regroup file of run_dir (the summariser, at an attempt's end). */
 void membership_remove_all(const char *run_dir);
 
 #endif

@@ -19,11 +19,11 @@ teardown() { cancel_test_job; }
 
 losses() { run_losses "$1" "${2:-000}"; }
 
-# losses_within_1e6 FULL DIR [STEPS]: all STEPS (50) of DIR's losses within
-# 1e-6 relative of run FULL's (the same global batch, its gradients added
-# in other groups).
+# losses_within_1e6 FULL DIR [STEPS [RANK]]: all STEPS (50) of DIR's losses
+# (rank RANK's, 000) within 1e-6 relative of run FULL's (the same global
+# batch, its gradients added in other groups).
 losses_within_1e6() {
-	paste <(losses "$1") <(losses "$2") | awk -v steps="${3:-50}" '
+	paste <(losses "$1") <(losses "$2" "${4:-000}") | awk -v steps="${3:-50}" '
 		{ n++; d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > w) w = r }
 		END { printf "worst relative difference %.3g over %d steps\n", w, n > "/dev/stderr";
 		      exit !(n == steps && w <= 1e-6) }'
@@ -71,13 +71,16 @@ n2_killed_and_gone_on() {
 	grep -q 'n2 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 2 ranks, train.grad_accum 1 -> 2 keeps the global batch' "$name.out"
 }
 
-# kill_n2_daemon: kill -9 node 1's storkd (on n2).
-kill_n2_daemon() {
+# kill_daemon K: kill -9 node K's storkd.
+kill_daemon() {
 	local pid
-	pid=$(jq -r '.nodes[1].pid' "$dir/config/slurm_env.json")
+	pid=$(jq -r ".nodes[$1].pid" "$dir/config/slurm_env.json")
 	[ -n "$pid" ] && [ "$pid" != null ]
 	kill -9 "$pid"
 }
+
+# kill_n2_daemon: kill -9 node 1's storkd (on n2).
+kill_n2_daemon() { kill_daemon 1; }
 
 @test "restart.in_place: kill -9 of n2's storkd mid-run; n1 goes on in the same job without a checkpoint, the losses those of an uninterrupted DP4 run within 1e-6; the loss is in the output, the metrics and exit_info" {
 	fault_injection || skip "needs --enable-fault-injection"
@@ -109,6 +112,42 @@ kill_n2_daemon() {
 	grep -q '<g class="member-marker" data-step="[1-9][0-9]*">' ip.html
 	grep -q '<ul class="members">' ip.html
 	check_report_html ip.html
+	nodes_idle
+}
+
+@test "restart.in_place: kill -9 of node 0's storkd (n1); n2 leads the regroup and goes on, its launcher writes exit_info, then n1 rejoins; the losses those of an uninterrupted DP4 run within 1e-6" {
+	fault_injection || skip "needs --enable-fault-injection"
+	small_config run.yaml ip 2 64 4 32 80
+	"$STORK" run run.yaml --local-ranks 4 run.name=full >/dev/null
+	full=runs/full__job=local__task=0
+	in_place_job lead
+	kill_daemon 0
+	wait_job_state "$job" 'COMPLETED|FAILED' 180
+	cat lead.out
+	[ "$(job_field "$job" JobState)" = COMPLETED ]
+	[ "$(job_field "$job" Restarts)" = 0 ]
+	! grep -q 'resumed from' lead.out || false
+	grep -q 'n1 lost after step [1-9][0-9]* (storkd died of SIGKILL): going on without it on 2 ranks, train.grad_accum 1 -> 2 keeps the global batch' lead.out
+	# n2's launcher (1) summarised: exit_info names n1 as the node that left
+	info=$dir/exit_info.json
+	cat "$info"
+	[ "$(jq -r .reason "$info")" = completed ]
+	[ "$(jq -r '.nodes_left[0].host' "$info")" = n1 ]
+	[ "$(jq -r '.nodes_left[0].node' "$info")" -eq 0 ]
+	grep -q '^stork: completed (exit 0)' lead.out
+	# the lead brought node 0 back on n1, which came in again
+	grep -q 'restart.rejoin: a launcher starts on n1 again, in a job step of its own' lead.out
+	grep -q 'n1 is back in the run (restart.rejoin): 4 ranks go on, train.grad_accum 2 -> 1' lead.out
+	# rank 2 (n2's first) trained every step, rank 0 of the world from the loss
+	# to n1's return; rank-000's file goes on from the return
+	[ "$(losses "$dir" 002 | wc -l)" -eq 80 ]
+	losses_within_1e6 "$full" "$dir" 80 002
+	[ "$(losses "$dir" | tail -n1 | cut -d' ' -f1)" -eq 80 ]
+	# the report reads the run from a rank that saw all of it
+	"$STORK" report --text "$dir" | grep -E 'node lost: n1 after step [1-9][0-9]*'
+	"$STORK" report --text "$dir" | grep -E '^steps: 80;'
+	"$STORK" report --text "$dir" | grep -E '4 rank\(s\) on 2 node\(s\), rendezvous'
+	[ -f "$dir/metrics/summary.csv" ]
 	nodes_idle
 }
 

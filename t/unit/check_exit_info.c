@@ -288,10 +288,10 @@ START_TEST(a_node_that_left_does_not_end_the_run)
 }
 END_TEST
 
-/* restart.rejoin: the place node 0 hands the launcher it starts again */
+/* restart.rejoin: the place the lead hands the launcher it starts again (node 0's too) */
 START_TEST(a_rejoin_reads_its_place_and_refuses_a_wrong_one)
 {
-	static const char *const wrong[] = { "1 2 0", "0 2 0 1", "2 2 0 1", "1 2 -1 0",
+	static const char *const wrong[] = { "1 2 0", "-1 2 0 1", "2 2 0 1", "1 2 -1 0",
 					     "1 2 0 1 x", "one two" };
 	struct membership_rejoin r;
 	char why[256];
@@ -304,6 +304,9 @@ START_TEST(a_rejoin_reads_its_place_and_refuses_a_wrong_one)
 	ck_assert_int_eq(r.nnodes, 3);
 	ck_assert_int_eq(r.attempt, 2);
 	ck_assert_int_eq(r.epoch, 5);
+	setenv(MEMBERSHIP_REJOIN_ENV, "0 2 0 1", 1);
+	ck_assert_int_eq(membership_rejoin_from_env(&r, why, sizeof why), 1);
+	ck_assert_int_eq(r.node, 0);
 	for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
 		setenv(MEMBERSHIP_REJOIN_ENV, wrong[i], 1);
 		ck_assert_msg(membership_rejoin_from_env(&r, why, sizeof why) == -1, "%s", wrong[i]);
