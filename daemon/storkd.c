@@ -228,7 +228,10 @@ static void watch_rejoins(struct train_node *node, const struct stork_config *cf
 				   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 			regroup_forget(node->regroup, k);
 		}
-	regroup_admit(node->regroup, (int)(cfg->train.steps - steps));
+	/* a regroup costs the step in flight: none before the ranks completed
+	 * one since the last (a loss's cost is then its own, the rejoin's its own) */
+	if (steps > node->regroup->step)
+		regroup_admit(node->regroup, (int)(cfg->train.steps - steps));
 }
 
 /*

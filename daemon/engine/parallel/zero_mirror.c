@@ -69,6 +69,7 @@ int zero_mirror_fill(struct zero_mirror *mm, const struct zero_plan *own,
 	    (rc = exchange(own, dp, opt->v, own->state_n, mm->opt.v, mm->plan.state_n)))
 		return rc;
 	mm->opt.step = opt->step; /* every replica has done as many updates */
+	mm->filled = 1;
 	return 0;
 }
 

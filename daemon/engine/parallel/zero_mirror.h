@@ -23,6 +23,7 @@
 
 struct zero_mirror {
 	int on;                    /* D > 1: there is another replica to mirror */
+	int filled;                /* the copy is whole: zero_mirror_fill ended */
 	struct zero_plan plan;     /* the parts of rank zero_mirror_kept(D, d) */
 	struct adamw_state opt;    /* their moments, in the rank's memory */
 };

@@ -191,18 +191,30 @@ static int go_on(struct rank *r, int64_t *start)
 	return 0;
 }
 
-int rank_recover(struct rank *r, int64_t *start)
+/*
+ * Whether a regroup mends how this rank stopped: a collective that failed
+ * because another node was lost or called a regroup, not the rank's own
+ * error.
+ */
+static int mendable(const struct rank *r)
+{
+	return r->node->regroup && r->res->secondary &&
+	       r->res->exit_code == STORK_EXIT_RANK_FAILED;
+}
+
+/*
+ * Park until the node's regroup decides, then take the new world's place.
+ * 0; -1 when taking it failed; REGROUP_END when the verdict ends the node.
+ */
+static int regroup_once(struct rank *r, const struct par_layout *before)
 {
 	const struct train_node *n = r->node;
-	struct par_layout before = r->lay;
 
-	if (!n->regroup || !r->res->secondary || r->res->exit_code != STORK_EXIT_RANK_FAILED)
-		return -1;
 	rank_logf(&r->log, "restart.in_place: %s; waiting for the node's regroup",
 		  r->res->message);
 	let_go(r);
-	if (regroup_park(n->regroup, &n->progress[r->local], r->updated_steps) < 0)
-		return -1;
+	if (regroup_park(n->regroup, &n->progress[r->local], r->updated_steps) != REGROUP_GO)
+		return REGROUP_END;
 	/* the failure is mended: the rank's result starts again (its checkpoint stays) */
 	r->res->exit_code = 0;
 	r->res->secondary = 0;
@@ -211,13 +223,33 @@ int rank_recover(struct rank *r, int64_t *start)
 	take_place(r);
 	if (rank_device_comm(r) || rank_make_layout(r, &r->shape))
 		return -1;
-	if (r->lay.tp_rank != before.tp_rank || r->lay.stage != before.stage) {
+	if (r->lay.tp_rank != before->tp_rank || r->lay.stage != before->stage) {
 		rank_fail(r, STORK_EXIT_RANK_FAILED, "restart.in_place: the new layout moves this "
 			  "rank to another tensor or pipeline place");
 		return -1;
 	}
 	r->model.shard.tp = r->grp.tp; /* the model's passes talk in the new group */
-	return go_on(r, start);
+	return 0;
+}
+
+/*
+ * Another regroup may cut this one short: a node that comes back (or is
+ * lost) while the ranks still exchange their state aborts the exchange.
+ * The state is taken again in the next one: nothing it changed counts
+ * until it ends (train_recover_zero.c keeps the same rule).
+ */
+int rank_recover(struct rank *r, int64_t *start)
+{
+	struct par_layout before = r->lay;
+	int rc;
+
+	while (mendable(r)) {
+		if ((rc = regroup_once(r, &before)) == REGROUP_END)
+			return -1;
+		if (rc == 0 && go_on(r, start) == 0)
+			return 0;
+	}
+	return -1;
 }
 
 /* A spare's rank log, once it has a rank: that rank's file, where its predecessor's ends. */
@@ -260,7 +292,9 @@ int rank_join_as_spare(struct rank *r, const struct gpt2_config *mc, int64_t *st
 	if (rank_device_comm(r) || rank_make_layout(r, mc) || rank_init_model_blank(r, mc) ||
 	    rank_move_to_device(r))
 		return -1;
-	return go_on(r, start);
+	if (go_on(r, start) == 0)
+		return 0;
+	return rank_recover(r, start); /* another regroup cut this one short */
 }
 
 void rank_recovered_step(struct rank *r, int64_t steps)

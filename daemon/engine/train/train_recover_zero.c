@@ -52,17 +52,18 @@ struct holding {
 	int64_t parts;    /* the old group's size (its D), 0 for nothing */
 	int64_t applied;  /* the updates applied to its parts, -1 for nothing */
 	int64_t opt_step; /* its moments' update count */
+	int64_t kept;     /* 1: its copy of another part (zero_mirror.h) is whole */
 };
 
 #define HOLDING_N (sizeof(struct holding) / sizeof(int64_t))
 
 static int gather_holdings(struct rank *r, struct holding *all)
 {
-	struct holding mine = { -1, 0, -1, 0 };
+	struct holding mine = { -1, 0, -1, 0, 0 };
 
-	if (r->updated_steps >= 0) {
-		mine = (struct holding){ r->zero.d, r->zero.D, r->applied_steps, r->opt.step };
-	}
+	if (r->updated_steps >= 0)
+		mine = (struct holding){ r->zero.d, r->zero.D, r->applied_steps, r->opt.step,
+					 r->mirror.on && r->mirror.filled };
 	if (!r->grp.dp) {
 		all[0] = mine;
 		return 0;
@@ -79,7 +80,7 @@ static int holder_of(const struct holding *all, int n, int64_t parts, int64_t s,
 		if (all[j].part == s && all[j].applied == newest)
 			return j;
 	for (int j = 0; j < n; j++)
-		if (keeper >= 0 && all[j].part == keeper && all[j].applied == newest)
+		if (keeper >= 0 && all[j].part == keeper && all[j].kept && all[j].applied == newest)
 			return j;
 	return -1;
 }
@@ -126,7 +127,8 @@ static int gather_parts(struct rank *r, const int *holder, int64_t parts, float 
 }
 
 /* The new plan of this rank, its own parts of M and V as its moments, and its mirror. */
-static int cut_again(struct rank *r, const float *M, const float *V, int64_t opt_step)
+static int cut_again(struct rank *r, const float *M, const float *V, int64_t opt_step,
+		     int64_t newest)
 {
 	struct gpt2 *m = &r->model;
 	const struct ops *o = r->ops;
@@ -151,6 +153,9 @@ static int cut_again(struct rank *r, const float *M, const float *V, int64_t opt
 		off += n;
 	}
 	r->opt.step = opt_step;
+	/* this rank's part is whole from here: a regroup that cuts the rest
+	 * short finds it at newest (the copy counts once it is filled) */
+	r->updated_steps = r->applied_steps = newest;
 	if (r->ckpt_host) { /* sized for the old part */
 		o->host_free(r->ckpt_host);
 		r->ckpt_host = NULL;
@@ -223,13 +228,12 @@ int rank_regather_zero(struct rank *r, int64_t *start)
 		rank_fail_collective(r);
 		goto out;
 	}
-	if (cut_again(r, M, V, all[src].opt_step))
-		goto out;
 	if (r->updated_steps != newest)
 		rank_logf(&r->log, "restart.in_place: the ZeRO-1 parts taken at step %" PRId64
 			  " (this rank had completed %" PRId64 ")", newest, r->updated_steps);
-	r->updated_steps = r->applied_steps = newest;
 	r->updated_pos = r->applied_pos;
+	if (cut_again(r, M, V, all[src].opt_step, newest))
+		goto out;
 	rc = rank_sync_replicated(r, 1);
 	*start = newest;
 out:
