@@ -13,6 +13,7 @@
 #include "daemon/node/join.h"
 #include "daemon/engine/parallel/layout.h"
 #include "daemon/node/node_result.h"
+#include "daemon/node/prometheus.h"
 #include "daemon/engine/train/hang_report.h"
 #include "daemon/node/node.h"
 #include "daemon/node/regroup.h"
@@ -377,6 +378,8 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	struct comm_hier *hier = NULL;
 	struct regroup regroup = { 0 };
 	struct rejoins back = { 0 };
+	struct prometheus prom = { 0 };
+	double sample_at = 0;
 	const char *hang = NULL;
 	char err[1024], hang_msg[2048];
 	int code = STORK_EXIT_OK, started = 0;
@@ -430,6 +433,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 		}
 		started++;
 	}
+	prometheus_init(&prom, cfg->metrics.prometheus_dir, &node);
 	/* Wait for the ranks, watching their heartbeats. */
 	for (unsigned tick = 0;; tick++) {
 		int done = 0;
@@ -438,6 +442,10 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 			done += node.progress[i].done;
 		if (done == started)
 			break;
+		if (clock_monotonic() >= sample_at) {
+			prometheus_write(&prom, &node, cfg->run.name, started);
+			sample_at = clock_monotonic() + cfg->metrics.sample_s;
+		}
 		if (node.regroup &&
 		    watch_regroup(&node, cfg, &layout, &ucx, &hier, w, started, done, tick, &back))
 			continue;
@@ -473,6 +481,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	}
 	code = ranks_exit_code(code, w, started);
 	report_result(o->result_fd, code, w, started, NULL, node.regroup);
+	prometheus_end(&prom);
 out:
 	node_free(&node, &layout, ucx, hier);
 	/* the steps it started end with the same last step (once this node's

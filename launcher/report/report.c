@@ -125,6 +125,38 @@ static void print_layout(const json_t *env)
 	}
 }
 
+/* The lead's MFU, every rank's data wait and memory, each node's storkd (when logged). */
+static void print_telemetry(const struct run_report *rep)
+{
+	int any_wait = 0, any_rss = 0;
+
+	for (int r = 0; r < rep->nranks; r++) {
+		const struct report_rank *rk = &rep->ranks[r];
+
+		if (rk->mfu.n)
+			term_printf(stdout, "MFU: median %.1f%% (rank %d's; stork(1): MFU)\n",
+				    100 * series_median(&rk->mfu), rk->rank);
+		any_wait |= rk->data_wait_ms.n > 0;
+		any_rss |= rk->rss.n > 0;
+	}
+	if (any_wait) {
+		term_printf(stdout, "data wait per rank (median ms per step):");
+		for (int r = 0; r < rep->nranks; r++)
+			if (rep->ranks[r].data_wait_ms.n)
+				term_printf(stdout, " %d: %.2f", rep->ranks[r].rank,
+					    series_median(&rep->ranks[r].data_wait_ms));
+		term_printf(stdout, "\n");
+	}
+	if (any_rss) {
+		term_printf(stdout, "host memory (storkd resident, peak MiB, by each node's first rank):");
+		for (int r = 0; r < rep->nranks; r++)
+			if (rep->ranks[r].rss.n)
+				term_printf(stdout, " %d: %.1f", rep->ranks[r].rank,
+					    series_max(&rep->ranks[r].rss) / (1 << 20));
+		term_printf(stdout, "\n");
+	}
+}
+
 /* Each rank's median compute time, and the stragglers (report_data.c). */
 static void print_ranks(const struct run_report *rep)
 {
@@ -237,6 +269,7 @@ static int report_text(const char *dir)
 		if (isfinite(r0->median_tps) || isfinite(r0->median_step_ms))
 			term_printf(stdout, "throughput: median %.0f tokens/s, median step %.1f ms\n", r0->median_tps,
 			       r0->median_step_ms);
+		print_telemetry(&rep);
 		if (isfinite(rep.median_compute_ms))
 			print_ranks(&rep);
 	}

@@ -44,6 +44,9 @@ struct report_rank {
 	int rank;                      /* from the file name rank-NNN */
 	struct series tps, step_ms, compute_ms; /* the latest value logged for each step */
 	struct series pipe_wait_ms, net_bytes; /* pipeline_wait_ms, net_bytes_sent (when logged) */
+	struct series data_wait_ms, rank_bytes; /* the step's wait for its batch, the memory it holds */
+	struct series rss;             /* host_rss_bytes: storkd's resident memory (a node's first rank) */
+	struct series mfu;             /* model FLOP utilisation (rank 0) */
 	double median_step_ms, median_compute_ms, median_tps;
 	int straggler;
 };
@@ -95,6 +98,8 @@ void report_free(struct run_report *rep);
 
 double series_median(const struct series *s);
 double series_last(const struct series *s);
+/* The largest value, NaN for none. */
+double series_max(const struct series *s);
 
 /* The spike at step, or NULL. */
 const struct report_spike *report_spike_at(const struct run_report *rep, long step);

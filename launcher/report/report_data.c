@@ -99,6 +99,16 @@ double series_last(const struct series *s)
 	return s->n ? s->v[s->n - 1] : NAN;
 }
 
+double series_max(const struct series *s)
+{
+	double m = NAN;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (!(s->v[i] <= m))
+			m = s->v[i];
+	return m;
+}
+
 static void problem(struct run_report *rep, const char *what)
 {
 	size_t used = strlen(rep->problems);
@@ -230,7 +240,8 @@ static int take_line(struct run_report *rep, int r, int lead, const char *line, 
 					      "checkpoint_stall_ms", "loss_spike", "rollback",
 					      "membership", "recovery", "step_time_ms",
 					      "compute_ms", "tokens_per_sec", "pipeline_wait_ms",
-					      "net_bytes_sent" };
+					      "net_bytes_sent", "data_wait_ms", "rank_bytes",
+					      "host_rss_bytes", "mfu" };
 	struct report_rank *rk = &rep->ranks[r];
 	struct report_attempt *a;
 	const char *name = NULL;
@@ -260,6 +271,14 @@ static int take_line(struct run_report *rep, int r, int lead, const char *line, 
 		rc = series_set(&rk->pipe_wait_ms, step, json_number_value(value));
 	} else if (!strcmp(name, "net_bytes_sent")) {
 		rc = series_set(&rk->net_bytes, step, json_number_value(value));
+	} else if (!strcmp(name, "data_wait_ms")) {
+		rc = series_set(&rk->data_wait_ms, step, json_number_value(value));
+	} else if (!strcmp(name, "rank_bytes")) {
+		rc = series_set(&rk->rank_bytes, step, json_number_value(value));
+	} else if (!strcmp(name, "host_rss_bytes")) {
+		rc = series_set(&rk->rss, step, json_number_value(value));
+	} else if (!strcmp(name, "mfu")) {
+		rc = series_set(&rk->mfu, step, json_number_value(value));
 	} else if (!strcmp(name, "checkpoint_s")) {
 		rc = series_set(&rep->checkpoint_s, step, json_number_value(value));
 	} else if (!strcmp(name, "membership")) {
@@ -617,6 +636,10 @@ void report_free(struct run_report *rep)
 		series_free(&rep->ranks[r].compute_ms);
 		series_free(&rep->ranks[r].pipe_wait_ms);
 		series_free(&rep->ranks[r].net_bytes);
+		series_free(&rep->ranks[r].data_wait_ms);
+		series_free(&rep->ranks[r].rank_bytes);
+		series_free(&rep->ranks[r].rss);
+		series_free(&rep->ranks[r].mfu);
 	}
 	free(rep->ranks);
 	series_free(&rep->train_loss);

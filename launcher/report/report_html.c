@@ -608,6 +608,26 @@ static const struct series *pick_net_bytes(const struct report_rank *r)
 	return &r->net_bytes;
 }
 
+static const struct series *pick_data_wait(const struct report_rank *r)
+{
+	return &r->data_wait_ms;
+}
+
+static const struct series *pick_rank_bytes(const struct report_rank *r)
+{
+	return &r->rank_bytes;
+}
+
+static const struct series *pick_rss(const struct report_rank *r)
+{
+	return &r->rss;
+}
+
+static const struct series *pick_mfu(const struct report_rank *r)
+{
+	return &r->mfu;
+}
+
 /* A table cell of v, or "-" when the run logged none. */
 static void put_figure(FILE *f, int decimals, double v)
 {
@@ -650,6 +670,25 @@ static void section_ranks(FILE *f, const struct run_report *rep)
 	if (any_rank_has(rep, pick_net_bytes)) {
 		fprintf(f, "<h3>Bytes sent to other nodes per rank and step</h3>\n");
 		rank_chart(f, rep, "net-bytes-chart", "net-bytes", "bytes", pick_net_bytes);
+	}
+	if (any_rank_has(rep, pick_mfu)) {
+		fprintf(f, "<h3>Model FLOP utilisation (the run's model FLOPs per second over its "
+			   "peak: stork(1), MFU)</h3>\n");
+		rank_chart(f, rep, "mfu-chart", "mfu", "MFU", pick_mfu);
+	}
+	if (any_rank_has(rep, pick_data_wait)) {
+		fprintf(f, "<h3>Data wait per rank (the time a step waited for its batch)</h3>\n");
+		rank_chart(f, rep, "data-wait-chart", "data-wait", "wait (ms)", pick_data_wait);
+	}
+	if (any_rank_has(rep, pick_rss)) {
+		fprintf(f, "<h3>Host memory: storkd's resident memory (a node's first rank; every "
+			   "engine rank of the node lives in it)</h3>\n");
+		rank_chart(f, rep, "rss-chart", "host-rss", "bytes", pick_rss);
+	}
+	if (any_rank_has(rep, pick_rank_bytes)) {
+		fprintf(f, "<h3>Memory each rank holds (parameters, gradients, moments, "
+			   "activations)</h3>\n");
+		rank_chart(f, rep, "rank-memory-chart", "rank-memory", "bytes", pick_rank_bytes);
 	}
 	fprintf(f, "<table class=\"ranks\"><tr><th>rank</th><th>median step ms</th><th>median "
 		   "compute ms</th><th>median tokens/s</th><th>median pipeline wait ms</th>"

@@ -375,13 +375,19 @@ const struct key config_keys[] = {
 	{ .path = "notify.timeout", .off = OFF(notify.timeout),
 	  .type = K_DOUBLE, .lo = 0, .hi = 300, .flags = LO_OPEN,
 	  .dflt = "5", .help = "seconds per delivery attempt (three attempts)" },
+	{ .path = "metrics.sample_s", .off = OFF(metrics.sample_s),
+	  .type = K_DOUBLE, .lo = 0.5, .hi = 3600,
+	  .dflt = "10", .help = "seconds between telemetry samples (host memory, the .prom file)" },
+	{ .path = "metrics.prometheus_dir", .off = OFF(metrics.prometheus_dir),
+	  .type = K_STR, .flags = EMPTY_OK,
+	  .dflt = "\"\"", .help = "a directory node_exporter's textfile collector reads: one .prom file per node; empty: none" },
 };
 
 const size_t config_nkeys = sizeof config_keys / sizeof config_keys[0];
 
 const char *const config_sections[] = {
 	"run", "model", "data", "train", "checkpoint", "preempt", "preflight", "restart", "parallel",
-	"notify", "program", NULL,
+	"notify", "metrics", "program", NULL,
 };
 
 const char *config_signal_name(int signo)

@@ -212,6 +212,10 @@ struct stork_config {
 		double timeout;             /* seconds per delivery attempt */
 	} notify;
 	struct {
+		double sample_s;            /* seconds between telemetry samples */
+		char *prometheus_dir;       /* a .prom file per node for node_exporter; "" = none */
+	} metrics;
+	struct {
 		int local_ranks;            /* 0 = auto */
 		bool merge_tasks;           /* a host's tasks run as one launcher */
 		int tensor;

@@ -420,6 +420,9 @@ START_TEST(cross_key_checks)
 		{ "parallel.pipeline=5", "model.layers=4", "parallel.pipeline" },
 		/* only the engine keeps its replicas' state itself */
 		{ "restart.in_place=true", "program.command=[python3, t.py]", "program.command" },
+		/* the .prom file holds the engine's figures; a program writes its own */
+		{ "metrics.prometheus_dir=/tmp/p", "program.command=[python3, t.py]", "program.command" },
+		{ "metrics.sample_s=2", "program.command=[python3, t.py]", "program.command" },
 		{ "restart.spares=1", "restart.in_place=false", "restart.spares" },
 		/* a rejoin needs a run that went on without the node */
 		{ "restart.rejoin=false", "restart.in_place=false", "restart.rejoin" },
@@ -573,6 +576,7 @@ START_TEST(hash_changes_with_every_key)
 		"program.kill_grace=1", "program.checkpoint_grace=5", "program.pmix=false",
 		"checkpoint.every_minutes=30", "checkpoint.keep_every=1000", "checkpoint.mtbf_hours=2",
 		"notify.url=https://hooks.example.org/x", "notify.events=[failed]", "notify.timeout=9",
+		"metrics.sample_s=2", "metrics.prometheus_dir=/x",
 	};
 	struct stork_config base, c;
 	uint64_t h0;

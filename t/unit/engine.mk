@@ -53,3 +53,13 @@ t_unit_check_attention_mma_CXXFLAGS = -std=c++17 -pthread -fno-strict-aliasing -
 	-Werror -Wno-unknown-pragmas $(CHECK_CFLAGS)
 t_unit_check_attention_mma_LDADD = $(CHECK_LIBS) -lpthread -lm
 endif
+# daemon/node/nvml.c against a fake libnvidia-ml, a shared object built for it.
+check_LTLIBRARIES += t/unit/libfake_nvml.la
+t_unit_libfake_nvml_la_SOURCES = t/unit/fake_nvml.c
+t_unit_libfake_nvml_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
+check_PROGRAMS += t/unit/check_nvml
+TESTS += t/unit/check_nvml
+t_unit_check_nvml_SOURCES = t/unit/check_nvml.c
+t_unit_check_nvml_CFLAGS = $(UNIT_CFLAGS) -DFAKE_NVML='"$(abs_top_builddir)/t/unit/.libs/libfake_nvml.so"'
+t_unit_check_nvml_LDADD = daemon/libstorkd.a $(UNIT_LIBS) -ldl
+t/unit/check_nvml.$(OBJEXT) t/unit/t_unit_check_nvml-check_nvml.$(OBJEXT): t/unit/libfake_nvml.la

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "daemon/engine/data/data.h"
 #include "lib/bounded.h"
+#include "lib/clock.h"
 #include "lib/exit_codes.h"
 #include "lib/fault.h"
 #include "lib/rng.h"
@@ -73,6 +74,7 @@ struct data_loader {
 	size_t fd_shard;
 	unsigned char *row;             /* T+1 tokens as read: 2 or 4 bytes each */
 	double read_delay;              /* test builds: a slow file system */
+	double waited;                  /* seconds data_next held its caller since data_take_wait */
 	struct prefetch pf;
 };
 
@@ -374,7 +376,7 @@ static void prefetch_close(struct data_loader *dl)
 	free(pf->targets);
 }
 
-int data_next(struct data_loader *dl, int *inputs, int *targets, char *err, size_t errlen)
+static int next_batch(struct data_loader *dl, int *inputs, int *targets, char *err, size_t errlen)
 {
 	struct prefetch *pf = &dl->pf;
 	size_t n = (size_t)dl->cfg.batch_size * (size_t)dl->cfg.seq_len;
@@ -396,6 +398,24 @@ int data_next(struct data_loader *dl, int *inputs, int *targets, char *err, size
 	}
 	prefetch_start(dl);
 	return 0;
+}
+
+int data_next(struct data_loader *dl, int *inputs, int *targets, char *err, size_t errlen)
+{
+	double t0 = clock_monotonic();
+	int rc = next_batch(dl, inputs, targets, err, errlen);
+
+	dl->waited += clock_monotonic() - t0;
+	return rc;
+}
+
+double data_take_wait(struct data_loader *dl)
+{
+	double w = dl ? dl->waited : 0.0;
+
+	if (dl)
+		dl->waited = 0.0;
+	return w;
 }
 
 /* -------------------------------------------------------------- position */

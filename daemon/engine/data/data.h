@@ -79,6 +79,12 @@ int data_open(struct data_loader **out, const struct data_config *cfg,
 int data_next(struct data_loader *dl, int *inputs, int *targets,
 	      char *err, size_t errlen);
 
+/*
+ * The seconds data_next held its caller (reading, or waiting for the
+ * batch read ahead) since the last call; the count starts again at 0.
+ */
+double data_take_wait(struct data_loader *dl);
+
 /* Back to the first batch (validation does this before each evaluation). */
 void data_rewind(struct data_loader *dl);
 

@@ -188,6 +188,7 @@ static int run_steps(struct rank *r, int64_t start)
 	char cause[32];
 
 	checkpoint_schedule_start(r);
+	rank_telemetry_start(r);
 	for (step = start; step < c->train.steps; step++) {
 		double c0;
 		float loss = 0, norm = 0, lr = 0;

@@ -52,6 +52,10 @@ struct rank_progress {
 	_Atomic int64_t step;          /* steps completed */
 	_Atomic double beat;           /* CLOCK_MONOTONIC seconds of the last sign of life */
 	_Atomic int done;              /* the rank has returned */
+	/* its last step's figures, for the node's .prom file (metrics.prometheus_dir) */
+	_Atomic double loss, step_ms, tokens_per_s, mfu, data_wait_ms;
+	_Atomic double rank_bytes;     /* the memory it holds */
+	_Atomic double rss;            /* local rank 0: storkd's resident memory; -1 unknown */
 	struct comm_trace trace;       /* its calls on the communicators */
 	struct gpt2_where where;       /* its pass, block or phase */
 	void *stack[HANG_STACK_FRAMES]; /* its return addresses, when the watchdog asked */

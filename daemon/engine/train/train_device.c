@@ -131,6 +131,8 @@ static int choose_device(struct rank *r)
 #endif
 	r->ops->set_precision(r->precision);
 	msg_format(r->device_id, sizeof r->device_id, "%s/%s", r->node->host, desc);
+	/* desc is "NAME, BUS": the bus id names the GPU to NVML */
+	snprintf(r->gpu_bus, sizeof r->gpu_bus, "%s", strrchr(desc, ' ') ? strrchr(desc, ' ') + 1 : "");
 	rank_logf(&r->log, "bound: gpu %d (%s), %s matrix products%s", dev, desc,
 		  ops_precision_name(r->precision), auto_note(r));
 	if (r->rank == 0) {

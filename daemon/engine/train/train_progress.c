@@ -113,7 +113,8 @@ void rank_report_step(struct rank *r, int64_t step, float loss, float lr, float 
 	const struct stork_config *c = r->cfg;
 	double tokens = (double)c->train.batch_size * c->train.seq_len * c->train.grad_accum *
 			r->lay.dp;
-	double tps = tokens / (ms / 1e3);
+	double tps = tokens / (ms / 1e3), mfu;
+	struct rank_progress *p = &r->node->progress[r->local];
 
 	rank_metric(&r->log, step + 1, "train_loss", loss, "nats");
 	rank_metric(&r->log, step + 1, "lr", lr, "");
@@ -131,9 +132,14 @@ void rank_report_step(struct rank *r, int64_t step, float loss, float lr, float 
 	}
 	if (r->lay.pp > 1) /* the pipeline bubble: this stage waiting for its neighbours */
 		rank_metric(&r->log, step + 1, "pipeline_wait_ms", 1e3 * r->pipe.wait_seconds, "ms");
+	mfu = rank_telemetry_step(r, step, tps);
+	atomic_store(&p->loss, loss);
+	atomic_store(&p->step_ms, ms);
+	atomic_store(&p->tokens_per_s, tps);
+	atomic_store(&p->mfu, mfu);
 	/* rank 0's eta_s and job_left_s every step (metrics are), the step
 	 * lines every train.log_every steps and at the last */
-	char tail[96] = "";
+	char tail[96] = "", util[32] = "";
 
 	if (r->rank == 0 && step > r->first_step) /* the first step of an attempt pays for warming up */
 		progress_tail(r, step, ms, tail, sizeof tail);
@@ -142,8 +148,10 @@ void rank_report_step(struct rank *r, int64_t step, float loss, float lr, float 
 	rank_logf(&r->log, "step %" PRId64 " loss %.6f lr %.3e norm %.4f %.1f ms", step + 1, loss, lr,
 		  norm, ms);
 	if (r->rank == 0) {
-		printf("step %" PRId64 "/%d | loss %.4f | lr %.2e | norm %.2f | %.1f ms | %.0f tok/s%s\n",
-		       step + 1, c->train.steps, loss, lr, norm, ms, tps, tail);
+		if (r->peak_flops > 0)
+			snprintf(util, sizeof util, " | MFU %.1f%%", 100.0 * mfu);
+		printf("step %" PRId64 "/%d | loss %.4f | lr %.2e | norm %.2f | %.1f ms | %.0f tok/s%s%s\n",
+		       step + 1, c->train.steps, loss, lr, norm, ms, tps, util, tail);
 		fflush(stdout);
 	}
 }

@@ -27,6 +27,8 @@ struct rank {
 	struct comm *host_comm;        /* storkd's own communicator of this rank */
 	const struct ops *ops;         /* where the rank computes: ops_cpu or ops_cuda */
 	char device_id[256];           /* host/PCI address of its GPU, for the collectives */
+	char gpu_bus[32];              /* its GPU's PCI bus id, for NVML; "" on a CPU rank */
+	void *nvml_dev;                /* its GPU's NVML handle, once found */
 	int gpu;                       /* its CUDA device (GPU ranks) */
 	enum ops_precision precision;  /* its matrix products (train.precision, auto decided) */
 	float *ckpt_host;              /* host copy of the rank's state for checkpoints: a GPU
@@ -69,6 +71,9 @@ struct rank {
 					* run ahead of updated_steps while the all-gather runs */
 	struct data_position applied_pos; /* as updated_pos */
 	double recover_since;          /* a regroup's start (monotonic) until its first step; 0 none */
+	double flops_per_token;        /* rank 0: the model's, for MFU (train_telemetry.c) */
+	double peak_flops;             /* rank 0: the run's peak FLOP/s; 0: no MFU */
+	double sample_at;              /* monotonic: the next sample of the rank's memory */
 	char err[1024];
 };
 
@@ -172,6 +177,21 @@ int rank_sync_replicated(struct rank *r, int always);
  * next step.
  */
 void rank_mark_updated(struct rank *r, int64_t steps);
+
+/* ------------------------------------------------ train_telemetry.c */
+
+/*
+ * At the start of an attempt or after a regroup: rank 0 works out the
+ * model's FLOPs per token and the run's peak (logged with how), and the
+ * data wait so far is dropped.
+ */
+void rank_telemetry_start(struct rank *r);
+/*
+ * The step's telemetry into the metrics (data_wait_ms; rank 0: mfu; every
+ * metrics.sample_s: rank_bytes and, local rank 0, host_rss_bytes) and the
+ * node's progress; returns the MFU (0 on other ranks than 0).
+ */
+double rank_telemetry_step(struct rank *r, int64_t step, double tokens_per_s);
 
 /* ------------------------------------------------ train_recover_zero.c */
 
