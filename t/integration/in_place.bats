@@ -56,6 +56,18 @@ in_place_job() {
 	wait_step "$dir" 15 60
 }
 
+# full_then_in_place NAME STEPS [OVERRIDE...]: the uninterrupted run of
+# STEPS steps on one node of 4 ranks (runs/full..., in $full), then job
+# NAME of the same run with restart.in_place (in_place_job).
+full_then_in_place() {
+	local name=$1 steps=$2
+	shift 2
+	small_config run.yaml ip 2 64 4 32 "$steps"
+	"$STORK" run run.yaml --local-ranks 4 run.name=full "$@" >/dev/null
+	full=runs/full__job=local__task=0
+	in_place_job "$name" "$@"
+}
+
 # n2_killed_and_gone_on NAME: kill -9 n2's storkd in job NAME (sets killed,
 # the time); the job completes without a restart and without reading a
 # checkpoint (none existed before the end), n1 having gone on alone.
@@ -84,9 +96,7 @@ kill_n2_daemon() { kill_daemon 1; }
 
 @test "restart.in_place: kill -9 of n2's storkd mid-run; n1 goes on in the same job without a checkpoint, the losses those of an uninterrupted DP4 run within 1e-6; the loss is in the output, the metrics and exit_info" {
 	fault_injection || skip "needs --enable-fault-injection"
-	"$STORK" run run.yaml --local-ranks 4 run.name=full >/dev/null
-	full=runs/full__job=local__task=0
-	in_place_job ip
+	full_then_in_place ip 50
 	n2_killed_and_gone_on ip
 	info=$dir/exit_info.json
 	cat "$info"
@@ -117,10 +127,7 @@ kill_n2_daemon() { kill_daemon 1; }
 
 @test "restart.in_place: kill -9 of node 0's storkd (n1); n2 leads the regroup and goes on, its launcher writes exit_info, then n1 rejoins; the losses those of an uninterrupted DP4 run within 1e-6" {
 	fault_injection || skip "needs --enable-fault-injection"
-	small_config run.yaml ip 2 64 4 32 80
-	"$STORK" run run.yaml --local-ranks 4 run.name=full >/dev/null
-	full=runs/full__job=local__task=0
-	in_place_job lead
+	full_then_in_place lead 80
 	kill_daemon 0
 	wait_job_state "$job" 'COMPLETED|FAILED' 180
 	cat lead.out
@@ -170,10 +177,7 @@ params_diff() {
 
 @test "restart.rejoin: kill -9 of n2's storkd; n1 goes on, then a launcher node 0 starts on n2 again (a job step of its own) comes back in with a live replica's state, DP4 again within 30 s of the kill; losses those of an uninterrupted run within 1e-6, final parameters as close to its as a run that only grouped its gradients otherwise" {
 	fault_injection || skip "needs --enable-fault-injection"
-	small_config run.yaml ip 2 64 4 32 80
-	"$STORK" run run.yaml --local-ranks 4 run.name=full >/dev/null
-	full=runs/full__job=local__task=0
-	in_place_job back
+	full_then_in_place back 80
 	n2_killed_and_gone_on back
 	grep -q 'restart.rejoin: a launcher starts on n2 again, in a job step of its own' back.out
 	grep -q 'n2 is back in the run (restart.rejoin): 4 ranks go on, train.grad_accum 2 -> 1' back.out
@@ -216,10 +220,7 @@ params_diff() {
 
 @test "restart.in_place with parallel.zero: 1: kill -9 of n2's storkd; n1 goes on with n2's parts of the optimizer state from the copies it keeps, n2 rejoins and gets its parts back; the losses those of an uninterrupted ZeRO-1 run within 1e-6" {
 	fault_injection || skip "needs --enable-fault-injection"
-	small_config run.yaml ip 2 64 4 32 80
-	"$STORK" run run.yaml --local-ranks 4 run.name=full parallel.zero=1 >/dev/null
-	full=runs/full__job=local__task=0
-	in_place_job z parallel.zero=1
+	full_then_in_place z 80 parallel.zero=1
 	n2_killed_and_gone_on z
 	# each rank on n1 kept the part of a rank on n2 (half the group away)
 	grep -q "keeps a copy of data-parallel rank 2's part of the ZeRO-1 optimizer state" "$dir/logs/rank-000.log"
@@ -242,9 +243,7 @@ params_diff() {
 
 @test "restart.in_place, tensor 2 x data 2 (a replica per node): kill -9 of n2's storkd; n1's replica goes on (train.grad_accum 1 -> 2) with the uninterrupted run's losses within 1e-6" {
 	fault_injection || skip "needs --enable-fault-injection"
-	"$STORK" run run.yaml --local-ranks 4 run.name=full parallel.tensor=2 >/dev/null
-	full=runs/full__job=local__task=0
-	in_place_job tp parallel.tensor=2
+	full_then_in_place tp 50 parallel.tensor=2
 	kill_n2_daemon
 	wait_job_state "$job" 'COMPLETED|FAILED' 120
 	cat tp.out
