@@ -77,7 +77,7 @@ prom_check() {
 	# removed with the daemons: nothing stale for node_exporter
 	[ -z "$(ls prom)" ]
 	# MFU: the FLOPs per token of stork bench train, the peak rank 0 logged
-	grep -E '^step [0-9]+/60 \| .* tok/s \| MFU [0-9.]+%' tm.out
+	grep -E '^step [0-9]+/60 \| .* tok/s( \| eta [^|]*)? \| MFU [0-9.]+%$' tm.out
 	read -r fpt peak < <(sed -n 's/.*MFU: \([0-9.e+]*\) model FLOPs per token against a peak of \([0-9.e+]*\) GFLOP\/s.*/\1 \2/p' "$dir/logs/rank-000.log" | head -n1)
 	echo "FLOPs per token $fpt, peak $peak GFLOP/s" >&3
 	bench=$("$STORK" bench train run.yaml --steps 1 | sed -n 's/^model FLOPs\/token: \([^ ]*\) .*/\1/p')

@@ -310,11 +310,11 @@ setup() {
 	# six markers numbered 1-6, each inside the plot, and their steps listed under it
 	[ "$(grep -o '<g class="restart-marker" data-step="[0-9]*" data-n="[1-6]"' six.html | wc -l)" -eq 6 ]
 	[ "$(grep -o '<li data-step="[0-9]*">step [0-9]*: <b>' six.html | wc -l)" -eq 6 ]
-	# every tick is a round number (5.5, 0.015, 20000: at most 3 significant
-	# digits), never 5.698 or 4.857
+	# every tick is a round number (5.5, 0.015, 20000, 50 MB: at most 3
+	# significant digits, a byte chart's unit aside), never 5.698 or 4.857
 	grep -o 'class="tick [xy]-tick"[^>]*>[^<]*<' six.html | sed 's/.*>\(.*\)</\1/' >ticks
 	[ "$(wc -l <ticks)" -gt 20 ]
-	awk '{ s = $0; sub(/^-/, "", s); gsub(/\./, "", s); sub(/^0+/, "", s); sub(/0+$/, "", s)
+	awk '{ s = $0; sub(/ [kKMGT]?i?B$/, "", s); sub(/^-/, "", s); gsub(/\./, "", s); sub(/^0+/, "", s); sub(/0+$/, "", s)
 		if (length(s) > 3) { print "not round: " $0; bad = 1 } } END { exit bad }' ticks
 	# which colour is which rank, under each per-rank chart
 	[ "$(grep -c '<p class="legend rank-legend">' six.html)" -ge 3 ]

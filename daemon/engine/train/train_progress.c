@@ -151,7 +151,7 @@ void rank_report_step(struct rank *r, int64_t step, float loss, float lr, float 
 		if (r->peak_flops > 0)
 			snprintf(util, sizeof util, " | MFU %.1f%%", 100.0 * mfu);
 		printf("step %" PRId64 "/%d | loss %.4f | lr %.2e | norm %.2f | %.1f ms | %.0f tok/s%s%s\n",
-		       step + 1, c->train.steps, loss, lr, norm, ms, tps, util, tail);
+		       step + 1, c->train.steps, loss, lr, norm, ms, tps, tail, util);
 		fflush(stdout);
 	}
 }
