@@ -25,6 +25,7 @@ enum stork_exit_code {
 	STORK_EXIT_RANK_FAILED = 20,    /* reason "rank_failed" */
 	STORK_EXIT_HANG = 21,           /* reason "hang" */
 	STORK_EXIT_RENDEZVOUS = 22,     /* reason "rendezvous_timeout" */
+	STORK_EXIT_OUT_OF_MEMORY = 23,  /* reason "out_of_memory": a rank killed for memory */
 };
 
 #endif

@@ -23,6 +23,7 @@ lib_libstork_la_SOURCES = \
 	lib/version.c lib/version.h \
 	lib/env_number.c lib/env_number.h \
 	lib/machine_id.c lib/machine_id.h \
+	lib/oom_watch.c lib/oom_watch.h \
 	lib/bounded.c lib/bounded.h \
 	lib/url.c lib/url.h \
 	lib/term_text.c lib/term_text.h

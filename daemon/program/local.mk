@@ -16,4 +16,5 @@ daemon_libstorkd_a_SOURCES += \
 	daemon/program/program_env.c daemon/program/program_env.h \
 	daemon/program/program_error.c daemon/program/program_error.h \
 	daemon/program/program_output.c daemon/program/program_output.h \
-	daemon/program/pmix_host.c daemon/program/pmix_host.h
+	daemon/program/pmix_host.c daemon/program/pmix_host.h \
+	daemon/program/rank_usage.c daemon/program/rank_usage.h

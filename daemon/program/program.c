@@ -6,6 +6,7 @@
 #include "daemon/program/program_error.h"
 #include "daemon/program/program_output.h"
 #include "daemon/program/pmix_host.h"
+#include "daemon/program/rank_usage.h"
 #include "daemon/node/rank_log.h"
 #include "lib/bind/bind.h"
 #include "lib/bounded.h"
@@ -67,6 +68,9 @@ struct prank {
 	double stop_death;      /* monotonic: when it died of a stop signal before any stop; 0 */
 	double lost_peer;       /* monotonic: when it failed for a lost peer (waiting); 0 */
 	char mpi_abort[512];    /* what its MPI_Abort said, "" none (pmix_host.h) */
+	struct rank_usage usage; /* its memory and CPU, sampled (rank_usage.h) */
+	int oom;                /* its death by SIGKILL was for memory (verdict) */
+	struct oom_verdict verdict;
 	struct rank_log log;
 	struct stderr_tail tail;
 	struct rank_output out;
@@ -214,6 +218,7 @@ static int start_rank(struct supervisor *s, struct prank *r, char *err, size_t e
 	};
 	r->running = 1;
 	r->start = clock_wall();
+	rank_usage_init(&r->usage);
 	rank_logf(&r->log, "started %s as pid %d (restart %d of the run)",
 		  p->cfg->program.command.v[0], (int)r->pid, pl.requeues + pl.attempt);
 	return 0;
@@ -286,11 +291,15 @@ static int describe_rank(const struct supervisor *s, const struct prank *r, char
 			 size_t len)
 {
 	struct program_error e = { 0 };
-	char how[64];
+	char how[2560];
 
 	rank_error(r, &e);
 	if (r->mpi_abort[0])
 		snprintf(how, sizeof how, "aborted"); /* whether or not it has ended yet */
+	else if (r->oom) {
+		snprintf(how, sizeof how, "was ");
+		oom_verdict_text(&r->verdict, how + 4, sizeof how - 4);
+	}
 	else
 		describe_status(r->status, how, sizeof how);
 	msg_format(out, len, "rank %d on %s %s%s%s%s%s%s", r->rank, s->p->node->host, how,
@@ -381,6 +390,13 @@ static void reap(struct supervisor *s)
 		r->end = clock_wall();
 		describe_status(r->status, how, sizeof how);
 		rank_logf(&r->log, "pid %d %s", (int)r->pid, how);
+		if (WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGKILL &&
+		    (r->oom = oom_watch_verdict(&r->usage.oom, &r->verdict))) {
+			char text[2560];
+
+			oom_verdict_text(&r->verdict, text, sizeof text);
+			rank_logf(&r->log, "pid %d was %s", (int)r->pid, text);
+		}
 		/* the first local failure, unless the node is ending already
 		 * (ranks ended by a stop, a hang or a dead peer did not fail) */
 		if (!failed_status(r->status) || s->ending != END_NONE)
@@ -408,7 +424,8 @@ static void read_beat(struct prank *r)
 		if (stat(files[k], &st) == 0) {
 			double t = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
 
-			if (t > r->start && t > r->beat)
+			if (t > r->start && t > r->beat &&
+			    !(k == 1 && rank_usage_own_write(&r->usage, t)))
 				r->beat = t;
 		}
 }
@@ -731,6 +748,10 @@ static void supervise(struct supervisor *s)
 		int open = pump(s, 100);
 
 		reap(s);
+		for (int i = 0; i < s->n; i++)
+			if (s->r[i].running)
+				rank_usage_watch(&s->r[i].usage, s->r[i].pid, &s->r[i].log,
+						 s->p->cfg->metrics.sample_s);
 		watch(s);
 		release_output(s);
 		if (running_ranks(s) || undecided(s))
@@ -781,6 +802,12 @@ static void add_failure(json_t *v, const struct supervisor *s, int secondary)
 		json_object_set_new(v, "failed_rank_error", sj_text(e.message));
 	if (e.frame[0])
 		json_object_set_new(v, "failed_rank_frame", sj_text(e.frame));
+	if (r->oom)
+		json_object_set_new(v, "failed_rank_oom", json_pack(
+			"{s:o, s:o, s:o}",
+			"cgroup", r->verdict.cgroup ? sj_text(r->verdict.dir) : json_null(),
+			"limit_bytes", r->verdict.limit > 0 ? json_real(r->verdict.limit) : json_null(),
+			"held_bytes", r->verdict.held >= 0 ? json_real(r->verdict.held) : json_null()));
 	json_object_set_new(v, "secondary", json_boolean(secondary));
 }
 
@@ -880,7 +907,7 @@ static int finish(struct supervisor *s, json_t *v)
 	switch (s->ending) {
 	case END_FAILED:
 		add_failure(v, s, s->secondary);
-		return STORK_EXIT_RANK_FAILED;
+		return s->r[s->failed].oom ? STORK_EXIT_OUT_OF_MEMORY : STORK_EXIT_RANK_FAILED;
 	case END_HANG:
 		add_failure(v, s, 0);
 		return STORK_EXIT_HANG;
@@ -988,7 +1015,8 @@ out:
 	else if (p->daemons && pmix_host_fence_pending(s.pmix))
 		comm_abort(p->daemons, "an MPI fence another node's ranks never entered");
 	pmix_host_stop(s.pmix);
-	if (code != STORK_EXIT_OK && code != STORK_EXIT_RANK_FAILED && code != STORK_EXIT_HANG)
+	if (code != STORK_EXIT_OK && code != STORK_EXIT_RANK_FAILED && code != STORK_EXIT_HANG &&
+	    code != STORK_EXIT_OUT_OF_MEMORY)
 		stork_info("%s", s.why);
 	if (v) {
 		int64_t step = -1;

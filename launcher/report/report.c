@@ -83,6 +83,8 @@ static void print_exit(const struct run_report *rep)
 	       (long long)sj_int(e, "exit_code", -1),
 	       json_string_value(json_object_get(e, "message")) ?: "");
 	print_failure("first failure", json_object_get(e, "first_failure"));
+	if (report_oom_advice(rep))
+		term_printf(stdout, "out of memory, to fit: %s\n", report_oom_advice(rep));
 	term_printf(stdout, "requeues: %lld; restarts inside the allocation: %zu\n",
 	       (long long)sj_int(e, "restart_count", 0), json_array_size(restarts));
 	/* each requeue and why (report_data.c: read_requeues), under the count */
@@ -148,7 +150,9 @@ static void print_telemetry(const struct run_report *rep)
 		term_printf(stdout, "\n");
 	}
 	if (any_rss) {
-		term_printf(stdout, "host memory (storkd resident, peak MiB, by each node's first rank):");
+		term_printf(stdout, "host memory (%s, peak MiB):",
+			    rep->program ? "each rank's processes, its children with it" :
+					   "storkd resident, by each node's first rank");
 		for (int r = 0; r < rep->nranks; r++)
 			if (rep->ranks[r].rss.n)
 				term_printf(stdout, " %d: %.1f", rep->ranks[r].rank,

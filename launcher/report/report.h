@@ -108,6 +108,12 @@ const struct report_spike *report_spike_at(const struct run_report *rep, long st
 long report_stop_step(const struct report_attempt *a);
 const char *report_stop_reason(const struct report_attempt *a);
 
+/*
+ * When the run ended out_of_memory: what to change for it to fit (the
+ * engine's memory levers, or the program's own), else NULL.
+ */
+const char *report_oom_advice(const struct run_report *rep);
+
 /* The HTML page of rep on f. 0, or -1 when writing fails. */
 int report_write_html(const struct run_report *rep, FILE *f);
 

@@ -76,6 +76,25 @@ long report_stop_step(const struct report_attempt *a)
 	return a->train_loss.n ? a->train_loss.step[a->train_loss.n - 1] : -1;
 }
 
+const char *report_oom_advice(const struct run_report *rep)
+{
+	const char *reason = json_string_value(json_object_get(rep->exit_info, "reason"));
+
+	if (!reason || strcmp(reason, "out_of_memory"))
+		return NULL;
+	if (rep->program)
+		return "the program's rank needed more memory than it had: a smaller batch per rank, "
+		       "fewer data loader workers, or a larger memory limit (sbatch --mem, "
+		       "--mem-per-cpu)";
+	/* the levers `stork plan` weighs, from the largest saving of a rank's memory down */
+	return "a rank needed more memory than it had: train.recompute: true (activations "
+	       "recomputed in the backward), parallel.zero: 1 (the optimizer's moments split over "
+	       "the replicas), a smaller train.batch_size with a larger train.grad_accum (the same "
+	       "global batch), or more ranks in parallel.tensor or parallel.pipeline; "
+	       "`stork plan RUN_DIR/config/stork.yaml --nodes N --gpus-per-node G` prints each "
+	       "layout's memory per rank";
+}
+
 const char *report_stop_reason(const struct report_attempt *a)
 {
 	return a->ended[0] ? a->ended : "restart";

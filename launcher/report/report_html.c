@@ -250,6 +250,10 @@ static void section_outcome(FILE *f, const struct run_report *rep)
 	put_escaped(f, json_text(e, "reason", "?"));
 	fprintf(f, "</b> (exit %lld): ", (long long)sj_int(e, "exit_code", -1));
 	put_escaped(f, json_text(e, "message", ""));
+	if (report_oom_advice(rep)) {
+		fprintf(f, "</p>\n<p class=\"oom\"><b>Out of memory.</b> To fit: ");
+		put_escaped(f, report_oom_advice(rep));
+	}
 	fprintf(f, "</p>\n<p class=\"first-failure\">First failure: ");
 	if (json_is_object(ff)) {
 		const json_t *rank = json_object_get(ff, "rank");
@@ -681,8 +685,10 @@ static void section_ranks(FILE *f, const struct run_report *rep)
 		rank_chart(f, rep, "data-wait-chart", "data-wait", "wait (ms)", pick_data_wait);
 	}
 	if (any_rank_has(rep, pick_rss)) {
-		fprintf(f, "<h3>Host memory: storkd's resident memory (a node's first rank; every "
-			   "engine rank of the node lives in it)</h3>\n");
+		fprintf(f, "<h3>Host memory: %s</h3>\n",
+			rep->program ? "each rank's resident memory, its children with it" :
+				       "storkd's resident memory (a node's first rank; every engine "
+				       "rank of the node lives in it)");
 		rank_chart(f, rep, "rss-chart", "host-rss", "bytes", pick_rss);
 	}
 	if (any_rank_has(rep, pick_rank_bytes)) {

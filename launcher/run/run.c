@@ -38,6 +38,7 @@
 #include "lib/formats/stork_json.h"
 #include "lib/slurm/slurm_job.h"
 #include "lib/log.h"
+#include "lib/oom_watch.h"
 #include "lib/run/rundir.h"
 #include "lib/stop_signals.h"
 #include "lib/config/stork_config.h"
@@ -420,6 +421,8 @@ static int write_resolved_config(const char *run_dir, const struct stork_config 
 struct daemon_result {
 	int have;
 	json_t *v;
+	int oom;                    /* storkd was killed for memory (lib/oom_watch.h) */
+	struct oom_verdict verdict;
 };
 
 static void read_result(int fd, struct daemon_result *res)
@@ -483,17 +486,73 @@ static void keep_result_fd_only(int fd)
 	closefrom(RESULT_FD + 1);
 }
 
+/* The last step a rank logged: the "step" of its metrics file's last line. */
+static int64_t rank_last_step(const char *run_dir, int rank)
+{
+	char path[4200];
+
+	snprintf(path, sizeof path, "%s/logs/rank-%03d.metrics.jsonl", run_dir, rank);
+	return metrics_file_last_step(path);
+}
+
+/* The ranks of node node_index (config/slurm_env.json): the first, and *count; -1 unknown. */
+static int64_t node_ranks(const char *run_dir, int node_index, int64_t *count)
+{
+	char path[4200], err[512];
+	const json_t *n;
+	json_t *v;
+	int64_t base;
+
+	snprintf(path, sizeof path, "%s/config/slurm_env.json", run_dir);
+	v = sj_load_file(path, err, sizeof err);
+	n = json_array_get(json_object_get(v, "nodes"), (size_t)node_index);
+	base = sj_int(n, "rank_base", -1);
+	*count = sj_int(n, "local_ranks", -1);
+	json_decref(v);
+	return base >= 0 && *count > 0 ? base : -1;
+}
+
+/*
+ * The last step every rank of a daemon that died without a report reached
+ * (the lowest), from its ranks' metrics.
+ */
+static int64_t dead_node_last_step(const char *run_dir, int node_index)
+{
+	int64_t count, base = node_ranks(run_dir, node_index, &count), low = -1;
+
+	for (int64_t r = base; base >= 0 && r < base + count; r++) {
+		int64_t s = rank_last_step(run_dir, (int)r);
+
+		if (s >= 0 && (low < 0 || s < low))
+			low = s;
+	}
+	return low;
+}
+
+/* storkd's resident memory at its last sample (its first rank logs it); -1 none. */
+static double node_last_resident(const char *run_dir, int node_index)
+{
+	int64_t count, base = node_ranks(run_dir, node_index, &count);
+	char path[4200];
+
+	if (base < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/logs/rank-%03d.metrics.jsonl", run_dir, (int)base);
+	return metrics_file_last_value(path, "host_rss_bytes", -1);
+}
+
 /*
  * Start storkd, forward the signals a job receives to it, and wait. The
  * result pipe stays open in storkd only; its end of file tells us storkd is
  * gone even if it could not say why.
  */
-static int supervise(const char *storkd, char **args, struct daemon_result *res, pid_t *pid_out,
-		     int *signal_out)
+static int supervise(const char *storkd, char **args, const char *run_dir, int node_index,
+		     struct daemon_result *res, pid_t *pid_out, int *signal_out)
 {
 	struct sigaction sa = { .sa_handler = forward_signal, .sa_flags = SA_RESTART };
 	char fdarg[16];
 	int status, pipefd[2];
+	struct oom_watch oom;
 	pid_t pid;
 
 	*signal_out = 0;
@@ -512,6 +571,10 @@ static int supervise(const char *storkd, char **args, struct daemon_result *res,
 	for (int i = 0; args[i]; i++)
 		if (!strcmp(args[i], "@RESULT_FD@"))
 			args[i] = fdarg;
+	/* storkd starts in this process's memory cgroup (the job step's) */
+	oom_watch_init(&oom);
+	oom_watch_follow(&oom, getpid());
+	oom_watch_mark(&oom);
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {
@@ -540,6 +603,14 @@ static int supervise(const char *storkd, char **args, struct daemon_result *res,
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	*signal_out = WTERMSIG(status);
+	if (WTERMSIG(status) == SIGKILL && (res->oom = oom_watch_verdict(&oom, &res->verdict))) {
+		char text[2560];
+
+		res->verdict.held = node_last_resident(run_dir, node_index);
+		oom_verdict_text(&res->verdict, text, sizeof text);
+		stork_error("storkd (pid %d) was %s", (int)pid, text);
+		return STORK_EXIT_OUT_OF_MEMORY;
+	}
 	stork_error("storkd (pid %d) died of signal %s", (int)pid, sigabbrev_np(WTERMSIG(status)));
 	return STORK_EXIT_RANK_FAILED;
 }
@@ -561,42 +632,6 @@ static void latest_checkpoint(const char *run_dir, struct exit_info *e)
 		return;
 	}
 	e->last_checkpoint_step = strtoll(target + 5, NULL, 10);
-}
-
-/* The last step a rank logged: the "step" of its metrics file's last line. */
-static int64_t rank_last_step(const char *run_dir, int rank)
-{
-	char path[4200];
-
-	snprintf(path, sizeof path, "%s/logs/rank-%03d.metrics.jsonl", run_dir, rank);
-	return metrics_file_last_step(path);
-}
-
-/*
- * The last step every rank of a daemon that died without a report reached
- * (the lowest), from config/slurm_env.json (its ranks) and the metrics.
- */
-static int64_t dead_node_last_step(const char *run_dir, int node_index)
-{
-	char path[4200], err[512];
-	const json_t *n;
-	json_t *v;
-	int64_t base, count, low = -1;
-
-	snprintf(path, sizeof path, "%s/config/slurm_env.json", run_dir);
-	v = sj_load_file(path, err, sizeof err);
-	n = json_array_get(json_object_get(v, "nodes"), (size_t)node_index);
-	base = sj_int(n, "rank_base", -1);
-	count = sj_int(n, "local_ranks", -1);
-	if (base >= 0 && count > 0)
-		for (int64_t r = base; r < base + count; r++) {
-			int64_t s = rank_last_step(run_dir, (int)r);
-
-			if (s >= 0 && (low < 0 || s < low))
-				low = s;
-		}
-	json_decref(v);
-	return low;
 }
 
 /* This node's exit_info from storkd's report, or from how it died. */
@@ -621,6 +656,24 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		snprintf(f->what, sizeof f->what, "storkd died of %s", f->signal);
 		snprintf(e->message, sizeof e->message, "storkd (pid %d) on %s died of %s", (int)pid,
 			 e->host, f->signal);
+		if (res->oom) {
+			int64_t count, base = node_ranks(run_dir, l->index, &count);
+			char text[2560], ranks[64] = "";
+
+			/* every engine rank of the node lived in it */
+			if (base >= 0)
+				snprintf(ranks, sizeof ranks, count > 1 ? ", ranks %lld-%lld," : ", rank %lld,",
+					 (long long)base, (long long)(base + count - 1));
+			oom_verdict_text(&res->verdict, text, sizeof text);
+			f->oom = 1;
+			snprintf(f->oom_cgroup, sizeof f->oom_cgroup, "%s",
+				 res->verdict.cgroup ? res->verdict.dir : "");
+			f->oom_limit = res->verdict.limit;
+			f->oom_held = res->verdict.held;
+			msg_format(f->what, sizeof f->what, "storkd%s was %s", ranks, text);
+			msg_format(e->message, sizeof e->message, "storkd (pid %d) on %s%s was %s",
+				   (int)pid, e->host, ranks, text);
+		}
 		return;
 	}
 	if (!res->have) {
@@ -652,6 +705,7 @@ static void node_exit_info(struct exit_info *e, int code, const struct layout *l
 		snprintf(f->error, sizeof f->error, "%s", error ? error : "");
 		snprintf(f->frame, sizeof f->frame, "%s", frame ? frame : "");
 		f->secondary = json_is_true(json_object_get(res->v, "secondary"));
+		exit_failure_oom_from(f, json_object_get(res->v, "failed_rank_oom"));
 	} else if (code == STORK_EXIT_HANG) {
 		struct exit_failure *f = &e->first_failure;
 
@@ -974,7 +1028,7 @@ static int attempts(const struct stork_config *cfg, const struct layout *l, cons
 		int sig, restarting, left, summary;
 
 		snprintf(attempt_s, sizeof attempt_s, "%d", a.attempt);
-		code = supervise(storkd, args, &res, &pid, &sig);
+		code = supervise(storkd, args, run_dir, l->index, &res, &pid, &sig);
 		left = in_place_leave(cfg, run_dir, l->index, l->launchers, a.attempt, code, sig,
 				      json_string_value(json_object_get(res.v, "message")));
 		/* a rejoiner's place ends with its attempt: the next starts without it */

@@ -212,10 +212,6 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 		return config_fail(err, errlen, "%s: restart.in_place: a run of a program (program.command) "
 			    "cannot go on without a lost node: only the engine keeps its replicas' state "
 			    "itself; use restart.max_restarts", config_origin(c, "restart.in_place"));
-	if (config_differs_from_default(c, "metrics.sample_s") && c->program.command.n)
-		return config_fail(err, errlen, "%s: metrics.sample_s: a run of a program "
-			    "(program.command) samples nothing of the engine's",
-			    config_origin(c, "metrics.sample_s"));
 	if (c->metrics.prometheus_dir && c->metrics.prometheus_dir[0] && c->program.command.n)
 		return config_fail(err, errlen, "%s: metrics.prometheus_dir: a run of a program "
 			    "(program.command) has no figures of the engine's to export; the program "

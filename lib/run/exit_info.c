@@ -29,6 +29,7 @@ static const struct {
 	{ STORK_EXIT_RANK_FAILED, "rank_failed" },
 	{ STORK_EXIT_HANG, "hang" },
 	{ STORK_EXIT_RENDEZVOUS, "rendezvous_timeout" },
+	{ STORK_EXIT_OUT_OF_MEMORY, "out_of_memory" },
 	{ STORK_EXIT_REQUEUE_FAILED, "requeue_failed" },
 	{ STORK_EXIT_CHECKPOINT_FAILED, "checkpoint_failed" },
 	{ STORK_EXIT_DIVERGED, "diverged" },
@@ -68,6 +69,7 @@ static int severity(int code)
 	case STORK_EXIT_CANCELLED:
 	case STORK_EXIT_REQUEUE_FAILED: return 2;
 	case STORK_EXIT_RANK_FAILED:
+	case STORK_EXIT_OUT_OF_MEMORY:
 	case STORK_EXIT_HANG: return 4;
 	default: return 3;
 	}
@@ -139,6 +141,11 @@ static json_t *failure_json(const struct exit_failure *f)
 		json_object_set_new(v, "error", sj_text(f->error));
 	if (v && f->frame[0])
 		json_object_set_new(v, "traceback_last_frame", sj_text(f->frame));
+	if (v && f->oom)
+		json_object_set_new(v, "out_of_memory", json_pack(
+			"{s:o, s:o, s:o}", "cgroup", f->oom_cgroup[0] ? sj_text(f->oom_cgroup) : json_null(),
+			"limit_bytes", f->oom_limit > 0 ? json_real(f->oom_limit) : json_null(),
+			"held_bytes", f->oom_held >= 0 ? json_real(f->oom_held) : json_null()));
 	return v;
 }
 
@@ -179,6 +186,16 @@ static void str_field(const json_t *o, const char *key, char *dst, size_t len)
 	const char *s = json_string_value(json_object_get(o, key));
 
 	snprintf(dst, len, "%s", s ? s : "");
+}
+
+void exit_failure_oom_from(struct exit_failure *f, const json_t *oom)
+{
+	const json_t *limit = json_object_get(oom, "limit_bytes"), *held = json_object_get(oom, "held_bytes");
+
+	f->oom = json_is_object(oom);
+	str_field(oom, "cgroup", f->oom_cgroup, sizeof f->oom_cgroup);
+	f->oom_limit = json_is_number(limit) ? json_number_value(limit) : 0;
+	f->oom_held = json_is_number(held) ? json_number_value(held) : -1;
 }
 
 void exit_info_set_left(struct exit_info *e, const json_t *left)
@@ -324,6 +341,7 @@ static int read_node(const char *path, struct exit_info *e, char *why, size_t le
 		str_field(f, "what", ff->what, sizeof ff->what);
 		str_field(f, "error", ff->error, sizeof ff->error);
 		str_field(f, "traceback_last_frame", ff->frame, sizeof ff->frame);
+		exit_failure_oom_from(ff, json_object_get(f, "out_of_memory"));
 	}
 	json_decref(v);
 	return 0;

@@ -28,7 +28,15 @@ struct exit_failure {
 	/* what the user's own program said as it failed (stork run -- PROGRAM), "" when nothing */
 	char error[512];          /* "RuntimeError: boom": an uncaught exception's line */
 	char frame[512];          /* its traceback's last frame: 'File "t.py", line 9, in main' */
+	/* killed for memory (reason out_of_memory): by its cgroup's limit (oom_cgroup) or the kernel */
+	int oom;
+	char oom_cgroup[2100];    /* the memory cgroup that reached its limit; "" the kernel's killer */
+	double oom_limit;         /* that limit in bytes; 0 unknown */
+	double oom_held;          /* what the rank held at the last sample; -1 unknown */
 };
+
+/* f's out_of_memory from a report's or a record's object of that name (NULL: none). */
+void exit_failure_oom_from(struct exit_failure *f, const struct json_t *oom);
 
 /* restart.in_place: a node that left the run while the others went on. */
 struct exit_left {

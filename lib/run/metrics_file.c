@@ -76,3 +76,26 @@ long long metrics_file_last_step(const char *path)
 	metrics_file_lines(path, note_step, &step);
 	return step;
 }
+
+struct last_value {
+	const char *metric;
+	double value;
+};
+
+static int note_value(const char *line, void *arg)
+{
+	struct last_value *lv = arg;
+	const char *p;
+
+	if (metrics_line_is(line, lv->metric) && (p = value_of(line, "value")))
+		lv->value = strtod(p, NULL);
+	return 0;
+}
+
+double metrics_file_last_value(const char *path, const char *metric, double none)
+{
+	struct last_value lv = { metric, none };
+
+	metrics_file_lines(path, note_value, &lv);
+	return lv.value;
+}

@@ -21,6 +21,9 @@ int metrics_file_lines(const char *path, int (*each)(const char *line, void *arg
 /* The "step" of the file's last line that has one; -1 when none (or no file). */
 long long metrics_file_last_step(const char *path);
 
+/* The "value" of the file's last line of metric; none when there is none (or no file). */
+double metrics_file_last_value(const char *path, const char *metric, double none);
+
 /* Whether line is a metric named name ("metric":"NAME", blanks allowed around the colon), unparsed. */
 int metrics_line_is(const char *line, const char *name);
 

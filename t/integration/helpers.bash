@@ -101,3 +101,26 @@ wait_sacct_states() {
 	echo "job $job: sacct states '${got% }', expected '$want'" >&2
 	return 1
 }
+
+# memory_cgroup LIMIT: a memory cgroup of the test's own with that limit
+# (cgroup v1 or v2), its directory in $MEM_CGROUP, removed by
+# teardown_memory_cgroup; skips where the test may not make one (not root,
+# no memory controller).
+memory_cgroup() {
+	local limit_file=memory.max swap_file=memory.swap.max
+	if [ -d /sys/fs/cgroup/memory ]; then
+		MEM_CGROUP=/sys/fs/cgroup/memory/stork-test-oom-$$
+		limit_file=memory.limit_in_bytes swap_file=memory.swappiness
+	else
+		MEM_CGROUP=/sys/fs/cgroup/stork-test-oom-$$
+	fi
+	if ! mkdir "$MEM_CGROUP" 2>/dev/null || ! echo "$1" >"$MEM_CGROUP/$limit_file"; then
+		skip "cannot make a memory cgroup with a limit ($MEM_CGROUP/$limit_file)"
+	fi
+	# no swap: the limit is reached, not paged around
+	echo 0 >"$MEM_CGROUP/$swap_file" 2>/dev/null || true
+}
+
+teardown_memory_cgroup() {
+	[ -z "${MEM_CGROUP:-}" ] || rmdir "$MEM_CGROUP" 2>/dev/null || true
+}

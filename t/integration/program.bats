@@ -18,6 +18,7 @@ setup() {
 
 teardown() {
 	cancel_test_job
+	teardown_memory_cgroup
 }
 
 # program_job NAME SBATCH-LINE PROGRAM-ARGS...: 2 nodes x 1 launcher x 2
@@ -183,7 +184,52 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 		fi
 	done
 	jq -e '.first_failure.rank == 3 and .first_failure.signal == "SIGKILL"' "$dir/exit_info.json"
+	# a kill that was not for memory stays a plain failure
+	jq -e '.reason == "rank_failed" and .exit_code == 20 and
+		(.first_failure | has("out_of_memory") | not)' "$dir/exit_info.json"
 	job=""
+}
+
+@test "stork run -- a rank that allocates past its memory cgroup's limit: the run ends out_of_memory (exit 23) naming the rank, its host, the cgroup, its limit and what the rank held; stork report says what to change" {
+	memory_cgroup 100M
+	# rank 1 moves into the cgroup, stays a moment (its daemon sees it
+	# there), then allocates until the kernel kills it
+	cat >oom.py <<-'PY'
+	import os, time
+	if os.environ["RANK"] == "1":
+	    with open(os.environ["OOM_CGROUP"] + "/cgroup.procs", "w") as f:
+	        f.write(str(os.getpid()))
+	    time.sleep(2)
+	    held = []
+	    while True:
+	        held.append(b"x" * (8 << 20))
+	time.sleep(120)
+	PY
+	cat >oom.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N1 --ntasks-per-node=1 -c2 -o oom.out -J oom
+	export OOM_CGROUP=$MEM_CGROUP
+	srun $STORK run --local-ranks 2 --set run.name=oom --set metrics.sample_s=0.5 -- $PY $PWD/oom.py
+	SCRIPT
+	run sbatch_wait oom.sh
+	cat oom.out
+	dir=$(ls -d "$WORK"/runs/oom__job=*__task=0)
+	jq . "$dir/exit_info.json"
+	jq -e --arg cg "$MEM_CGROUP" '.reason == "out_of_memory" and .exit_code == 23 and
+		.first_failure.rank == 1 and .first_failure.host == "n1" and
+		.first_failure.signal == "SIGKILL" and
+		.first_failure.out_of_memory.cgroup == $cg and
+		.first_failure.out_of_memory.limit_bytes == 104857600 and
+		.first_failure.out_of_memory.held_bytes > 1000000' "$dir/exit_info.json"
+	grep -q "^stork: out_of_memory (exit 23): rank 1 on n1 was killed by the out-of-memory killer: its memory cgroup $MEM_CGROUP reached its limit of 100.0 MiB (it held [0-9.]* MiB at the last sample)" oom.out
+	# the daemon sampled the ranks' memory and CPU into their metrics
+	jq -e -s 'map(select(.metric == "host_rss_bytes" and .value > 1000000)) | length > 0' \
+		"$dir/logs/rank-000.metrics.jsonl"
+	jq -e -s 'map(select(.metric == "cpu_pct")) | length > 0' "$dir/logs/rank-001.metrics.jsonl"
+	"$STORK" report --text "$dir" | tee report.txt
+	grep -q '^out of memory, to fit: ' report.txt
+	"$STORK" report "$dir"
+	grep -q 'class="oom"' "$dir/report.html"
 }
 
 @test "stork run -- PROGRAM refuses a missing or non-executable program and the engine's keys, before anything starts" {

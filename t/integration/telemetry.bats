@@ -14,7 +14,10 @@ setup() {
 	small_config run.yaml tm 2 64 4 32 60
 }
 
-teardown() { cancel_test_job; }
+teardown() {
+	cancel_test_job
+	teardown_memory_cgroup
+}
 
 # prom_check FILE...: each file parses with Prometheus' own client and holds
 # the job's series (labels job, run, host, rank); every rank of the run is
@@ -106,4 +109,26 @@ prom_check() {
 	for id in mfu-chart data-wait-chart rss-chart rank-memory-chart; do grep -q "id=\"$id\"" tm.html; done
 	check_report_html tm.html
 	nodes_idle
+}
+
+@test "an engine run whose storkd outgrows its memory cgroup's limit ends out_of_memory (exit 23) naming the host, the node's ranks, the cgroup and its limit; stork report says what to change" {
+	memory_cgroup 300M
+	# 2 ranks of 56M parameters: about 1.8 GB of model state in one storkd
+	small_config big.yaml big 8 768 4 32 20
+	# srun's task joins the cgroup first: the launcher and its storkd run in it
+	cat >big.sh <<-SCRIPT
+	#!/bin/bash
+	#SBATCH -N1 --ntasks-per-node=1 -c2 -o big.out
+	srun --mpi=pmix sh -c 'echo \$\$ >"\$1/cgroup.procs" && exec "\$2" run big.yaml --local-ranks 2' sh $MEM_CGROUP $STORK
+	SCRIPT
+	run sbatch_wait big.sh
+	cat big.out
+	dir=$(ls -d "$WORK"/runs/big__job=*__task=0)
+	jq . "$dir/exit_info.json"
+	jq -e --arg cg "$MEM_CGROUP" '.reason == "out_of_memory" and .exit_code == 23 and
+		.first_failure.rank == null and .first_failure.host == "n1" and
+		.first_failure.out_of_memory.cgroup == $cg and
+		.first_failure.out_of_memory.limit_bytes == 314572800' "$dir/exit_info.json"
+	grep -q "^stork: out_of_memory (exit 23): storkd (pid [0-9]*) on n1, ranks 0-1, was killed by the out-of-memory killer: its memory cgroup $MEM_CGROUP reached its limit of 300.0 MiB" big.out
+	"$STORK" report --text "$dir" | grep '^out of memory, to fit: .*train.recompute: true.*parallel.zero: 1'
 }

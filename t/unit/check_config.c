@@ -422,7 +422,6 @@ START_TEST(cross_key_checks)
 		{ "restart.in_place=true", "program.command=[python3, t.py]", "program.command" },
 		/* the .prom file holds the engine's figures; a program writes its own */
 		{ "metrics.prometheus_dir=/tmp/p", "program.command=[python3, t.py]", "program.command" },
-		{ "metrics.sample_s=2", "program.command=[python3, t.py]", "program.command" },
 		{ "restart.spares=1", "restart.in_place=false", "restart.spares" },
 		/* a rejoin needs a run that went on without the node */
 		{ "restart.rejoin=false", "restart.in_place=false", "restart.rejoin" },

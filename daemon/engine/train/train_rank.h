@@ -73,6 +73,8 @@ struct rank {
 	double recover_since;          /* a regroup's start (monotonic) until its first step; 0 none */
 	double flops_per_token;        /* rank 0: the model's, for MFU (train_telemetry.c) */
 	double peak_flops;             /* rank 0: the run's peak FLOP/s; 0: no MFU */
+	double one_peak_flops;         /* rank 0: one rank's peak, taken once; 0: not yet */
+	char one_peak_how[256];        /* how a CPU rank's peak was measured */
 	double sample_at;              /* monotonic: the next sample of the rank's memory */
 	char err[1024];
 };

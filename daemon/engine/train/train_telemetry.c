@@ -33,22 +33,28 @@
 #include <stdio.h>
 #include <unistd.h>
 
-/* The run's peak FLOP/s (every rank's), described in how. */
-static double run_peak(const struct rank *r, char *how, size_t len)
+/*
+ * The run's peak FLOP/s (every rank's), described in how. One rank's peak
+ * is taken once (a CPU's is measured, about 0.1 s); a regroup or a rejoin
+ * changes only how many ranks there are.
+ */
+static double run_peak(struct rank *r, char *how, size_t len)
 {
 	int W = r->node->world_size;
-	double one;
-	char desc[256];
 
 	if (r->ops != &ops_cpu) {
-		one = kernels_cuda_peak_flops(ops_precision_name(r->precision));
+		if (!r->one_peak_flops)
+			r->one_peak_flops = kernels_cuda_peak_flops(ops_precision_name(r->precision));
 		snprintf(how, len, "%d rank(s) x the GPU's dense %s peak %.1f TFLOP/s", W,
-			 ops_precision_name(r->precision), one / 1e12);
-		return W * one;
+			 ops_precision_name(r->precision), r->one_peak_flops / 1e12);
+		return W * r->one_peak_flops;
 	}
-	one = bench_fp32_peak(r->threads > 0 ? r->threads : 1, desc, sizeof desc);
-	snprintf(how, len, "%d rank(s) x %.1f GFLOP/s (%s)", W, one / 1e9, desc);
-	return W * one;
+	if (!r->one_peak_flops)
+		r->one_peak_flops = bench_fp32_peak(r->threads > 0 ? r->threads : 1, r->one_peak_how,
+						    sizeof r->one_peak_how);
+	snprintf(how, len, "%d rank(s) x %.1f GFLOP/s (%s)", W, r->one_peak_flops / 1e9,
+		 r->one_peak_how);
+	return W * r->one_peak_flops;
 }
 
 void rank_telemetry_start(struct rank *r)
@@ -153,15 +159,15 @@ double rank_telemetry_step(struct rank *r, int64_t step, double tokens_per_s)
 		rank_metric(&r->log, step + 1, "mfu", mfu, "");
 	}
 	if (now >= r->sample_at) {
-		double rss = r->local == 0 ? resident_bytes() : -1;
+		double rss = r->local == 0 ? resident_bytes() : -1, held = rank_bytes(r);
 
 		r->sample_at = now + r->cfg->metrics.sample_s;
-		rank_metric(&r->log, step + 1, "rank_bytes", rank_bytes(r), "bytes");
+		rank_metric(&r->log, step + 1, "rank_bytes", held, "bytes");
 		if (rss >= 0)
 			rank_metric(&r->log, step + 1, "host_rss_bytes", rss, "bytes");
 		atomic_store(&p->rss, rss);
+		atomic_store(&p->rank_bytes, held);
 		sample_gpu(r, step);
 	}
-	atomic_store(&p->rank_bytes, rank_bytes(r));
 	return mfu;
 }
