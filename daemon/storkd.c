@@ -14,6 +14,7 @@
 #include "daemon/engine/parallel/layout.h"
 #include "daemon/node/node_result.h"
 #include "daemon/node/prometheus.h"
+#include "daemon/node/tensorboard.h"
 #include "daemon/engine/train/hang_report.h"
 #include "daemon/node/node.h"
 #include "daemon/node/regroup.h"
@@ -379,6 +380,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	struct regroup regroup = { 0 };
 	struct rejoins back = { 0 };
 	struct prometheus prom = { 0 };
+	struct tensorboard tb = { 0 };
 	double sample_at = 0;
 	const char *hang = NULL;
 	char err[1024], hang_msg[2048];
@@ -434,6 +436,8 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 		started++;
 	}
 	prometheus_init(&prom, cfg->metrics.prometheus_dir, &node);
+	if (cfg->metrics.tensorboard)
+		tensorboard_start(&tb, o->run_dir, node.host, node.rank_base, started);
 	/* Wait for the ranks, watching their heartbeats. */
 	for (unsigned tick = 0;; tick++) {
 		int done = 0;
@@ -446,6 +450,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 			prometheus_write(&prom, &node, cfg->run.name, started);
 			sample_at = clock_monotonic() + cfg->metrics.sample_s;
 		}
+		tensorboard_poll(&tb, 0);
 		if (node.regroup &&
 		    watch_regroup(&node, cfg, &layout, &ucx, &hier, w, started, done, tick, &back))
 			continue;
@@ -482,6 +487,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	code = ranks_exit_code(code, w, started);
 	report_result(o->result_fd, code, w, started, NULL, node.regroup);
 	prometheus_end(&prom);
+	tensorboard_end(&tb);
 out:
 	node_free(&node, &layout, ucx, hier);
 	/* the steps it started end with the same last step (once this node's

@@ -11,4 +11,5 @@ daemon_libstorkd_a_SOURCES += \
 	daemon/node/regroup.c daemon/node/regroup.h \
 	daemon/node/rejoin.c daemon/node/rejoin.h \
 	daemon/node/prometheus.c daemon/node/prometheus.h \
+	daemon/node/tensorboard.c daemon/node/tensorboard.h \
 	daemon/node/nvml.c daemon/node/nvml.h

@@ -7,6 +7,7 @@
 #include "daemon/program/program_output.h"
 #include "daemon/program/pmix_host.h"
 #include "daemon/program/rank_usage.h"
+#include "daemon/node/tensorboard.h"
 #include "daemon/node/rank_log.h"
 #include "lib/bind/bind.h"
 #include "lib/bounded.h"
@@ -103,6 +104,7 @@ struct supervisor {
 	int agreed;              /* the daemons agreed on the end (else: abort them) */
 	int guard;               /* the deadline guard watches this run */
 	struct pmix_host *pmix;  /* the ranks' PMIx server; NULL: program.pmix false */
+	struct tensorboard tb;   /* the ranks' metrics as TensorBoard files (metrics.tensorboard) */
 	char why[1024];          /* the node's message */
 };
 
@@ -748,6 +750,7 @@ static void supervise(struct supervisor *s)
 		int open = pump(s, 100);
 
 		reap(s);
+		tensorboard_poll(&s->tb, 0);
 		for (int i = 0; i < s->n; i++)
 			if (s->r[i].running)
 				rank_usage_watch(&s->r[i].usage, s->r[i].pid, &s->r[i].log,
@@ -992,6 +995,8 @@ int program_run(const struct program_run *p, json_t **result)
 			goto out;
 		}
 	arm_guard(&s);
+	if (p->cfg->metrics.tensorboard)
+		tensorboard_start(&s.tb, p->node->run_dir, p->node->host, p->node->rank_base, s.n);
 	for (int i = 0; i < s.n; i++)
 		if (start_rank(&s, &s.r[i], err, sizeof err) < 0) {
 			terminate(&s);
@@ -1033,6 +1038,7 @@ out:
 		json_object_set_new(v, "checkpoint", sj_text(""));
 		json_object_set_new(v, "checkpoint_step", json_integer(-1));
 	}
+	tensorboard_end(&s.tb);
 	for (int i = 0; i < opened; i++)
 		rank_log_close(&s.r[i].log);
 	free(s.r);

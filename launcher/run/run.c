@@ -789,6 +789,17 @@ static int summarises(const struct layout *l, const struct exit_info *node, int 
 	return 1;
 }
 
+/* The summary line, also in the run's TensorBoard files (at rank 0's last step). */
+static void tensorboard_end(const char *run_dir, const struct exit_info *sum, int code,
+			    int restarting)
+{
+	char text[1200];
+
+	msg_format(text, sizeof text, "%s (exit %d)%s%s%s", sum->reason, code,
+		   sum->message[0] ? ": " : "", sum->message, restarting ? "; restarting" : "");
+	run_metrics_tensorboard_end(run_dir, rank_last_step(run_dir, 0), text);
+}
+
 /*
  * Write this node's exit_info for attempt a->attempt; the summariser
  * (summarises(): launcher 0 unless it left) also writes the summary (into
@@ -833,6 +844,7 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 	printf("stork: %s (exit %d)%s%s%s\n", sum->reason, final, sum->message[0] ? ": " : "",
 	       sum->message, restarting ? "; restarting" : "");
 	fflush(stdout);
+	tensorboard_end(run_dir, sum, final, restarting);
 	if (!restarting && slurm_job_id_from_env()) {
 		char comment[256];
 

@@ -6,13 +6,17 @@
 
 #include "lib/io/atomic_file.h"
 #include "lib/bounded.h"
+#include "lib/clock.h"
+#include "lib/formats/tfevents.h"
 #include "lib/io/io.h"
 #include "lib/log.h"
 #include "lib/run/metrics_rollup.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The state field of sacct's row of job itself (what follows "JOB|"), or NULL when it has none. */
@@ -123,4 +127,20 @@ void run_metrics_write(const char *run_dir, int node_index, int summarise)
 		stork_warn("metrics/summary.csv: %s", err);
 	if (job && *job)
 		write_sacct(run_dir, job);
+}
+
+void run_metrics_tensorboard_end(const char *run_dir, long long step, const char *text)
+{
+	struct tfevents ev;
+	struct stat st;
+	char dir[4200], host[64] = "", err[4600] = "";
+
+	snprintf(dir, sizeof dir, "%s/tensorboard/rank-000", run_dir);
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return; /* metrics.tensorboard: false */
+	gethostname(host, sizeof host - 1);
+	if (tfevents_open(&ev, dir, host, clock_wall(), err, sizeof err) < 0 ||
+	    tfevents_text(&ev, clock_wall(), step < 0 ? 0 : step, "exit", text) < 0)
+		stork_warn("TensorBoard files: the run's end: %s", err[0] ? err : strerror(errno));
+	tfevents_close(&ev);
 }

@@ -10,6 +10,8 @@
  *   nvidia-smi.node-NNN.xml  each node's GPUs (nvidia-smi -q -x), once, where
  *                          nvidia-smi exists
  *
+ * and the run's end as text in its TensorBoard files (daemon/node/tensorboard.h).
+ *
  * Best effort: a file that cannot be made is a warning, never a failed run.
  */
 #ifndef STORK_LAUNCHER_RUN_METRICS_H
@@ -17,6 +19,13 @@
 
 /* This node's files; summarise: the run's too (the summariser's launcher). */
 void run_metrics_write(const char *run_dir, int node_index, int summarise);
+
+/*
+ * The attempt's end ("reason (exit N): message") at step, as text in a new
+ * event file of tensorboard/rank-000/, when the daemons wrote that directory
+ * (metrics.tensorboard).
+ */
+void run_metrics_tensorboard_end(const char *run_dir, long long step, const char *text);
 
 /*
  * sacct's rows of job (the header line first, fields | separated, as

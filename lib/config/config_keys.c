@@ -381,6 +381,9 @@ const struct key config_keys[] = {
 	{ .path = "metrics.prometheus_dir", .off = OFF(metrics.prometheus_dir),
 	  .type = K_STR, .flags = EMPTY_OK,
 	  .dflt = "\"\"", .help = "a directory node_exporter's textfile collector reads: one .prom file per node; empty: none" },
+	{ .path = "metrics.tensorboard", .off = OFF(metrics.tensorboard),
+	  .type = K_BOOL,
+	  .dflt = "true", .help = "TensorBoard event files of every rank's metrics in RUN_DIR/tensorboard/" },
 };
 
 const size_t config_nkeys = sizeof config_keys / sizeof config_keys[0];

@@ -214,6 +214,7 @@ struct stork_config {
 	struct {
 		double sample_s;            /* seconds between telemetry samples */
 		char *prometheus_dir;       /* a .prom file per node for node_exporter; "" = none */
+		int tensorboard;            /* event files under RUN_DIR/tensorboard/ */
 	} metrics;
 	struct {
 		int local_ranks;            /* 0 = auto */

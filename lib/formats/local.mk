@@ -8,4 +8,5 @@ lib_libstork_la_SOURCES += \
 	lib/formats/token_shard.c lib/formats/token_shard.h \
 	lib/formats/safetensors.c lib/formats/safetensors.h \
 	lib/formats/hf_config.c lib/formats/hf_config.h \
-	lib/formats/hf_names.c lib/formats/hf_names.h
+	lib/formats/hf_names.c lib/formats/hf_names.h \
+	lib/formats/tfevents.c lib/formats/tfevents.h

@@ -124,3 +124,10 @@ memory_cgroup() {
 teardown_memory_cgroup() {
 	[ -z "${MEM_CGROUP:-}" ] || rmdir "$MEM_CGROUP" 2>/dev/null || true
 }
+
+# tensorboard_check RUN_DIR FILES_PER_RANK: the run's TensorBoard files read
+# as TensorBoard reads them, every train_loss of the metrics at its step
+# (t/integration/tensorboard/check.py).
+tensorboard_check() {
+	/usr/bin/python3 "${abs_top_srcdir:?}/t/integration/tensorboard/check.py" "$@"
+}

@@ -43,7 +43,7 @@ reference() {
 	[ "$(losses "$REF" | wc -l)" -eq "${1:-150}" ]
 }
 
-@test "scancel --signal=USR1 mid-run: requeued, resumed, completed, losses bit-identical; the web hook hears started, preempted, started, completed" {
+@test "scancel --signal=USR1 mid-run: requeued, resumed, completed, losses bit-identical; the web hook hears started, preempted, started, completed; TensorBoard's files hold every loss" {
 	reference
 	job_script pre --requeue
 	start_webhook hook.log
@@ -63,6 +63,9 @@ reference() {
 	grep -q '=== requeue 1 (job '"$job"') ===' "$dir/logs/rank-000.log"
 	grep -q '=== requeue 1' "$dir/logs/rank-001.log"
 	diff <(losses "$REF") <(losses "$dir")
+	# TensorBoard's files: one per attempt for each rank, every loss
+	tensorboard_check "$dir" 2 | tee tb.txt
+	grep -q '^rank 0: exit: completed (exit 0)' tb.txt
 	# accounting (slurmdbd): the job ran twice, REQUEUED then COMPLETED,
 	# and the run's sacct.csv holds its row with what it was given
 	wait_sacct_states "$job" "REQUEUED COMPLETED" 30

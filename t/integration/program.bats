@@ -81,7 +81,7 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	grep -q train_loss "$dir/metrics/summary.csv"
 }
 
-@test "stork run -- a DDP script, preempted with scancel --signal=USR1: saves, requeued once, resumes, losses equal an uninterrupted run's bit for bit" {
+@test "stork run -- a DDP script, preempted with scancel --signal=USR1: saves, requeued once, resumes, losses equal an uninterrupted run's bit for bit, and in TensorBoard's files" {
 	program_job ref "" --steps 24
 	run sbatch_wait ref.sh
 	[ "$status" -eq 0 ]
@@ -103,6 +103,8 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	sort -u out-pre/losses.txt | sort -n | cmp - <(sort -n out-ref/losses.txt)
 	[ "$(wc -l <out-ref/losses.txt)" -eq 24 ]
 	cmp out-pre/params.rank-0.txt out-ref/params.rank-0.txt
+	# the program's metric lines in TensorBoard's files, one per attempt
+	tensorboard_check "$dir" 2
 }
 
 @test "stork run -- a rank raising at step 3: exit_info names it, its host, the exception and its last frame; the job is over within 15 s; restart.max_restarts=1 completes" {

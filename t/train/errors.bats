@@ -261,3 +261,14 @@ no_gpu_here() {
 	[ "$(stat -c %a "$dir/checkpoints")" = 700 ]
 	[ "$(stat -c %a "$dir/config/stork.yaml")" = 600 ]
 }
+
+@test "parameters the rank's memory cannot hold (ulimit -v): out_of_memory (exit 23) saying what and how much; stork report says what to change" {
+	# 4 layers of 2048 channels: 202M parameters, 771 MiB, in 1.5 GB of address space
+	small_config big.yaml big 4 2048 4 32 20
+	run bash -c "ulimit -v 1500000 && exec \"\$1\" run big.yaml --local-ranks 1" sh "$STORK"
+	echo "$output"
+	[ "$status" -eq 23 ]
+	[[ "$output" == *"stork: out_of_memory (exit 23): out of cpu memory for 202354688 parameters: 771 MiB asked"* ]]
+	jq -e '.reason == "out_of_memory" and .exit_code == 23' runs/big__job=local__task=0/exit_info.json
+	"$STORK" report --text runs/big__job=local__task=0 | grep '^out of memory, to fit: .*train.recompute: true'
+}

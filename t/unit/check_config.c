@@ -575,7 +575,7 @@ START_TEST(hash_changes_with_every_key)
 		"program.kill_grace=1", "program.checkpoint_grace=5", "program.pmix=false",
 		"checkpoint.every_minutes=30", "checkpoint.keep_every=1000", "checkpoint.mtbf_hours=2",
 		"notify.url=https://hooks.example.org/x", "notify.events=[failed]", "notify.timeout=9",
-		"metrics.sample_s=2", "metrics.prometheus_dir=/x",
+		"metrics.sample_s=2", "metrics.prometheus_dir=/x", "metrics.tensorboard=false",
 	};
 	struct stork_config base, c;
 	uint64_t h0;

@@ -89,6 +89,46 @@ START_TEST(two_nodes_summarise_to_the_worse_reason)
 }
 END_TEST
 
+/*
+ * A rank killed for memory on node 1 while node 0's ranks failed in
+ * consequence: the run is out_of_memory, and the cgroup, its limit and
+ * what the rank held come through node 1's record into the summary.
+ */
+START_TEST(an_out_of_memory_node_sets_the_reason_with_its_figures)
+{
+	struct exit_info sum, e;
+	const json_t *oom;
+	json_t *v;
+	char path[256];
+
+	make_dir();
+	exit_info_init(&e, STORK_EXIT_RANK_FAILED, 0);
+	e.first_failure = (struct exit_failure){ .valid = 1, .rank = 0, .secondary = 1,
+						 .time = 20, .last_step = -1 };
+	snprintf(e.message, sizeof e.message, "rank 0 ended: a peer went away");
+	ck_assert_msg(exit_info_write_node(dir, &e, err, sizeof err) == 0, "%s", err);
+	exit_info_init(&e, STORK_EXIT_OUT_OF_MEMORY, 1);
+	e.first_failure = (struct exit_failure){ .valid = 1, .rank = 3, .time = 10, .oom = 1,
+						 .oom_limit = 104857600, .oom_held = 5e7,
+						 .last_step = 7 };
+	snprintf(e.first_failure.oom_cgroup, sizeof e.first_failure.oom_cgroup, "/sys/fs/cgroup/x");
+	snprintf(e.message, sizeof e.message, "rank 3 on n2 was killed by the out-of-memory killer");
+	ck_assert_msg(exit_info_write_node(dir, &e, err, sizeof err) == 0, "%s", err);
+	ck_assert_int_eq(exit_info_summarise(dir, 2, &first_attempt, 0, &sum, err, sizeof err),
+			 STORK_EXIT_OUT_OF_MEMORY);
+	snprintf(path, sizeof path, "%s/exit_info.json", dir);
+	v = sj_load_file(path, err, sizeof err);
+	ck_assert_msg(v, "%s", err);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "reason")), "out_of_memory");
+	oom = json_object_get(json_object_get(v, "first_failure"), "out_of_memory");
+	ck_assert_str_eq(json_string_value(json_object_get(oom, "cgroup")), "/sys/fs/cgroup/x");
+	ck_assert_double_eq(json_number_value(json_object_get(oom, "limit_bytes")), 104857600);
+	ck_assert_double_eq(json_number_value(json_object_get(oom, "held_bytes")), 5e7);
+	json_decref(v);
+	remove_dir();
+}
+END_TEST
+
 /* scancel during a preemption's checkpoint: only rank 0, about to requeue,
  * learns of it; its node's cancellation is the run's reason. */
 START_TEST(a_cancellation_outranks_a_requeue)
@@ -324,6 +364,7 @@ static Suite *exit_info_suite(void)
 
 	tcase_add_test(tc, two_nodes_summarise_to_the_worse_reason);
 	tcase_add_test(tc, a_cancellation_outranks_a_requeue);
+	tcase_add_test(tc, an_out_of_memory_node_sets_the_reason_with_its_figures);
 	tcase_add_test(tc, a_node_that_failed_in_consequence_does_not_set_the_reason);
 	tcase_add_test(tc, a_node_that_left_does_not_end_the_run);
 	tcase_add_test(tc, a_truncated_node_file_is_named);

@@ -87,7 +87,10 @@ int gpt2_alloc(struct gpt2 *m, const struct gpt2_config *c, const struct gpt2_sh
 	m->slots = calloc(1, sizeof *m->slots);
 	m->params = model_alloc_floats(m->num_params ? m->num_params : 1);
 	if (!m->params || !m->slots) {
-		snprintf(m->err, sizeof m->err, "out of memory for %zu parameters", m->num_params);
+		char what[64];
+
+		snprintf(what, sizeof what, "%zu parameters", m->num_params);
+		gpt2_oom_message(m->ops, what, m->num_params * sizeof(float), m->err, sizeof m->err);
 		return -2;
 	}
 	model_point_tensors(m->tensors, m->params, m->sizes);

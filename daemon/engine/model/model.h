@@ -229,6 +229,7 @@ struct gpt2 {
 	float *rope;                    /* Llama: (rope_T, HS/2, 2) cos, sin of the rotary angles */
 	int rope_T;
 	char err[256];                  /* why the last call failed */
+	int out_of_memory;              /* ... an allocation of a pass (err: what, how much) */
 };
 
 /*

@@ -249,6 +249,7 @@ nomem:
 		gpt2_oom_message(m->ops, what, per * (size_t)m->nslots * sizeof(float), m->err,
 				 sizeof m->err);
 	}
+	m->out_of_memory = 1;
 	return -2;
 }
 
@@ -450,6 +451,7 @@ int gpt2_zero_grad(struct gpt2 *m)
 		if (!m->grads) {
 			gpt2_oom_message(m->ops, "the gradients", n * sizeof(float), m->err,
 					 sizeof m->err);
+			m->out_of_memory = 1;
 			return -2;
 		}
 		m->ops->zero(m->grads, n);

@@ -238,11 +238,11 @@ int rank_move_to_device(struct rank *r)
 	if (r->ops == &ops_cpu)
 		return 0;
 	if ((rc = gpt2_set_backend(&r->model, r->ops)))
-		return rank_fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
+		return rank_fail(r, rc == -2 ? STORK_EXIT_OUT_OF_MEMORY : STORK_EXIT_CONFIG, r->model.err);
 	if (adamw_move(&r->opt, r->ops) < 0) {
 		gpt2_oom_message(r->ops, "the optimizer state", 2 * r->opt.n * sizeof(float), r->err,
 				 sizeof r->err);
-		return rank_fail(r, STORK_EXIT_INTERNAL, r->err);
+		return rank_fail(r, STORK_EXIT_OUT_OF_MEMORY, r->err);
 	}
 	r->ops->mem_info(&free_b, &total_b);
 	rank_logf(&r->log, "gpu memory: parameters and moments in place, %zu of %zu MiB free",

@@ -211,7 +211,7 @@ static int init_optimizer(struct rank *r, const struct ops *o)
 	if (adamw_init_on(&r->opt, n, o) < 0) {
 		gpt2_oom_message(o, "the optimizer state", 2 * n * sizeof(float), r->err,
 				 sizeof r->err);
-		return rank_fail(r, STORK_EXIT_INTERNAL, r->err);
+		return rank_fail(r, STORK_EXIT_OUT_OF_MEMORY, r->err);
 	}
 	return 0;
 }
@@ -521,13 +521,13 @@ int rank_init_model(struct rank *r, const struct gpt2_config *mc, int64_t *start
 						 sizeof r->err);
 
 		if (rc < 0)
-			return rank_fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_DATA, r->err);
+			return rank_fail(r, rc == -2 ? STORK_EXIT_OUT_OF_MEMORY : STORK_EXIT_DATA, r->err);
 		rank_logf(&r->log, "weights from %s", c->model.init_from);
 	} else {
 		int rc = gpt2_build_shard(&r->model, mc, &shard, c->model.seed);
 
 		if (rc < 0)
-			return rank_fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
+			return rank_fail(r, rc == -2 ? STORK_EXIT_OUT_OF_MEMORY : STORK_EXIT_CONFIG, r->model.err);
 	}
 	return init_optimizer(r, r->ops);
 }
@@ -542,7 +542,7 @@ int rank_init_model_blank(struct rank *r, const struct gpt2_config *mc)
 	r->shape = *mc;
 	spike_init(&r->spike);
 	if ((rc = gpt2_build_shard(&r->model, mc, &shard, r->cfg->model.seed)) < 0)
-		return rank_fail(r, rc == -2 ? STORK_EXIT_INTERNAL : STORK_EXIT_CONFIG, r->model.err);
+		return rank_fail(r, rc == -2 ? STORK_EXIT_OUT_OF_MEMORY : STORK_EXIT_CONFIG, r->model.err);
 	return init_optimizer(r, r->ops);
 }
 

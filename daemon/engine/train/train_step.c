@@ -60,6 +60,12 @@ static int mean_over_replicas(struct rank *r, float *v)
 	return 0;
 }
 
+/* How a failed pass ends the run: out_of_memory when an allocation failed, else code. */
+static int pass_failure(const struct rank *r, int code)
+{
+	return r->model.out_of_memory ? STORK_EXIT_OUT_OF_MEMORY : code;
+}
+
 int rank_validate(struct rank *r, int64_t step)
 {
 	const struct stork_config *c = r->cfg;
@@ -83,7 +89,8 @@ int rank_validate(struct rank *r, int64_t step)
 			 * leave the tensor-parallel peers waiting */
 			if (isnan(l) && r->model.err[0])
 				return comm_abort_reason(r->comm)[0] ? rank_fail_collective(r) :
-								       rank_fail(r, STORK_EXIT_INTERNAL, r->model.err);
+								       rank_fail(r, pass_failure(r, STORK_EXIT_INTERNAL),
+										 r->model.err);
 			sum += l;
 		}
 		sum /= (float)c->train.val_batches;
@@ -154,7 +161,8 @@ int rank_compute_gradients(struct rank *r, int64_t step, float *loss)
 		l = gpt2_forward(&r->model, r->inputs, r->targets, B, T);
 		if (isnan(l) && r->model.err[0])
 			return comm_abort_reason(r->comm)[0] ? rank_fail_collective(r) :
-							       rank_fail(r, STORK_EXIT_DATA, r->model.err);
+							       rank_fail(r, pass_failure(r, STORK_EXIT_DATA),
+									 r->model.err);
 		/* the last micro-batch's backward pass makes the gradients final */
 		if (r->sync && micro == c->train.grad_accum - 1)
 			gpt2_set_layer_hook(&r->model, grad_sync_layer_done, r->sync);
@@ -162,7 +170,8 @@ int rank_compute_gradients(struct rank *r, int64_t step, float *loss)
 		gpt2_set_layer_hook(&r->model, NULL, NULL);
 		if (rc)
 			return comm_abort_reason(r->comm)[0] ? rank_fail_collective(r) :
-							       rank_fail(r, STORK_EXIT_INTERNAL, r->model.err);
+							       rank_fail(r, pass_failure(r, STORK_EXIT_INTERNAL),
+									 r->model.err);
 		*loss += l * scale;
 	}
 	if (r->sync) /* the embeddings and the final LayerNorm: final only now */

@@ -1,0 +1,150 @@
+/*
+ * daemon/node/tensorboard.c - see tensorboard.h.
+ */
+#include "config.h"
+#include "daemon/node/tensorboard.h"
+
+#include "lib/clock.h"
+#include "lib/io/io.h"
+#include "lib/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The configuration's text at most (TensorBoard shows it in its Text tab). */
+#define CONFIG_TEXT_MAX (256 * 1024)
+
+static void warn_once(struct tensorboard *tb, const char *what, const char *path)
+{
+	if (!tb->warned++)
+		stork_warn("TensorBoard files: %s %s: %s; the run goes on without them", what, path,
+			   strerror(errno));
+}
+
+/* Rank 0's first event: the resolved configuration, as Markdown code. */
+static void put_config(struct tensorboard_rank *r, const char *run_dir)
+{
+	char path[4200], *text = malloc(CONFIG_TEXT_MAX + 16);
+	int fd;
+	ssize_t n = -1;
+
+	snprintf(path, sizeof path, "%s/config/stork.yaml", run_dir);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (text && fd >= 0) {
+		memcpy(text, "```\n", 4);
+		n = read(fd, text + 4, CONFIG_TEXT_MAX);
+	}
+	if (n > 0) {
+		memcpy(text + 4 + n, "\n```", 5);
+		tfevents_text(&r->events, clock_wall(), 0, "config", text);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(text);
+}
+
+void tensorboard_start(struct tensorboard *tb, const char *run_dir, const char *host,
+		       int rank_base, int n)
+{
+	char err[4600], dir[4200];
+
+	memset(tb, 0, sizeof tb[0]);
+	tb->r = calloc((size_t)n, sizeof *tb->r);
+	if (!tb->r) {
+		stork_warn("TensorBoard files: out of memory; the run goes on without them");
+		return;
+	}
+	tb->n = n;
+	for (int i = 0; i < n; i++) {
+		struct tensorboard_rank *r = &tb->r[i];
+		struct stat st;
+
+		r->rank = rank_base + i;
+		r->events.fd = -1;
+		snprintf(r->metrics, sizeof r->metrics, "%s/logs/rank-%03d.metrics.jsonl", run_dir,
+			 r->rank);
+		/* earlier attempts' lines are in earlier files */
+		r->read_to = lstat(r->metrics, &st) == 0 ? st.st_size : 0;
+		snprintf(dir, sizeof dir, "%s/tensorboard/rank-%03d", run_dir, r->rank);
+		if (tfevents_open(&r->events, dir, host, clock_wall(), err, sizeof err) < 0) {
+			if (!tb->warned++)
+				stork_warn("TensorBoard files: %s; the run goes on without them", err);
+			continue;
+		}
+		if (r->rank == 0)
+			put_config(r, run_dir);
+	}
+}
+
+/* One metrics line: a scalar when it has a metric, a numeric value and a step. */
+static int put_line(struct tensorboard_rank *r, const char *line, size_t len)
+{
+	json_t *v = json_loadb(line, len, 0, NULL);
+	const json_t *value = json_object_get(v, "value"), *step = json_object_get(v, "step");
+	const char *metric = json_string_value(json_object_get(v, "metric"));
+	int rc = 0;
+
+	if (metric && json_is_number(value) && json_is_integer(step))
+		rc = tfevents_scalar(&r->events, json_number_value(json_object_get(v, "ts")),
+				     json_integer_value(step), metric,
+				     (float)json_number_value(value));
+	json_decref(v);
+	return rc;
+}
+
+/* What rank r's metrics file gained: whole lines only (the rest waits for its newline). */
+static void follow(struct tensorboard *tb, struct tensorboard_rank *r)
+{
+	char buf[65536];
+	int fd;
+	ssize_t n;
+
+	if (r->events.fd < 0 || (fd = open(r->metrics, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return;
+	while ((n = pread(fd, buf, sizeof buf, r->read_to)) > 0) {
+		char *p = buf, *end = buf + n, *nl;
+
+		while ((nl = memchr(p, '\n', (size_t)(end - p)))) {
+			if (put_line(r, p, (size_t)(nl - p)) < 0) {
+				warn_once(tb, "cannot write", r->events.path);
+				tfevents_close(&r->events);
+				close(fd);
+				return;
+			}
+			p = nl + 1;
+		}
+		if (p == buf) /* a line longer than the buffer is no metric: skipped */
+			p = end;
+		r->read_to += p - buf;
+		if (p < end)
+			break;
+	}
+	close(fd);
+}
+
+void tensorboard_poll(struct tensorboard *tb, int now)
+{
+	double t = clock_monotonic();
+
+	if (!now && t < tb->poll_at)
+		return;
+	tb->poll_at = t + 1.0;
+	for (int i = 0; i < tb->n; i++)
+		follow(tb, &tb->r[i]);
+}
+
+void tensorboard_end(struct tensorboard *tb)
+{
+	tensorboard_poll(tb, 1);
+	for (int i = 0; i < tb->n; i++)
+		tfevents_close(&tb->r[i].events);
+	free(tb->r);
+	tb->r = NULL;
+	tb->n = 0;
+}

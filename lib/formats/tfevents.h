@@ -1,0 +1,51 @@
+/*
+ * lib/formats/tfevents.h - TensorBoard's event files, written by hand:
+ * TFRecord framing (a little-endian 64-bit length, its masked CRC32C, the
+ * data, the data's masked CRC32C) around tensorflow.Event protobufs.
+ *
+ * The file's first record says its version ("brain.Event:2"); then each
+ * record is one Event at a step and wall time with one Summary.Value:
+ * a scalar (simple_value) or a text (a string tensor with the "text"
+ * plugin's metadata, shown in TensorBoard's Text tab). Each record is one
+ * write(2), so a TensorBoard reading the directory sees whole records as
+ * they come; nothing is buffered.
+ *
+ * The protobuf fields (tensorboard/compat/proto/event.proto, summary.proto,
+ * tensor.proto): Event.wall_time 1 (double), step 2 (int64), file_version
+ * 3 (string), summary 5; Summary.value 1; Value.tag 1, simple_value 2
+ * (float), tensor 8, metadata 9; SummaryMetadata.plugin_data 1
+ * (PluginData.plugin_name 1); TensorProto.dtype 1 (DT_STRING = 7),
+ * tensor_shape 2 (empty: a scalar), string_val 8.
+ */
+#ifndef STORK_LIB_TFEVENTS_H
+#define STORK_LIB_TFEVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct tfevents {
+	int fd;                 /* -1: not open, or given up after a failed write */
+	char path[4300];
+};
+
+/* CRC32C (Castagnoli), as TFRecord takes it before masking. */
+uint32_t tfevents_crc32c(const void *data, size_t len);
+
+/*
+ * Make dir (and its parent) if needed and a new event file in it,
+ * events.out.tfevents.SECONDS.HOST.PID[.N] (O_EXCL, never through a
+ * link), with its version record. 0, or -1 with a message.
+ */
+int tfevents_open(struct tfevents *t, const char *dir, const char *host, double wall,
+		  char *err, size_t errlen);
+
+/* One scalar (tag at step); 0, or -1 (errno) when the write failed. */
+int tfevents_scalar(struct tfevents *t, double wall, int64_t step, const char *tag, float value);
+
+/* One text (TensorBoard's Text tab; Markdown); 0 or -1. */
+int tfevents_text(struct tfevents *t, double wall, int64_t step, const char *tag,
+		  const char *text);
+
+void tfevents_close(struct tfevents *t);
+
+#endif
