@@ -47,6 +47,8 @@ struct report_rank {
 	struct series data_wait_ms, rank_bytes; /* the step's wait for its batch, the memory it holds */
 	struct series rss;             /* host_rss_bytes: storkd's resident memory (a node's first rank) */
 	struct series mfu;             /* model FLOP utilisation (rank 0) */
+	struct series cpu_pct;         /* a program rank's CPU use, its children with it */
+	struct series gpu_util, gpu_mem; /* a GPU rank's NVML figures: utilisation %, memory used */
 	double median_step_ms, median_compute_ms, median_tps;
 	int straggler;
 };

@@ -20,6 +20,7 @@
 #include "lib/formats/stork_json.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <glob.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -248,6 +249,33 @@ static void take_recovery(struct run_report *rep, long step, double seconds)
 		}
 }
 
+/* Each rank's series by metric name. */
+static const struct {
+	const char *metric;
+	size_t off;
+} rank_metrics[] = {
+	{ "step_time_ms", offsetof(struct report_rank, step_ms) },
+	{ "compute_ms", offsetof(struct report_rank, compute_ms) },
+	{ "tokens_per_sec", offsetof(struct report_rank, tps) },
+	{ "pipeline_wait_ms", offsetof(struct report_rank, pipe_wait_ms) },
+	{ "net_bytes_sent", offsetof(struct report_rank, net_bytes) },
+	{ "data_wait_ms", offsetof(struct report_rank, data_wait_ms) },
+	{ "rank_bytes", offsetof(struct report_rank, rank_bytes) },
+	{ "host_rss_bytes", offsetof(struct report_rank, rss) },
+	{ "mfu", offsetof(struct report_rank, mfu) },
+	{ "cpu_pct", offsetof(struct report_rank, cpu_pct) },
+	{ "gpu_util_pct", offsetof(struct report_rank, gpu_util) },
+	{ "gpu_mem_used_bytes", offsetof(struct report_rank, gpu_mem) },
+};
+
+static struct series *rank_series(struct report_rank *rk, const char *metric)
+{
+	for (size_t i = 0; i < sizeof rank_metrics / sizeof *rank_metrics; i++)
+		if (!strcmp(metric, rank_metrics[i].metric))
+			return (struct series *)((char *)rk + rank_metrics[i].off);
+	return NULL;
+}
+
 /*
  * One metrics line of rank r: into the series the report shows. The
  * run's own figures come from one file, the lead's (lead_rank()).
@@ -260,9 +288,11 @@ static int take_line(struct run_report *rep, int r, int lead, const char *line, 
 					      "membership", "recovery", "step_time_ms",
 					      "compute_ms", "tokens_per_sec", "pipeline_wait_ms",
 					      "net_bytes_sent", "data_wait_ms", "rank_bytes",
-					      "host_rss_bytes", "mfu" };
+					      "host_rss_bytes", "mfu", "cpu_pct", "gpu_util_pct",
+					      "gpu_mem_used_bytes" };
 	struct report_rank *rk = &rep->ranks[r];
 	struct report_attempt *a;
+	struct series *mine;
 	const char *name = NULL;
 	char err[256];
 	json_t *v, *value;
@@ -280,24 +310,8 @@ static int take_line(struct run_report *rep, int r, int lead, const char *line, 
 		rc = take_spike(rep, v, step);
 	if (!json_is_number(value) || step < 0 || !strcmp(name, "loss_spike"))
 		goto out;
-	if (!strcmp(name, "step_time_ms")) {
-		rc = series_set(&rk->step_ms, step, json_number_value(value));
-	} else if (!strcmp(name, "compute_ms")) {
-		rc = series_set(&rk->compute_ms, step, json_number_value(value));
-	} else if (!strcmp(name, "tokens_per_sec")) {
-		rc = series_set(&rk->tps, step, json_number_value(value));
-	} else if (!strcmp(name, "pipeline_wait_ms")) {
-		rc = series_set(&rk->pipe_wait_ms, step, json_number_value(value));
-	} else if (!strcmp(name, "net_bytes_sent")) {
-		rc = series_set(&rk->net_bytes, step, json_number_value(value));
-	} else if (!strcmp(name, "data_wait_ms")) {
-		rc = series_set(&rk->data_wait_ms, step, json_number_value(value));
-	} else if (!strcmp(name, "rank_bytes")) {
-		rc = series_set(&rk->rank_bytes, step, json_number_value(value));
-	} else if (!strcmp(name, "host_rss_bytes")) {
-		rc = series_set(&rk->rss, step, json_number_value(value));
-	} else if (!strcmp(name, "mfu")) {
-		rc = series_set(&rk->mfu, step, json_number_value(value));
+	if ((mine = rank_series(rk, name))) {
+		rc = series_set(mine, step, json_number_value(value));
 	} else if (!strcmp(name, "checkpoint_s")) {
 		rc = series_set(&rep->checkpoint_s, step, json_number_value(value));
 	} else if (!strcmp(name, "membership")) {
@@ -650,15 +664,8 @@ void report_free(struct run_report *rep)
 	free(rep->attempts);
 	free(rep->spikes);
 	for (int r = 0; r < rep->nranks; r++) {
-		series_free(&rep->ranks[r].tps);
-		series_free(&rep->ranks[r].step_ms);
-		series_free(&rep->ranks[r].compute_ms);
-		series_free(&rep->ranks[r].pipe_wait_ms);
-		series_free(&rep->ranks[r].net_bytes);
-		series_free(&rep->ranks[r].data_wait_ms);
-		series_free(&rep->ranks[r].rank_bytes);
-		series_free(&rep->ranks[r].rss);
-		series_free(&rep->ranks[r].mfu);
+		for (size_t i = 0; i < sizeof rank_metrics / sizeof *rank_metrics; i++)
+			series_free((struct series *)((char *)&rep->ranks[r] + rank_metrics[i].off));
 	}
 	free(rep->ranks);
 	series_free(&rep->train_loss);

@@ -632,6 +632,21 @@ static const struct series *pick_mfu(const struct report_rank *r)
 	return &r->mfu;
 }
 
+static const struct series *pick_cpu(const struct report_rank *r)
+{
+	return &r->cpu_pct;
+}
+
+static const struct series *pick_gpu_util(const struct report_rank *r)
+{
+	return &r->gpu_util;
+}
+
+static const struct series *pick_gpu_mem(const struct report_rank *r)
+{
+	return &r->gpu_mem;
+}
+
 /* A table cell of v, or "-" when the run logged none. */
 static void put_figure(FILE *f, int decimals, double v)
 {
@@ -690,6 +705,18 @@ static void section_ranks(FILE *f, const struct run_report *rep)
 				       "storkd's resident memory (a node's first rank; every engine "
 				       "rank of the node lives in it)");
 		rank_chart(f, rep, "rss-chart", "host-rss", "bytes", pick_rss);
+	}
+	if (any_rank_has(rep, pick_cpu)) {
+		fprintf(f, "<h3>CPU use per rank (its children with it; 100%% = one core)</h3>\n");
+		rank_chart(f, rep, "cpu-chart", "cpu", "CPU (%)", pick_cpu);
+	}
+	if (any_rank_has(rep, pick_gpu_util)) {
+		fprintf(f, "<h3>GPU utilisation per rank (NVML)</h3>\n");
+		rank_chart(f, rep, "gpu-util-chart", "gpu-util", "utilisation (%)", pick_gpu_util);
+	}
+	if (any_rank_has(rep, pick_gpu_mem)) {
+		fprintf(f, "<h3>GPU memory used per rank (NVML: the whole device's)</h3>\n");
+		rank_chart(f, rep, "gpu-mem-chart", "gpu-mem", "bytes", pick_gpu_mem);
 	}
 	if (any_rank_has(rep, pick_rank_bytes)) {
 		fprintf(f, "<h3>Memory each rank holds (parameters, gradients, moments, "

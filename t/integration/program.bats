@@ -232,6 +232,7 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	grep -q '^out of memory, to fit: ' report.txt
 	"$STORK" report "$dir"
 	grep -q 'class="oom"' "$dir/report.html"
+	grep -q 'id="cpu-chart"' "$dir/report.html"
 }
 
 @test "stork run -- PROGRAM refuses a missing or non-executable program and the engine's keys, before anything starts" {

@@ -391,3 +391,23 @@ setup() {
 	[[ "$output" == *"preflight: 1 node(s) in "* ]]
 	[ "$(losses asked | wc -l)" -eq 20 ]
 }
+
+@test "stork report draws a GPU rank's NVML figures (utilisation and memory per rank) when the metrics hold them" {
+	"$STORK" run tiny.yaml --local-ranks 2 --set run.name=gpu --set train.steps=6 >/dev/null
+	dir=runs/gpu__job=local__task=0
+	# a CPU run has none to draw
+	"$STORK" report "$dir" >/dev/null
+	! grep -q 'gpu-util-chart' "$dir/report.html" || false
+	# the lines a GPU rank's sample writes (train_telemetry.c), every 2 steps
+	for r in 0 1; do
+		for s in 2 4 6; do
+			printf '{"ts":1,"job_id":"local","rank":%d,"host":"h","step":%d,"metric":"gpu_util_pct","value":%d,"unit":"%%","requeue":0,"attempt":0}\n' $r $s $((80 + s + r))
+			printf '{"ts":1,"job_id":"local","rank":%d,"host":"h","step":%d,"metric":"gpu_mem_used_bytes","value":%d,"unit":"bytes","requeue":0,"attempt":0}\n' $r $s $(((40 + s) << 20))
+		done >>"$dir/logs/rank-00$r.metrics.jsonl"
+	done
+	"$STORK" report "$dir" >/dev/null
+	html=$dir/report.html
+	for id in gpu-util-chart gpu-mem-chart; do grep -q "id=\"$id\"" "$html"; done
+	[ "$(grep -o '<polyline class="gpu-util[^"]*" data-rank="[0-9]*"' "$html" | sort -u | wc -l)" -eq 2 ]
+	[ "$(grep -o '<polyline class="gpu-mem[^"]*" data-rank="0"[^>]*points="[^"]*"' "$html" | sed 's/.*points="//' | wc -w)" -eq 3 ]
+}
