@@ -39,6 +39,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <pmix.h>
 #include <ucp/api/ucp.h>
@@ -427,6 +428,7 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	for (int i = 0; i < o->local_ranks; i++) {
 		w[i] = (struct worker){ .node = &node, .local = i };
 		node.progress[i].beat = clock_monotonic();
+		node.progress[i].gpu_util = node.progress[i].gpu_mem = NAN; /* none until sampled */
 		if (pthread_create(&w[i].thread, NULL, worker_main, &w[i])) {
 			stork_error("cannot start the thread of local rank %d", i);
 			comm_world_abort(node.world, "storkd could not start every rank");

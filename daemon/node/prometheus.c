@@ -50,6 +50,8 @@ static double tps_of(const struct rank_progress *p) { return atomic_load(&p->tok
 static double mfu_of(const struct rank_progress *p) { return atomic_load(&p->mfu); }
 static double wait_of(const struct rank_progress *p) { return atomic_load(&p->data_wait_ms) / 1e3; }
 static double bytes_of(const struct rank_progress *p) { return atomic_load(&p->rank_bytes); }
+static double gpu_util_of(const struct rank_progress *p) { return atomic_load(&p->gpu_util) / 100; }
+static double gpu_mem_of(const struct rank_progress *p) { return atomic_load(&p->gpu_mem); }
 
 static const struct series rank_series[] = {
 	{ "stork_step", "Steps the rank completed.", step_of, 0 },
@@ -60,6 +62,10 @@ static const struct series rank_series[] = {
 	{ "stork_data_wait_seconds", "The time the last step waited for its batch.", wait_of, 0 },
 	{ "stork_rank_memory_bytes", "The memory the rank holds: parameters, gradients, moments, activations.",
 	  bytes_of, 0 },
+	{ "stork_gpu_utilisation_ratio", "The rank's GPU's utilisation at the last sample (NVML).",
+	  gpu_util_of, 0 },
+	{ "stork_gpu_memory_used_bytes", "The rank's GPU's memory used at the last sample (NVML).",
+	  gpu_mem_of, 0 },
 };
 
 static void common_labels(FILE *f, const struct train_node *node, const char *run)

@@ -150,9 +150,9 @@ static void print_telemetry(const struct run_report *rep)
 		term_printf(stdout, "\n");
 	}
 	if (any_rss) {
-		term_printf(stdout, "host memory (%s, peak MiB):",
-			    rep->program ? "each rank's processes, its children with it" :
-					   "storkd resident, by each node's first rank");
+		term_printf(stdout, "host memory (%s):",
+			    rep->program ? "each rank's processes with their children, peak MiB" :
+					   "storkd resident, peak MiB, by each node's first rank");
 		for (int r = 0; r < rep->nranks; r++)
 			if (rep->ranks[r].rss.n)
 				term_printf(stdout, " %d: %.1f", rep->ranks[r].rank,

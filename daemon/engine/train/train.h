@@ -56,6 +56,7 @@ struct rank_progress {
 	_Atomic double loss, step_ms, tokens_per_s, mfu, data_wait_ms;
 	_Atomic double rank_bytes;     /* the memory it holds */
 	_Atomic double rss;            /* local rank 0: storkd's resident memory; -1 unknown */
+	_Atomic double gpu_util, gpu_mem; /* a GPU rank's NVML utilisation (%) and memory used; NaN none */
 	struct comm_trace trace;       /* its calls on the communicators */
 	struct gpt2_where where;       /* its pass, block or phase */
 	void *stack[HANG_STACK_FRAMES]; /* its return addresses, when the watchdog asked */

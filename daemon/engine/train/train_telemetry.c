@@ -136,6 +136,9 @@ static void sample_gpu(struct rank *r, int64_t step)
 		rank_metric(&r->log, step + 1, "gpu_util_pct", s.util_pct, "%");
 	if (!isnan(s.mem_used))
 		rank_metric(&r->log, step + 1, "gpu_mem_used_bytes", s.mem_used, "bytes");
+	/* the .prom file's (daemon/node/prometheus.c) */
+	atomic_store(&r->node->progress[r->local].gpu_util, s.util_pct);
+	atomic_store(&r->node->progress[r->local].gpu_mem, s.mem_used);
 	if (!isnan(s.power_w))
 		rank_metric(&r->log, step + 1, "gpu_power_w", s.power_w, "W");
 	if (!isnan(s.sm_clock_mhz))
