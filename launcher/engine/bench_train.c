@@ -86,7 +86,8 @@ static int bench_memory(const struct stork_config *cfg, const struct gpt2_config
 		return STORK_EXIT_CONFIG;
 	}
 	fprintf(out, "memory per rank: dp %d x tp %d x pp %d%s over %d ranks, B=%d T=%d, %d micro-batches, recompute %s\n",
-		l.dp, l.tp, l.pp, l.zero ? " (ZeRO-1)" : "", world, B, T, m,
+		l.dp, l.tp, l.pp, l.zero == 1 ? " (ZeRO-1)" : l.zero == 2 ? " (ZeRO-2)" :
+		l.zero == 3 ? " (ZeRO-3)" : "", world, B, T, m,
 		gpt2_recompute_name(layout_recompute(cfg)));
 	fprintf(out, "%5s %5s %3s %3s %7s %12s %12s %12s %12s %12s %10s\n", "rank", "stage", "tp",
 		"dp", "layers", "params", "grads", "optimizer", "activations", "total", "(MiB)");

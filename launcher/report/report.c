@@ -103,9 +103,10 @@ static void print_layout(const json_t *env)
 
 	/* a run of the user's own program has no layout of the engine's */
 	if (par)
-		term_printf(stdout, "layout: dp %lld x tp %lld x pp %lld%s, ", (long long)sj_int(par, "dp", 1),
-		       (long long)sj_int(par, "tp", 1), (long long)sj_int(par, "pp", 1),
-		       sj_int(par, "zero", 0) ? " with ZeRO-1" : "");
+		term_printf(stdout, "layout: dp %lld x tp %lld x pp %lld%s%.0lld, ",
+			    (long long)sj_int(par, "dp", 1), (long long)sj_int(par, "tp", 1),
+			    (long long)sj_int(par, "pp", 1), sj_int(par, "zero", 0) ? " with ZeRO-" : "",
+			    (long long)sj_int(par, "zero", 0));
 	else
 		term_printf(stdout, "layout: the program's own, ");
 	term_printf(stdout, "%lld rank(s) on %zu node(s), rendezvous %s "

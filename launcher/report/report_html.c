@@ -799,9 +799,10 @@ static void section_layout(FILE *f, const struct run_report *rep)
 		fprintf(f, "<p>No config/slurm_env.json.</p></section>\n");
 		return;
 	}
-	fprintf(f, "<p>dp %lld &#215; tp %lld &#215; pp %lld%s, %lld rank(s) on %zu node(s); "
+	fprintf(f, "<p>dp %lld &#215; tp %lld &#215; pp %lld%s%.0lld, %lld rank(s) on %zu node(s); "
 		   "rendezvous ", (long long)sj_int(par, "dp", 1), (long long)sj_int(par, "tp", 1),
-		(long long)sj_int(par, "pp", 1), sj_int(par, "zero", 0) ? " with ZeRO-1" : "",
+		(long long)sj_int(par, "pp", 1), sj_int(par, "zero", 0) ? " with ZeRO-" : "",
+		(long long)sj_int(par, "zero", 0),
 		(long long)sj_int(env, "world_size", 0), json_array_size(json_object_get(env, "nodes")));
 	put_escaped(f, json_text(env, "rendezvous", "?"));
 	fprintf(f, " (%.3f s).</p>\n<table class=\"layout\"><tr><th>node</th><th>host</th>"

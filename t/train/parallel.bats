@@ -412,3 +412,46 @@ time.sleep(30)' "$name" >squat.out &
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"parallel.stage_split: 'heavy' is neither params, compute nor a list of 1 layer counts"* ]]
 }
+
+@test "parallel.zero 2 and 3 give ZeRO-1's losses and gradient norms bit for bit: DP4, TP2xDP2 and PP2xDP2, GPT-2 and a GQA Llama with recomputation" {
+	for arch in gpt2 llama; do
+		for layout in "1 1" "2 1" "1 2"; do
+			read -r t p <<<"$layout"
+			set -- --set model.arch=$arch
+			[ $arch = gpt2 ] || set -- "$@" --set model.kv_heads=2 --set train.recompute=block
+			for z in 1 2 3; do
+				run_layout "$arch$t$p-z$z" "$t" "$p" "$z" "$@" >/dev/null
+			done
+			for z in 2 3; do
+				for m in train_loss grad_norm val_loss; do
+					[ "$(metric_of "$arch$t$p-z1" $m | wc -l)" -ge 2 ]
+					diff <(metric_of "$arch$t$p-z1" $m) <(metric_of "$arch$t$p-z$z" $m) ||
+						{ echo "$arch tp $t pp $p: zero $z's $m differs" >&2; false; }
+				done
+			done
+		done
+	done
+}
+
+@test "parallel.zero 3: a preempted DP4 run resumes bit for bit; its checkpoint resumes as ZeRO-1 DP2 and as TP2xPP2 within 1e-6" {
+	run_layout full3 1 1 3 >/dev/null
+	run env STORK_STOP_AT_STEP=7 "$STORK" run tiny.yaml --local-ranks 4 --set run.name=cut3 \
+		--set parallel.zero=3 --set train.grad_accum=1
+	[ "$status" -eq 12 ]
+	cp -r runs/cut3__job=local__task=0 runs/dp2__job=local__task=0
+	cp -r runs/cut3__job=local__task=0 runs/tp2pp2__job=local__task=0
+	run run_layout cut3 1 1 3
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"resumed from"*"step_00000007 at step 7"* ]]
+	diff <(metric_of full3 train_loss) <(metric_of cut3 train_loss)
+	diff <(metric_of full3 grad_norm) <(metric_of cut3 grad_norm)
+	run "$STORK" run tiny.yaml --local-ranks 2 --set run.name=dp2 --set parallel.zero=1 \
+		--set train.grad_accum=2
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"layout: dp 2 x tp 1 x pp 1 (ZeRO-1)"*"resumed from"*"at step 7"* ]]
+	within full3 dp2 1e-6 train_loss
+	run run_layout tp2pp2 2 2 0
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"resumed from"*"at step 7"* ]]
+	within full3 tp2pp2 1e-6 train_loss
+}

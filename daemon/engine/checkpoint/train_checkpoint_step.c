@@ -36,6 +36,9 @@ int checkpoint_at(struct rank *r, int64_t steps_done, int must)
 		      (steps_done / c->checkpoint.every) % c->checkpoint.persist_every == 0 ||
 		      checkpoint_milestone(c, steps_done);
 
+	/* ZeRO-3: the writers read every layer's parameters (given back at the next step) */
+	if (r->lay.zero >= 3 && zero_paged_gather_all(&r->paged, &r->model) < 0)
+		return rank_fail_collective(r);
 	if (local && ((code = checkpoint_local(r, steps_done, &failed)) ||
 		      (code = after_checkpoint(r, steps_done, failed, 0))))
 		return code;

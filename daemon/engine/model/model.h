@@ -222,6 +222,11 @@ struct gpt2 {
 	/* after each layer's backward pass (gpt2_set_layer_hook), or NULL */
 	void (*layer_done)(void *arg, struct gpt2 *m, int layer);
 	void *layer_done_arg;
+	/* parallel.zero 3: a layer's parameters fetched before each of its passes and released
+	 * after (gpt2_set_layer_params), or NULL: always in place */
+	int (*layer_fetch)(void *arg, struct gpt2 *m, int layer);
+	void (*layer_release)(void *arg, struct gpt2 *m, int layer);
+	void *layer_params_arg;
 	struct gpt2_where *where;       /* updated per block when not NULL */
 	float loss_scale;               /* the backward passes' expected loss_scale (gpt2_set_fused) */
 	size_t grad_pad;                /* zeroed floats after the gradients (ZeRO-1 padding) */
@@ -390,6 +395,22 @@ void gpt2_set_fused(struct gpt2 *m, int on, float loss_scale);
  */
 void gpt2_set_layer_hook(struct gpt2 *m, void (*fn)(void *arg, struct gpt2 *m, int layer),
 			 void *arg);
+
+/*
+ * Call fetch(arg, m, l) before each pass of layer l (forward, backward and
+ * its recomputation) and release(arg, m, l) after it: parameters held
+ * whole only while their layer computes (parallel.zero 3,
+ * daemon/engine/parallel/zero_paged.h). A non-zero fetch fails the pass.
+ * fetch NULL: no calls.
+ */
+void gpt2_set_layer_params(struct gpt2 *m, int (*fetch)(void *arg, struct gpt2 *m, int layer),
+			   void (*release)(void *arg, struct gpt2 *m, int layer), void *arg);
+
+/*
+ * The parameters of layer l as pieces of m->params, as gpt2_layer_grads
+ * gives its gradients.
+ */
+int gpt2_layer_params(const struct gpt2 *m, int l, float **p, size_t *n);
 
 /*
  * The gradients of layer l (one of the shard's layers) as pieces of

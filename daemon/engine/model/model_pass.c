@@ -136,7 +136,33 @@ void gpt2_set_layer_hook(struct gpt2 *m, void (*fn)(void *arg, struct gpt2 *m, i
 	m->layer_done_arg = arg;
 }
 
-int gpt2_layer_grads(const struct gpt2 *m, int l, float **p, size_t *n)
+void gpt2_set_layer_params(struct gpt2 *m, int (*fetch)(void *arg, struct gpt2 *m, int layer),
+			   void (*release)(void *arg, struct gpt2 *m, int layer), void *arg)
+{
+	m->layer_fetch = fetch;
+	m->layer_release = release;
+	m->layer_params_arg = arg;
+}
+
+/* The layer's parameters in place for its pass (parallel.zero 3), or -1 with m->err. */
+static int fetch_layer(struct gpt2 *m, int l)
+{
+	if (m->layer_fetch && m->layer_fetch(m->layer_params_arg, m, l)) {
+		snprintf(m->err, sizeof m->err, "cannot gather layer %d's parameters over the replicas",
+			 l);
+		return -1;
+	}
+	return 0;
+}
+
+static void release_layer(struct gpt2 *m, int l)
+{
+	if (m->layer_release)
+		m->layer_release(m->layer_params_arg, m, l);
+}
+
+/* Layer l's pieces of the per-layer tensors of tensors (parameters or gradients). */
+static int layer_pieces(const struct gpt2 *m, float *const *tensors, int l, float **p, size_t *n)
 {
 	size_t L = (size_t)(m->shard.last_layer - m->shard.first_layer);
 	int k = 0;
@@ -145,11 +171,21 @@ int gpt2_layer_grads(const struct gpt2 *m, int l, float **p, size_t *n)
 		size_t per = gpt2_tensor_per_layer(t) && L ? m->sizes[t] / L : 0;
 
 		if (per) {
-			p[k] = m->grad_tensors[t] + (size_t)(l - m->shard.first_layer) * per;
+			p[k] = tensors[t] + (size_t)(l - m->shard.first_layer) * per;
 			n[k++] = per;
 		}
 	}
 	return k;
+}
+
+int gpt2_layer_params(const struct gpt2 *m, int l, float **p, size_t *n)
+{
+	return layer_pieces(m, m->tensors, l, p, n);
+}
+
+int gpt2_layer_grads(const struct gpt2 *m, int l, float **p, size_t *n)
+{
+	return layer_pieces(m, m->grad_tensors, l, p, n);
 }
 
 int gpt2_global_grads(const struct gpt2 *m, float **p, size_t *n)
@@ -276,9 +312,13 @@ static int recompute_layer(struct gpt2 *m, int l)
 
 static int block_backward(struct gpt2 *m, int l)
 {
-	if (recompute_layer(m, l))
+	int rc;
+
+	if (fetch_layer(m, l) || recompute_layer(m, l))
 		return -1;
-	return arch_of(&m->config)->block_backward(m, l);
+	rc = arch_of(&m->config)->block_backward(m, l);
+	release_layer(m, l);
+	return rc;
 }
 
 /* ------------------------------------------------------------ passes */
@@ -410,8 +450,9 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
 	}
 	for (int k = first; k < last; k++) {
 		where_now(m, GPT2_PHASE_FORWARD, k);
-		if (arch_of(&m->config)->block_forward(m, k))
+		if (fetch_layer(m, k) || arch_of(&m->config)->block_forward(m, k))
 			return -1;
+		release_layer(m, k);
 	}
 	where_now(m, GPT2_PHASE_FORWARD, last);
 	if (last < m->config.num_layers) {

@@ -296,9 +296,13 @@ int layout_make(struct par_layout *l, const struct gpt2_config *c, int world, in
 
 void layout_describe(const struct par_layout *l, char *buf, size_t len)
 {
+	char zero[16] = "";
+
+	if (l->zero)
+		snprintf(zero, sizeof zero, " (ZeRO-%d)", l->zero);
 	snprintf(buf, len, "dp %d x tp %d x pp %d%s; rank %d = dp %d, tp %d, stage %d (layers %d-%d)",
-		 l->dp, l->tp, l->pp, l->zero ? " (ZeRO-1)" : "", l->rank, l->dp_rank, l->tp_rank,
-		 l->stage, l->first_layer, l->last_layer - 1);
+		 l->dp, l->tp, l->pp, zero, l->rank, l->dp_rank, l->tp_rank, l->stage,
+		 l->first_layer, l->last_layer - 1);
 }
 
 void layout_shard(const struct par_layout *l, struct gpt2_shard *s)

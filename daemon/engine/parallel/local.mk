@@ -10,4 +10,5 @@ daemon_libstorkd_a_SOURCES += \
 	daemon/engine/parallel/pipeline.c daemon/engine/parallel/pipeline.h \
 	daemon/engine/parallel/zero.c daemon/engine/parallel/zero.h \
 	daemon/engine/parallel/zero_mirror.c daemon/engine/parallel/zero_mirror.h \
+	daemon/engine/parallel/zero_paged.c daemon/engine/parallel/zero_paged.h \
 	daemon/engine/parallel/layout_cost.c daemon/engine/parallel/layout_cost.h

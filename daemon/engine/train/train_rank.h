@@ -18,6 +18,7 @@
 #include "daemon/engine/train/train.h"
 #include "daemon/engine/parallel/zero.h"
 #include "daemon/engine/parallel/zero_mirror.h"
+#include "daemon/engine/parallel/zero_paged.h"
 
 struct rank {
 	const struct train_node *node;
@@ -39,6 +40,7 @@ struct rank {
 	struct pipeline pipe;          /* when lay.pp > 1 */
 	struct zero_plan zero;         /* when lay.zero */
 	struct zero_mirror mirror;     /* lay.zero under restart.in_place: the next replica's part */
+	struct zero_paged paged;       /* lay.zero 2 and 3: what the rank gives back (zero_paged.h) */
 	struct grad_sync *sync;        /* parallel.overlap, with data-parallel replicas */
 	double sync_ms, sync_wait_ms;  /* this step's gradient all-reduce: its time, the rank's wait */
 	struct rank_log log;

@@ -125,6 +125,26 @@ static int skip_batch(struct rank *r, int64_t step)
 }
 
 /*
+ * The gradients zeroed for a step. ZeRO-3 first gives back the layers'
+ * parameters a checkpoint gathered (once a background checkpoint has
+ * copied them); ZeRO-2 and 3 zero only what the rank keeps.
+ */
+static int zero_gradients(struct rank *r)
+{
+	int rc;
+
+	if (r->lay.zero >= 3 && r->paged.gathered) {
+		checkpoint_async_before_update(r);
+		zero_paged_release_all(&r->paged, &r->model);
+	}
+	rc = r->lay.zero >= 2 ? zero_paged_zero_grad(&r->paged, &r->model) :
+				gpt2_zero_grad(&r->model);
+	if (rc)
+		return rank_fail(r, STORK_EXIT_OUT_OF_MEMORY, r->model.err);
+	return 0;
+}
+
+/*
  * Forward and backward over grad_accum micro-batches; returns the mean loss
  * (on the last stage; the pipeline schedules the micro-batches 1F1B).
  */
@@ -138,8 +158,8 @@ int rank_compute_gradients(struct rank *r, int64_t step, float *loss)
 	scale *= spike_fault(r, step); /* test builds: 1 but at an injected spike */
 	if (skip_batch(r, step))
 		return r->res->exit_code;
-	if (gpt2_zero_grad(&r->model) < 0)
-		return rank_fail(r, STORK_EXIT_INTERNAL, "out of memory for the gradients");
+	if ((rc = zero_gradients(r)))
+		return rc;
 	if (r->lay.pp > 1) {
 		rc = pipeline_step(&r->pipe, &r->model, r->train, loss, r->err, sizeof r->err);
 		if (rc > 0)
@@ -166,6 +186,8 @@ int rank_compute_gradients(struct rank *r, int64_t step, float *loss)
 		/* the last micro-batch's backward pass makes the gradients final */
 		if (r->sync && micro == c->train.grad_accum - 1)
 			gpt2_set_layer_hook(&r->model, grad_sync_layer_done, r->sync);
+		else if (r->lay.zero >= 2 && micro == c->train.grad_accum - 1)
+			gpt2_set_layer_hook(&r->model, zero_paged_layer_done, &r->paged);
 		rc = gpt2_backward(&r->model, scale);
 		gpt2_set_layer_hook(&r->model, NULL, NULL);
 		if (rc)
@@ -282,7 +304,9 @@ static int reduce_gradients(struct rank *r)
 			zero_scale(&r->zero, m, 1.0f / (float)r->zero.D);
 		return rc;
 	}
-	if (r->lay.zero)
+	if (r->lay.zero >= 2)
+		rc = zero_paged_reduce_rest(&r->paged, m);
+	else if (r->lay.zero)
 		rc = zero_reduce_scatter(&r->zero, m, r->grp.dp);
 	else
 		rc = comm_allreduce(r->grp.dp, m->grads, m->num_params, COMM_FLOAT32, COMM_SUM);
@@ -371,7 +395,8 @@ int rank_update(struct rank *r, int64_t step, float *loss, float *norm_out, floa
 		zero_adamw(&r->zero, &r->opt, &hp, *lr_out, m);
 		zero_mirror_adamw(&r->mirror, &hp, *lr_out, m);
 		mark_applied(r, step + 1);
-		if (zero_allgather(&r->zero, m, r->grp.dp) < 0)
+		if ((r->lay.zero >= 2 ? zero_paged_after_update(&r->paged, m) :
+					zero_allgather(&r->zero, m, r->grp.dp)) < 0)
 			return rank_fail_collective(r);
 	} else {
 		if (clip != 1.0f)

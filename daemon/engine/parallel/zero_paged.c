@@ -1,0 +1,262 @@
+/*
+ * daemon/engine/parallel/zero_paged.c - see zero_paged.h.
+ */
+#include "config.h"
+#include "daemon/engine/parallel/zero_paged.h"
+
+#include "kernels/ops.h"
+#include "lib/comm/comm.h"
+
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* The segment of the plan that holds parameter offset x. */
+static const struct zero_segment *segment_of(const struct zero_plan *z, size_t x)
+{
+	for (int k = 0; k < z->nseg; k++)
+		if (x >= z->seg[k].off && x < z->seg[k].off + z->seg[k].n)
+			return &z->seg[k];
+	return NULL;
+}
+
+static size_t clamp(size_t x, size_t lo, size_t hi)
+{
+	return x < lo ? lo : x > hi ? hi : x;
+}
+
+/* Owner r's part of segment s: [*a, *b). */
+static void part_of(const struct zero_segment *s, int r, size_t *a, size_t *b)
+{
+	size_t lo = s->per * (size_t)r, hi = lo + s->per;
+
+	*a = s->off + (lo < s->n ? lo : s->n);
+	*b = s->off + (hi < s->n ? hi : s->n);
+}
+
+/*
+ * Give back the whole pages of floats [a, b) of base (they read as zeros
+ * from now on). Pages shared with what stays are kept.
+ */
+static void give_back(float *base, size_t a, size_t b)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = ((uintptr_t)(base + a) + page - 1) / page * page;
+	uintptr_t hi = (uintptr_t)(base + b) / page * page;
+
+	if (b > a && hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* Give back what of [off, off + n) of base is not this rank's. */
+static void give_back_others(const struct zero_plan *z, float *base, size_t off, size_t n)
+{
+	const struct zero_segment *s = segment_of(z, off);
+
+	if (!s)
+		return;
+	give_back(base, off, clamp(s->lo, off, off + n));
+	give_back(base, clamp(s->hi, off, off + n), off + n);
+}
+
+/* [off, off + n) of the parameters from their owners: one broadcast per owner. */
+static int gather_range(struct zero_paged *zp, struct gpt2 *m, size_t off, size_t n)
+{
+	const struct zero_segment *s = segment_of(zp->z, off);
+
+	for (int r = 0; s && r < zp->z->D; r++) {
+		size_t a, b;
+		int rc;
+
+		part_of(s, r, &a, &b);
+		a = a > off ? a : off;
+		b = b < off + n ? b : off + n;
+		if (b > a && (rc = comm_broadcast(zp->dp, m->params + a, b - a, COMM_FLOAT32, r)))
+			return rc;
+	}
+	return 0;
+}
+
+static int fetch(void *arg, struct gpt2 *m, int layer)
+{
+	struct zero_paged *zp = arg;
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k = gpt2_layer_params(m, layer, p, n), rc;
+
+	for (int i = 0; i < k; i++)
+		if ((rc = gather_range(zp, m, (size_t)(p[i] - m->params), n[i]))) {
+			zp->failed = zp->failed ? zp->failed : rc;
+			return rc;
+		}
+	return 0;
+}
+
+static void release(void *arg, struct gpt2 *m, int layer)
+{
+	struct zero_paged *zp = arg;
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k = gpt2_layer_params(m, layer, p, n);
+
+	for (int i = 0; i < k; i++)
+		give_back_others(zp->z, m->params, (size_t)(p[i] - m->params), n[i]);
+}
+
+void zero_paged_layer_done(void *arg, struct gpt2 *m, int layer)
+{
+	struct zero_paged *zp = arg;
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k, rc;
+
+	if (!zp->dp || zp->failed)
+		return;
+	k = gpt2_layer_grads(m, layer, p, n);
+	for (int i = 0; i < k; i++) {
+		if ((rc = comm_allreduce(zp->dp, p[i], n[i], COMM_FLOAT32, COMM_SUM))) {
+			zp->failed = rc;
+			return;
+		}
+		give_back_others(zp->z, m->grads, (size_t)(p[i] - m->grads), n[i]);
+	}
+}
+
+void zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct comm *dp,
+		       int level, struct gpt2 *m)
+{
+	*zp = (struct zero_paged){ .z = z, .dp = dp, .level = level, .gathered = 1 };
+	if (!dp || level < 3)
+		return;
+	gpt2_set_layer_params(m, fetch, release, zp);
+	zero_paged_release_all(zp, m);
+}
+
+/*
+ * Zero floats [a, b) of base that are not this rank's part: whole pages
+ * given back, the ends written (the backward pass adds into them).
+ */
+static void wipe_others(const struct zero_plan *z, const struct ops *o, float *base, size_t off,
+			size_t n)
+{
+	const struct zero_segment *s = segment_of(z, off);
+	size_t ends[2][2];
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE) / sizeof(float);
+
+	if (!s)
+		return;
+	/* before this rank's part, and after it */
+	ends[0][0] = off;
+	ends[0][1] = clamp(s->lo, off, off + n);
+	ends[1][0] = clamp(s->hi, off, off + n);
+	ends[1][1] = off + n;
+	for (int e = 0; e < 2; e++) {
+		size_t a = ends[e][0], b = ends[e][1];
+		/* the first and last whole pages of [a, b), in floats from base */
+		size_t lo = ((uintptr_t)(base + a) / sizeof(float) + page - 1) / page * page -
+			    (uintptr_t)base / sizeof(float);
+		size_t hi = (uintptr_t)(base + b) / sizeof(float) / page * page -
+			    (uintptr_t)base / sizeof(float);
+
+		if (b <= a)
+			continue;
+		if (hi <= lo || lo > b || hi < a) {
+			o->zero(base + a, b - a);
+			continue;
+		}
+		o->zero(base + a, lo - a);
+		give_back(base, lo, hi);
+		o->zero(base + hi, b - hi);
+	}
+}
+
+int zero_paged_zero_grad(struct zero_paged *zp, struct gpt2 *m)
+{
+	const struct ops *o = m->ops;
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int rc;
+
+	zp->failed = 0;
+	/* the first time: made and zeroed whole */
+	if (!m->grads || !zp->dp) {
+		if ((rc = gpt2_zero_grad(m)) || !zp->dp)
+			return rc;
+	} else {
+		for (int i = 0, k = gpt2_global_grads(m, p, n); i < k; i++)
+			o->zero(p[i], n[i]);
+		for (int seg = 0; seg < zp->z->nseg; seg++)
+			o->zero(m->grads + zp->z->seg[seg].lo, zp->z->seg[seg].hi - zp->z->seg[seg].lo);
+	}
+	/* every layer's parts but this rank's: zero, and given back (touching none of it) */
+	for (int l = m->shard.first_layer; l < m->shard.last_layer; l++)
+		for (int i = 0, k = gpt2_layer_grads(m, l, p, n); i < k; i++)
+			wipe_others(zp->z, o, m->grads, (size_t)(p[i] - m->grads), n[i]);
+	return 0;
+}
+
+int zero_paged_reduce_rest(struct zero_paged *zp, struct gpt2 *m)
+{
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k, rc;
+
+	if (zp->failed)
+		return zp->failed;
+	k = gpt2_global_grads(m, p, n);
+	for (int i = 0; zp->dp && i < k; i++)
+		if ((rc = comm_allreduce(zp->dp, p[i], n[i], COMM_FLOAT32, COMM_SUM)))
+			return rc;
+	zero_scale(zp->z, m, 1.0f / (float)zp->z->D); /* the mean over the replicas */
+	return 0;
+}
+
+int zero_paged_after_update(struct zero_paged *zp, struct gpt2 *m)
+{
+	int rc;
+
+	if (zp->level < 3)
+		return zero_allgather(zp->z, m, zp->dp);
+	for (int t = 0; zp->dp && t < GPT2_NUM_TENSORS; t++)
+		if (!gpt2_tensor_per_layer(t) && m->sizes[t] &&
+		    (rc = gather_range(zp, m, (size_t)(m->tensors[t] - m->params), m->sizes[t])))
+			return rc;
+	return 0;
+}
+
+int zero_paged_gather_all(struct zero_paged *zp, struct gpt2 *m)
+{
+	int rc;
+
+	for (int l = m->shard.first_layer; zp->level >= 3 && zp->dp && l < m->shard.last_layer; l++)
+		if ((rc = fetch(zp, m, l)))
+			return rc;
+	zp->gathered = 1;
+	return 0;
+}
+
+void zero_paged_release_all(struct zero_paged *zp, struct gpt2 *m)
+{
+	for (int l = m->shard.first_layer; zp->level >= 3 && zp->dp && l < m->shard.last_layer; l++)
+		release(zp, m, l);
+	zp->gathered = 0;
+}
+
+void zero_paged_resident(const struct zero_plan *z, const struct gpt2 *m, int level,
+			 size_t *params, size_t *grads)
+{
+	size_t layers = 0, biggest = 0, L = (size_t)(m->shard.last_layer - m->shard.first_layer);
+
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
+		if (gpt2_tensor_per_layer(t))
+			layers += m->sizes[t];
+	if (L)
+		biggest = layers / L;
+	/* its parts of the layers, the rest whole, one layer in flight */
+	*grads = m->num_params - layers + z->state_n + biggest;
+	*params = level >= 3 ? *grads : m->num_params;
+	if (*grads > m->num_params)
+		*grads = m->num_params;
+	if (*params > m->num_params)
+		*params = m->num_params;
+}

@@ -1,0 +1,91 @@
+/*
+ * daemon/engine/parallel/zero_paged.h - ZeRO-2 and ZeRO-3 on CPU ranks:
+ * the gradients (2), and the parameters too (3), held whole only where
+ * and while they are needed, on ZeRO-1's plan (zero.h).
+ *
+ * The arrays keep their full size in address space, so every kernel and
+ * every reader (checkpoints, validation, the pipeline) uses them as
+ * before; what a rank does not own is given back to the kernel page by
+ * page (madvise MADV_DONTNEED: it reads as zeros and holds no memory)
+ * when it is not needed:
+ *
+ *   zero 2  after a layer's backward pass of the last micro-batch, the
+ *           layer's gradients are summed over the replicas (an all-reduce
+ *           of its pieces) and all but this rank's part are given back;
+ *           the embeddings and final LayerNorm follow after the pass.
+ *   zero 3  also the parameters: a layer's are gathered from their owners
+ *           (one broadcast per owner of each piece) before each of its
+ *           passes, forward, backward and recomputation, and given back
+ *           after; the update touches only the rank's part, and only the
+ *           tensors of no layer (embeddings, final LayerNorm, LM head)
+ *           are gathered back whole, as under ZeRO-1.
+ *
+ * The bits are ZeRO-1's: lib/comm's reductions give the same element
+ * sums however a buffer is cut into calls (comm.h), the update is the
+ * same AdamW over the same parts, and a gathered parameter is its owner's
+ * copy. Gradients of a step with train.grad_accum > 1 are summed whole
+ * until the last micro-batch, as ZeRO-1 sums them, so the saving of
+ * zero 2 comes with that micro-batch.
+ *
+ * What stays whole: the tensors of no layer (for GPT-2 small the token
+ * embedding, 31% of the parameters), one layer's parameters and
+ * gradients in flight, and the pages at a part's two ends.
+ */
+#ifndef STORK_DAEMON_ZERO_PAGED_H
+#define STORK_DAEMON_ZERO_PAGED_H
+
+#include <stddef.h>
+
+#include "daemon/engine/parallel/zero.h"
+
+struct comm;
+
+struct zero_paged {
+	const struct zero_plan *z;
+	struct comm *dp;             /* the replicas; NULL: one replica, nothing to give back */
+	int level;                   /* 2 or 3 */
+	int failed;                  /* a collective in a hook failed: its COMM_E* code; 0 */
+	int gathered;                /* zero 3: every layer's parameters are whole (a checkpoint) */
+};
+
+/*
+ * Set zp up (level 2 or 3, plan z, communicator dp) for model m; zero 3
+ * hooks the layers' parameters into m's passes and gives back what is not
+ * this rank's now.
+ */
+void zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct comm *dp,
+		       int level, struct gpt2 *m);
+
+/*
+ * The layer hook of the backward pass of a step's last micro-batch
+ * (gpt2_set_layer_hook, pipeline_set_layer_hook; arg: the zero_paged):
+ * the layer's final gradients summed over the replicas, and all but this
+ * rank's part given back.
+ */
+void zero_paged_layer_done(void *arg, struct gpt2 *m, int layer);
+
+/* Zero the gradients for a step: this rank's parts and the tensors of no layer; the rest given back. 0 or -2 (memory). */
+int zero_paged_zero_grad(struct zero_paged *zp, struct gpt2 *m);
+
+/*
+ * After the last backward pass: the tensors of no layer summed over the
+ * replicas, and this rank's parts scaled to the mean (what
+ * zero_reduce_scatter leaves). 0 or the first COMM_E* of the step.
+ */
+int zero_paged_reduce_rest(struct zero_paged *zp, struct gpt2 *m);
+
+/* After the update: zero 2 gathers every part back (zero_allgather), zero 3 the tensors of no layer. */
+int zero_paged_after_update(struct zero_paged *zp, struct gpt2 *m);
+
+/* zero 3: every layer's parameters whole (a checkpoint's writer reads them), or given back. */
+int zero_paged_gather_all(struct zero_paged *zp, struct gpt2 *m);
+void zero_paged_release_all(struct zero_paged *zp, struct gpt2 *m);
+
+/*
+ * What the rank keeps of the parameters and the gradients, in floats: its
+ * parts, the tensors of no layer and the largest layer (in flight).
+ */
+void zero_paged_resident(const struct zero_plan *z, const struct gpt2 *m, int level,
+			 size_t *params, size_t *grads);
+
+#endif
