@@ -274,7 +274,7 @@ START_TEST(enums_list_the_accepted_values)
 		     "one of constant, cosine", "'linear'");
 	ASSERT_ERROR("err_signal.yaml", "err_signal.yaml:2:11:", "preempt.signal",
 		     "one of USR1, USR2, TERM", "'SIGUSR1'");
-	ASSERT_ERROR("err_zero.yaml", "err_zero.yaml:2:9:", "parallel.zero", "from 0 to 1");
+	ASSERT_ERROR("err_zero.yaml", "err_zero.yaml:2:9:", "parallel.zero", "from 0 to 3");
 	ASSERT_ERROR("err_device.yaml", "err_device.yaml:2:11:", "run.device",
 		     "one of auto, cpu, cuda", "'gpu'");
 	ASSERT_ERROR("err_precision.yaml", "err_precision.yaml:2:14:", "train.precision",
@@ -374,7 +374,7 @@ START_TEST(bad_override_names_the_override)
 		{ "run.name=a/b", "run.name", "without '/'" },
 		{ "train.steps=\"5\"", "train.steps", "remove the quotes" },
 		{ "train.steps=[1", "train.steps", "malformed" },
-		{ "parallel.zero=2", "parallel.zero", "from 0 to 1" },
+		{ "parallel.zero=4", "parallel.zero", "from 0 to 3" },
 	};
 	struct stork_config c;
 
@@ -422,6 +422,9 @@ START_TEST(cross_key_checks)
 		{ "restart.in_place=true", "program.command=[python3, t.py]", "program.command" },
 		/* the .prom file holds the engine's figures; a program writes its own */
 		{ "metrics.prometheus_dir=/tmp/p", "program.command=[python3, t.py]", "program.command" },
+		/* ZeRO-2 and 3 keep no copy of a part, and reduce in their own hooks */
+		{ "parallel.zero=3", "restart.in_place=true", "restart.in_place" },
+		{ "parallel.zero=2", "parallel.overlap=true", "parallel.overlap" },
 		{ "restart.spares=1", "restart.in_place=false", "restart.spares" },
 		/* a rejoin needs a run that went on without the node */
 		{ "restart.rejoin=false", "restart.in_place=false", "restart.rejoin" },

@@ -224,9 +224,12 @@ struct gpt2 {
 	void *layer_done_arg;
 	/* parallel.zero 3: a layer's parameters fetched before each of its passes and released
 	 * after (gpt2_set_layer_params), or NULL: always in place */
-	int (*layer_fetch)(void *arg, struct gpt2 *m, int layer);
+	int (*layer_fetch)(void *arg, struct gpt2 *m, int layer, int backward);
 	void (*layer_release)(void *arg, struct gpt2 *m, int layer);
 	void *layer_params_arg;
+	/* where the layer in its pass finds its parameters and puts its gradients, as
+	 * tensors of one layer (the fetch sets them); NULL: in place */
+	float **param_view, **grad_view;
 	struct gpt2_where *where;       /* updated per block when not NULL */
 	float loss_scale;               /* the backward passes' expected loss_scale (gpt2_set_fused) */
 	size_t grad_pad;                /* zeroed floats after the gradients (ZeRO-1 padding) */
@@ -397,13 +400,15 @@ void gpt2_set_layer_hook(struct gpt2 *m, void (*fn)(void *arg, struct gpt2 *m, i
 			 void *arg);
 
 /*
- * Call fetch(arg, m, l) before each pass of layer l (forward, backward and
- * its recomputation) and release(arg, m, l) after it: parameters held
- * whole only while their layer computes (parallel.zero 3,
- * daemon/engine/parallel/zero_paged.h). A non-zero fetch fails the pass.
+ * Call fetch(arg, m, l, backward) before each pass of layer l (forward, or
+ * backward with its recomputation) and release(arg, m, l) after it:
+ * parameters held whole only while their layer computes (parallel.zero,
+ * daemon/engine/parallel/zero_paged.h), which may point m->param_view and
+ * m->grad_view at one-layer buffers. A non-zero fetch fails the pass.
  * fetch NULL: no calls.
  */
-void gpt2_set_layer_params(struct gpt2 *m, int (*fetch)(void *arg, struct gpt2 *m, int layer),
+void gpt2_set_layer_params(struct gpt2 *m,
+			   int (*fetch)(void *arg, struct gpt2 *m, int layer, int backward),
 			   void (*release)(void *arg, struct gpt2 *m, int layer), void *arg);
 
 /*

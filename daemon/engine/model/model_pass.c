@@ -136,7 +136,8 @@ void gpt2_set_layer_hook(struct gpt2 *m, void (*fn)(void *arg, struct gpt2 *m, i
 	m->layer_done_arg = arg;
 }
 
-void gpt2_set_layer_params(struct gpt2 *m, int (*fetch)(void *arg, struct gpt2 *m, int layer),
+void gpt2_set_layer_params(struct gpt2 *m,
+			   int (*fetch)(void *arg, struct gpt2 *m, int layer, int backward),
 			   void (*release)(void *arg, struct gpt2 *m, int layer), void *arg)
 {
 	m->layer_fetch = fetch;
@@ -145,9 +146,9 @@ void gpt2_set_layer_params(struct gpt2 *m, int (*fetch)(void *arg, struct gpt2 *
 }
 
 /* The layer's parameters in place for its pass (parallel.zero 3), or -1 with m->err. */
-static int fetch_layer(struct gpt2 *m, int l)
+static int fetch_layer(struct gpt2 *m, int l, int backward)
 {
-	if (m->layer_fetch && m->layer_fetch(m->layer_params_arg, m, l)) {
+	if (m->layer_fetch && m->layer_fetch(m->layer_params_arg, m, l, backward)) {
 		snprintf(m->err, sizeof m->err, "cannot gather layer %d's parameters over the replicas",
 			 l);
 		return -1;
@@ -314,7 +315,7 @@ static int block_backward(struct gpt2 *m, int l)
 {
 	int rc;
 
-	if (fetch_layer(m, l) || recompute_layer(m, l))
+	if (fetch_layer(m, l, 1) || recompute_layer(m, l))
 		return -1;
 	rc = arch_of(&m->config)->block_backward(m, l);
 	release_layer(m, l);
@@ -450,7 +451,7 @@ int gpt2_stage_forward(struct gpt2 *m, const int *inputs, const int *targets, in
 	}
 	for (int k = first; k < last; k++) {
 		where_now(m, GPT2_PHASE_FORWARD, k);
-		if (fetch_layer(m, k) || arch_of(&m->config)->block_forward(m, k))
+		if (fetch_layer(m, k, 0) || arch_of(&m->config)->block_forward(m, k))
 			return -1;
 		release_layer(m, k);
 	}

@@ -50,10 +50,11 @@ struct rank_memory {
 
 /*
  * The floats rank l->rank holds (l from layout_make) at micro-batches of
- * (B, T), `micro` of them per step, under recompute r: its parameters, its
- * gradients (with ZeRO-1's padding), its AdamW moments (ZeRO-1: its part
- * only) and one activation set per micro-batch in flight (P - stage under
- * 1F1B, at most micro; one without a pipeline).
+ * (B, T), `micro` of them per step, under recompute r: its parameters
+ * (ZeRO-3: its parts, zero_paged.h), its gradients (with ZeRO-1's padding;
+ * ZeRO-2: its parts), its AdamW moments (ZeRO-1: its part only) and one
+ * activation set per micro-batch in flight (P - stage under 1F1B, at most
+ * micro; one without a pipeline).
  */
 void layout_rank_memory(const struct gpt2_config *g, const struct par_layout *l, int B, int T,
 			int micro, enum gpt2_recompute r, struct rank_memory *m);

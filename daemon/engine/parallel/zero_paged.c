@@ -77,30 +77,93 @@ static int gather_range(struct zero_paged *zp, struct gpt2 *m, size_t off, size_
 	return 0;
 }
 
-static int fetch(void *arg, struct gpt2 *m, int layer)
+/* Layer l's pieces (parameter offsets and lengths); their places in a one-layer buffer follow in the same order. */
+static int layer_pieces(const struct gpt2 *m, int l, size_t *off, size_t *n)
 {
-	struct zero_paged *zp = arg;
 	float *p[GPT2_NUM_TENSORS];
-	size_t n[GPT2_NUM_TENSORS];
-	int k = gpt2_layer_params(m, layer, p, n), rc;
+	int k = gpt2_layer_params(m, l, p, n);
 
 	for (int i = 0; i < k; i++)
-		if ((rc = gather_range(zp, m, (size_t)(p[i] - m->params), n[i]))) {
+		off[i] = (size_t)(p[i] - m->params);
+	return k;
+}
+
+/* Layer l's parameters into the one-layer buffer, each part from its owner (broadcast). */
+static int gather_layer(struct zero_paged *zp, struct gpt2 *m, int l)
+{
+	size_t off[GPT2_NUM_TENSORS], n[GPT2_NUM_TENSORS], at = 0;
+	int k = layer_pieces(m, l, off, n), me = zp->z->d;
+
+	for (int i = 0; i < k; at += n[i], i++) {
+		const struct zero_segment *s = segment_of(zp->z, off[i]);
+
+		for (int r = 0; s && r < zp->z->D; r++) {
+			size_t a, b;
+			int rc;
+
+			part_of(s, r, &a, &b);
+			a = clamp(a, off[i], off[i] + n[i]);
+			b = clamp(b, off[i], off[i] + n[i]);
+			if (b <= a)
+				continue;
+			if (r == me)
+				m->ops->copy(zp->pbuf + at + (a - off[i]), m->params + a, (b - a) * sizeof(float));
+			if ((rc = comm_broadcast(zp->dp, zp->pbuf + at + (a - off[i]), b - a,
+						 COMM_FLOAT32, r)))
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static int fetch(void *arg, struct gpt2 *m, int layer, int backward)
+{
+	struct zero_paged *zp = arg;
+	int rc;
+
+	if (zp->level >= 3) {
+		if ((rc = gather_layer(zp, m, layer))) {
 			zp->failed = zp->failed ? zp->failed : rc;
 			return rc;
 		}
+		m->param_view = zp->pview;
+	}
+	/* the step's only micro-batch: its gradients go to the one-layer buffer (zero_paged_layer_done) */
+	if (backward && zp->grad_buffer && m->layer_done == zero_paged_layer_done) {
+		m->ops->zero(zp->gbuf, zp->layer_n);
+		m->grad_view = zp->gview;
+	}
 	return 0;
 }
 
 static void release(void *arg, struct gpt2 *m, int layer)
 {
-	struct zero_paged *zp = arg;
-	float *p[GPT2_NUM_TENSORS];
-	size_t n[GPT2_NUM_TENSORS];
-	int k = gpt2_layer_params(m, layer, p, n);
+	(void)arg;
+	(void)layer;
+	m->param_view = NULL;
+}
 
-	for (int i = 0; i < k; i++)
-		give_back_others(zp->z, m->params, (size_t)(p[i] - m->params), n[i]);
+/* The one-layer buffer summed over the replicas; this rank's parts of it into the gradients. */
+static int reduce_buffer(struct zero_paged *zp, struct gpt2 *m, int l)
+{
+	size_t off[GPT2_NUM_TENSORS], n[GPT2_NUM_TENSORS], at = 0;
+	int k = layer_pieces(m, l, off, n), rc;
+
+	m->grad_view = NULL;
+	if ((rc = comm_allreduce(zp->dp, zp->gbuf, zp->layer_n, COMM_FLOAT32, COMM_SUM)))
+		return rc;
+	for (int i = 0; i < k; at += n[i], i++) {
+		const struct zero_segment *s = segment_of(zp->z, off[i]);
+		size_t a, b;
+
+		if (!s)
+			continue;
+		a = clamp(s->lo, off[i], off[i] + n[i]);
+		b = clamp(s->hi, off[i], off[i] + n[i]);
+		if (b > a)
+			m->ops->copy(m->grads + a, zp->gbuf + at + (a - off[i]), (b - a) * sizeof(float));
+	}
+	return 0;
 }
 
 void zero_paged_layer_done(void *arg, struct gpt2 *m, int layer)
@@ -112,6 +175,12 @@ void zero_paged_layer_done(void *arg, struct gpt2 *m, int layer)
 
 	if (!zp->dp || zp->failed)
 		return;
+	if (m->grad_view) {
+		if ((rc = reduce_buffer(zp, m, layer)))
+			zp->failed = rc;
+		return;
+	}
+	/* gradients summed over micro-batches in place: summed over the replicas there */
 	k = gpt2_layer_grads(m, layer, p, n);
 	for (int i = 0; i < k; i++) {
 		if ((rc = comm_allreduce(zp->dp, p[i], n[i], COMM_FLOAT32, COMM_SUM))) {
@@ -122,14 +191,51 @@ void zero_paged_layer_done(void *arg, struct gpt2 *m, int layer)
 	}
 }
 
-void zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct comm *dp,
-		       int level, struct gpt2 *m)
+/* A one-layer buffer and its tensors (block_weights' layer 0 is its start). */
+static float *layer_buffer(const struct gpt2 *m, float *view[GPT2_NUM_TENSORS], size_t layer_n)
 {
-	*zp = (struct zero_paged){ .z = z, .dp = dp, .level = level, .gathered = 1 };
-	if (!dp || level < 3)
-		return;
+	size_t L = (size_t)(m->shard.last_layer - m->shard.first_layer), at = 0;
+	float *buf = m->ops->alloc((layer_n ? layer_n : 1) * sizeof(float));
+
+	for (int t = 0; buf && t < GPT2_NUM_TENSORS; t++) {
+		size_t per = gpt2_tensor_per_layer(t) && L ? m->sizes[t] / L : 0;
+
+		view[t] = per ? buf + at : NULL;
+		at += per;
+	}
+	return buf;
+}
+
+int zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct comm *dp,
+		      int level, int grad_accum, struct gpt2 *m)
+{
+	size_t off[GPT2_NUM_TENSORS], n[GPT2_NUM_TENSORS];
+	int k = layer_pieces(m, m->shard.first_layer, off, n);
+
+	zero_paged_free(zp, m);
+	*zp = (struct zero_paged){ .z = z, .dp = dp, .level = level, .gathered = 1,
+				   .grad_buffer = grad_accum == 1 };
+	if (!dp)
+		return 0;
+	for (int i = 0; i < k; i++)
+		zp->layer_n += n[i];
+	if ((level >= 3 && !(zp->pbuf = layer_buffer(m, zp->pview, zp->layer_n))) ||
+	    (zp->grad_buffer && !(zp->gbuf = layer_buffer(m, zp->gview, zp->layer_n))))
+		return -1;
 	gpt2_set_layer_params(m, fetch, release, zp);
 	zero_paged_release_all(zp, m);
+	return 0;
+}
+
+void zero_paged_free(struct zero_paged *zp, struct gpt2 *m)
+{
+	if (zp->pbuf)
+		m->ops->free(zp->pbuf);
+	if (zp->gbuf)
+		m->ops->free(zp->gbuf);
+	zp->pbuf = zp->gbuf = NULL;
+	m->param_view = m->grad_view = NULL;
+	gpt2_set_layer_params(m, NULL, NULL, NULL);
 }
 
 /*
@@ -175,11 +281,11 @@ int zero_paged_zero_grad(struct zero_paged *zp, struct gpt2 *m)
 	const struct ops *o = m->ops;
 	float *p[GPT2_NUM_TENSORS];
 	size_t n[GPT2_NUM_TENSORS];
-	int rc;
+	int rc, first = !m->grads;
 
 	zp->failed = 0;
 	/* the first time: made and zeroed whole */
-	if (!m->grads || !zp->dp) {
+	if (first || !zp->dp) {
 		if ((rc = gpt2_zero_grad(m)) || !zp->dp)
 			return rc;
 	} else {
@@ -188,8 +294,9 @@ int zero_paged_zero_grad(struct zero_paged *zp, struct gpt2 *m)
 		for (int seg = 0; seg < zp->z->nseg; seg++)
 			o->zero(m->grads + zp->z->seg[seg].lo, zp->z->seg[seg].hi - zp->z->seg[seg].lo);
 	}
-	/* every layer's parts but this rank's: zero, and given back (touching none of it) */
-	for (int l = m->shard.first_layer; l < m->shard.last_layer; l++)
+	/* every layer's parts but this rank's: zero, and given back (touching none of it);
+	 * through the one-layer buffer they stay untouched, once given back */
+	for (int l = m->shard.first_layer; (first || !zp->grad_buffer) && l < m->shard.last_layer; l++)
 		for (int i = 0, k = gpt2_layer_grads(m, l, p, n); i < k; i++)
 			wipe_others(zp->z, o, m->grads, (size_t)(p[i] - m->grads), n[i]);
 	return 0;
@@ -228,35 +335,53 @@ int zero_paged_gather_all(struct zero_paged *zp, struct gpt2 *m)
 {
 	int rc;
 
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+
 	for (int l = m->shard.first_layer; zp->level >= 3 && zp->dp && l < m->shard.last_layer; l++)
-		if ((rc = fetch(zp, m, l)))
-			return rc;
+		for (int i = 0, k = gpt2_layer_params(m, l, p, n); i < k; i++)
+			if ((rc = gather_range(zp, m, (size_t)(p[i] - m->params), n[i])))
+				return rc;
 	zp->gathered = 1;
 	return 0;
 }
 
 void zero_paged_release_all(struct zero_paged *zp, struct gpt2 *m)
 {
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+
 	for (int l = m->shard.first_layer; zp->level >= 3 && zp->dp && l < m->shard.last_layer; l++)
-		release(zp, m, l);
+		for (int i = 0, k = gpt2_layer_params(m, l, p, n); i < k; i++)
+			give_back_others(zp->z, m->params, (size_t)(p[i] - m->params), n[i]);
 	zp->gathered = 0;
 }
 
-void zero_paged_resident(const struct zero_plan *z, const struct gpt2 *m, int level,
-			 size_t *params, size_t *grads)
+void zero_paged_floats(const struct zero_plan *z, const size_t sizes[GPT2_NUM_TENSORS],
+		       int layers, int level, int micro, size_t *params, size_t *grads)
 {
-	size_t layers = 0, biggest = 0, L = (size_t)(m->shard.last_layer - m->shard.first_layer);
+	size_t total = 0, layer_all = 0, off = 0, mine_global = 0, global;
 
-	for (int t = 0; t < GPT2_NUM_TENSORS; t++)
-		if (gpt2_tensor_per_layer(t))
-			layers += m->sizes[t];
-	if (L)
-		biggest = layers / L;
-	/* its parts of the layers, the rest whole, one layer in flight */
-	*grads = m->num_params - layers + z->state_n + biggest;
-	*params = level >= 3 ? *grads : m->num_params;
-	if (*grads > m->num_params)
-		*grads = m->num_params;
-	if (*params > m->num_params)
-		*params = m->num_params;
+	for (int t = 0; t < GPT2_NUM_TENSORS; t++) {
+		if (gpt2_tensor_per_layer(t)) {
+			layer_all += sizes[t];
+		} else {
+			/* this rank's part of a tensor of no layer */
+			for (int k = 0; k < z->nseg; k++) {
+				size_t a = clamp(z->seg[k].lo, off, off + sizes[t]);
+				size_t b = clamp(z->seg[k].hi, off, off + sizes[t]);
+
+				mine_global += b - a;
+			}
+		}
+		total += sizes[t];
+		off += sizes[t];
+	}
+	global = total - layer_all;
+	/* the tensors of no layer whole, this rank's parts of the layers, one layer's buffer */
+	*params = *grads = global + (z->state_n - mine_global) + (layers ? layer_all / (size_t)layers : 0);
+	if (level < 3)
+		*params = total;
+	if (level < 2 || micro > 1) /* summed in place over the micro-batches */
+		*grads = total;
 }

@@ -46,15 +46,23 @@ struct zero_paged {
 	int level;                   /* 2 or 3 */
 	int failed;                  /* a collective in a hook failed: its COMM_E* code; 0 */
 	int gathered;                /* zero 3: every layer's parameters are whole (a checkpoint) */
+	int grad_buffer;             /* train.grad_accum 1: a layer's gradients go through gbuf */
+	size_t layer_n;              /* floats of one layer's parameters */
+	float *pbuf, *gbuf;          /* one layer's parameters (zero 3) and gradients (grad_buffer) */
+	float *pview[GPT2_NUM_TENSORS], *gview[GPT2_NUM_TENSORS]; /* their tensors */
 };
 
 /*
- * Set zp up (level 2 or 3, plan z, communicator dp) for model m; zero 3
- * hooks the layers' parameters into m's passes and gives back what is not
- * this rank's now.
+ * Set zp up (level 2 or 3, plan z, communicator dp, train.grad_accum) for
+ * model m: its one-layer buffers, its hooks in m's passes, and (zero 3)
+ * every layer's parameters but this rank's parts given back now. 0, or -1
+ * (memory).
  */
-void zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct comm *dp,
-		       int level, struct gpt2 *m);
+int zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct comm *dp,
+		      int level, int grad_accum, struct gpt2 *m);
+
+/* The buffers, and m's hooks. */
+void zero_paged_free(struct zero_paged *zp, struct gpt2 *m);
 
 /*
  * The layer hook of the backward pass of a step's last micro-batch
@@ -82,10 +90,13 @@ int zero_paged_gather_all(struct zero_paged *zp, struct gpt2 *m);
 void zero_paged_release_all(struct zero_paged *zp, struct gpt2 *m);
 
 /*
- * What the rank keeps of the parameters and the gradients, in floats: its
- * parts, the tensors of no layer and the largest layer (in flight).
+ * What a rank of plan z keeps of a shard's parameters and gradients
+ * (sizes, over `layers` layers) at zero `level` with `micro` micro-batches
+ * a step, in floats: the tensors of no layer, its parts of the layers and
+ * a one-layer buffer (the whole where the level keeps it whole, or the
+ * gradients sum in place over micro-batches).
  */
-void zero_paged_resident(const struct zero_plan *z, const struct gpt2 *m, int level,
-			 size_t *params, size_t *grads);
+void zero_paged_floats(const struct zero_plan *z, const size_t sizes[GPT2_NUM_TENSORS],
+		       int layers, int level, int micro, size_t *params, size_t *grads);
 
 #endif

@@ -142,13 +142,14 @@ static int rollback(struct rank *r, int64_t bad_step, int64_t *start)
 	r->skip_batch_step = bad_step;
 	pipeline_free(&r->pipe);
 	zero_mirror_free(&r->mirror);
+	zero_paged_free(&r->paged, &r->model);
 	zero_plan_free(&r->zero);
 	adamw_free(&r->opt);
 	gpt2_free(&r->model);
 	if (data_set_position(r->train, &r->data_start, r->err, sizeof r->err))
 		return rank_fail(r, STORK_EXIT_DATA, r->err);
 	if (rank_init_model(r, &r->shape, start) || rank_move_to_device(r) || rank_init_mirror(r) ||
-	    rank_init_pipeline(r))
+	    rank_init_pipeline(r) || (r->lay.zero >= 2 && rank_start_zero_paged(r)))
 		return r->res->exit_code;
 	rank_metric_with(&r->log, bad_step + 1, "rollback", (double)*start, "step",
 			 json_pack("{s:s}", "cause", r->skip_batch_cause == ROLLBACK_SPIKE ? "spike" :
@@ -318,6 +319,7 @@ out:
 	if (r.val)
 		data_close(r.val);
 	adamw_free(&r.opt);
+	zero_paged_free(&r.paged, &r.model);
 	gpt2_free(&r.model);
 	pipeline_free(&r.pipe);
 	zero_mirror_free(&r.mirror);

@@ -152,6 +152,9 @@ int rank_init_model_blank(struct rank *r, const struct gpt2_config *mc);
 /* parallel.overlap: a communication thread for the data-parallel group (nothing to do without replicas). */
 int rank_start_grad_sync(struct rank *r);
 
+/* parallel.zero 2 and 3: the rank's one-layer buffers and hooks (zero_paged.h), again after a rollback. */
+int rank_start_zero_paged(struct rank *r);
+
 /* ------------------------------------------------ train_step.c */
 
 /* Every data.val_every steps: the validation loss, averaged over the replicas. */

@@ -560,20 +560,28 @@ static int sync_thread_on_gpu(void *arg)
 	return 0;
 }
 
-/* parallel.overlap: a communication thread for the data-parallel group (nothing to do without replicas). */
+int rank_start_zero_paged(struct rank *r)
+{
+	if (r->ops != &ops_cpu)
+		return rank_fail(r, STORK_EXIT_CONFIG, "parallel.zero 2 and 3 give memory back page by "
+				 "page, which only CPU ranks do so far; use parallel.zero: 1 on GPUs");
+	if (zero_paged_attach(&r->paged, &r->zero, r->grp.dp, r->lay.zero, r->cfg->train.grad_accum,
+			      &r->model) < 0)
+		return rank_fail(r, STORK_EXIT_OUT_OF_MEMORY, "out of memory for a layer's parameters "
+				 "and gradients (parallel.zero)");
+	if (r->lay.pp > 1 && r->grp.dp) /* the stage's last micro-batch makes its layers' gradients final */
+		pipeline_set_layer_hook(&r->pipe, zero_paged_layer_done, &r->paged);
+	return 0;
+}
+
+/* parallel.overlap: a communication thread for the data-parallel group (nothing to do without
+ * replicas); parallel.zero 2 and 3 reduce in their own hooks instead. */
 int rank_start_grad_sync(struct rank *r)
 {
 	int gpu = r->ops != &ops_cpu;
 
-	if (r->lay.zero >= 2 && r->ops != &ops_cpu)
-		return rank_fail(r, STORK_EXIT_CONFIG, "parallel.zero 2 and 3 give memory back page by "
-				 "page, which only CPU ranks do so far; use parallel.zero: 1 on GPUs");
-	if (r->lay.zero >= 2) {
-		zero_paged_attach(&r->paged, &r->zero, r->grp.dp, r->lay.zero, &r->model);
-		if (r->lay.pp > 1 && r->grp.dp) /* the stage's last micro-batch makes its layers' gradients final */
-			pipeline_set_layer_hook(&r->pipe, zero_paged_layer_done, &r->paged);
-		return 0;
-	}
+	if (r->lay.zero >= 2)
+		return rank_start_zero_paged(r);
 	if (!r->cfg->parallel.overlap || !r->grp.dp)
 		return 0;
 	if (grad_sync_start(&r->sync, r->grp.dp, r->ops, gpt2_grad_pieces(&r->model),

@@ -76,14 +76,22 @@ void rank_telemetry_start(struct rank *r)
 		  r->flops_per_token, r->peak_flops / 1e9, how);
 }
 
-/* The floats this rank holds: parameters, gradients, moments (and their copy), activations. */
+/* The floats this rank holds: parameters, gradients, moments (and their copy), activations;
+ * under ZeRO-2 and 3 what it keeps of them. */
 static double rank_bytes(const struct rank *r)
 {
 	const struct gpt2 *m = &r->model;
-	size_t n = m->num_params + 2 * r->opt.n + m->act_cap;
+	size_t n = m->num_params + 2 * r->opt.n + m->act_cap, params, grads;
 
-	if (m->grads)
+	if (r->lay.zero >= 2 && r->grp.dp) { /* what the rank keeps of them (zero_paged.h) */
+		zero_paged_floats(&r->zero, m->sizes, m->shard.last_layer - m->shard.first_layer,
+				  r->lay.zero, r->cfg->train.grad_accum, &params, &grads);
+		n += params + grads - m->num_params;
+	} else if (m->grads) {
 		n += m->num_params + m->grad_pad + 1;
+		if (r->zero.recv) /* ZeRO-1's reduce-scatter receives a part at a time */
+			n += r->zero.recv_n;
+	}
 	if (r->mirror.on)
 		n += 2 * r->mirror.opt.n;
 	return (double)n * sizeof(float);

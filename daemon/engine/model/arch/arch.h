@@ -95,6 +95,12 @@ void llama_inv_freq(const struct gpt2_config *c, int HS, float *inv);
 struct block_dims block_dims(const struct gpt2_config *c, const struct gpt2_shard *s);
 struct block_w block_weights(const struct gpt2 *m, float *const t[GPT2_NUM_TENSORS],
 			     const struct block_dims *d, int local_layer);
+/*
+ * Layer l's parameters and gradients: in place, or in the one-layer buffers
+ * parallel.zero gathered them into (m->param_view, m->grad_view).
+ */
+struct block_w block_params(const struct gpt2 *m, const struct block_dims *d, int layer);
+struct block_w block_grads(const struct gpt2 *m, const struct block_dims *d, int layer);
 struct block_a block_acts(const struct gpt2 *m, const struct block_dims *d, int layer);
 /* The residual stream entering layer l (B, T, C) of the stage's layers, or their end. */
 float *layer_input(struct gpt2 *m, int l);

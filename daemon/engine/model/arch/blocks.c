@@ -48,6 +48,20 @@ struct block_w block_weights(const struct gpt2 *m, float *const t[GPT2_NUM_TENSO
 	};
 }
 
+struct block_w block_params(const struct gpt2 *m, const struct block_dims *d, int layer)
+{
+	if (m->param_view)
+		return block_weights(m, m->param_view, d, 0);
+	return block_weights(m, m->tensors, d, layer - m->shard.first_layer);
+}
+
+struct block_w block_grads(const struct gpt2 *m, const struct block_dims *d, int layer)
+{
+	if (m->grad_view)
+		return block_weights(m, m->grad_view, d, 0);
+	return block_weights(m, m->grad_tensors, d, layer - m->shard.first_layer);
+}
+
 /* p + off, or NULL for an array the architecture does not use. */
 static float *at(float *p, size_t off)
 {

@@ -181,7 +181,7 @@ static int llama_block_forward(struct gpt2 *m, int l)
 {
 	const struct ops *o = m->ops;
 	struct block_dims d = block_dims(&m->config, &m->shard);
-	struct block_w w = block_weights(m, m->tensors, &d, l - m->shard.first_layer);
+	struct block_w w = block_params(m, &d, l);
 	struct block_a a = block_acts(m, &d, l);
 	int N = m->B * m->T, C = d.C;
 	float eps = m->config.norm_eps;
@@ -217,8 +217,8 @@ static int llama_block_backward(struct gpt2 *m, int l)
 	const struct ops *o = m->ops;
 	struct gpt2_acts *g = &m->acts;
 	struct block_dims d = block_dims(&m->config, &m->shard);
-	struct block_w w = block_weights(m, m->tensors, &d, l - m->shard.first_layer);
-	struct block_w dw = block_weights(m, m->grad_tensors, &d, l - m->shard.first_layer);
+	struct block_w w = block_params(m, &d, l);
+	struct block_w dw = block_grads(m, &d, l);
 	struct block_a a = block_acts(m, &d, l);
 	int N = m->B * m->T, C = d.C;
 	const float *x = layer_input(m, l);
