@@ -160,6 +160,15 @@ static int config_allows(const char *yaml, const struct cost_layout *l)
 	return ok;
 }
 
+/* Whether every layout that fits keeps its gradients or parameters in parts (ZeRO-2 or 3). */
+static int only_sharded(const struct candidates *cs)
+{
+	for (int k = 0; k < cs->n; k++)
+		if (cs->v[k].l.zero < 2)
+			return 0;
+	return cs->n > 0;
+}
+
 static int keep(struct candidates *cs, const struct cost_layout *l, const struct cost_estimate *e)
 {
 	if (cs->n == cs->cap) {
@@ -183,7 +192,8 @@ static int enumerate_modes(const struct gpt2_config *g, struct cost_layout l,
 						     GPT2_RECOMPUTE_BLOCK };
 	char err[512];
 
-	for (l.zero = 0; l.zero <= (l.dp > 1); l.zero++)
+	/* ZeRO-2 and 3 only on CPU ranks (zero_paged.h) */
+	for (l.zero = 0; l.zero <= (l.dp > 1 ? (x->gpu ? 1 : 3) : 0); l.zero++)
 		for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
 			struct cost_estimate e;
 
@@ -264,6 +274,9 @@ static void print_plan(const struct stork_config *cfg, const struct cost_machine
 	fprintf(stdout, "memory: at most %s per rank\n", plan_bytes_text(limit, lim, sizeof lim));
 	plan_print_figures(stdout, f, x);
 	fprintf(stdout, "%d valid layouts, %d fit; by estimated tokens/s:\n", cs->valid, cs->n);
+	if (only_sharded(cs))
+		fprintf(stdout, "only with parallel.zero 2 or 3 does the model fit this memory (the "
+			"gradients, and the parameters, kept in parts over the replicas)\n");
 	plan_print_header(stdout);
 	for (int k = 0; k < cs->n && (!top || k < top); k++)
 		plan_print_line(stdout, k + 1, &cs->v[k].l, &cs->v[k].e);

@@ -187,6 +187,16 @@ static void stage_step_traffic(const struct gpt2_config *g, const struct cost_la
 
 	group_spread(x, pl->rank, l->tp, l->dp, &k, &j);
 	allreduce_cost(x, l, k, j, 4.0 * (double)n, 1, l->zero ? 2 : 1, t);
+	/* ZeRO-2 sums each layer's gradients whole, an all-reduce where ZeRO-1
+	 * reduce-scatters (half an all-reduce's bytes more, two latencies a
+	 * layer); ZeRO-3 gathers each layer's parameters for both passes instead
+	 * of once after the update (another all-gather's bytes, one broadcast
+	 * latency per piece of a layer and pass) */
+	if (l->zero >= 2)
+		allreduce_cost(x, l, k, j, 2.0 * (double)n, 1, 2 * (pl->last_layer - pl->first_layer), t);
+	if (l->zero >= 3)
+		allreduce_cost(x, l, k, j, 2.0 * (double)n, 1,
+			       2 * GPT2_NUM_TENSORS * (pl->last_layer - pl->first_layer), t);
 	if (l->pp > 1 && model_tied(g) && (pl->stage == 0 || pl->stage == l->pp - 1)) {
 		group_spread(x, pl->rank % stride, (l->pp - 1) * stride, 2, &k, &j);
 		allreduce_cost(x, l, k, j, 4.0 * (double)sizes[GPT2_WTE], 1, 1, t);
