@@ -32,8 +32,8 @@ mib() {
 # stork(1): tensor divides the heads (4) and the padded vocabulary (384),
 # pipeline at most the layers (4), tensor x pipeline x replicas = 4; the
 # global batch of 8 sequences divides into the replicas, each replica's
-# share into micro-batches, at least one per stage; ZeRO-1 only with
-# replicas; every recompute mode.
+# share into micro-batches, at least one per stage; ZeRO-1 to 3 only with
+# replicas (2 and 3: CPU nodes, as here); every recompute mode.
 expected_layouts() {
 	local tp pp dp share m z r
 	for tp in 1 2 4; do
@@ -44,7 +44,7 @@ expected_layouts() {
 			share=$((8 / dp))
 			for ((m = pp; m <= share; m++)); do
 				((share % m == 0)) || continue
-				for z in 0 1; do
+				for z in 0 1 2 3; do
 					((z == 0 || dp > 1)) || continue
 					for r in none gelu block; do
 						echo "$dp $tp $pp $z $r $((share / m)) $m"
@@ -60,7 +60,7 @@ expected_layouts() {
 	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
 	n=$(expected_layouts | wc -l)
 	echo "expected $n layouts" >&3
-	[ "$n" -eq 69 ]
+	[ "$n" -eq 111 ]
 	[[ "$output" == *"$n valid layouts, $n fit"* ]]
 	diff <(expected_layouts | sort) <(rows | sort)
 	# on CPU nodes GPUs per node are ranks per node: the same plan
@@ -87,7 +87,7 @@ expected_layouts() {
 		awk '$1 > 2.56 { print "does not fit: " $1 " MiB"; big = 1 } END { exit big }'
 	run "$STORK" plan tiny.yaml --nodes 1 --gpus-per-node 4 --gpu-memory 0.0001
 	[ "$status" -eq 6 ]
-	[[ "$output" == *"none of the 69 valid layouts of 1 x 4 ranks fits"* ]]
+	[[ "$output" == *"none of the 111 valid layouts of 1 x 4 ranks fits"* ]]
 }
 
 @test "the layouts are sorted by estimated tokens/s" {
