@@ -75,7 +75,15 @@ START_TEST(test_memory_is_what_storkd_allocates)
 	layout_rank_memory(&tiny, &pl, B, T, 1, GPT2_RECOMPUTE_NONE, &m);
 	ck_assert_uint_le(m.optimizer, 2 * (n / 4 + 2));
 	ck_assert_uint_ge(m.optimizer, 2 * (n / 4 - 2));
-	ck_assert_uint_eq(m.grads, n + 4);
+	/* padded gradients, and the reduce-scatter's receive buffer of a part */
+	ck_assert_uint_gt(m.grads, n + 4);
+	ck_assert_uint_le(m.grads, n + 4 + n / 4 + 2);
+	/* ZeRO-3: what a rank keeps of the parameters and gradients, less than the whole */
+	ck_assert_int_eq(layout_make(&pl, &tiny, 4, 1, 1, 3, NULL, T, 0, err, sizeof err), 0);
+	layout_rank_memory(&tiny, &pl, B, T, 1, GPT2_RECOMPUTE_NONE, &m);
+	ck_assert_uint_eq(m.params, m.grads);
+	ck_assert_uint_lt(m.params, n);
+	ck_assert_uint_gt(m.params, n / 4);
 	/* 1F1B: stage 0 of 2 keeps 2 micro-batches' activations, the last stage one */
 	ck_assert_int_eq(layout_make(&pl, &tiny, 2, 1, 2, 0, NULL, T, 0, err, sizeof err), 0);
 	layout_rank_memory(&tiny, &pl, B, T, 8, GPT2_RECOMPUTE_NONE, &m);
