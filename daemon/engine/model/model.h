@@ -238,6 +238,7 @@ struct gpt2 {
 	int rope_T;
 	char err[256];                  /* why the last call failed */
 	int out_of_memory;              /* ... an allocation of a pass (err: what, how much) */
+	double device_wait_s;           /* the host waiting for the loss, summed (on a GPU: the pass's kernels) */
 };
 
 /*

@@ -11,6 +11,7 @@
 #include "daemon/engine/model/model_internal.h"
 #include "daemon/engine/model/arch/arch.h"
 #include "daemon/engine/parallel/tensor_parallel.h"
+#include "lib/clock.h"
 
 #include <errno.h>
 #include <math.h>
@@ -380,7 +381,7 @@ static int head_forward(struct gpt2 *m, int have_targets, float *loss)
 	struct block_dims d = block_dims(c, &m->shard);
 	int N = m->B * m->T, C = c->channels;
 	const int *targets = have_targets ? m->targets : NULL;
-	double sum = 0.0;
+	double sum = 0.0, t0;
 
 	arch_of(c)->final_norm_forward(m, layer_input(m, c->num_layers));
 	o->matmul_forward(a->logits, a->lnf, head_weight(m, m->tensors), NULL, N, C, d.Vp);
@@ -399,8 +400,11 @@ static int head_forward(struct gpt2 *m, int have_targets, float *loss)
 	if (!have_targets)
 		return 0;
 	/* the losses come to the host (N floats) and are added there in row
-	 * order, so every backend's mean loss is the same fold */
+	 * order, so every backend's mean loss is the same fold; on a GPU the
+	 * copy waits for every kernel of the pass (device_wait_s) */
+	t0 = clock_monotonic();
 	o->download(m->host_losses, a->losses, (size_t)N * sizeof(float));
+	m->device_wait_s += clock_monotonic() - t0;
 	for (int i = 0; i < N; i++)
 		sum += m->host_losses[i];
 	*loss = (float)(sum / N);

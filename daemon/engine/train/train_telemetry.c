@@ -164,6 +164,10 @@ double rank_telemetry_step(struct rank *r, int64_t step, double tokens_per_s)
 	struct rank_progress *p = &r->node->progress[r->local];
 
 	rank_metric(&r->log, step + 1, "data_wait_ms", wait_ms, "ms");
+	/* on a GPU the loss's copy to the host waits for the pass's kernels */
+	if (r->ops != &ops_cpu)
+		rank_metric(&r->log, step + 1, "device_wait_ms", 1e3 * r->model.device_wait_s, "ms");
+	r->model.device_wait_s = 0;
 	atomic_store(&p->data_wait_ms, wait_ms);
 	if (r->rank == 0 && r->peak_flops > 0) {
 		mfu = r->flops_per_token * tokens_per_s / r->peak_flops;
