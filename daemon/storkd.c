@@ -425,6 +425,9 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 	ckpt_share_with_group(cfg->run.shared);
 	if (hang_stacks_install() < 0)
 		stork_warn("no stacks in the rank logs if the node hangs: %s", strerror(errno));
+	/* where each rank's metrics file stands before its first line of this attempt */
+	if (cfg->metrics.tensorboard)
+		tensorboard_start(&tb, o->run_dir, node.host, node.rank_base, o->local_ranks);
 	for (int i = 0; i < o->local_ranks; i++) {
 		w[i] = (struct worker){ .node = &node, .local = i };
 		node.progress[i].beat = clock_monotonic();
@@ -438,8 +441,6 @@ static int run(const struct node_options *o, struct stork_config *cfg)
 		started++;
 	}
 	prometheus_init(&prom, cfg->metrics.prometheus_dir, &node);
-	if (cfg->metrics.tensorboard)
-		tensorboard_start(&tb, o->run_dir, node.host, node.rank_base, started);
 	/* Wait for the ranks, watching their heartbeats. */
 	for (unsigned tick = 0;; tick++) {
 		int done = 0;

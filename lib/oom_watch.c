@@ -140,13 +140,18 @@ static void take_levels(struct oom_watch *w, const char *cg)
 	if (strncmp(cg, mount.root, rl) || (rl > 1 && cg[rl] && cg[rl] != '/'))
 		return;
 	snprintf(rel, sizeof rel, "%s", rl > 1 ? cg + rl : cg);
-	for (w->levels = 0; w->levels < OOM_WATCH_LEVELS;) {
+	for (int own = 1; w->levels < OOM_WATCH_LEVELS; own = 0) {
 		char *slash;
+		int seen = 0;
 
 		snprintf(w->dir[w->levels], sizeof w->dir[0], "%s%s", mount.point,
 			 strcmp(rel, "/") ? rel : "");
-		w->kills[w->levels] = cgroup_kills(w->dir[w->levels]);
-		w->levels++;
+		for (int i = 0; i < w->levels && !seen; i++)
+			seen = !strcmp(w->dir[i], w->dir[w->levels]);
+		if (!seen) {
+			w->kills[w->levels] = cgroup_kills(w->dir[w->levels]);
+			w->own[w->levels++] = own;
+		}
 		slash = strrchr(rel, '/');
 		if (!slash || !strcmp(rel, "/"))
 			break;
@@ -157,15 +162,15 @@ static void take_levels(struct oom_watch *w, const char *cg)
 	}
 }
 
-void oom_watch_follow(struct oom_watch *w, pid_t pid)
+int oom_watch_follow(struct oom_watch *w, pid_t pid)
 {
 	char cg[sizeof w->cgroup];
 
 	if (!mount.found || memory_cgroup(pid, cg, sizeof cg) < 0 || !strcmp(cg, w->cgroup))
-		return;
+		return 0;
 	snprintf(w->cgroup, sizeof w->cgroup, "%s", cg);
-	w->levels = 0;
 	take_levels(w, cg);
+	return 1;
 }
 
 void oom_watch_mark(struct oom_watch *w)
@@ -179,16 +184,24 @@ int oom_watch_verdict(const struct oom_watch *w, struct oom_verdict *v)
 
 	memset(v, 0, sizeof *v);
 	v->held = w->held;
-	/* the lowest cgroup whose counter grew: the one whose limit was reached */
+	/*
+	 * The lowest cgroup whose counter grew: the one whose limit was reached
+	 * (v1 counts a kill in the cgroup whose limit it was). v2 counts a kill
+	 * in the victim's cgroup and every one above it, so the process's own
+	 * says it all, and one above would count its siblings' kills too.
+	 */
 	for (int i = 0; i < w->levels; i++) {
 		long long now = cgroup_kills(w->dir[i]);
 
+		if (mount.v2 && !w->own[i])
+			continue;
 		if (w->kills[i] >= 0 && now > w->kills[i]) {
 			v->cgroup = 1;
 			snprintf(v->dir, sizeof v->dir, "%s", w->dir[i]);
 			/* v1 kills in the cgroup whose limit it was; v2 counts
-			 * a limit above in every cgroup on the way */
-			for (int k = i; k < w->levels && !v->limit; k++)
+			 * a limit above in every cgroup on the way: the nearest
+			 * limit, there or above */
+			for (int k = i; k < w->levels && (k == i || !w->own[k]) && !v->limit; k++)
 				v->limit = cgroup_limit(w->dir[k]);
 			return 1;
 		}

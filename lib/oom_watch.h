@@ -5,10 +5,12 @@
  *
  * A dead process no longer says which cgroup it was in (a zombie's
  * /proc/PID/cgroup names the root), so the watch follows the process while
- * it lives: oom_watch_follow() notes its memory cgroup and the oom_kill
- * counters of that cgroup and of each one above it (a limit set on the
- * job's cgroup kills in a task's cgroup below it) whenever it moves, and
- * oom_watch_mark() the node's counter (/proc/vmstat) now and then. After
+ * it lives: oom_watch_follow() notes each memory cgroup it is in and the oom_kill
+ * counters of that cgroup and of each one above it (v1 counts a kill in
+ * the cgroup whose limit it was, which may be the job's above a task's;
+ * v2 in the victim's own and upwards) whenever it moves, and
+ * oom_watch_mark() the node's counter (/proc/vmstat) now and then (a
+ * watch never marked judges by cgroups alone). After
  * the death oom_watch_verdict() compares: a cgroup counter that grew names
  * that cgroup and its limit; else the node's counter grown since the last
  * mark names the kernel's killer (a coincidence with another process's
@@ -23,12 +25,15 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define OOM_WATCH_LEVELS 8
+#define OOM_WATCH_LEVELS 16
 
 struct oom_watch {
 	char cgroup[1024];                   /* the memory cgroup's path as /proc says it; "" none */
-	char dir[OOM_WATCH_LEVELS][2100];    /* it and those above it, as directories */
+	/* every cgroup the process was seen in, each followed by those above it
+	 * (a process that dies is moved to the root first: the earlier ones stay) */
+	char dir[OOM_WATCH_LEVELS][2100];
 	long long kills[OOM_WATCH_LEVELS];   /* their oom_kill counters when first seen; -1 none */
+	int own[OOM_WATCH_LEVELS];           /* the process's own, not one above it */
 	int levels;
 	long long node_kills;                /* /proc/vmstat's oom_kill at the last mark; -1 none */
 	double held;                         /* resident bytes at the last sample; -1 unknown */
@@ -43,8 +48,8 @@ struct oom_verdict {
 
 void oom_watch_init(struct oom_watch *w);
 
-/* Note pid's memory cgroup, and its counters when it is a new one (cheap: one read). */
-void oom_watch_follow(struct oom_watch *w, pid_t pid);
+/* Note pid's memory cgroup, and its counters when it is a new one (cheap: one read); 1 when it was. */
+int oom_watch_follow(struct oom_watch *w, pid_t pid);
 
 /* Note the node's oom_kill counter. */
 void oom_watch_mark(struct oom_watch *w);

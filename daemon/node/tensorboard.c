@@ -119,7 +119,9 @@ static void follow(struct tensorboard *tb, struct tensorboard_rank *r)
 			}
 			p = nl + 1;
 		}
-		if (p == buf) /* a line longer than the buffer is no metric: skipped */
+		/* a line longer than the buffer is no metric: skipped; a shorter one
+		 * without its newline is still being written: taken next time */
+		if (p == buf && n == (ssize_t)sizeof buf)
 			p = end;
 		r->read_to += p - buf;
 		if (p < end)

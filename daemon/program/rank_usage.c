@@ -33,8 +33,12 @@ static void read_step(struct rank_usage *u, const char *path)
 	while ((n = pread(fd, buf, sizeof buf - 1, u->read_to)) > 0) {
 		char *end = memrchr(buf, '\n', (size_t)n);
 
-		if (!end)
+		if (!end && n < (ssize_t)sizeof buf - 1)
 			break; /* a line still being written: taken whole next time */
+		if (!end) { /* a line longer than the buffer: no step of ours */
+			u->read_to += n;
+			continue;
+		}
 		*end = '\0';
 		u->read_to += end + 1 - buf;
 		for (char *p = buf; (p = strstr(p, "\"step\":")); p += 7)

@@ -363,8 +363,8 @@ int cmd_bench_reshard(int argc, char **argv)
 		code = STORK_EXIT_INTERNAL;
 	} else {
 		printf("a whole-model checkpoint (as data parallelism without ZeRO-1 writes it) of "
-		       "%s resumed as dp %d x tp %d x pp %d%s; peaks are each resume's own (VmHWM)\n",
-		       a.config, a.dp, a.tp, a.pp, a.zero ? ", ZeRO-1" : "");
+		       "%s resumed as dp %d x tp %d x pp %d%s%.0d; peaks are each resume's own (VmHWM)\n",
+		       a.config, a.dp, a.tp, a.pp, a.zero ? ", ZeRO-" : "", a.zero);
 		code = measure_ranks(&a, &g, &cfg, ckpt, root);
 	}
 	if (remove_tree(root) < 0 && code == STORK_EXIT_OK)

@@ -145,15 +145,16 @@ static int check_args(int argc, char **argv, const struct plan_args *a)
 static int config_allows(const char *yaml, const struct cost_layout *l)
 {
 	struct stork_config c;
-	char set[4][64], err[1024];
+	char set[5][64], err[1024];
 	int ok;
 
 	snprintf(set[0], sizeof set[0], "parallel.tensor=%d", l->tp);
 	snprintf(set[1], sizeof set[1], "parallel.pipeline=%d", l->pp);
 	snprintf(set[2], sizeof set[2], "train.batch_size=%d", l->B);
 	snprintf(set[3], sizeof set[3], "train.grad_accum=%d", l->micro);
+	snprintf(set[4], sizeof set[4], "parallel.zero=%d", l->zero);
 	ok = config_load_string(&c, yaml, "plan", err, sizeof err) == 0;
-	for (int i = 0; ok && i < 4; i++)
+	for (int i = 0; ok && i < 5; i++)
 		ok = config_set(&c, set[i], err, sizeof err) == 0;
 	ok = ok && config_validate(&c, err, sizeof err) == 0;
 	config_free(&c);
@@ -185,7 +186,7 @@ static int keep(struct candidates *cs, const struct cost_layout *l, const struct
 }
 
 /* Every ZeRO and recompute choice of layout l (its micro-batches set), estimated. */
-static int enumerate_modes(const struct gpt2_config *g, struct cost_layout l,
+static int enumerate_modes(const char *yaml, const struct gpt2_config *g, struct cost_layout l,
 			   const struct cost_machine *x, double limit, struct candidates *cs)
 {
 	static const enum gpt2_recompute modes[] = { GPT2_RECOMPUTE_NONE, GPT2_RECOMPUTE_GELU,
@@ -193,7 +194,9 @@ static int enumerate_modes(const struct gpt2_config *g, struct cost_layout l,
 	char err[512];
 
 	/* ZeRO-2 and 3 only on CPU ranks (zero_paged.h) */
-	for (l.zero = 0; l.zero <= (l.dp > 1 ? (x->gpu ? 1 : 3) : 0); l.zero++)
+	for (l.zero = 0; l.zero <= (l.dp > 1 ? (x->gpu ? 1 : 3) : 0); l.zero++) {
+		if (!config_allows(yaml, &l)) /* with the configuration's other keys */
+			continue;
 		for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
 			struct cost_estimate e;
 
@@ -204,6 +207,7 @@ static int enumerate_modes(const struct gpt2_config *g, struct cost_layout l,
 			if (e.mem_bytes <= limit && keep(cs, &l, &e) < 0)
 				return -1;
 		}
+	}
 	return 0;
 }
 
@@ -233,8 +237,7 @@ static int enumerate(const struct stork_config *cfg, const char *yaml,
 					continue;
 				l.micro = (int)m;
 				l.B = (int)(share / m);
-				if (config_allows(yaml, &l) &&
-				    enumerate_modes(g, l, x, limit, cs) < 0)
+				if (enumerate_modes(yaml, g, l, x, limit, cs) < 0)
 					return -1;
 			}
 		}

@@ -88,9 +88,10 @@ const char *report_oom_advice(const struct run_report *rep)
 		       "fewer data loader workers, or a larger memory limit (sbatch --mem, "
 		       "--mem-per-cpu)";
 	/* the levers `stork plan` weighs, from the largest saving of a rank's memory down */
-	return "a rank needed more memory than it had: train.recompute: true (activations "
-	       "recomputed in the backward), parallel.zero: 1 (the optimizer's moments split over "
-	       "the replicas), a smaller train.batch_size with a larger train.grad_accum (the same "
+	return "a rank needed more memory than it had: train.recompute: block or gelu "
+	       "(activations recomputed in the backward), parallel.zero: 1 (the optimizer's moments split over "
+	       "the replicas; 2 and 3 on CPU nodes split the gradients and the parameters too), a "
+	       "smaller train.batch_size with a larger train.grad_accum (the same "
 	       "global batch), or more ranks in parallel.tensor or parallel.pipeline; "
 	       "`stork plan RUN_DIR/config/stork.yaml --nodes N --gpus-per-node G` prints each "
 	       "layout's memory per rank";

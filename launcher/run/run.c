@@ -571,10 +571,10 @@ static int supervise(const char *storkd, char **args, const char *run_dir, int n
 	for (int i = 0; args[i]; i++)
 		if (!strcmp(args[i], "@RESULT_FD@"))
 			args[i] = fdarg;
-	/* storkd starts in this process's memory cgroup (the job step's) */
+	/* storkd starts in this process's memory cgroup (the job step's); judged
+	 * by it alone: a mark of the node's counter would be a whole attempt old */
 	oom_watch_init(&oom);
 	oom_watch_follow(&oom, getpid());
-	oom_watch_mark(&oom);
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {

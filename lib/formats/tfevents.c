@@ -60,7 +60,7 @@ struct pb {
 
 static void put_raw(struct pb *b, const void *data, size_t len)
 {
-	if (b->failed)
+	if (b->failed || !len) /* an empty message has no bytes (and maybe no buffer) */
 		return;
 	if (b->n + len > b->cap) {
 		size_t cap = (b->n + len) * 2 + 64;

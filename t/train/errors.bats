@@ -270,5 +270,5 @@ no_gpu_here() {
 	[ "$status" -eq 23 ]
 	[[ "$output" == *"stork: out_of_memory (exit 23): out of cpu memory for 202354688 parameters: 771 MiB asked"* ]]
 	jq -e '.reason == "out_of_memory" and .exit_code == 23' runs/big__job=local__task=0/exit_info.json
-	"$STORK" report --text runs/big__job=local__task=0 | grep '^out of memory, to fit: .*train.recompute: true'
+	"$STORK" report --text runs/big__job=local__task=0 | grep '^out of memory, to fit: .*train.recompute: block or gelu'
 }

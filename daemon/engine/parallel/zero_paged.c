@@ -48,6 +48,26 @@ static void give_back(float *base, size_t a, size_t b)
 		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+/*
+ * No transparent huge pages under floats [0, n) of base: a 2 MiB page
+ * that lost only part of itself stays charged until the kernel splits
+ * it, and khugepaged would build one again around the pages kept.
+ */
+static void no_huge_pages(float *base, size_t n)
+{
+#ifdef MADV_NOHUGEPAGE
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = ((uintptr_t)base + page - 1) / page * page;
+	uintptr_t hi = (uintptr_t)(base + n) / page * page;
+
+	if (hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
+#else
+	(void)base;
+	(void)n;
+#endif
+}
+
 /* Give back what of [off, off + n) of base is not this rank's. */
 static void give_back_others(const struct zero_plan *z, float *base, size_t off, size_t n)
 {
@@ -116,16 +136,24 @@ static int gather_layer(struct zero_paged *zp, struct gpt2 *m, int l)
 	return 0;
 }
 
+/* A collective of a hook failed: the other replicas must not wait for this one. */
+static int hook_failed(struct zero_paged *zp, int rc)
+{
+	if (!zp->failed)
+		zp->failed = rc;
+	if (rc != COMM_EABORTED)
+		comm_abort(zp->dp, "parallel.zero: a replica could not gather or sum a layer");
+	return rc;
+}
+
 static int fetch(void *arg, struct gpt2 *m, int layer, int backward)
 {
 	struct zero_paged *zp = arg;
 	int rc;
 
 	if (zp->level >= 3) {
-		if ((rc = gather_layer(zp, m, layer))) {
-			zp->failed = zp->failed ? zp->failed : rc;
-			return rc;
-		}
+		if ((rc = gather_layer(zp, m, layer)))
+			return hook_failed(zp, rc);
 		m->param_view = zp->pview;
 	}
 	/* the step's only micro-batch: its gradients go to the one-layer buffer (zero_paged_layer_done) */
@@ -177,14 +205,14 @@ void zero_paged_layer_done(void *arg, struct gpt2 *m, int layer)
 		return;
 	if (m->grad_view) {
 		if ((rc = reduce_buffer(zp, m, layer)))
-			zp->failed = rc;
+			hook_failed(zp, rc);
 		return;
 	}
 	/* gradients summed over micro-batches in place: summed over the replicas there */
 	k = gpt2_layer_grads(m, layer, p, n);
 	for (int i = 0; i < k; i++) {
 		if ((rc = comm_allreduce(zp->dp, p[i], n[i], COMM_FLOAT32, COMM_SUM))) {
-			zp->failed = rc;
+			hook_failed(zp, rc);
 			return;
 		}
 		give_back_others(zp->z, m->grads, (size_t)(p[i] - m->grads), n[i]);
@@ -223,6 +251,8 @@ int zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct c
 	    (zp->grad_buffer && !(zp->gbuf = layer_buffer(m, zp->gview, zp->layer_n))))
 		return -1;
 	gpt2_set_layer_params(m, fetch, release, zp);
+	if (level >= 3)
+		no_huge_pages(m->params, m->num_params);
 	zero_paged_release_all(zp, m);
 	return 0;
 }
@@ -288,6 +318,7 @@ int zero_paged_zero_grad(struct zero_paged *zp, struct gpt2 *m)
 	if (first || !zp->dp) {
 		if ((rc = gpt2_zero_grad(m)) || !zp->dp)
 			return rc;
+		no_huge_pages(m->grads, m->num_params);
 	} else {
 		for (int i = 0, k = gpt2_global_grads(m, p, n); i < k; i++)
 			o->zero(p[i], n[i]);
