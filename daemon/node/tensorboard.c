@@ -102,12 +102,22 @@ static int put_line(struct tensorboard_rank *r, const char *line, size_t len)
 static void follow(struct tensorboard *tb, struct tensorboard_rank *r)
 {
 	char buf[65536];
+	struct stat st;
 	int fd;
 	ssize_t n;
 
 	if (r->events.fd < 0 || (fd = open(r->metrics, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return;
-	while ((n = pread(fd, buf, sizeof buf, r->read_to)) > 0) {
+	/* a regular file, read to its size now: a device in its place (a full
+	 * disk's, in a test) reads forever */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return;
+	}
+	while (r->read_to < st.st_size &&
+	       (n = pread(fd, buf, (size_t)(st.st_size - r->read_to) < sizeof buf ?
+					   (size_t)(st.st_size - r->read_to) : sizeof buf,
+			  r->read_to)) > 0) {
 		char *p = buf, *end = buf + n, *nl;
 
 		while ((nl = memchr(p, '\n', (size_t)(end - p)))) {

@@ -26,11 +26,18 @@ static void read_step(struct rank_usage *u, const char *path)
 {
 	char buf[65536];
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
 	ssize_t n;
 
 	if (fd < 0)
 		return;
-	while ((n = pread(fd, buf, sizeof buf - 1, u->read_to)) > 0) {
+	/* a regular file, to its size now (a device in its place reads forever) */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return;
+	}
+	while (u->read_to < st.st_size &&
+	       (n = pread(fd, buf, sizeof buf - 1, u->read_to)) > 0) {
 		char *end = memrchr(buf, '\n', (size_t)n);
 
 		if (!end && n < (ssize_t)sizeof buf - 1)

@@ -139,7 +139,7 @@ setup() {
 	# the full disk itself: a device that answers every write with ENOSPC, as /dev/full
 	[ "$(id -u)" -eq 0 ] || skip "needs root, to make the device node of a full disk"
 	mknod runs/tiny__job=local__task=0/logs/rank-000.metrics.jsonl c 1 7
-	run "$STORK" run tiny.yaml
+	run timeout 120 "$STORK" run tiny.yaml
 	[ "$status" -eq 0 ]
 	[ "$(grep -c 'rank-000.metrics.jsonl: No space left on device; its lines are being lost' <<<"$output")" -eq 1 ]
 	[ "$(readlink runs/tiny__job=local__task=0/checkpoints/latest)" = step_00000020 ]
