@@ -28,9 +28,6 @@ void layout_rank_memory(const struct gpt2_config *g, const struct par_layout *l,
 		zero_plan_layout(&z, sizes, l->dp, l->dp_rank);
 		m->optimizer = 2 * z.state_n;
 		/* ZeRO-1's reduce-scatter receives a part at a time */
-		for (int k = 0; l->zero == 1 && l->dp > 1 && k < z.nseg; k++)
-			if (z.seg[k].per > z.recv_n)
-				z.recv_n = z.seg[k].per;
 		m->grads += l->zero == 1 && l->dp > 1 ? z.recv_n : 0;
 		if (l->zero >= 2 && l->dp > 1)
 			zero_paged_floats(&z, sizes, s.last_layer - s.first_layer, l->zero, micro,

@@ -32,21 +32,19 @@ void zero_plan_layout(struct zero_plan *z, const size_t sizes[GPT2_NUM_TENSORS],
 		s->lo = s->off + (a < s->n ? a : s->n);
 		s->hi = s->off + (b < s->n ? b : s->n);
 		z->state_n += s->hi - s->lo;
+		z->recv_n = s->per > z->recv_n ? s->per : z->recv_n;
 	}
+	if (!z->recv_n)
+		z->recv_n = 1;
 }
 
 int zero_plan_make(struct zero_plan *z, struct gpt2 *m, int D, int d)
 {
-	size_t maxper = 0;
-
 	zero_plan_layout(z, m->sizes, D, d);
-	for (int k = 0; k < z->nseg; k++)
-		maxper = z->seg[k].per > maxper ? z->seg[k].per : maxper;
 	/* the last segment's reduce-scatter reads up to D - 1 floats past the
 	 * end; kept when a regroup shrinks D, so it may grow back */
 	if (m->grad_pad < (size_t)D)
 		m->grad_pad = (size_t)D;
-	z->recv_n = maxper ? maxper : 1;
 	z->recv = NULL; /* in the gradients' memory, made at the first reduce-scatter */
 	return 0;
 }

@@ -38,7 +38,7 @@ struct zero_plan {
 	struct zero_segment seg[ZERO_MAX_SEGMENTS];
 	size_t state_n;            /* parameters this rank updates: the sum of hi - lo */
 	float *recv;               /* reduce-scatter receive space (recv_n floats), or NULL */
-	size_t recv_n;
+	size_t recv_n;             /* the largest part of a segment (at least 1) */
 	const struct ops *recv_mem; /* whose memory recv is in: the gradients' */
 };
 
