@@ -49,6 +49,14 @@ int zero_plan_make(struct zero_plan *z, struct gpt2 *m, int D, int d)
 	return 0;
 }
 
+void zero_part(const struct zero_segment *s, int r, size_t *a, size_t *b)
+{
+	size_t lo = s->per * (size_t)r, hi = lo + s->per;
+
+	*a = s->off + (lo < s->n ? lo : s->n);
+	*b = s->off + (hi < s->n ? hi : s->n);
+}
+
 void zero_plan_free(struct zero_plan *z)
 {
 	if (z->recv)
@@ -169,13 +177,11 @@ int zero_allgather(const struct zero_plan *z, struct gpt2 *m, struct comm *dp)
 		const struct zero_segment *s = &z->seg[k];
 
 		for (int r = 0; r < z->D; r++) {
-			size_t a = s->per * (size_t)r, b = a + s->per;
+			size_t a, b;
 			int rc;
 
-			a = a < s->n ? a : s->n;
-			b = b < s->n ? b : s->n;
-			if (b > a && (rc = comm_broadcast(dp, m->params + s->off + a, b - a,
-							  COMM_FLOAT32, r)))
+			zero_part(s, r, &a, &b);
+			if (b > a && (rc = comm_broadcast(dp, m->params + a, b - a, COMM_FLOAT32, r)))
 				return rc;
 		}
 	}

@@ -51,6 +51,9 @@ int zero_plan_make(struct zero_plan *z, struct gpt2 *m, int D, int d);
 
 void zero_plan_free(struct zero_plan *z);
 
+/* Rank r's part of segment s: [*a, *b), offsets in the parameters (empty past the end). */
+void zero_part(const struct zero_segment *s, int r, size_t *a, size_t *b);
+
 /* The same plan from sizes only (checkpoint readers): no buffers. */
 void zero_plan_layout(struct zero_plan *z, const size_t sizes[GPT2_NUM_TENSORS], int D, int d);
 

@@ -25,15 +25,6 @@ static size_t clamp(size_t x, size_t lo, size_t hi)
 	return x < lo ? lo : x > hi ? hi : x;
 }
 
-/* Owner r's part of segment s: [*a, *b). */
-static void part_of(const struct zero_segment *s, int r, size_t *a, size_t *b)
-{
-	size_t lo = s->per * (size_t)r, hi = lo + s->per;
-
-	*a = s->off + (lo < s->n ? lo : s->n);
-	*b = s->off + (hi < s->n ? hi : s->n);
-}
-
 /*
  * Give back the whole pages of floats [a, b) of base (they read as zeros
  * from now on). Pages shared with what stays are kept.
@@ -88,7 +79,7 @@ static int gather_range(struct zero_paged *zp, struct gpt2 *m, size_t off, size_
 		size_t a, b;
 		int rc;
 
-		part_of(s, r, &a, &b);
+		zero_part(s, r, &a, &b);
 		a = a > off ? a : off;
 		b = b < off + n ? b : off + n;
 		if (b > a && (rc = comm_broadcast(zp->dp, m->params + a, b - a, COMM_FLOAT32, r)))
@@ -121,7 +112,7 @@ static int gather_layer(struct zero_paged *zp, struct gpt2 *m, int l)
 			size_t a, b;
 			int rc;
 
-			part_of(s, r, &a, &b);
+			zero_part(s, r, &a, &b);
 			a = clamp(a, off[i], off[i] + n[i]);
 			b = clamp(b, off[i], off[i] + n[i]);
 			if (b <= a)
