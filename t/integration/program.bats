@@ -211,19 +211,24 @@ env_of() { jq -r --arg k "$3" '.[$k] // "unset"' "$1/env.rank-$2.json"; }
 	#!/bin/bash
 	#SBATCH -N1 --ntasks-per-node=1 -c2 -o oom.out -J oom
 	export OOM_CGROUP=$MEM_CGROUP
+	echo "node: \$SLURMD_NODENAME"
 	srun $STORK run --local-ranks 2 --set run.name=oom --set metrics.sample_s=0.5 -- $PY $PWD/oom.py
 	SCRIPT
 	run sbatch_wait oom.sh
 	cat oom.out
+	# the node the job was given (n1 may still be busy with the last test's job)
+	local node
+	node=$(sed -n 's/^node: //p' oom.out)
+	[ -n "$node" ]
 	dir=$(ls -d "$WORK"/runs/oom__job=*__task=0)
 	jq . "$dir/exit_info.json"
-	jq -e --arg cg "$MEM_CGROUP" '.reason == "out_of_memory" and .exit_code == 23 and
-		.first_failure.rank == 1 and .first_failure.host == "n1" and
+	jq -e --arg cg "$MEM_CGROUP" --arg node "$node" '.reason == "out_of_memory" and .exit_code == 23 and
+		.first_failure.rank == 1 and .first_failure.host == $node and
 		.first_failure.signal == "SIGKILL" and
 		.first_failure.out_of_memory.cgroup == $cg and
 		.first_failure.out_of_memory.limit_bytes == 104857600 and
 		.first_failure.out_of_memory.held_bytes > 1000000' "$dir/exit_info.json"
-	grep -q "^stork: out_of_memory (exit 23): rank 1 on n1 was killed by the out-of-memory killer: its memory cgroup $MEM_CGROUP reached its limit of 100.0 MiB (it held [0-9.]* MiB at the last sample)" oom.out
+	grep -q "^stork: out_of_memory (exit 23): rank 1 on $node was killed by the out-of-memory killer: its memory cgroup $MEM_CGROUP reached its limit of 100.0 MiB (it held [0-9.]* MiB at the last sample)" oom.out
 	# the daemon sampled the ranks' memory and CPU into their metrics
 	jq -e -s 'map(select(.metric == "host_rss_bytes" and .value > 1000000)) | length > 0' \
 		"$dir/logs/rank-000.metrics.jsonl"
