@@ -129,6 +129,7 @@ struct comm_ucx {
 	atomic_int eps_closed;
 	pthread_rwlock_t eps_lock;      /* sends read eps, an abort closes them */
 	pthread_mutex_t lock;           /* reason and failed_* while being set */
+	pthread_mutex_t progress_lock;  /* held by whoever progresses the workers or cancels */
 	char reason[256];
 	int failed_peer;                /* first peer whose process failed, or -1 */
 	char failed_why[128];
@@ -179,14 +180,31 @@ static double mono_now(void)
  * UCX_MAIN_EVERY calls unless data flows through it too (its TCP
  * transport costs a system call per progress).
  */
+/*
+ * Progress runs under progress_lock: a request completes only in some
+ * thread's progress, and UCX's cancel of a receive that another thread's
+ * progress has just completed fails an assertion and aborts the process
+ * (cancel_pending checks and cancels under the same lock).
+ */
 static unsigned progress(struct comm_ucx *u)
 {
-	unsigned k = ucp_worker_progress(u->dworker);
+	unsigned k;
 
+	pthread_mutex_lock(&u->progress_lock);
+	k = ucp_worker_progress(u->dworker);
 	if (u->remote || (atomic_fetch_add_explicit(&u->polls, 1, memory_order_relaxed) + 1) %
 				 UCX_MAIN_EVERY == 0)
 		k += ucp_worker_progress(u->worker);
+	pthread_mutex_unlock(&u->progress_lock);
 	return k;
+}
+
+static void progress_both(struct comm_ucx *u)
+{
+	pthread_mutex_lock(&u->progress_lock);
+	ucp_worker_progress(u->worker);
+	ucp_worker_progress(u->dworker);
+	pthread_mutex_unlock(&u->progress_lock);
 }
 
 /* Requests of the data worker carry a 1 in their lowest address bit. */
@@ -233,10 +251,8 @@ static void close_eps_force(struct comm_ucx *u)
 		req = ucp_ep_close_nbx(u->eps[k], &p);
 		u->eps[k] = NULL;
 		if (req && !UCS_PTR_IS_ERR(req)) {
-			while (ucp_request_check_status(req) == UCS_INPROGRESS) {
-				ucp_worker_progress(u->worker);
-				ucp_worker_progress(u->dworker);
-			}
+			while (ucp_request_check_status(req) == UCS_INPROGRESS)
+				progress_both(u);
 			ucp_request_free(req);
 		}
 	}
@@ -295,6 +311,16 @@ static void *post_recv(struct ucx_comm *c, int src, void *buf, size_t len,
  * message longer than the buffer (UCX truncates it) is not a failure but
  * left to the caller, who knows which sizes the two ranks meant.
  */
+/* Cancel what of reqs is still in flight (see progress). */
+static void cancel_pending(struct comm_ucx *u, void **reqs, int n)
+{
+	pthread_mutex_lock(&u->progress_lock);
+	for (int i = 0; i < n; i++)
+		if (reqs[i] && ucp_request_check_status(req_ptr(reqs[i])) == UCS_INPROGRESS)
+			ucp_request_cancel(req_worker(u, reqs[i]), req_ptr(reqs[i]));
+	pthread_mutex_unlock(&u->progress_lock);
+}
+
 static int wait_all_info(struct ucx_comm *c, void **reqs, int n, ucp_tag_recv_info_t *info)
 {
 	struct comm_ucx *u = c->u;
@@ -338,10 +364,7 @@ static int wait_all_info(struct ucx_comm *c, void **reqs, int n, ucp_tag_recv_in
 			set_abort(u, msg);
 		}
 		if (atomic_load(&u->aborted) && !cancelled) {
-			for (int i = 0; i < n; i++)
-				if (reqs[i])
-					ucp_request_cancel(req_worker(u, reqs[i]),
-							   req_ptr(reqs[i]));
+			cancel_pending(u, reqs, n);
 			close_eps_force(u);
 			cancelled = 1;
 		}
@@ -360,7 +383,7 @@ static int wait_all_info(struct ucx_comm *c, void **reqs, int n, ucp_tag_recv_in
 
 		/* the endpoint's error callback names the peer; give it a moment */
 		for (int i = 0; i < 1000 && !atomic_load(&u->aborted); i++)
-			ucp_worker_progress(u->worker);
+			progress_both(u);
 		snprintf(msg, sizeof msg, "UCX transfer failed: %s", ucs_status_string(why));
 		set_abort(u, msg);
 	}
@@ -1156,6 +1179,7 @@ int comm_ucx_open(struct comm_ucx **out, const void **addr, size_t *addrlen)
 	if (!u)
 		return COMM_ENOMEM;
 	pthread_mutex_init(&u->lock, NULL);
+	pthread_mutex_init(&u->progress_lock, NULL);
 	pthread_mutex_init(&u->pend_lock, NULL);
 	pthread_rwlock_init(&u->eps_lock, NULL);
 	u->failed_peer = -1;
@@ -1242,8 +1266,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 int comm_ucx_poll(struct comm_ucx *u)
 {
 	if (u->multi) {
-		ucp_worker_progress(u->worker);
-		ucp_worker_progress(u->dworker);
+		progress_both(u);
 		reap_sends(u);
 	}
 	return atomic_load(&u->aborted) ? COMM_EABORTED : COMM_OK;
@@ -1404,6 +1427,7 @@ void comm_ucx_close(struct comm_ucx *u)
 		ucp_cleanup(u->ctx);
 	free(u->peers);
 	pthread_mutex_destroy(&u->lock);
+	pthread_mutex_destroy(&u->progress_lock);
 	pthread_mutex_destroy(&u->pend_lock);
 	pthread_rwlock_destroy(&u->eps_lock);
 	free(u);
