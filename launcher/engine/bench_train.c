@@ -96,7 +96,7 @@ static int bench_memory(const struct stork_config *cfg, const struct gpt2_config
 
 		layout_make(&l, g, world, cfg->parallel.tensor, P, cfg->parallel.zero,
 			    cfg->parallel.stage_split, T, r, err, sizeof err);
-		layout_rank_memory(g, &l, B, T, m, layout_recompute(cfg), &mem);
+		layout_rank_memory(g, &l, B, T, m, cfg->parallel.overlap, layout_recompute(cfg), &mem);
 		fprintf(out, "%5d %5d %3d %3d %3d-%-3d %12.2f %12.2f %12.2f %12.2f %12.2f\n", r,
 			l.stage, l.tp_rank, l.dp_rank, l.first_layer, l.last_layer - 1,
 			mib(mem.params), mib(mem.grads), mib(mem.optimizer), mib(mem.activations),

@@ -231,6 +231,7 @@ static int enumerate(const struct stork_config *cfg, const char *yaml,
 			for (long long m = pp; m <= share; m++) {
 				struct cost_layout l = { .tp = tp, .pp = pp, .dp = dp,
 							 .T = cfg->train.seq_len,
+							 .overlap = cfg->parallel.overlap,
 							 .split = cfg->parallel.stage_split };
 
 				if (share % m || share / m > INT_MAX || m > INT_MAX)

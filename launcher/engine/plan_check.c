@@ -222,7 +222,7 @@ static void run_layout(const struct stork_config *cfg, int world, struct cost_la
 	*l = (struct cost_layout){ .tp = cfg->parallel.tensor, .pp = cfg->parallel.pipeline,
 				   .zero = cfg->parallel.zero, .recompute = layout_recompute(cfg),
 				   .B = cfg->train.batch_size, .T = cfg->train.seq_len,
-				   .micro = cfg->train.grad_accum,
+				   .micro = cfg->train.grad_accum, .overlap = cfg->parallel.overlap,
 				   .split = cfg->parallel.stage_split };
 	l->dp = world / (l->tp * l->pp);
 }

@@ -222,11 +222,6 @@ int config_validate(struct stork_config *c, char *err, size_t errlen)
 			    "parallel.zero: 1 (which keeps a copy of each part) or restart.max_restarts",
 			    config_origin(c, "parallel.zero"), c->parallel.zero,
 			    config_origin(c, "restart.in_place"));
-	if (c->parallel.zero >= 2 && c->parallel.overlap)
-		return config_fail(err, errlen, "%s: parallel.zero %d with parallel.overlap (%s): ZeRO-2 "
-			    "and 3 already reduce each layer's gradients as its backward pass ends, on "
-			    "the rank's own thread", config_origin(c, "parallel.zero"), c->parallel.zero,
-			    config_origin(c, "parallel.overlap"));
 	if (c->restart.spares && !c->restart.in_place)
 		return config_fail(err, errlen, "%s: restart.spares: %d nodes would wait for a loss that "
 			    "restart.in_place (%s) does not mend; set restart.in_place: true",

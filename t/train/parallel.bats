@@ -413,7 +413,7 @@ time.sleep(30)' "$name" >squat.out &
 	[[ "$output" == *"parallel.stage_split: 'heavy' is neither params, compute nor a list of 1 layer counts"* ]]
 }
 
-@test "parallel.zero 2 and 3 give ZeRO-1's losses and gradient norms bit for bit: DP4, TP2xDP2 and PP2xDP2, GPT-2 and a GQA Llama with recomputation" {
+@test "parallel.zero 2 and 3, with and without parallel.overlap, give ZeRO-1's losses and gradient norms bit for bit: DP4, TP2xDP2 and PP2xDP2, GPT-2 and a GQA Llama with recomputation" {
 	for arch in gpt2 llama; do
 		for layout in "1 1" "2 1" "1 2"; do
 			read -r t p <<<"$layout"
@@ -423,10 +423,16 @@ time.sleep(30)' "$name" >squat.out &
 				run_layout "$arch$t$p-z$z" "$t" "$p" "$z" "$@" >/dev/null
 			done
 			for z in 2 3; do
+				# overlap: a thread gathers the next layer and sums the last one's gradients
+				run_layout "$arch$t$p-z${z}o" "$t" "$p" "$z" "$@" --set parallel.overlap=true >/dev/null
+				grep -q 'parallel.overlap: a thread .*sums each layer' \
+					runs/"$arch$t$p-z${z}o"__job=local__task=0/logs/rank-000.log
 				for m in train_loss grad_norm val_loss; do
 					[ "$(metric_of "$arch$t$p-z1" $m | wc -l)" -ge 2 ]
-					diff <(metric_of "$arch$t$p-z1" $m) <(metric_of "$arch$t$p-z$z" $m) ||
-						{ echo "$arch tp $t pp $p: zero $z's $m differs" >&2; false; }
+					for run in "z$z" "z${z}o"; do
+						diff <(metric_of "$arch$t$p-z1" $m) <(metric_of "$arch$t$p-$run" $m) ||
+							{ echo "$arch tp $t pp $p: $run's $m differs" >&2; false; }
+					done
 				done
 			done
 		done

@@ -422,9 +422,8 @@ START_TEST(cross_key_checks)
 		{ "restart.in_place=true", "program.command=[python3, t.py]", "program.command" },
 		/* the .prom file holds the engine's figures; a program writes its own */
 		{ "metrics.prometheus_dir=/tmp/p", "program.command=[python3, t.py]", "program.command" },
-		/* ZeRO-2 and 3 keep no copy of a part, and reduce in their own hooks */
+		/* ZeRO-2 and 3 keep no copy of a part */
 		{ "parallel.zero=3", "restart.in_place=true", "restart.in_place" },
-		{ "parallel.zero=2", "parallel.overlap=true", "parallel.overlap" },
 		{ "restart.spares=1", "restart.in_place=false", "restart.spares" },
 		/* a rejoin needs a run that went on without the node */
 		{ "restart.rejoin=false", "restart.in_place=false", "restart.rejoin" },

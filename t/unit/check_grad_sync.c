@@ -9,8 +9,13 @@
  * the bits of one all-reduce of the whole buffer; a second round reuses
  * the queue; an abort makes the wait return the error instead of hanging;
  * more pieces than planned are an error, not a hang.
+ *
+ * ZeRO-2/3's communication thread (comm_queue.c): jobs run in the order
+ * handed, past the queue's 16 slots; a wait returns once its job has run;
+ * after a failure no job behind it runs and every wait says so.
  */
 #include "config.h"
+#include "daemon/engine/parallel/comm_queue.h"
 #include "daemon/engine/parallel/grad_sync.h"
 #include "kernels/ops.h"
 #include "lib/comm/comm.h"
@@ -20,6 +25,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { RANKS = 3, BIG = (1 << 20) + 1, N = 50000 + BIG + 250007, PIECES = 7 };
 
@@ -150,6 +156,64 @@ START_TEST(test_too_many_pieces_is_an_error)
 }
 END_TEST
 
+/* What the jobs of the queue tests did, in the order they ran. */
+struct job_log {
+	int ran[64], n;
+};
+
+/* Job a of the log: the first sleeps, so the rank hands the rest while it runs; b: its return. */
+static int logged_job(void *arg, int a, int b)
+{
+	struct job_log *log = arg;
+
+	if (a == 0)
+		usleep(20000);
+	log->ran[log->n++] = a;
+	return b;
+}
+
+START_TEST(test_queue_runs_jobs_in_order_and_waits_for_one)
+{
+	struct comm_queue *q;
+	struct job_log log = { .n = 0 };
+	long ticket[40];
+
+	ck_assert_int_eq(comm_queue_start(&q), 0);
+	for (int i = 0; i < 40; i++) /* more than the 16 slots: the rank waits for room */
+		ticket[i] = comm_queue_push(q, logged_job, &log, i, 0);
+	ck_assert_int_eq(ticket[0], 1);
+	ck_assert_int_eq(ticket[39], 40);
+	ck_assert_int_eq(comm_queue_wait(q, ticket[20]), 0);
+	ck_assert_int_ge(log.n, 21); /* job 20 and all before it have run */
+	ck_assert_int_eq(comm_queue_drain(q), 0);
+	ck_assert_int_eq(log.n, 40);
+	for (int i = 0; i < 40; i++)
+		ck_assert_int_eq(log.ran[i], i);
+	comm_queue_stop(q);
+}
+END_TEST
+
+START_TEST(test_queue_runs_nothing_after_a_failure)
+{
+	struct comm_queue *q;
+	struct job_log log = { .n = 0 };
+	long first, failing, last;
+
+	ck_assert_int_eq(comm_queue_start(&q), 0);
+	first = comm_queue_push(q, logged_job, &log, 0, 0);
+	failing = comm_queue_push(q, logged_job, &log, 1, COMM_EABORTED);
+	comm_queue_push(q, logged_job, &log, 2, 0);
+	last = comm_queue_push(q, logged_job, &log, 3, 0);
+	ck_assert_int_eq(comm_queue_wait(q, last), COMM_EABORTED);
+	ck_assert_int_eq(comm_queue_wait(q, failing), COMM_EABORTED);
+	ck_assert_int_eq(comm_queue_wait(q, first), COMM_EABORTED); /* the failure is the queue's */
+	ck_assert_int_eq(log.n, 2);
+	ck_assert_int_eq(log.ran[1], 1);
+	comm_queue_stop(q);
+	comm_queue_stop(NULL);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("grad_sync");
@@ -161,6 +225,8 @@ int main(void)
 	tcase_add_test(tc, test_pieces_reduce_to_the_bits_of_one_allreduce);
 	tcase_add_test(tc, test_an_abort_ends_the_wait_with_its_error);
 	tcase_add_test(tc, test_too_many_pieces_is_an_error);
+	tcase_add_test(tc, test_queue_runs_jobs_in_order_and_waits_for_one);
+	tcase_add_test(tc, test_queue_runs_nothing_after_a_failure);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -63,7 +63,7 @@ START_TEST(test_memory_is_what_storkd_allocates)
 	char err[256];
 
 	ck_assert_int_eq(layout_make(&pl, &tiny, 1, 1, 1, 0, NULL, T, 0, err, sizeof err), 0);
-	layout_rank_memory(&tiny, &pl, B, T, 4, GPT2_RECOMPUTE_NONE, &m);
+	layout_rank_memory(&tiny, &pl, B, T, 4, 0, GPT2_RECOMPUTE_NONE, &m);
 	gpt2_shard_whole(&tiny, &s);
 	ck_assert_uint_eq(m.params, n);
 	ck_assert_uint_eq(m.grads, n);
@@ -72,7 +72,7 @@ START_TEST(test_memory_is_what_storkd_allocates)
 	ck_assert_uint_eq(layout_memory_floats(&m), 4 * n + m.activations);
 	/* ZeRO-1 over 4 replicas: a quarter of the moments (rounded up per segment), padded gradients */
 	ck_assert_int_eq(layout_make(&pl, &tiny, 4, 1, 1, 1, NULL, T, 0, err, sizeof err), 0);
-	layout_rank_memory(&tiny, &pl, B, T, 1, GPT2_RECOMPUTE_NONE, &m);
+	layout_rank_memory(&tiny, &pl, B, T, 1, 0, GPT2_RECOMPUTE_NONE, &m);
 	ck_assert_uint_le(m.optimizer, 2 * (n / 4 + 2));
 	ck_assert_uint_ge(m.optimizer, 2 * (n / 4 - 2));
 	/* padded gradients, and the reduce-scatter's receive buffer of a part */
@@ -80,13 +80,13 @@ START_TEST(test_memory_is_what_storkd_allocates)
 	ck_assert_uint_le(m.grads, n + 4 + n / 4 + 2);
 	/* ZeRO-3: what a rank keeps of the parameters and gradients, less than the whole */
 	ck_assert_int_eq(layout_make(&pl, &tiny, 4, 1, 1, 3, NULL, T, 0, err, sizeof err), 0);
-	layout_rank_memory(&tiny, &pl, B, T, 1, GPT2_RECOMPUTE_NONE, &m);
+	layout_rank_memory(&tiny, &pl, B, T, 1, 0, GPT2_RECOMPUTE_NONE, &m);
 	ck_assert_uint_eq(m.params, m.grads);
 	ck_assert_uint_lt(m.params, n);
 	ck_assert_uint_gt(m.params, n / 4);
 	/* 1F1B: stage 0 of 2 keeps 2 micro-batches' activations, the last stage one */
 	ck_assert_int_eq(layout_make(&pl, &tiny, 2, 1, 2, 0, NULL, T, 0, err, sizeof err), 0);
-	layout_rank_memory(&tiny, &pl, B, T, 8, GPT2_RECOMPUTE_NONE, &m);
+	layout_rank_memory(&tiny, &pl, B, T, 8, 0, GPT2_RECOMPUTE_NONE, &m);
 	layout_shard(&pl, &s);
 	ck_assert_uint_eq(m.activations,
 			  2 * gpt2_activation_floats(&tiny, &s, B, T, GPT2_RECOMPUTE_NONE));

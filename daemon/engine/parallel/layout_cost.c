@@ -11,7 +11,7 @@
 #include <string.h>
 
 void layout_rank_memory(const struct gpt2_config *g, const struct par_layout *l, int B, int T,
-			int micro, enum gpt2_recompute r, struct rank_memory *m)
+			int micro, int overlap, enum gpt2_recompute r, struct rank_memory *m)
 {
 	struct gpt2_shard s;
 	size_t sizes[GPT2_NUM_TENSORS], n;
@@ -30,7 +30,7 @@ void layout_rank_memory(const struct gpt2_config *g, const struct par_layout *l,
 		/* ZeRO-1's reduce-scatter receives a part at a time */
 		m->grads += l->zero == 1 && l->dp > 1 ? z.recv_n : 0;
 		if (l->zero >= 2 && l->dp > 1)
-			zero_paged_floats(&z, sizes, s.last_layer - s.first_layer, l->zero, micro,
+			zero_paged_floats(&z, sizes, s.last_layer - s.first_layer, l->zero, micro, overlap,
 					  &m->params, &m->grads);
 	}
 	m->activations = gpt2_activation_floats(g, &s, B, T, r) * (size_t)slots;
@@ -212,7 +212,7 @@ static void stage_cost(const struct gpt2_config *g, const struct cost_layout *l,
 	memset(c, 0, sizeof *c);
 	layout_shard(pl, &sh);
 	n = gpt2_shard_sizes(g, &sh, sizes);
-	layout_rank_memory(g, pl, l->B, l->T, l->micro, l->recompute, &c->mem);
+	layout_rank_memory(g, pl, l->B, l->T, l->micro, l->overlap, l->recompute, &c->mem);
 	micro_flops = layout_shard_flops(g, &sh, l->T, l->recompute) * l->B * l->T;
 	c->flops = micro_flops * l->micro;
 	stage_micro_traffic(g, l, x, pl, &c->micro);

@@ -50,14 +50,14 @@ struct rank_memory {
 
 /*
  * The floats rank l->rank holds (l from layout_make) at micro-batches of
- * (B, T), `micro` of them per step, under recompute r: its parameters
- * (ZeRO-3: its parts, zero_paged.h), its gradients (with ZeRO-1's padding;
- * ZeRO-2: its parts), its AdamW moments (ZeRO-1: its part only) and one
+ * (B, T), `micro` of them per step, with parallel.overlap or not, under
+ * recompute r: its parameters (ZeRO-3: its parts and the gathered layers,
+ * zero_paged.h), its gradients (with ZeRO-1's padding; ZeRO-2: its parts), its AdamW moments (ZeRO-1: its part only) and one
  * activation set per micro-batch in flight (P - stage under 1F1B, at most
  * micro; one without a pipeline).
  */
 void layout_rank_memory(const struct gpt2_config *g, const struct par_layout *l, int B, int T,
-			int micro, enum gpt2_recompute r, struct rank_memory *m);
+			int micro, int overlap, enum gpt2_recompute r, struct rank_memory *m);
 
 /* All of it: the floats of m's four parts. */
 size_t layout_memory_floats(const struct rank_memory *m);
@@ -65,6 +65,7 @@ size_t layout_memory_floats(const struct rank_memory *m);
 /* One layout of a run: its parallelism and its micro-batches. */
 struct cost_layout {
 	int tp, pp, dp, zero;
+	int overlap;               /* parallel.overlap (ZeRO-2/3 keep a second layer in flight) */
 	enum gpt2_recompute recompute;
 	int B, T, micro;           /* train.batch_size, seq_len, grad_accum */
 	const char *split;         /* parallel.stage_split (NULL: params) */

@@ -4,6 +4,7 @@
 #include "config.h"
 #include "daemon/engine/parallel/zero_paged.h"
 
+#include "daemon/engine/parallel/comm_queue.h"
 #include "kernels/ops.h"
 #include "lib/comm/comm.h"
 
@@ -99,8 +100,8 @@ static int layer_pieces(const struct gpt2 *m, int l, size_t *off, size_t *n)
 	return k;
 }
 
-/* Layer l's parameters into the one-layer buffer, each part from its owner (broadcast). */
-static int gather_layer(struct zero_paged *zp, struct gpt2 *m, int l)
+/* Layer l's parameters into a one-layer buffer, each part from its owner (broadcast). */
+static int gather_layer(struct zero_paged *zp, struct gpt2 *m, int l, float *buf)
 {
 	size_t off[GPT2_NUM_TENSORS], n[GPT2_NUM_TENSORS], at = 0;
 	int k = layer_pieces(m, l, off, n), me = zp->z->d;
@@ -118,8 +119,8 @@ static int gather_layer(struct zero_paged *zp, struct gpt2 *m, int l)
 			if (b <= a)
 				continue;
 			if (r == me)
-				m->ops->copy(zp->pbuf + at + (a - off[i]), m->params + a, (b - a) * sizeof(float));
-			if ((rc = comm_broadcast(zp->dp, zp->pbuf + at + (a - off[i]), b - a,
+				m->ops->copy(buf + at + (a - off[i]), m->params + a, (b - a) * sizeof(float));
+			if ((rc = comm_broadcast(zp->dp, buf + at + (a - off[i]), b - a,
 						 COMM_FLOAT32, r)))
 				return rc;
 		}
@@ -127,30 +128,168 @@ static int gather_layer(struct zero_paged *zp, struct gpt2 *m, int l)
 	return 0;
 }
 
-/* A collective of a hook failed: the other replicas must not wait for this one. */
+/* A collective failed: the other replicas must not wait for this one (any thread). */
+static int job_end(struct zero_paged *zp, int rc)
+{
+	if (rc && rc != COMM_EABORTED)
+		comm_abort(zp->dp, "parallel.zero: a replica could not gather or sum a layer");
+	return rc;
+}
+
+/* A collective of a hook failed: noted for the step (the rank's thread). */
 static int hook_failed(struct zero_paged *zp, int rc)
 {
 	if (!zp->failed)
-		zp->failed = rc;
-	if (rc != COMM_EABORTED)
-		comm_abort(zp->dp, "parallel.zero: a replica could not gather or sum a layer");
-	return rc;
+		zp->failed = job_end(zp, rc);
+	return zp->failed;
+}
+
+/* The job of gathering layer `layer` into parameter buffer b. */
+static int job_gather(void *arg, int layer, int b)
+{
+	struct zero_paged *zp = arg;
+
+	return job_end(zp, gather_layer(zp, zp->m, layer, zp->pbuf[b]));
+}
+
+/* The job of summing gradient buffer g (layer `layer`) over the replicas; this rank's parts of it into the gradients. */
+static int job_reduce_buffer(void *arg, int layer, int g)
+{
+	struct zero_paged *zp = arg;
+	struct gpt2 *m = zp->m;
+	size_t off[GPT2_NUM_TENSORS], n[GPT2_NUM_TENSORS], at = 0;
+	int k = layer_pieces(m, layer, off, n), rc;
+
+	if ((rc = comm_allreduce(zp->dp, zp->gbuf[g], zp->layer_n, COMM_FLOAT32, COMM_SUM)))
+		return job_end(zp, rc);
+	for (int i = 0; i < k; at += n[i], i++) {
+		const struct zero_segment *s = segment_of(zp->z, off[i]);
+		size_t a, b;
+
+		if (!s)
+			continue;
+		a = clamp(s->lo, off[i], off[i] + n[i]);
+		b = clamp(s->hi, off[i], off[i] + n[i]);
+		if (b > a)
+			m->ops->copy(m->grads + a, zp->gbuf[g] + at + (a - off[i]), (b - a) * sizeof(float));
+	}
+	return 0;
+}
+
+/* The job of summing layer `layer`'s gradients in place over the replicas, and giving back all but this rank's part. */
+static int job_reduce_in_place(void *arg, int layer, int unused)
+{
+	struct zero_paged *zp = arg;
+	struct gpt2 *m = zp->m;
+	float *p[GPT2_NUM_TENSORS];
+	size_t n[GPT2_NUM_TENSORS];
+	int k = gpt2_layer_grads(m, layer, p, n), rc;
+
+	(void)unused;
+	for (int i = 0; i < k; i++) {
+		if ((rc = comm_allreduce(zp->dp, p[i], n[i], COMM_FLOAT32, COMM_SUM)))
+			return job_end(zp, rc);
+		give_back_others(zp->z, m->grads, (size_t)(p[i] - m->grads), n[i]);
+	}
+	return 0;
+}
+
+/* A job handed to the thread (its ticket), or run now without one (0; a failure noted). */
+static long issue(struct zero_paged *zp, comm_job_fn fn, int a, int b)
+{
+	int rc;
+
+	if (zp->q)
+		return comm_queue_push(zp->q, fn, zp, a, b);
+	if ((rc = fn(zp, a, b)))
+		hook_failed(zp, rc);
+	return 0;
+}
+
+/* Wait for a job (ticket 0: one run already): 0, or the step's failure. */
+static int await(struct zero_paged *zp, long ticket)
+{
+	int rc = zp->q && ticket ? comm_queue_wait(zp->q, ticket) : 0;
+
+	return rc ? hook_failed(zp, rc) : zp->failed;
+}
+
+/* Every job handed has run: the rank may use the communicator again. */
+static int settle(struct zero_paged *zp)
+{
+	int rc = zp->q ? comm_queue_drain(zp->q) : 0;
+
+	return rc ? hook_failed(zp, rc) : zp->failed;
+}
+
+/* Nothing gathered is current any more (the parameters changed, or were given back). */
+static void forget_layers(struct zero_paged *zp)
+{
+	zp->held[0] = zp->held[1] = -1;
+}
+
+static int holding(const struct zero_paged *zp, int layer)
+{
+	for (int b = 0; b < zp->nbuf; b++)
+		if (zp->held[b] == layer)
+			return b;
+	return -1;
+}
+
+static void start_gather(struct zero_paged *zp, int layer, int b)
+{
+	zp->held[b] = layer;
+	zp->pticket[b] = issue(zp, job_gather, layer, b);
+}
+
+/* The layer a pass fetches after this one for certain (a pass goes through its stage's layers), or -1. */
+static int next_layer(const struct gpt2 *m, int layer, int backward)
+{
+	int next = backward ? layer - 1 : layer + 1;
+
+	return next >= m->shard.first_layer && next < m->shard.last_layer ? next : -1;
+}
+
+/*
+ * zero 3: layer `layer`'s parameters for its pass: from the buffer that
+ * holds them (the forward pass's last layer is the backward pass's first;
+ * a prefetch), or gathered now; with the thread, the pass's next layer
+ * gathered into the other buffer while this one computes.
+ */
+static int fetch_params(struct zero_paged *zp, struct gpt2 *m, int layer, int backward)
+{
+	int b = holding(zp, layer), next;
+
+	if (b < 0) {
+		b = zp->nbuf > 1 && zp->held[0] >= 0 ? 1 - zp->cur : 0;
+		start_gather(zp, layer, b);
+	}
+	if (await(zp, zp->pticket[b]))
+		return zp->failed;
+	zp->cur = b;
+	m->param_view = zp->pview[b];
+	next = next_layer(m, layer, backward);
+	if (zp->q && next >= 0 && holding(zp, next) < 0)
+		start_gather(zp, next, 1 - b);
+	return 0;
 }
 
 static int fetch(void *arg, struct gpt2 *m, int layer, int backward)
 {
 	struct zero_paged *zp = arg;
-	int rc;
 
-	if (zp->level >= 3) {
-		if ((rc = gather_layer(zp, m, layer)))
-			return hook_failed(zp, rc);
-		m->param_view = zp->pview;
-	}
-	/* the step's only micro-batch: its gradients go to the one-layer buffer (zero_paged_layer_done) */
+	if (zp->level >= 3 && fetch_params(zp, m, layer, backward))
+		return zp->failed;
+	/* the step's only micro-batch: its gradients go to a one-layer buffer (zero_paged_layer_done),
+	 * once the thread has done with what it read of that buffer's last layer */
 	if (backward && zp->grad_buffer && m->layer_done == zero_paged_layer_done) {
-		m->ops->zero(zp->gbuf, zp->layer_n);
-		m->grad_view = zp->gview;
+		int g = zp->nbuf > 1 ? 1 - zp->gcur : 0;
+
+		if (await(zp, zp->gticket[g]))
+			return zp->failed;
+		zp->gcur = g;
+		m->ops->zero(zp->gbuf[g], zp->layer_n);
+		m->grad_view = zp->gview[g];
 	}
 	return 0;
 }
@@ -162,52 +301,19 @@ static void release(void *arg, struct gpt2 *m, int layer)
 	m->param_view = NULL;
 }
 
-/* The one-layer buffer summed over the replicas; this rank's parts of it into the gradients. */
-static int reduce_buffer(struct zero_paged *zp, struct gpt2 *m, int l)
-{
-	size_t off[GPT2_NUM_TENSORS], n[GPT2_NUM_TENSORS], at = 0;
-	int k = layer_pieces(m, l, off, n), rc;
-
-	m->grad_view = NULL;
-	if ((rc = comm_allreduce(zp->dp, zp->gbuf, zp->layer_n, COMM_FLOAT32, COMM_SUM)))
-		return rc;
-	for (int i = 0; i < k; at += n[i], i++) {
-		const struct zero_segment *s = segment_of(zp->z, off[i]);
-		size_t a, b;
-
-		if (!s)
-			continue;
-		a = clamp(s->lo, off[i], off[i] + n[i]);
-		b = clamp(s->hi, off[i], off[i] + n[i]);
-		if (b > a)
-			m->ops->copy(m->grads + a, zp->gbuf + at + (a - off[i]), (b - a) * sizeof(float));
-	}
-	return 0;
-}
-
 void zero_paged_layer_done(void *arg, struct gpt2 *m, int layer)
 {
 	struct zero_paged *zp = arg;
-	float *p[GPT2_NUM_TENSORS];
-	size_t n[GPT2_NUM_TENSORS];
-	int k, rc;
 
 	if (!zp->dp || zp->failed)
 		return;
 	if (m->grad_view) {
-		if ((rc = reduce_buffer(zp, m, layer)))
-			hook_failed(zp, rc);
+		m->grad_view = NULL;
+		zp->gticket[zp->gcur] = issue(zp, job_reduce_buffer, layer, zp->gcur);
 		return;
 	}
 	/* gradients summed over micro-batches in place: summed over the replicas there */
-	k = gpt2_layer_grads(m, layer, p, n);
-	for (int i = 0; i < k; i++) {
-		if ((rc = comm_allreduce(zp->dp, p[i], n[i], COMM_FLOAT32, COMM_SUM))) {
-			hook_failed(zp, rc);
-			return;
-		}
-		give_back_others(zp->z, m->grads, (size_t)(p[i] - m->grads), n[i]);
-	}
+	issue(zp, job_reduce_in_place, layer, 0);
 }
 
 /* A one-layer buffer and its tensors (block_weights' layer 0 is its start). */
@@ -226,21 +332,27 @@ static float *layer_buffer(const struct gpt2 *m, float *view[GPT2_NUM_TENSORS], 
 }
 
 int zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct comm *dp,
-		      int level, int grad_accum, struct gpt2 *m)
+		      int level, int grad_accum, int overlap, struct gpt2 *m)
 {
 	size_t off[GPT2_NUM_TENSORS], n[GPT2_NUM_TENSORS];
 	int k = layer_pieces(m, m->shard.first_layer, off, n);
 
 	zero_paged_free(zp, m);
-	*zp = (struct zero_paged){ .z = z, .dp = dp, .level = level, .gathered = 1,
-				   .grad_buffer = grad_accum == 1 };
+	*zp = (struct zero_paged){ .z = z, .dp = dp, .m = m, .level = level, .gathered = 1,
+				   .grad_buffer = grad_accum == 1, .nbuf = 1, .held = { -1, -1 } };
 	if (!dp)
 		return 0;
 	for (int i = 0; i < k; i++)
 		zp->layer_n += n[i];
-	if ((level >= 3 && !(zp->pbuf = layer_buffer(m, zp->pview, zp->layer_n))) ||
-	    (zp->grad_buffer && !(zp->gbuf = layer_buffer(m, zp->gview, zp->layer_n))))
-		return -1;
+	if (overlap) {
+		if (comm_queue_start(&zp->q) < 0)
+			return -1;
+		zp->nbuf = 2;
+	}
+	for (int b = 0; b < zp->nbuf; b++)
+		if ((level >= 3 && !(zp->pbuf[b] = layer_buffer(m, zp->pview[b], zp->layer_n))) ||
+		    (zp->grad_buffer && !(zp->gbuf[b] = layer_buffer(m, zp->gview[b], zp->layer_n))))
+			return -1;
 	gpt2_set_layer_params(m, fetch, release, zp);
 	if (level >= 3)
 		no_huge_pages(m->params, m->num_params);
@@ -250,11 +362,15 @@ int zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct c
 
 void zero_paged_free(struct zero_paged *zp, struct gpt2 *m)
 {
-	if (zp->pbuf)
-		m->ops->free(zp->pbuf);
-	if (zp->gbuf)
-		m->ops->free(zp->gbuf);
-	zp->pbuf = zp->gbuf = NULL;
+	comm_queue_stop(zp->q); /* what it was handed runs first (or fails at once, aborted) */
+	zp->q = NULL;
+	for (int b = 0; b < 2; b++) {
+		if (zp->pbuf[b])
+			m->ops->free(zp->pbuf[b]);
+		if (zp->gbuf[b])
+			m->ops->free(zp->gbuf[b]);
+		zp->pbuf[b] = zp->gbuf[b] = NULL;
+	}
 	m->param_view = m->grad_view = NULL;
 	gpt2_set_layer_params(m, NULL, NULL, NULL);
 }
@@ -304,6 +420,7 @@ int zero_paged_zero_grad(struct zero_paged *zp, struct gpt2 *m)
 	size_t n[GPT2_NUM_TENSORS];
 	int rc, first = !m->grads;
 
+	(void)settle(zp); /* nothing of the last step is still in flight */
 	zp->failed = 0;
 	/* the first time: made and zeroed whole */
 	if (first || !zp->dp) {
@@ -330,7 +447,7 @@ int zero_paged_reduce_rest(struct zero_paged *zp, struct gpt2 *m)
 	size_t n[GPT2_NUM_TENSORS];
 	int k, rc;
 
-	if (zp->failed)
+	if (settle(zp)) /* the layers' sums are done, and the thread lets go of the communicator */
 		return zp->failed;
 	k = gpt2_global_grads(m, p, n);
 	for (int i = 0; zp->dp && i < k; i++)
@@ -344,6 +461,9 @@ int zero_paged_after_update(struct zero_paged *zp, struct gpt2 *m)
 {
 	int rc;
 
+	if ((rc = settle(zp)))
+		return rc;
+	forget_layers(zp); /* the update changed the parameters */
 	if (zp->level < 3)
 		return zero_allgather(zp->z, m, zp->dp);
 	for (int t = 0; zp->dp && t < GPT2_NUM_TENSORS; t++)
@@ -360,6 +480,8 @@ int zero_paged_gather_all(struct zero_paged *zp, struct gpt2 *m)
 	float *p[GPT2_NUM_TENSORS];
 	size_t n[GPT2_NUM_TENSORS];
 
+	if ((rc = settle(zp)))
+		return rc;
 	for (int l = m->shard.first_layer; zp->level >= 3 && zp->dp && l < m->shard.last_layer; l++)
 		for (int i = 0, k = gpt2_layer_params(m, l, p, n); i < k; i++)
 			if ((rc = gather_range(zp, m, (size_t)(p[i] - m->params), n[i])))
@@ -373,6 +495,8 @@ void zero_paged_release_all(struct zero_paged *zp, struct gpt2 *m)
 	float *p[GPT2_NUM_TENSORS];
 	size_t n[GPT2_NUM_TENSORS];
 
+	(void)settle(zp);
+	forget_layers(zp);
 	for (int l = m->shard.first_layer; zp->level >= 3 && zp->dp && l < m->shard.last_layer; l++)
 		for (int i = 0, k = gpt2_layer_params(m, l, p, n); i < k; i++)
 			give_back_others(zp->z, m->params, (size_t)(p[i] - m->params), n[i]);
@@ -380,7 +504,7 @@ void zero_paged_release_all(struct zero_paged *zp, struct gpt2 *m)
 }
 
 void zero_paged_floats(const struct zero_plan *z, const size_t sizes[GPT2_NUM_TENSORS],
-		       int layers, int level, int micro, size_t *params, size_t *grads)
+		       int layers, int level, int micro, int overlap, size_t *params, size_t *grads)
 {
 	size_t total = 0, layer_all = 0, off = 0, mine_global = 0, global;
 
@@ -400,8 +524,10 @@ void zero_paged_floats(const struct zero_plan *z, const size_t sizes[GPT2_NUM_TE
 		off += sizes[t];
 	}
 	global = total - layer_all;
-	/* the tensors of no layer whole, this rank's parts of the layers, one layer's buffer */
-	*params = *grads = global + (z->state_n - mine_global) + (layers ? layer_all / (size_t)layers : 0);
+	/* the tensors of no layer whole, this rank's parts of the layers, one layer's buffer
+	 * (two with overlap: one in use, the next filling) */
+	*params = *grads = global + (z->state_n - mine_global) +
+			   (layers ? layer_all / (size_t)layers * (overlap ? 2 : 1) : 0);
 	if (level < 3)
 		*params = total;
 	if (level < 2 || micro > 1) /* summed in place over the micro-batches */

@@ -27,9 +27,20 @@
  * until the last micro-batch, as ZeRO-1 sums them, so the saving of
  * zero 2 comes with that micro-batch.
  *
+ * A layer gathered stays in its buffer until the update: the forward
+ * pass's last layer is the backward pass's first, and a step's next
+ * micro-batch starts with the layer the last one ended with. With
+ * parallel.overlap a thread runs the collectives in the order the rank
+ * hands them (comm_queue.h): the pass's next layer is gathered into a
+ * second buffer while this one computes (only the layer the pass is sure
+ * to need next, so nothing is in flight once a pass ends), and a layer's
+ * gradients are summed while the layer below computes. The order of the
+ * collectives is the rank's, so the bits do not change.
+ *
  * What stays whole: the tensors of no layer (for GPT-2 small the token
  * embedding, 31% of the parameters), one layer's parameters and
- * gradients in flight, and the pages at a part's two ends.
+ * gradients in flight (two with overlap), and the pages at a part's two
+ * ends.
  */
 #ifndef STORK_DAEMON_ZERO_PAGED_H
 #define STORK_DAEMON_ZERO_PAGED_H
@@ -39,29 +50,39 @@
 #include "daemon/engine/parallel/zero.h"
 
 struct comm;
+struct comm_queue;
 
 struct zero_paged {
 	const struct zero_plan *z;
 	struct comm *dp;             /* the replicas; NULL: one replica, nothing to give back */
+	struct gpt2 *m;              /* the model whose hooks these are */
+	struct comm_queue *q;        /* parallel.overlap: the thread that runs the collectives; NULL: the rank */
 	int level;                   /* 2 or 3 */
 	int failed;                  /* a collective in a hook failed: its COMM_E* code; 0 */
 	int gathered;                /* zero 3: every layer's parameters are whole (a checkpoint) */
 	int grad_buffer;             /* train.grad_accum 1: a layer's gradients go through gbuf */
+	int nbuf;                    /* one-layer buffers of each kind: 2 with the thread (one in use, one filling) */
 	size_t layer_n;              /* floats of one layer's parameters */
-	float *pbuf, *gbuf;          /* one layer's parameters (zero 3) and gradients (grad_buffer) */
-	float *pview[GPT2_NUM_TENSORS], *gview[GPT2_NUM_TENSORS]; /* their tensors */
+	float *pbuf[2], *gbuf[2];    /* one layer's parameters (zero 3) and gradients (grad_buffer) */
+	float *pview[2][GPT2_NUM_TENSORS], *gview[2][GPT2_NUM_TENSORS]; /* their tensors */
+	int held[2];                 /* the layer pbuf[b] holds or is being gathered into; -1 */
+	long pticket[2], gticket[2]; /* the job filling pbuf[b]; the last job reading gbuf[b] */
+	int cur, gcur;               /* the buffers of the layer last fetched */
 };
 
 /*
- * Set zp up (level 2 or 3, plan z, communicator dp, train.grad_accum) for
- * model m: its one-layer buffers, its hooks in m's passes, and (zero 3)
- * every layer's parameters but this rank's parts given back now. 0, or -1
- * (memory).
+ * Set zp up (level 2 or 3, plan z, communicator dp, train.grad_accum,
+ * parallel.overlap) for model m: its one-layer buffers, its hooks in m's
+ * passes, and (zero 3) every layer's parameters but this rank's parts
+ * given back now. With overlap a thread of the rank's (comm_queue.h) runs
+ * the layers' collectives: the next layer of a pass is gathered while
+ * this one computes, and a layer's gradients are summed while the
+ * backward pass computes the layer below. 0, or -1 (memory or thread).
  */
 int zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct comm *dp,
-		      int level, int grad_accum, struct gpt2 *m);
+		      int level, int grad_accum, int overlap, struct gpt2 *m);
 
-/* The buffers, and m's hooks. */
+/* The thread, the buffers, and m's hooks. */
 void zero_paged_free(struct zero_paged *zp, struct gpt2 *m);
 
 /*
@@ -92,11 +113,12 @@ void zero_paged_release_all(struct zero_paged *zp, struct gpt2 *m);
 /*
  * What a rank of plan z keeps of a shard's parameters and gradients
  * (sizes, over `layers` layers) at zero `level` with `micro` micro-batches
- * a step, in floats: the tensors of no layer, its parts of the layers and
- * a one-layer buffer (the whole where the level keeps it whole, or the
- * gradients sum in place over micro-batches).
+ * a step, with parallel.overlap or not, in floats: the tensors of no
+ * layer, its parts of the layers and a one-layer buffer, two with
+ * overlap (the whole where the level keeps it whole, or the gradients
+ * sum in place over micro-batches).
  */
 void zero_paged_floats(const struct zero_plan *z, const size_t sizes[GPT2_NUM_TENSORS],
-		       int layers, int level, int micro, size_t *params, size_t *grads);
+		       int layers, int level, int micro, int overlap, size_t *params, size_t *grads);
 
 #endif

@@ -566,16 +566,20 @@ int rank_start_zero_paged(struct rank *r)
 		return rank_fail(r, STORK_EXIT_CONFIG, "parallel.zero 2 and 3 give memory back page by "
 				 "page, which only CPU ranks do so far; use parallel.zero: 1 on GPUs");
 	if (zero_paged_attach(&r->paged, &r->zero, r->grp.dp, r->lay.zero, r->cfg->train.grad_accum,
-			      &r->model) < 0)
+			      r->cfg->parallel.overlap, &r->model) < 0)
 		return rank_fail(r, STORK_EXIT_OUT_OF_MEMORY, "out of memory for a layer's parameters "
-				 "and gradients (parallel.zero)");
+				 "and gradients, or no thread for their collectives (parallel.zero)");
 	if (r->lay.pp > 1 && r->grp.dp) /* the stage's last micro-batch makes its layers' gradients final */
 		pipeline_set_layer_hook(&r->pipe, zero_paged_layer_done, &r->paged);
+	if (r->paged.q)
+		rank_logf(&r->log, "parallel.overlap: a thread %ssums each layer's gradients while "
+			  "the layer below computes", r->lay.zero >= 3 ? "gathers the next layer's "
+			  "parameters while this one computes, and " : "");
 	return 0;
 }
 
 /* parallel.overlap: a communication thread for the data-parallel group (nothing to do without
- * replicas); parallel.zero 2 and 3 reduce in their own hooks instead. */
+ * replicas); parallel.zero 2 and 3 have their own (zero_paged.h). */
 int rank_start_grad_sync(struct rank *r)
 {
 	int gpu = r->ops != &ops_cpu;

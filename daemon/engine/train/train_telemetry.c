@@ -85,7 +85,8 @@ static double rank_bytes(const struct rank *r)
 
 	if (r->lay.zero >= 2 && r->grp.dp) { /* what the rank keeps of them (zero_paged.h) */
 		zero_paged_floats(&r->zero, m->sizes, m->shard.last_layer - m->shard.first_layer,
-				  r->lay.zero, r->cfg->train.grad_accum, &params, &grads);
+				  r->lay.zero, r->cfg->train.grad_accum, r->paged.q != NULL, &params,
+				  &grads);
 		n += params + grads - m->num_params;
 	} else if (m->grads) {
 		n += m->num_params + m->grad_pad + 1;
