@@ -346,7 +346,7 @@ const struct key config_keys[] = {
 	{ .path = "parallel.overlap", .off = OFF(parallel.overlap),
 	  .type = K_BOOL,
 	  .dflt = "false",
-	  .help = "all-reduce each layer's gradients over the replicas during the backward pass" },
+	  .help = "sum each layer's gradients over the replicas during the backward pass (zero 3: and gather the next layer ahead)" },
 	{ .path = "program.command", .off = OFF(program.command),
 	  .type = K_GLOBS,
 	  .dflt = "[]", .help = "the program each rank runs, and its arguments (stork run -- PROGRAM ARGS); empty: the training engine" },
