@@ -71,8 +71,12 @@ static void give_back_others(const struct zero_plan *z, float *base, size_t off,
 	give_back(base, clamp(s->hi, off, off + n), off + n);
 }
 
-/* [off, off + n) of the parameters from their owners: one broadcast per owner. */
-static int gather_range(struct zero_paged *zp, struct gpt2 *m, size_t off, size_t n)
+/*
+ * Parameters [off, off + n) from their owners, one broadcast per owner,
+ * into dst: in place (dst is m->params + off) or into a one-layer buffer
+ * (this rank's part copied there first).
+ */
+static int gather_into(struct zero_paged *zp, struct gpt2 *m, size_t off, size_t n, float *dst)
 {
 	const struct zero_segment *s = segment_of(zp->z, off);
 
@@ -81,9 +85,13 @@ static int gather_range(struct zero_paged *zp, struct gpt2 *m, size_t off, size_
 		int rc;
 
 		zero_part(s, r, &a, &b);
-		a = a > off ? a : off;
-		b = b < off + n ? b : off + n;
-		if (b > a && (rc = comm_broadcast(zp->dp, m->params + a, b - a, COMM_FLOAT32, r)))
+		a = clamp(a, off, off + n);
+		b = clamp(b, off, off + n);
+		if (b <= a)
+			continue;
+		if (r == zp->z->d && dst != m->params + off)
+			m->ops->copy(dst + (a - off), m->params + a, (b - a) * sizeof(float));
+		if ((rc = comm_broadcast(zp->dp, dst + (a - off), b - a, COMM_FLOAT32, r)))
 			return rc;
 	}
 	return 0;
@@ -100,31 +108,15 @@ static int layer_pieces(const struct gpt2 *m, int l, size_t *off, size_t *n)
 	return k;
 }
 
-/* Layer l's parameters into a one-layer buffer, each part from its owner (broadcast). */
+/* Layer l's parameters into a one-layer buffer. */
 static int gather_layer(struct zero_paged *zp, struct gpt2 *m, int l, float *buf)
 {
 	size_t off[GPT2_NUM_TENSORS], n[GPT2_NUM_TENSORS], at = 0;
-	int k = layer_pieces(m, l, off, n), me = zp->z->d;
+	int k = layer_pieces(m, l, off, n), rc;
 
-	for (int i = 0; i < k; at += n[i], i++) {
-		const struct zero_segment *s = segment_of(zp->z, off[i]);
-
-		for (int r = 0; s && r < zp->z->D; r++) {
-			size_t a, b;
-			int rc;
-
-			zero_part(s, r, &a, &b);
-			a = clamp(a, off[i], off[i] + n[i]);
-			b = clamp(b, off[i], off[i] + n[i]);
-			if (b <= a)
-				continue;
-			if (r == me)
-				m->ops->copy(buf + at + (a - off[i]), m->params + a, (b - a) * sizeof(float));
-			if ((rc = comm_broadcast(zp->dp, buf + at + (a - off[i]), b - a,
-						 COMM_FLOAT32, r)))
-				return rc;
-		}
-	}
+	for (int i = 0; i < k; at += n[i], i++)
+		if ((rc = gather_into(zp, m, off[i], n[i], buf + at)))
+			return rc;
 	return 0;
 }
 
@@ -468,7 +460,8 @@ int zero_paged_after_update(struct zero_paged *zp, struct gpt2 *m)
 		return zero_allgather(zp->z, m, zp->dp);
 	for (int t = 0; zp->dp && t < GPT2_NUM_TENSORS; t++)
 		if (!gpt2_tensor_per_layer(t) && m->sizes[t] &&
-		    (rc = gather_range(zp, m, (size_t)(m->tensors[t] - m->params), m->sizes[t])))
+		    (rc = gather_into(zp, m, (size_t)(m->tensors[t] - m->params), m->sizes[t],
+				      m->tensors[t])))
 			return rc;
 	return 0;
 }
@@ -484,7 +477,7 @@ int zero_paged_gather_all(struct zero_paged *zp, struct gpt2 *m)
 		return rc;
 	for (int l = m->shard.first_layer; zp->level >= 3 && zp->dp && l < m->shard.last_layer; l++)
 		for (int i = 0, k = gpt2_layer_params(m, l, p, n); i < k; i++)
-			if ((rc = gather_range(zp, m, (size_t)(p[i] - m->params), n[i])))
+			if ((rc = gather_into(zp, m, (size_t)(p[i] - m->params), n[i], p[i])))
 				return rc;
 	zp->gathered = 1;
 	return 0;
