@@ -7,6 +7,7 @@
 #include "lib/clock.h"
 #include "lib/io/io.h"
 #include "lib/log.h"
+#include "lib/run/metrics_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,9 +83,10 @@ void tensorboard_start(struct tensorboard *tb, const char *run_dir, const char *
 	}
 }
 
-/* One metrics line: a scalar when it has a metric, a numeric value and a step. */
-static int put_line(struct tensorboard_rank *r, const char *line, size_t len)
+/* One metrics line (metrics_file_follow's callback): a scalar when it has a metric, a numeric value and a step. */
+static int put_line(char *line, size_t len, void *arg)
 {
+	struct tensorboard_rank *r = arg;
 	json_t *v = json_loadb(line, len, 0, NULL);
 	const json_t *value = json_object_get(v, "value"), *step = json_object_get(v, "step");
 	const char *metric = json_string_value(json_object_get(v, "metric"));
@@ -95,49 +97,16 @@ static int put_line(struct tensorboard_rank *r, const char *line, size_t len)
 				     json_integer_value(step), metric,
 				     (float)json_number_value(value));
 	json_decref(v);
-	return rc;
+	return rc < 0 ? 1 : 0;
 }
 
-/* What rank r's metrics file gained: whole lines only (the rest waits for its newline). */
+/* What rank r's metrics file gained, as events. */
 static void follow(struct tensorboard *tb, struct tensorboard_rank *r)
 {
-	char buf[65536];
-	struct stat st;
-	int fd;
-	ssize_t n;
-
-	if (r->events.fd < 0 || (fd = open(r->metrics, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return;
-	/* a regular file, read to its size now: a device in its place (a full
-	 * disk's, in a test) reads forever */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return;
+	if (r->events.fd >= 0 && metrics_file_follow(r->metrics, &r->read_to, put_line, r) > 0) {
+		warn_once(tb, "cannot write", r->events.path);
+		tfevents_close(&r->events);
 	}
-	while (r->read_to < st.st_size &&
-	       (n = pread(fd, buf, (size_t)(st.st_size - r->read_to) < sizeof buf ?
-					   (size_t)(st.st_size - r->read_to) : sizeof buf,
-			  r->read_to)) > 0) {
-		char *p = buf, *end = buf + n, *nl;
-
-		while ((nl = memchr(p, '\n', (size_t)(end - p)))) {
-			if (put_line(r, p, (size_t)(nl - p)) < 0) {
-				warn_once(tb, "cannot write", r->events.path);
-				tfevents_close(&r->events);
-				close(fd);
-				return;
-			}
-			p = nl + 1;
-		}
-		/* a line longer than the buffer is no metric: skipped; a shorter one
-		 * without its newline is still being written: taken next time */
-		if (p == buf && n == (ssize_t)sizeof buf)
-			p = end;
-		r->read_to += p - buf;
-		if (p < end)
-			break;
-	}
-	close(fd);
 }
 
 void tensorboard_poll(struct tensorboard *tb, int now)

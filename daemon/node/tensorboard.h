@@ -27,7 +27,7 @@
 struct tensorboard_rank {
 	int rank;
 	char metrics[4200];
-	off_t read_to;           /* how far its metrics file was turned into events */
+	long long read_to;       /* how far its metrics file was turned into events */
 	struct tfevents events;
 };
 

@@ -5,13 +5,12 @@
 #include "daemon/program/rank_usage.h"
 
 #include "lib/clock.h"
+#include "lib/run/metrics_file.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 void rank_usage_init(struct rank_usage *u)
 {
@@ -21,37 +20,21 @@ void rank_usage_init(struct rank_usage *u)
 	u->step = -1;
 }
 
+/* A line's "step" (metrics_file_follow's callback): the newest one seen. */
+static int take_step(char *line, size_t len, void *arg)
+{
+	struct rank_usage *u = arg;
+
+	(void)len;
+	for (char *p = line; (p = strstr(p, "\"step\":")); p += 7)
+		u->step = strtoll(p + 7, NULL, 10);
+	return 0;
+}
+
 /* The newest "step" in what the metrics file gained since the last look. */
 static void read_step(struct rank_usage *u, const char *path)
 {
-	char buf[65536];
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	ssize_t n;
-
-	if (fd < 0)
-		return;
-	/* a regular file, to its size now (a device in its place reads forever) */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return;
-	}
-	while (u->read_to < st.st_size &&
-	       (n = pread(fd, buf, sizeof buf - 1, u->read_to)) > 0) {
-		char *end = memrchr(buf, '\n', (size_t)n);
-
-		if (!end && n < (ssize_t)sizeof buf - 1)
-			break; /* a line still being written: taken whole next time */
-		if (!end) { /* a line longer than the buffer: no step of ours */
-			u->read_to += n;
-			continue;
-		}
-		*end = '\0';
-		u->read_to += end + 1 - buf;
-		for (char *p = buf; (p = strstr(p, "\"step\":")); p += 7)
-			u->step = strtoll(p + 7, NULL, 10);
-	}
-	close(fd);
+	(void)metrics_file_follow(path, &u->read_to, take_step, u);
 }
 
 static double mtime_of(const char *path)

@@ -5,9 +5,12 @@
 #include "lib/run/metrics_file.h"
 #include "lib/io/io.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int metrics_file_lines(const char *path, int (*each)(const char *line, void *arg), void *arg)
 {
@@ -23,6 +26,51 @@ int metrics_file_lines(const char *path, int (*each)(const char *line, void *arg
 		rc = each(line, arg);
 	free(line);
 	fclose(f);
+	return rc;
+}
+
+int metrics_file_follow(const char *path, long long *read_to,
+			int (*each)(char *line, size_t len, void *arg), void *arg)
+{
+	char buf[65536];
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0, skipping = 0;
+	struct stat st;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -1;
+	}
+	while (rc == 0 && *read_to < st.st_size &&
+	       (n = pread(fd, buf, st.st_size - *read_to < (long long)sizeof buf ?
+					   (size_t)(st.st_size - *read_to) : sizeof buf,
+			  (off_t)*read_to)) > 0) {
+		char *p = buf, *end = buf + n, *nl;
+
+		if (skipping) { /* the rest of a line longer than the buffer */
+			if (!(nl = memchr(p, '\n', (size_t)n))) {
+				*read_to += n;
+				continue;
+			}
+			p = nl + 1;
+			skipping = 0;
+		}
+		while (rc == 0 && (nl = memchr(p, '\n', (size_t)(end - p)))) {
+			*nl = '\0';
+			rc = each(p, (size_t)(nl - p), arg);
+			p = nl + 1;
+		}
+		if (rc == 0 && p == buf && n == (ssize_t)sizeof buf) {
+			p = end; /* a line longer than the buffer: skipped to its newline */
+			skipping = 1;
+		}
+		*read_to += p - buf;
+		if (p < end && *read_to + (end - p) >= st.st_size)
+			break; /* the rest of a line still being written: next time */
+	}
+	close(fd);
 	return rc;
 }
 

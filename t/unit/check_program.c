@@ -256,6 +256,50 @@ START_TEST(metrics_lines_with_blanks)
 }
 END_TEST
 
+/* What metrics_file_follow handed over: the lines, joined by '|'. */
+static int join_line(char *line, size_t len, void *arg)
+{
+	char *seen = arg;
+
+	ck_assert_uint_eq(strlen(line), len);
+	strcat(seen, line);
+	strcat(seen, "|");
+	return strcmp(line, "stop") == 0;
+}
+
+/* Whole lines only, each once, as the file grows; a line past 64 KiB skipped; a device refused. */
+START_TEST(metrics_file_followed_as_it_grows)
+{
+	char path[] = "/tmp/check_program.XXXXXX", seen[256] = "";
+	int fd = mkstemp(path);
+	long long at = 0;
+	char *longline = malloc(70000);
+
+	ck_assert_int_eq(write(fd, "a\nb\npart", 8), 8);
+	ck_assert_int_eq(metrics_file_follow(path, &at, join_line, seen), 0);
+	ck_assert_str_eq(seen, "a|b|");
+	ck_assert_int_eq(at, 4);
+	ck_assert_int_eq(write(fd, "ial\n", 4), 4);
+	memset(longline, 'x', 70000);
+	longline[69999] = '\n';
+	ck_assert_int_eq(write(fd, longline, 70000), 70000);
+	ck_assert_int_eq(write(fd, "c\nstop\nd\n", 9), 9);
+	seen[0] = '\0';
+	/* the callback's non-zero stops the reading after its line */
+	ck_assert_int_eq(metrics_file_follow(path, &at, join_line, seen), 1);
+	ck_assert_str_eq(seen, "partial|c|stop|");
+	seen[0] = '\0';
+	ck_assert_int_eq(metrics_file_follow(path, &at, join_line, seen), 0);
+	ck_assert_str_eq(seen, "d|");
+	close(fd);
+	unlink(path);
+	free(longline);
+	at = 0;
+	ck_assert_int_eq(metrics_file_follow("/dev/zero", &at, join_line, seen), -1);
+	ck_assert_int_eq(metrics_file_follow(path, &at, join_line, seen), -1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("program");
@@ -270,6 +314,7 @@ int main(void)
 	tcase_add_test(tc, rank_environment);
 	tcase_add_test(tc, engine_keys_named_with_their_origin);
 	tcase_add_test(tc, metrics_lines_with_blanks);
+	tcase_add_test(tc, metrics_file_followed_as_it_grows);
 	tcase_add_test(tc, mpi_signal_report_and_lost_peers);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
