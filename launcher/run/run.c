@@ -790,8 +790,8 @@ static int summarises(const struct layout *l, const struct exit_info *node, int 
 }
 
 /* The summary line, also in the run's TensorBoard files (at rank 0's last step). */
-static void tensorboard_end(const char *run_dir, const struct exit_info *sum, int code,
-			    int restarting)
+static void attempt_end_to_tensorboard(const char *run_dir, const struct exit_info *sum, int code,
+				       int restarting)
 {
 	char text[1200];
 
@@ -844,7 +844,7 @@ static int finish(const char *run_dir, const struct layout *l, int code,
 	printf("stork: %s (exit %d)%s%s%s\n", sum->reason, final, sum->message[0] ? ": " : "",
 	       sum->message, restarting ? "; restarting" : "");
 	fflush(stdout);
-	tensorboard_end(run_dir, sum, final, restarting);
+	attempt_end_to_tensorboard(run_dir, sum, final, restarting);
 	if (!restarting && slurm_job_id_from_env()) {
 		char comment[256];
 
