@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # ZeRO-2 and 3 (parallel.zero) on the test cluster: 2 nodes x 2 ranks give
-# ZeRO-1's losses bit for bit, and a model that does not fit a memory
+# ZeRO-1's losses bit for bit (ZeRO-3's thread too, across the nodes), and a model that does not fit a memory
 # limit at ZeRO-1 trains under it at ZeRO-3.
 
 load helpers
@@ -18,24 +18,33 @@ teardown() {
 	teardown_memory_cgroup
 }
 
-@test "2 nodes x 2 ranks, DP4: parallel.zero 2 and 3 give ZeRO-1's losses and gradient norms bit for bit" {
+@test "2 nodes x 2 ranks, DP4, GPT-2 and a GQA Llama: parallel.zero 2 and 3, and 3 with parallel.overlap, give ZeRO-1's losses and gradient norms bit for bit" {
 	small_config run.yaml z 4 64 2 32 20
-	for z in 1 2 3; do
-		cat >z$z.sh <<-SCRIPT
-		#!/bin/bash
-		#SBATCH -N2 --ntasks-per-node=1 -c2 -o z$z.out
-		srun --mpi=pmix $STORK run run.yaml --local-ranks 2 --set run.name=z$z --set parallel.zero=$z
-		SCRIPT
-		run sbatch_wait z$z.sh
-		cat z$z.out
-		[ "$status" -eq 0 ]
-	done
-	for z in 2 3; do
-		for m in train_loss grad_norm; do
-			a=$(ls -d "$WORK"/runs/z1__job=*__task=0) b=$(ls -d "$WORK"/runs/z${z}__job=*__task=0)
-			[ "$(grep -c "\"metric\":\"$m\"" "$a/logs/rank-000.metrics.jsonl")" -eq 20 ]
-			diff <(grep -h "\"metric\":\"$m\"" "$a/logs/rank-000.metrics.jsonl" | sed 's/.*"step"://') \
-				<(grep -h "\"metric\":\"$m\"" "$b/logs/rank-000.metrics.jsonl" | sed 's/.*"step"://')
+	for arch in gpt2 llama; do
+		set -- --set model.arch=$arch
+		[ $arch = gpt2 ] || set -- "$@" --set model.kv_heads=1
+		for run in z1 z2 z3 z3o; do
+			z=${run#z} overlap=false
+			[ "$z" = 3o ] && z=3 overlap=true
+			cat >$arch$run.sh <<-SCRIPT
+			#!/bin/bash
+			#SBATCH -N2 --ntasks-per-node=1 -c2 -o $arch$run.out
+			srun --mpi=pmix $STORK run run.yaml --local-ranks 2 --set run.name=$arch$run --set parallel.zero=$z --set parallel.overlap=$overlap $*
+			SCRIPT
+			run sbatch_wait $arch$run.sh
+			cat $arch$run.out
+			[ "$status" -eq 0 ]
+		done
+		grep -q 'parallel.overlap: a thread gathers the next layer' \
+			"$(ls -d "$WORK"/runs/${arch}z3o__job=*__task=0)/logs/rank-002.log"
+		for run in z2 z3 z3o; do
+			for m in train_loss grad_norm; do
+				a=$(ls -d "$WORK"/runs/${arch}z1__job=*__task=0) b=$(ls -d "$WORK"/runs/$arch${run}__job=*__task=0)
+				[ "$(grep -c "\"metric\":\"$m\"" "$a/logs/rank-000.metrics.jsonl")" -eq 20 ]
+				diff <(grep -h "\"metric\":\"$m\"" "$a/logs/rank-000.metrics.jsonl" | sed 's/.*"step"://') \
+					<(grep -h "\"metric\":\"$m\"" "$b/logs/rank-000.metrics.jsonl" | sed 's/.*"step"://') ||
+					{ echo "$arch $run: $m differs from zero 1's" >&2; false; }
+			done
 		done
 	done
 }
