@@ -90,6 +90,30 @@ expected_layouts() {
 	[[ "$output" == *"none of the 111 valid layouts of 1 x 4 ranks fits"* ]]
 }
 
+@test "a memory that only ZeRO-2 or 3 layouts fit: the plan says so and offers only them" {
+	# one head (no tensor parallelism) and a vocabulary of 8192: the
+	# embedding is most of the model, which a pipeline stage holds whole
+	small_config wide.yaml wide 4 64 2 32 20
+	sed -i 's/heads: 4/heads: 1/; s/vocab_size: 257/vocab_size: 8192/' wide.yaml
+	run "$STORK" plan wide.yaml --nodes 1 --gpus-per-node 4 --gpu-memory 100
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"only with parallel.zero 2 or 3"* ]]
+	# the least memory of a layout at zero 0 or 1, and at zero 2 or 3, in MiB
+	paste <(column 5) <(column 10) <(column 11) | while read -r z v u; do echo "$z $(mib "$v" "$u")"; done >mem.txt
+	low=$(awk '$1 <= 1 && (!n++ || $2 < m) { m = $2 } END { print m }' mem.txt)
+	sharded=$(awk '$1 >= 2 && (!n++ || $2 < m) { m = $2 } END { print m }' mem.txt)
+	echo "least memory: $low MiB at zero 0 or 1, $sharded MiB at zero 2 or 3" >&3
+	awk -v a="$sharded" -v b="$low" 'BEGIN { exit !(a < b) }'
+	# between the two, in GiB
+	limit=$(awk -v a="$sharded" -v b="$low" 'BEGIN { printf "%.9f", (a + b) / 2 / 1024 }')
+	run "$STORK" plan wide.yaml --nodes 1 --gpus-per-node 4 --gpu-memory "$limit"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"only with parallel.zero 2 or 3 does the model fit this memory"* ]]
+	[ "$(column 5 | wc -l)" -gt 0 ]
+	column 5 | awk '$1 < 2 { print "zero " $1 " offered"; bad = 1 } END { exit bad }'
+	[[ "$output" == *"best: "*"--set parallel.zero="[23]* ]]
+}
+
 @test "the layouts are sorted by estimated tokens/s" {
 	run "$STORK" plan tiny.yaml --nodes 1 --gpus-per-node 4 --gpu-memory 100
 	[ "$status" -eq 0 ]
