@@ -26,7 +26,10 @@ int private_dir_make(const char *dir, const char *what, const char *key, char *e
 		if (saved != '/' && saved != '\0')
 			continue;
 		*c = '\0';
-		if (lstat(p, &st) < 0 && (errno != ENOENT || mkdir(p, 0700) < 0 || lstat(p, &st) < 0)) {
+		/* another process (a node on the same file system) may make it
+		 * between the look and the mkdir: what is there is then judged */
+		if (lstat(p, &st) < 0 && (errno != ENOENT || (mkdir(p, 0700) < 0 && errno != EEXIST) ||
+					  lstat(p, &st) < 0)) {
 			msg_format(err, errlen, "cannot make the %s %s: %s: %s", what, dir, p,
 				   strerror(errno));
 			return -1;

@@ -7,7 +7,8 @@
  * position, whole reads that come back short only at the end of the file;
  * and lib/direct_write's: every byte, with O_DIRECT or without; and
  * lib/io/private_dir's: another user's directory in a sticky
- * world-writable one is refused, reached through a link too.
+ * world-writable one is refused, reached through a link too; two makers
+ * of one tree at once both succeed.
  *
  * Each test works in its own fresh directory under /tmp.
  */
@@ -519,6 +520,48 @@ START_TEST(private_dir_refuses_another_users_dir_behind_a_link)
 }
 END_TEST
 
+/* Two makers of the same new tree, started together (two nodes on one file system). */
+struct race {
+	char base[PATH_MAX + 64];
+	pthread_barrier_t start;
+	int failures;
+	char failure[512];
+};
+
+static void *make_race_dirs(void *arg)
+{
+	struct race *r = arg;
+	char want[PATH_MAX + 128], why[512];
+
+	for (int i = 0; i < 200; i++) {
+		snprintf(want, sizeof want, "%s/%d/a/b", r->base, i);
+		pthread_barrier_wait(&r->start);
+		if (private_dir_make(want, "node-local checkpoint directory", "checkpoint.local_dir", why,
+				     sizeof why) < 0) {
+			__atomic_add_fetch(&r->failures, 1, __ATOMIC_RELAXED);
+			snprintf(r->failure, sizeof r->failure, "%s", why);
+		}
+	}
+	return NULL;
+}
+
+/* The other maker made a component between this one's look and its mkdir: still made, not an error. */
+START_TEST(private_dir_made_by_two_at_once)
+{
+	struct race r = { .failures = 0 };
+	pthread_t t[2];
+
+	snprintf(r.base, sizeof r.base, "%s", in_dir("race"));
+	pthread_barrier_init(&r.start, NULL, 2);
+	for (int k = 0; k < 2; k++)
+		ck_assert_int_eq(pthread_create(&t[k], NULL, make_race_dirs, &r), 0);
+	for (int k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	pthread_barrier_destroy(&r.start);
+	ck_assert_msg(r.failures == 0, "%d of 400 failed, last: %s", r.failures, r.failure);
+}
+END_TEST
+
 static Suite *atomic_suite(void)
 {
 	Suite *s = suite_create("atomic_file");
@@ -541,6 +584,7 @@ static Suite *atomic_suite(void)
 	tcase_add_test(tc, mkdir_p_reports_a_file_in_the_way);
 	tcase_add_test(tc, fsync_dir_reports_errors);
 	tcase_add_test(tc, private_dir_refuses_another_users_dir_behind_a_link);
+	tcase_add_test(tc, private_dir_made_by_two_at_once);
 	tcase_add_test(tc, whole_writes_and_reads);
 	tcase_add_test(tc, direct_write_keeps_every_byte);
 	suite_add_tcase(s, tc);
