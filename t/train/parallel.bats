@@ -462,23 +462,27 @@ time.sleep(30)' "$name" >squat.out &
 	within full3 tp2pp2 1e-6 train_loss
 }
 
-@test "parallel.zero 2 and 3 give memory back: storkd's resident memory falls by what stork bench train says each level saves, within 10%" {
+@test "parallel.zero 2 and 3 give memory back: storkd's resident memory falls by what stork bench train says each level saves (3 with parallel.overlap too), within 10%" {
 	# 8 layers of 512 channels (25M parameters) on 4 ranks, one micro-batch each
 	small_config mem.yaml mem 8 512 2 32 12
 	sed -i 's/heads: 4/heads: 8/' mem.yaml
-	for z in 1 2 3; do
-		"$STORK" run mem.yaml --local-ranks 4 --set run.name="mem$z" --set parallel.zero="$z" \
+	# 4: zero 3 with parallel.overlap (a second layer of parameters and gradients in flight)
+	for z in 1 2 3 4; do
+		set -- --set parallel.zero=$((z < 4 ? z : 3)) --set parallel.overlap=false
+		[ "$z" -lt 4 ] || set -- --set parallel.zero=3 --set parallel.overlap=true
+		"$STORK" run mem.yaml --local-ranks 4 --set run.name="mem$z" "$@" \
 			--set metrics.sample_s=0.5 --set checkpoint.every=0 >/dev/null
 		# the steady state: the last sample, after every buffer of a step is made
 		measured[z]=$(metric_of "mem$z" host_rss_bytes | tail -1 | awk '{ printf "%d", $2 / 1048576 }')
-		estimated[z]=$("$STORK" bench train mem.yaml --ranks 4 --steps 0 --set parallel.zero="$z" |
+		estimated[z]=$("$STORK" bench train mem.yaml --ranks 4 --steps 0 "$@" |
 			awk '$1 ~ /^[0-9]+$/ && NF == 10 { sum += $10 } END { printf "%d", sum }')
-		echo "zero $z: storkd holds ${measured[z]} MiB; stork bench train: ${estimated[z]} MiB in 4 ranks" >&3
+		echo "$*: storkd holds ${measured[z]} MiB; stork bench train: ${estimated[z]} MiB in 4 ranks" >&3
 	done
-	for z in 2 3; do
+	for z in 2 3 4; do
 		saved=$((measured[1] - measured[z])) said=$((estimated[1] - estimated[z]))
-		echo "zero $z saves $saved MiB; stork bench train says $said MiB" >&3
+		echo "run $z saves $saved MiB; stork bench train says $said MiB" >&3
 		[ "$saved" -gt 0 ] && [ $((10 * (saved - said))) -le "$said" ] && [ $((10 * (said - saved))) -le "$said" ]
 	done
 	[ "${measured[3]}" -lt "${measured[2]}" ]
+	[ "${estimated[4]}" -gt "${estimated[3]}" ]
 }
