@@ -129,7 +129,8 @@ static void put_collective(struct text *t, const json_t *records, const json_t *
 		if (i < at || !same_collective(o, r))
 			continue;
 		seen[i] = 1;
-		put(t, "%srank %d (%s)", n++ ? ", " : "", (int)num(o, "rank"), str(o, "host"));
+		put(t, "%srank %d (%s%s)", n++ ? ", " : "", (int)num(o, "rank"), str(o, "host"),
+		    str(o, "thread")[0] ? ", its communication thread" : "");
 		if (json_number_value(json_object_get(o, "waiting_s")) > longest)
 			longest = json_number_value(json_object_get(o, "waiting_s"));
 	}

@@ -87,6 +87,16 @@ setup() {
 	grep -q '#[0-9]* .*(comm_allreduce+' $dir/logs/rank-002.log
 	grep -q '#[0-9]* .*(tp_encoder_forward+\|#[0-9]* .*(gpt2_stage_forward+' $dir/logs/rank-002.log
 	grep -q '#[0-9]* .*(sleep+\|#[0-9]* .*(nanosleep+\|#[0-9]* .*(clock_nanosleep+' $dir/logs/rank-003.log
+	# with overlap rank 0 waits for its thread, whose collective waits for rank 1:
+	# ZeRO-3's gather of the first layer, the all-reduce of a layer's gradients
+	for z in 3:broadcast 0:all-reduce; do
+		run env STORK_FAULT_STALL=1:5 "$STORK" run tiny.yaml --local-ranks 2 --set run.name=ov${z%:*} \
+			--set parallel.zero=${z%:*} --set parallel.overlap=true --set preempt.hang_timeout=3
+		[ "$status" -eq 21 ]
+		message=$(jq -r .message runs/ov${z%:*}__job=local__task=0/exit_info.json)
+		echo "$message"
+		[[ "$message" == *"rank 0 ("*", its communication thread) waits in ${z#*:} #"*" of the world group (ranks 0-1, "*" bytes) since step 6 ("*" s); rank 1 never entered it"* ]]
+	done
 }
 
 @test "a completed run's exit_info says completed" {

@@ -178,7 +178,7 @@ START_TEST(test_queue_runs_jobs_in_order_and_waits_for_one)
 	struct job_log log = { .n = 0 };
 	long ticket[40];
 
-	ck_assert_int_eq(comm_queue_start(&q), 0);
+	ck_assert_int_eq(comm_queue_start(&q, NULL), 0);
 	for (int i = 0; i < 40; i++) /* more than the 16 slots: the rank waits for room */
 		ticket[i] = comm_queue_push(q, logged_job, &log, i, 0);
 	ck_assert_int_eq(ticket[0], 1);
@@ -199,7 +199,7 @@ START_TEST(test_queue_runs_nothing_after_a_failure)
 	struct job_log log = { .n = 0 };
 	long first, failing, last;
 
-	ck_assert_int_eq(comm_queue_start(&q), 0);
+	ck_assert_int_eq(comm_queue_start(&q, NULL), 0);
 	first = comm_queue_push(q, logged_job, &log, 0, 0);
 	failing = comm_queue_push(q, logged_job, &log, 1, COMM_EABORTED);
 	comm_queue_push(q, logged_job, &log, 2, 0);

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 #include "daemon/engine/parallel/comm_queue.h"
+#include "lib/comm/comm.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -24,12 +25,14 @@ struct comm_queue {
 	long pushed, finished;        /* the last ticket handed, and the last run */
 	int failed;                   /* the first failure, 0 */
 	int stop;
+	struct comm_trace *trace;
 };
 
 static void *queue_main(void *arg)
 {
 	struct comm_queue *q = arg;
 
+	comm_trace_attach(q->trace);
 	pthread_mutex_lock(&q->mu);
 	for (;;) {
 		struct job j;
@@ -53,7 +56,7 @@ static void *queue_main(void *arg)
 	return NULL;
 }
 
-int comm_queue_start(struct comm_queue **out)
+int comm_queue_start(struct comm_queue **out, struct comm_trace *trace)
 {
 	struct comm_queue *q = calloc(1, sizeof *q);
 	int rc;
@@ -61,6 +64,7 @@ int comm_queue_start(struct comm_queue **out)
 	*out = NULL;
 	if (!q)
 		return -1;
+	q->trace = trace;
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->more, NULL);
 	pthread_cond_init(&q->done, NULL);

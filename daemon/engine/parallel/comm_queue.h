@@ -24,11 +24,15 @@
 #define STORK_DAEMON_COMM_QUEUE_H
 
 struct comm_queue;
+struct comm_trace;
 
 typedef int (*comm_job_fn)(void *arg, int a, int b);
 
-/* Start the thread. 0, or -1 (memory or thread: errno). */
-int comm_queue_start(struct comm_queue **out);
+/*
+ * Start the thread; its collectives are recorded in trace (NULL: none),
+ * where a hang's report finds them. 0, or -1 (memory or thread: errno).
+ */
+int comm_queue_start(struct comm_queue **out, struct comm_trace *trace);
 
 /* Hand fn(arg, a, b) to the thread; its ticket (from 1, in order). Waits while 16 jobs are queued. */
 long comm_queue_push(struct comm_queue *q, comm_job_fn fn, void *arg, int a, int b);

@@ -48,6 +48,7 @@ struct grad_sync {
 	void *init_arg;
 	int stop;
 	double busy_s;               /* reducing, since the last wait */
+	struct comm_trace *trace;    /* where the thread's collectives are recorded; NULL */
 };
 
 /* Reduce pieces [a, b) of q: in place when one, else packed into the bucket. */
@@ -111,6 +112,7 @@ static void *sync_main(void *arg)
 		while (!g->q[b++].last) /* a group is queued whole, under one lock */
 			;
 		failed = g->err; /* read under the lock: grad_sync_push may set it */
+		comm_trace_attach(g->trace);
 		pthread_mutex_unlock(&g->mu);
 		t0 = clock_monotonic();
 		if (init_failed)
@@ -193,6 +195,13 @@ void grad_sync_push(struct grad_sync *g, float *const *p, const size_t *n, int k
 		g->q[g->queued - 1].last = 1;
 		pthread_cond_signal(&g->more);
 	}
+	pthread_mutex_unlock(&g->mu);
+}
+
+void grad_sync_trace(struct grad_sync *g, struct comm_trace *t)
+{
+	pthread_mutex_lock(&g->mu);
+	g->trace = t;
 	pthread_mutex_unlock(&g->mu);
 }
 

@@ -37,6 +37,7 @@
 #include <stddef.h>
 
 struct comm;
+struct comm_trace;
 struct gpt2;
 struct grad_sync;
 struct ops;
@@ -51,6 +52,9 @@ struct ops;
  */
 int grad_sync_start(struct grad_sync **out, struct comm *dp, const struct ops *o,
 		    size_t max_pieces, int (*thread_init)(void *arg), void *arg);
+
+/* Record the thread's collectives in t from its next group on (a hang's report reads it). */
+void grad_sync_trace(struct grad_sync *g, struct comm_trace *t);
 
 /*
  * Hand a group of k pieces (n[i] floats at p[i], final already) to the

@@ -324,7 +324,8 @@ static float *layer_buffer(const struct gpt2 *m, float *view[GPT2_NUM_TENSORS], 
 }
 
 int zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct comm *dp,
-		      int level, int grad_accum, int overlap, struct gpt2 *m)
+		      int level, int grad_accum, int overlap, struct comm_trace *trace,
+		      struct gpt2 *m)
 {
 	size_t off[GPT2_NUM_TENSORS], n[GPT2_NUM_TENSORS];
 	int k = layer_pieces(m, m->shard.first_layer, off, n);
@@ -337,7 +338,7 @@ int zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct c
 	for (int i = 0; i < k; i++)
 		zp->layer_n += n[i];
 	if (overlap) {
-		if (comm_queue_start(&zp->q) < 0)
+		if (comm_queue_start(&zp->q, trace) < 0)
 			return -1;
 		zp->nbuf = 2;
 	}

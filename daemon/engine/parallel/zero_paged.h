@@ -51,6 +51,7 @@
 
 struct comm;
 struct comm_queue;
+struct comm_trace;
 
 struct zero_paged {
 	const struct zero_plan *z;
@@ -77,10 +78,12 @@ struct zero_paged {
  * given back now. With overlap a thread of the rank's (comm_queue.h) runs
  * the layers' collectives: the next layer of a pass is gathered while
  * this one computes, and a layer's gradients are summed while the
- * backward pass computes the layer below. 0, or -1 (memory or thread).
+ * backward pass computes the layer below; its calls are recorded in trace
+ * (NULL: none). 0, or -1 (memory or thread).
  */
 int zero_paged_attach(struct zero_paged *zp, const struct zero_plan *z, struct comm *dp,
-		      int level, int grad_accum, int overlap, struct gpt2 *m);
+		      int level, int grad_accum, int overlap, struct comm_trace *trace,
+		      struct gpt2 *m);
 
 /* The thread, the buffers, and m's hooks. */
 void zero_paged_free(struct zero_paged *zp, struct gpt2 *m);

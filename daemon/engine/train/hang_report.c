@@ -62,14 +62,27 @@ void hang_stacks_attach(struct rank_progress *p)
 
 /* ------------------------------------------------------------ records */
 
-/* Local rank i's record, read while it may still run (relaxed: a diagnosis). */
+/*
+ * Local rank i's record, read while it may still run (relaxed: a
+ * diagnosis). A rank in no collective of its own may wait for its
+ * communication thread (parallel.overlap): the thread's collective, then.
+ */
 static json_t *rank_record(const struct train_node *node, int i, double now)
 {
 	const struct rank_progress *p = &node->progress[i];
 	const struct comm_trace *t = &p->trace;
-	int op = atomic_load_explicit(&t->op, memory_order_acquire);
-	const char *group = atomic_load_explicit(&t->group, memory_order_relaxed);
-	json_t *r = json_pack("{s:i, s:s, s:I, s:s, s:s, s:s, s:i}",
+	int op = atomic_load_explicit(&t->op, memory_order_acquire), thread = 0;
+	const char *group;
+	json_t *r;
+
+	if (op == COMM_TRACE_NONE &&
+	    atomic_load_explicit(&p->comm_thread.op, memory_order_acquire) != COMM_TRACE_NONE) {
+		t = &p->comm_thread;
+		op = atomic_load_explicit(&t->op, memory_order_acquire);
+		thread = 1;
+	}
+	group = atomic_load_explicit(&t->group, memory_order_relaxed);
+	r = json_pack("{s:i, s:s, s:I, s:s, s:s, s:s, s:i}",
 			      "rank", node->rank_base + i, "host", node->host,
 			      "step", (json_int_t)atomic_load(&p->step) + 1,
 			      "op", comm_trace_op_name(op), "group", group ? group : "",
@@ -78,6 +91,8 @@ static json_t *rank_record(const struct train_node *node, int i, double now)
 
 	if (!r || op == COMM_TRACE_NONE)
 		return r;
+	if (thread)
+		json_object_set_new(r, "thread", json_string("communication"));
 	json_object_set_new(r, "first", json_integer(atomic_load(&t->first)));
 	json_object_set_new(r, "block", json_integer(atomic_load(&t->block)));
 	json_object_set_new(r, "stride", json_integer(atomic_load(&t->stride)));

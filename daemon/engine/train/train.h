@@ -58,6 +58,7 @@ struct rank_progress {
 	_Atomic double rss;            /* local rank 0: storkd's resident memory; -1 unknown */
 	_Atomic double gpu_util, gpu_mem; /* a GPU rank's NVML utilisation (%) and memory used; NaN none */
 	struct comm_trace trace;       /* its calls on the communicators */
+	struct comm_trace comm_thread; /* its communication thread's (parallel.overlap) */
 	struct gpt2_where where;       /* its pass, block or phase */
 	void *stack[HANG_STACK_FRAMES]; /* its return addresses, when the watchdog asked */
 	int stack_n;

@@ -566,7 +566,8 @@ int rank_start_zero_paged(struct rank *r)
 		return rank_fail(r, STORK_EXIT_CONFIG, "parallel.zero 2 and 3 give memory back page by "
 				 "page, which only CPU ranks do so far; use parallel.zero: 1 on GPUs");
 	if (zero_paged_attach(&r->paged, &r->zero, r->grp.dp, r->lay.zero, r->cfg->train.grad_accum,
-			      r->cfg->parallel.overlap, &r->model) < 0)
+			      r->cfg->parallel.overlap, &r->node->progress[r->local].comm_thread,
+			      &r->model) < 0)
 		return rank_fail(r, STORK_EXIT_OUT_OF_MEMORY, "out of memory for a layer's parameters "
 				 "and gradients, or no thread for their collectives (parallel.zero)");
 	if (r->lay.pp > 1 && r->grp.dp) /* the stage's last micro-batch makes its layers' gradients final */
@@ -591,6 +592,7 @@ int rank_start_grad_sync(struct rank *r)
 	if (grad_sync_start(&r->sync, r->grp.dp, r->ops, gpt2_grad_pieces(&r->model),
 			    gpu ? sync_thread_on_gpu : NULL, r) < 0)
 		return rank_fail(r, STORK_EXIT_INTERNAL, "cannot start the gradient all-reduce thread");
+	grad_sync_trace(r->sync, &r->node->progress[r->local].comm_thread);
 	if (r->lay.pp > 1) /* the stage's last micro-batch makes its layers' gradients final */
 		pipeline_set_layer_hook(&r->pipe, grad_sync_layer_done, r->sync);
 	rank_logf(&r->log, "parallel.overlap: each layer's gradients are all-reduced during the "
