@@ -427,6 +427,14 @@ time.sleep(30)' "$name" >squat.out &
 				run_layout "$arch$t$p-z${z}o" "$t" "$p" "$z" "$@" --set parallel.overlap=true >/dev/null
 				grep -q 'parallel.overlap: a thread .*sums each layer' \
 					runs/"$arch$t$p-z${z}o"__job=local__task=0/logs/rank-000.log
+				# the step's collectives (the layers' too) and the part the rank waited for:
+				# all of it without overlap, at each of the 20 steps
+				paste <(metric_of "$arch$t$p-z$z" grad_sync_ms) <(metric_of "$arch$t$p-z$z" grad_sync_wait_ms) |
+					awk '$1 != $3 || $2 != $4 || $2 <= 0 { bad = 1 } END { exit bad || NR != 20 }'
+				paste <(metric_of "$arch$t$p-z${z}o" grad_sync_ms) <(metric_of "$arch$t$p-z${z}o" grad_sync_wait_ms) |
+					awk -v run="$arch$t$p-z${z}o" '{ busy += $2; wait += $4; n++ }
+					     END { printf "%s: collectives %.2f ms/step, waited %.2f ms/step\n", run, busy / n, wait / n > "/dev/stderr"
+						   exit !(n == 20 && busy > 0) }'
 				for m in train_loss grad_norm val_loss; do
 					[ "$(metric_of "$arch$t$p-z1" $m | wc -l)" -ge 2 ]
 					for run in "z$z" "z${z}o"; do

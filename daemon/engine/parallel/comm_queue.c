@@ -3,6 +3,7 @@
  */
 #include "config.h"
 #include "daemon/engine/parallel/comm_queue.h"
+#include "lib/clock.h"
 #include "lib/comm/comm.h"
 
 #include <errno.h>
@@ -26,6 +27,7 @@ struct comm_queue {
 	int failed;                   /* the first failure, 0 */
 	int stop;
 	struct comm_trace *trace;
+	double busy_s;                /* running jobs, since comm_queue_busy */
 };
 
 static void *queue_main(void *arg)
@@ -37,6 +39,7 @@ static void *queue_main(void *arg)
 	for (;;) {
 		struct job j;
 		int failed, rc;
+		double t0;
 
 		while (q->finished == q->pushed && !q->stop)
 			pthread_cond_wait(&q->more, &q->mu);
@@ -45,8 +48,10 @@ static void *queue_main(void *arg)
 		j = q->slot[q->finished % QUEUE_SLOTS];
 		failed = q->failed;
 		pthread_mutex_unlock(&q->mu);
+		t0 = clock_monotonic();
 		rc = failed ? failed : j.fn(j.arg, j.a, j.b); /* after a failure: only counted */
 		pthread_mutex_lock(&q->mu);
+		q->busy_s += clock_monotonic() - t0;
 		if (rc && !q->failed)
 			q->failed = rc;
 		q->finished++;
@@ -114,6 +119,17 @@ int comm_queue_drain(struct comm_queue *q)
 	last = q->pushed;
 	pthread_mutex_unlock(&q->mu);
 	return comm_queue_wait(q, last);
+}
+
+double comm_queue_busy(struct comm_queue *q)
+{
+	double s;
+
+	pthread_mutex_lock(&q->mu);
+	s = q->busy_s;
+	q->busy_s = 0.0;
+	pthread_mutex_unlock(&q->mu);
+	return s;
 }
 
 void comm_queue_stop(struct comm_queue *q)

@@ -43,6 +43,9 @@ int comm_queue_wait(struct comm_queue *q, long ticket);
 /* Wait until every job handed has run: 0 or the first failure. */
 int comm_queue_drain(struct comm_queue *q);
 
+/* The seconds the thread spent running jobs since the last call. */
+double comm_queue_busy(struct comm_queue *q);
+
 /* Run what is queued, end the thread and free q (NULL: nothing). */
 void comm_queue_stop(struct comm_queue *q);
 

@@ -6,6 +6,7 @@
 
 #include "daemon/engine/parallel/comm_queue.h"
 #include "kernels/ops.h"
+#include "lib/clock.h"
 #include "lib/comm/comm.h"
 
 #include <stdint.h>
@@ -189,11 +190,16 @@ static int job_reduce_in_place(void *arg, int layer, int unused)
 /* A job handed to the thread (its ticket), or run now without one (0; a failure noted). */
 static long issue(struct zero_paged *zp, comm_job_fn fn, int a, int b)
 {
+	double t0 = clock_monotonic(), dt;
 	int rc;
 
 	if (zp->q)
 		return comm_queue_push(zp->q, fn, zp, a, b);
-	if ((rc = fn(zp, a, b)))
+	rc = fn(zp, a, b);
+	dt = clock_monotonic() - t0;
+	zp->busy_s += dt;
+	zp->wait_s += dt;
+	if (rc)
 		hook_failed(zp, rc);
 	return 0;
 }
@@ -201,17 +207,34 @@ static long issue(struct zero_paged *zp, comm_job_fn fn, int a, int b)
 /* Wait for a job (ticket 0: one run already): 0, or the step's failure. */
 static int await(struct zero_paged *zp, long ticket)
 {
-	int rc = zp->q && ticket ? comm_queue_wait(zp->q, ticket) : 0;
+	double t0 = clock_monotonic();
+	int rc = 0;
 
+	if (zp->q && ticket) {
+		rc = comm_queue_wait(zp->q, ticket);
+		zp->wait_s += clock_monotonic() - t0;
+	}
 	return rc ? hook_failed(zp, rc) : zp->failed;
 }
 
 /* Every job handed has run: the rank may use the communicator again. */
 static int settle(struct zero_paged *zp)
 {
-	int rc = zp->q ? comm_queue_drain(zp->q) : 0;
+	double t0 = clock_monotonic();
+	int rc = 0;
 
+	if (zp->q) {
+		rc = comm_queue_drain(zp->q);
+		zp->wait_s += clock_monotonic() - t0;
+	}
 	return rc ? hook_failed(zp, rc) : zp->failed;
+}
+
+void zero_paged_times(struct zero_paged *zp, double *busy_s, double *wait_s)
+{
+	*busy_s = zp->busy_s + (zp->q ? comm_queue_busy(zp->q) : 0.0);
+	*wait_s = zp->wait_s;
+	zp->busy_s = zp->wait_s = 0.0;
 }
 
 /* Nothing gathered is current any more (the parameters changed, or were given back). */
@@ -415,6 +438,7 @@ int zero_paged_zero_grad(struct zero_paged *zp, struct gpt2 *m)
 
 	(void)settle(zp); /* nothing of the last step is still in flight */
 	zp->failed = 0;
+	zero_paged_times(zp, &(double){ 0 }, &(double){ 0 }); /* the step's figures start here */
 	/* the first time: made and zeroed whole */
 	if (first || !zp->dp) {
 		if ((rc = gpt2_zero_grad(m)) || !zp->dp)
@@ -439,13 +463,18 @@ int zero_paged_reduce_rest(struct zero_paged *zp, struct gpt2 *m)
 	float *p[GPT2_NUM_TENSORS];
 	size_t n[GPT2_NUM_TENSORS];
 	int k, rc;
+	double t0;
 
 	if (settle(zp)) /* the layers' sums are done, and the thread lets go of the communicator */
 		return zp->failed;
 	k = gpt2_global_grads(m, p, n);
+	t0 = clock_monotonic();
 	for (int i = 0; zp->dp && i < k; i++)
 		if ((rc = comm_allreduce(zp->dp, p[i], n[i], COMM_FLOAT32, COMM_SUM)))
 			return rc;
+	t0 = clock_monotonic() - t0;
+	zp->busy_s += t0;
+	zp->wait_s += t0;
 	zero_scale(zp->z, m, 1.0f / (float)zp->z->D); /* the mean over the replicas */
 	return 0;
 }

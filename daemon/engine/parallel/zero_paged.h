@@ -69,6 +69,7 @@ struct zero_paged {
 	int held[2];                 /* the layer pbuf[b] holds or is being gathered into; -1 */
 	long pticket[2], gticket[2]; /* the job filling pbuf[b]; the last job reading gbuf[b] */
 	int cur, gcur;               /* the buffers of the layer last fetched */
+	double busy_s, wait_s;       /* the step's collectives: their time, the rank's wait for them */
 };
 
 /*
@@ -105,6 +106,13 @@ int zero_paged_zero_grad(struct zero_paged *zp, struct gpt2 *m);
  * zero_reduce_scatter leaves). 0 or the first COMM_E* of the step.
  */
 int zero_paged_reduce_rest(struct zero_paged *zp, struct gpt2 *m);
+
+/*
+ * The step's collectives so far (the layers' gathers and sums, the rest's
+ * sum): the seconds they ran, and those the rank waited for them (all of
+ * them without overlap); then zero again.
+ */
+void zero_paged_times(struct zero_paged *zp, double *busy_s, double *wait_s);
 
 /* After the update: zero 2 gathers every part back (zero_allgather), zero 3 the tensors of no layer. */
 int zero_paged_after_update(struct zero_paged *zp, struct gpt2 *m);

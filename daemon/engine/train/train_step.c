@@ -304,9 +304,14 @@ static int reduce_gradients(struct rank *r)
 			zero_scale(&r->zero, m, 1.0f / (float)r->zero.D);
 		return rc;
 	}
-	if (r->lay.zero >= 2)
+	if (r->lay.zero >= 2) { /* the layers' collectives in the passes, and the rest's */
 		rc = zero_paged_reduce_rest(&r->paged, m);
-	else if (r->lay.zero)
+		zero_paged_times(&r->paged, &busy, &wait);
+		r->sync_ms = 1e3 * busy;
+		r->sync_wait_ms = 1e3 * wait;
+		return rc;
+	}
+	if (r->lay.zero)
 		rc = zero_reduce_scatter(&r->zero, m, r->grp.dp);
 	else
 		rc = comm_allreduce(r->grp.dp, m->grads, m->num_params, COMM_FLOAT32, COMM_SUM);
