@@ -241,10 +241,16 @@ void oom_verdict_text(const struct oom_verdict *v, char *buf, size_t len)
 		snprintf(buf + n, len - (size_t)n, "%s%s", limit, held);
 }
 
-/* /proc/PID/stat after the command's ")": state ppid pgrp ... utime(12) stime(13) cutime cstime ... rss(22) */
+/*
+ * /proc/PID/stat after the command's ")": state ppid pgrp ... utime(12)
+ * stime(13) cutime cstime ... rss(22). A process that is dying (its
+ * memory released already: no resident page) or has died and is not
+ * reaped yet (state Z or X) holds nothing any more: -1, not a zero that
+ * would replace what it held at the last sample.
+ */
 static int proc_stat(const char *pid, pid_t *pgrp, double *cpu_s, double *rss)
 {
-	char path[64], text[1024], *p;
+	char path[64], text[1024], *p, state;
 	unsigned long long ut, st, cut, cst;
 	long long pages;
 	int fd, n;
@@ -259,8 +265,9 @@ static int proc_stat(const char *pid, pid_t *pgrp, double *cpu_s, double *rss)
 	text[n] = '\0';
 	if (!(p = strrchr(text, ')')))
 		return -1;
-	if (sscanf(p + 2, "%*c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu %*d %*d "
-			  "%*d %*d %*u %*u %lld", pgrp, &ut, &st, &cut, &cst, &pages) != 6)
+	if (sscanf(p + 2, "%c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu %*d %*d "
+			  "%*d %*d %*u %*u %lld", &state, pgrp, &ut, &st, &cut, &cst, &pages) != 7 ||
+	    state == 'Z' || state == 'X' || pages <= 0)
 		return -1;
 	*cpu_s = (double)(ut + st + cut + cst) / (double)sysconf(_SC_CLK_TCK);
 	*rss = (double)pages * (double)sysconf(_SC_PAGESIZE);

@@ -60,7 +60,7 @@ int oom_watch_verdict(const struct oom_watch *w, struct oom_verdict *v);
 /* "killed by the out-of-memory killer: its cgroup /sys/... reached its limit of 256.0 MiB (it held 250.1 MiB at the last sample)" */
 void oom_verdict_text(const struct oom_verdict *v, char *buf, size_t len);
 
-/* The resident bytes of every process in process group pgid (a rank and its children); -1 none. */
+/* The resident bytes of every process in process group pgid (a rank and its children); -1 none (a dead one not reaped yet counts as none). */
 double oom_group_resident(pid_t pgid, double *cpu_s);
 
 #endif

@@ -2,19 +2,23 @@
  * t/unit/check_program.c - the pieces of `stork run -- PROGRAM` that need
  * no cluster: what a failed rank said (a Python traceback on stderr, or
  * PyTorch's error file), a rank's environment, the engine's keys a
- * program run refuses, and metrics lines a program writes itself.
+ * program run refuses, metrics lines a program writes itself, and the
+ * memory a rank's process group holds.
  */
 #include "config.h"
 #include "daemon/program/program_env.h"
 #include "daemon/program/program_error.h"
 #include "lib/env_number.h"
+#include "lib/oom_watch.h"
 #include "lib/run/metrics_file.h"
 #include "lib/config/stork_config.h"
 
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char chained[] =
@@ -300,6 +304,34 @@ START_TEST(metrics_file_followed_as_it_grows)
 }
 END_TEST
 
+/* A rank's process group: its memory while it lives; none once it died and waits to be reaped. */
+START_TEST(group_memory_of_a_live_and_a_dead_rank)
+{
+	pid_t pid = fork();
+	double held = -1, cpu;
+	siginfo_t si;
+	int status;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setpgid(0, 0);
+		pause();
+		_exit(0);
+	}
+	setpgid(pid, pid);
+	for (int i = 0; i < 500 && held <= 0; i++) {
+		held = oom_group_resident(pid, &cpu);
+		usleep(10000);
+	}
+	ck_assert_msg(held > 0, "a live process group holds %.0f bytes", held);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0); /* dead, not reaped */
+	held = oom_group_resident(pid, &cpu);
+	ck_assert_msg(held < 0, "a dead process not reaped yet holds %.0f bytes", held);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("program");
@@ -315,6 +347,7 @@ int main(void)
 	tcase_add_test(tc, engine_keys_named_with_their_origin);
 	tcase_add_test(tc, metrics_lines_with_blanks);
 	tcase_add_test(tc, metrics_file_followed_as_it_grows);
+	tcase_add_test(tc, group_memory_of_a_live_and_a_dead_rank);
 	tcase_add_test(tc, mpi_signal_report_and_lost_peers);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
