@@ -179,8 +179,7 @@ static double mono_now(void)
  * Progress the data worker, and the error-handling one every
  * UCX_MAIN_EVERY calls unless data flows through it too (its TCP
  * transport costs a system call per progress).
- */
-/*
+ *
  * Progress runs under progress_lock: a request completes only in some
  * thread's progress, and UCX's cancel of a receive that another thread's
  * progress has just completed fails an assertion and aborts the process
@@ -303,14 +302,6 @@ static void *post_recv(struct ucx_comm *c, int src, void *buf, size_t len,
 					 make_tag(c, round, src), UCX_TAG_ALL, &p), data);
 }
 
-/*
- * Wait for every request of reqs (NULL: done already); frees them. Returns
- * COMM_EABORTED once the comm_ucx is aborted (by comm_abort, or by a peer's
- * failure reported through ep_error), after cancelling what is pending.
- * With info, reqs[0] is a tag receive: *info gets what arrived, and a
- * message longer than the buffer (UCX truncates it) is not a failure but
- * left to the caller, who knows which sizes the two ranks meant.
- */
 /* Cancel what of reqs is still in flight (see progress). */
 static void cancel_pending(struct comm_ucx *u, void **reqs, int n)
 {
@@ -321,6 +312,14 @@ static void cancel_pending(struct comm_ucx *u, void **reqs, int n)
 	pthread_mutex_unlock(&u->progress_lock);
 }
 
+/*
+ * Wait for every request of reqs (NULL: done already); frees them. Returns
+ * COMM_EABORTED once the comm_ucx is aborted (by comm_abort, or by a peer's
+ * failure reported through ep_error), after cancelling what is pending.
+ * With info, reqs[0] is a tag receive: *info gets what arrived, and a
+ * message longer than the buffer (UCX truncates it) is not a failure but
+ * left to the caller, who knows which sizes the two ranks meant.
+ */
 static int wait_all_info(struct ucx_comm *c, void **reqs, int n, ucp_tag_recv_info_t *info)
 {
 	struct comm_ucx *u = c->u;

@@ -190,11 +190,12 @@ static int job_reduce_in_place(void *arg, int layer, int unused)
 /* A job handed to the thread (its ticket), or run now without one (0; a failure noted). */
 static long issue(struct zero_paged *zp, comm_job_fn fn, int a, int b)
 {
-	double t0 = clock_monotonic(), dt;
+	double t0, dt;
 	int rc;
 
 	if (zp->q)
 		return comm_queue_push(zp->q, fn, zp, a, b);
+	t0 = clock_monotonic();
 	rc = fn(zp, a, b);
 	dt = clock_monotonic() - t0;
 	zp->busy_s += dt;
