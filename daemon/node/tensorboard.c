@@ -8,6 +8,7 @@
 #include "lib/io/io.h"
 #include "lib/log.h"
 #include "lib/run/metrics_file.h"
+#include "lib/run/metrics_line.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -83,10 +84,9 @@ void tensorboard_start(struct tensorboard *tb, const char *run_dir, const char *
 	}
 }
 
-/* One metrics line (metrics_file_follow's callback): a scalar when it has a metric, a numeric value and a step. */
-static int put_line(char *line, size_t len, void *arg)
+/* A line the scanner could not read (metrics_line.h), parsed: a scalar's event when it is one. */
+static int put_parsed(struct tensorboard_rank *r, const char *line, size_t len)
 {
-	struct tensorboard_rank *r = arg;
 	json_t *v = json_loadb(line, len, 0, NULL);
 	const json_t *value = json_object_get(v, "value"), *step = json_object_get(v, "step");
 	const char *metric = json_string_value(json_object_get(v, "metric"));
@@ -97,13 +97,31 @@ static int put_line(char *line, size_t len, void *arg)
 				     json_integer_value(step), metric,
 				     (float)json_number_value(value));
 	json_decref(v);
+	return rc;
+}
+
+/* One metrics line (metrics_file_follow's callback): a scalar when it has a metric, a numeric value and a step. */
+static int put_line(char *line, size_t len, void *arg)
+{
+	struct tensorboard_rank *r = arg;
+	struct metrics_scalar s;
+	int rc = 0;
+
+	switch (metrics_line_scalar(line, len, &s)) {
+	case 1: rc = tfevents_scalar(&r->events, s.ts, s.step, s.metric, (float)s.value); break;
+	case 0: break;
+	default: rc = put_parsed(r, line, len); break;
+	}
 	return rc < 0 ? 1 : 0;
 }
 
-/* What rank r's metrics file gained, as events. */
+/* What rank r's metrics file gained, as events, written at once. */
 static void follow(struct tensorboard *tb, struct tensorboard_rank *r)
 {
-	if (r->events.fd >= 0 && metrics_file_follow(r->metrics, &r->read_to, put_line, r) > 0) {
+	if (r->events.fd < 0)
+		return;
+	if (metrics_file_follow(r->metrics, &r->read_to, put_line, r) > 0 ||
+	    tfevents_flush(&r->events) < 0) {
 		warn_once(tb, "cannot write", r->events.path);
 		tfevents_close(&r->events);
 	}

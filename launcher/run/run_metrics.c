@@ -139,8 +139,14 @@ void run_metrics_tensorboard_end(const char *run_dir, long long step, const char
 	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
 		return; /* metrics.tensorboard: false */
 	gethostname(host, sizeof host - 1);
-	if (tfevents_open(&ev, dir, host, clock_wall(), err, sizeof err) < 0 ||
-	    tfevents_text(&ev, clock_wall(), step < 0 ? 0 : step, "exit", text) < 0)
-		stork_warn("TensorBoard files: the run's end: %s", err[0] ? err : strerror(errno));
-	tfevents_close(&ev);
+	if (tfevents_open(&ev, dir, host, clock_wall(), err, sizeof err) < 0) {
+		stork_warn("TensorBoard files: the run's end: %s", err);
+		return;
+	}
+	if (tfevents_text(&ev, clock_wall(), step < 0 ? 0 : step, "exit", text) < 0 ||
+	    tfevents_close(&ev) < 0) {
+		stork_warn("TensorBoard files: the run's end: cannot write %s: %s", ev.path,
+			   strerror(errno));
+		tfevents_close(&ev);
+	}
 }

@@ -152,12 +152,11 @@ static void put_event(struct pb *event, double wall, int64_t step, struct pb *va
 
 /* ------------------------------------------------------------ the file */
 
-/* One record, whole, in one write: a reader never sees half of one. */
+/* One record (framed: length, its CRC, data, its CRC) added to what the next flush writes. */
 static int write_record(struct tfevents *t, struct pb *data)
 {
-	struct pb rec = { 0 };
+	struct pb rec = { t->pending, t->pending_n, t->pending_cap, 0 };
 	uint8_t len[8];
-	ssize_t n;
 	int rc = -1;
 
 	if (t->fd < 0 || data->failed) {
@@ -170,20 +169,49 @@ static int write_record(struct tfevents *t, struct pb *data)
 	put_little(&rec, masked_crc(len, 8), 4);
 	put_raw(&rec, data->p, data->n);
 	put_little(&rec, masked_crc(data->p, data->n), 4);
-	if (rec.failed) {
+	t->pending = rec.p;
+	t->pending_cap = rec.cap;
+	if (rec.failed) { /* what was kept before stays whole; this record is lost */
+		t->failed = 1;
 		errno = ENOMEM;
 		goto out;
 	}
-	n = write(t->fd, rec.p, rec.n);
-	if (n == (ssize_t)rec.n)
-		rc = 0;
-	else if (n >= 0)
-		errno = ENOSPC;
+	t->pending_n = rec.n;
+	rc = 0;
 out:
-	free(rec.p);
 	free(data->p);
 	*data = (struct pb){ 0 };
 	return rc;
+}
+
+int tfevents_flush(struct tfevents *t)
+{
+	size_t done = 0;
+
+	if (t->fd < 0) {
+		errno = EBADF;
+		return -1;
+	}
+	while (done < t->pending_n) {
+		ssize_t n = write(t->fd, t->pending + done, t->pending_n - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) { /* the caller gives the file up: what is kept is dropped */
+			if (n == 0)
+				errno = ENOSPC;
+			t->pending_n = 0;
+			return -1;
+		}
+		done += (size_t)n;
+	}
+	t->pending_n = 0;
+	if (t->failed) {
+		t->failed = 0;
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
 }
 
 int tfevents_open(struct tfevents *t, const char *dir, const char *host, double wall,
@@ -191,7 +219,7 @@ int tfevents_open(struct tfevents *t, const char *dir, const char *host, double 
 {
 	struct pb event = { 0 };
 
-	t->fd = -1;
+	*t = (struct tfevents){ .fd = -1 };
 	if (mkdir_p(dir, 0755) < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
 		return -1;
@@ -217,7 +245,7 @@ int tfevents_open(struct tfevents *t, const char *dir, const char *host, double 
 	}
 	put_double(&event, 1, wall);
 	put_len(&event, 3, "brain.Event:2", strlen("brain.Event:2"));
-	if (write_record(t, &event) < 0) {
+	if (write_record(t, &event) < 0 || tfevents_flush(t) < 0) {
 		snprintf(err, errlen, "cannot write %s: %s", t->path, strerror(errno));
 		tfevents_close(t);
 		return -1;
@@ -254,9 +282,19 @@ int tfevents_text(struct tfevents *t, double wall, int64_t step, const char *tag
 	return write_record(t, &event);
 }
 
-void tfevents_close(struct tfevents *t)
+int tfevents_close(struct tfevents *t)
 {
-	if (t->fd >= 0)
+	int rc = 0, saved;
+
+	if (t->fd >= 0) {
+		rc = t->pending_n || t->failed ? tfevents_flush(t) : 0;
+		saved = errno;
 		close(t->fd);
+		errno = saved;
+	}
+	free(t->pending);
+	t->pending = NULL;
+	t->pending_n = t->pending_cap = 0;
 	t->fd = -1;
+	return rc;
 }

@@ -6,9 +6,12 @@
  * The file's first record says its version ("brain.Event:2"); then each
  * record is one Event at a step and wall time with one Summary.Value:
  * a scalar (simple_value) or a text (a string tensor with the "text"
- * plugin's metadata, shown in TensorBoard's Text tab). Each record is one
- * write(2), so a TensorBoard reading the directory sees whole records as
- * they come; nothing is buffered.
+ * plugin's metadata, shown in TensorBoard's Text tab). Records are kept
+ * in memory until tfevents_flush (or close) writes them in one write(2):
+ * a follower of a run adds a second's worth of lines at a time, and one
+ * system call a record cost as much as the records themselves. A reader
+ * may still see a record cut short at the end of the file while a write
+ * is under way, which TensorBoard's reader takes as "not yet there".
  *
  * The protobuf fields (tensorboard/compat/proto/event.proto, summary.proto,
  * tensor.proto): Event.wall_time 1 (double), step 2 (int64), file_version
@@ -26,6 +29,9 @@
 struct tfevents {
 	int fd;                 /* -1: not open, or given up after a failed write */
 	char path[4300];
+	unsigned char *pending; /* framed records not yet written */
+	size_t pending_n, pending_cap;
+	int failed;             /* a record could not be kept (out of memory): flush fails */
 };
 
 /* CRC32C (Castagnoli), as TFRecord takes it before masking. */
@@ -39,13 +45,17 @@ uint32_t tfevents_crc32c(const void *data, size_t len);
 int tfevents_open(struct tfevents *t, const char *dir, const char *host, double wall,
 		  char *err, size_t errlen);
 
-/* One scalar (tag at step); 0, or -1 (errno) when the write failed. */
+/* One scalar (tag at step), kept until the next flush; 0, or -1 (errno). */
 int tfevents_scalar(struct tfevents *t, double wall, int64_t step, const char *tag, float value);
 
-/* One text (TensorBoard's Text tab; Markdown); 0 or -1. */
+/* One text (TensorBoard's Text tab; Markdown), kept until the next flush; 0 or -1. */
 int tfevents_text(struct tfevents *t, double wall, int64_t step, const char *tag,
 		  const char *text);
 
-void tfevents_close(struct tfevents *t);
+/* Write the records kept so far; 0, or -1 (errno) when they could not all be written. */
+int tfevents_flush(struct tfevents *t);
+
+/* Flush and close; 0, or -1 (errno) when the flush failed. */
+int tfevents_close(struct tfevents *t);
 
 #endif

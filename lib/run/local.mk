@@ -7,6 +7,7 @@ lib_libstork_la_SOURCES += \
 	lib/run/exit_info.c lib/run/exit_info.h \
 	lib/run/metrics_rollup.c lib/run/metrics_rollup.h \
 	lib/run/metrics_file.c lib/run/metrics_file.h \
+	lib/run/metrics_line.c lib/run/metrics_line.h \
 	lib/run/hang_explain.c lib/run/hang_explain.h \
 	lib/run/end_notice.c lib/run/end_notice.h \
 	lib/run/membership.c lib/run/membership.h \

@@ -1,7 +1,8 @@
 /*
  * t/unit/check_tfevents.c - TensorBoard's event files (lib/formats/tfevents.h):
  * CRC32C against the standard's check values, a file's first record
- * framed as TFRecord frames it, and a new file for every writer.
+ * framed as TFRecord frames it, records kept until a flush writes them
+ * whole, a failed write reported, and a new file for every writer.
  * t/integration/tensorboard/check.py reads whole runs' files through
  * TensorBoard's schema with other implementations.
  */
@@ -13,8 +14,10 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[64], err[4600];
@@ -120,6 +123,46 @@ START_TEST(every_writer_gets_a_new_file)
 }
 END_TEST
 
+static off_t size_of(const char *path)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	return st.st_size;
+}
+
+/* The version record at once; scalars at the flush, all of them; a full disk said by the flush and by nothing else. */
+START_TEST(records_wait_for_a_flush_and_a_failed_write_is_said)
+{
+	struct tfevents t;
+	off_t version;
+	int full = open("/dev/full", O_WRONLY);
+
+	make_dir();
+	ck_assert_int_eq(tfevents_open(&t, dir, "h1", 5, err, sizeof err), 0);
+	version = size_of(t.path);
+	ck_assert_int_gt(version, 16);
+	for (int i = 0; i < 100; i++)
+		ck_assert_int_eq(tfevents_scalar(&t, 5, i, "train_loss", 1.0f), 0);
+	ck_assert_int_eq(size_of(t.path), version);
+	ck_assert_int_eq(tfevents_flush(&t), 0);
+	/* 100 records of 16 bytes of framing and one event each, all there */
+	ck_assert_int_gt(size_of(t.path), version + 100 * 16);
+	ck_assert_int_eq(tfevents_flush(&t), 0); /* nothing kept: nothing written */
+	ck_assert_int_ge(full, 0);
+	ck_assert_int_ge(dup2(full, t.fd), 0);
+	ck_assert_int_eq(tfevents_scalar(&t, 5, 100, "train_loss", 1.0f), 0);
+	errno = 0;
+	ck_assert_int_eq(tfevents_flush(&t), -1);
+	ck_assert_int_eq(errno, ENOSPC);
+	ck_assert_int_eq(tfevents_scalar(&t, 5, 101, "train_loss", 1.0f), 0);
+	ck_assert_int_eq(tfevents_close(&t), -1); /* the close's flush fails too */
+	ck_assert_int_eq(t.fd, -1);
+	close(full);
+	remove_dir();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("tfevents");
@@ -129,6 +172,7 @@ int main(void)
 
 	tcase_add_test(tc, crc32c_matches_the_check_values);
 	tcase_add_test(tc, records_are_framed_with_masked_crcs);
+	tcase_add_test(tc, records_wait_for_a_flush_and_a_failed_write_is_said);
 	tcase_add_test(tc, every_writer_gets_a_new_file);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -58,3 +58,8 @@ t_unit_check_slurm_job_SOURCES = t/unit/check_slurm_job.c
 t_unit_check_slurm_job_CFLAGS = $(UNIT_CFLAGS) -DFAKE_SCONTROL_DIR='"$(abs_top_builddir)/t/unit/fake"'
 t_unit_check_slurm_job_LDADD = lib/libstork_slurm.a $(UNIT_LIBS) $(SLURM_LIBS)
 t_unit_fake_scontrol_SOURCES = t/unit/fake/scontrol.c
+check_PROGRAMS += t/unit/check_metrics_line
+TESTS += t/unit/check_metrics_line
+t_unit_check_metrics_line_SOURCES = t/unit/check_metrics_line.c
+t_unit_check_metrics_line_CFLAGS = $(UNIT_CFLAGS)
+t_unit_check_metrics_line_LDADD = $(UNIT_LIBS)
