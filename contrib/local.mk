@@ -3,7 +3,7 @@ EXTRA_DIST += contrib/testcluster/stork-testcluster.in \
 	contrib/debian-packages contrib/bootstrap contrib/run-tests contrib/test-summary contrib/run-sanitizer-tests contrib/demo contrib/as-root.bash \
 	contrib/sbatch/demo.sbatch contrib/sbatch/demo.yaml contrib/bench/gpt2-124m.yaml \
 	contrib/bench/gpu-figures contrib/bench/llmc-figures contrib/bench/llmc-cpu-figures \
-	contrib/bench/prep-figures contrib/source-graph contrib/stale-names
+	contrib/bench/prep-figures contrib/bench/telemetry-figures contrib/source-graph contrib/stale-names
 noinst_SCRIPTS = contrib/testcluster/stork-testcluster
 
 # The Python helper of `stork run -- PROGRAM` (stork(1), RUNNING YOUR OWN
