@@ -68,6 +68,13 @@ int kernels_cuda_check(FILE *out);
  */
 void kernels_cuda_why_none(int e, char *buf, size_t len);
 
+/*
+ * The device memory this process's engine holds on GPU dev (its
+ * allocations and the backend's scratch), now and at most since the
+ * process started, in bytes; both 0 without CUDA.
+ */
+void kernels_cuda_engine_bytes(int dev, double *now, double *peak);
+
 /* Whether p points into device memory (cudaMalloc); 0 for host memory and without CUDA. */
 int kernels_cuda_is_device_ptr(const void *p);
 

@@ -79,6 +79,12 @@ int kernels_cuda_check(FILE *out)
 	return 1;
 }
 
+void kernels_cuda_engine_bytes(int dev, double *now, double *peak)
+{
+	(void)dev;
+	*now = *peak = 0.0;
+}
+
 int kernels_cuda_is_device_ptr(const void *p)
 {
 	(void)p;

@@ -14,6 +14,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <unordered_map>
 
 void cuda_check(cudaError_t err, const char *what)
 {
@@ -29,6 +31,55 @@ void cublas_check(cublasStatus_t st, const char *what)
 		fprintf(stderr, "stork cublas: %s failed (status %d)\n", what, (int)st);
 		abort();
 	}
+}
+
+/*
+ * What the engine holds on each device, and the most it held since the
+ * process started (kernels_cuda_engine_bytes): cudaFree does not say how
+ * much it gave back, so each allocation's size and device are kept until
+ * its free. A few hundred allocations a run: a map under one lock.
+ */
+namespace {
+struct held_block {
+	size_t bytes;
+	int dev;
+};
+constexpr int HELD_DEVICES = 64;
+std::mutex held_lock;
+std::unordered_map<void *, held_block> held;
+size_t held_now[HELD_DEVICES], held_peak[HELD_DEVICES];
+} // namespace
+
+static void note_alloc(void *p, size_t bytes)
+{
+	int dev = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= HELD_DEVICES)
+		return;
+	std::lock_guard<std::mutex> hold(held_lock);
+	held[p] = held_block{ bytes, dev };
+	held_now[dev] += bytes;
+	if (held_now[dev] > held_peak[dev])
+		held_peak[dev] = held_now[dev];
+}
+
+static void note_free(void *p)
+{
+	std::lock_guard<std::mutex> hold(held_lock);
+	auto it = held.find(p);
+
+	if (it == held.end())
+		return;
+	held_now[it->second.dev] -= it->second.bytes;
+	held.erase(it);
+}
+
+extern "C" void kernels_cuda_engine_bytes(int dev, double *now, double *peak)
+{
+	std::lock_guard<std::mutex> hold(held_lock);
+
+	*now = dev >= 0 && dev < HELD_DEVICES ? (double)held_now[dev] : 0.0;
+	*peak = dev >= 0 && dev < HELD_DEVICES ? (double)held_peak[dev] : 0.0;
 }
 
 static thread_local cublasHandle_t blas;
@@ -78,11 +129,14 @@ enum ops_precision cuda_precision(void)
 void *cuda_scratch(int slot, size_t bytes)
 {
 	if (bytes > scratch_bytes[slot]) {
-		if (scratch[slot])
+		if (scratch[slot]) {
+			note_free(scratch[slot]);
 			cuda_check(cudaFree(scratch[slot]), "cudaFree scratch");
+		}
 		scratch[slot] = nullptr;
 		scratch_bytes[slot] = 0;
 		cuda_check(cudaMalloc(&scratch[slot], bytes), "cudaMalloc scratch");
+		note_alloc(scratch[slot], bytes);
 		scratch_bytes[slot] = bytes;
 	}
 	return scratch[slot];
@@ -98,13 +152,16 @@ void *cuda_alloc(size_t bytes)
 		return nullptr;
 	}
 	cuda_check(e, "cudaMalloc");
+	note_alloc(p, bytes ? bytes : 1);
 	return p;
 }
 
 void cuda_free(void *p)
 {
-	if (p)
+	if (p) {
+		note_free(p);
 		cuda_check(cudaFree(p), "cudaFree");
+	}
 }
 
 void cuda_upload(void *dst, const void *src, size_t bytes)

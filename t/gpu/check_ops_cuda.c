@@ -696,6 +696,29 @@ START_TEST(test_memory_round_trip_and_out_of_memory)
 }
 END_TEST
 
+/* The engine's count of its device memory (metrics gpu_engine_bytes and _peak_bytes): 64 MiB in, out, the peak kept. */
+START_TEST(test_engine_bytes_follow_alloc_and_free)
+{
+	const size_t big = 64u << 20;
+	double now0, peak0, now1, peak1, now2, peak2;
+	float *d;
+
+	use_gpu();
+	kernels_cuda_engine_bytes(0, &now0, &peak0);
+	d = ops_cuda.alloc(big);
+	ck_assert_ptr_nonnull(d);
+	kernels_cuda_engine_bytes(0, &now1, &peak1);
+	ops_cuda.free(d);
+	kernels_cuda_engine_bytes(0, &now2, &peak2);
+	ck_assert_msg(now1 == now0 + big, "%.0f after %zu more than %.0f", now1, big, now0);
+	ck_assert(peak1 >= now1 && peak1 >= peak0);
+	ck_assert_msg(now2 == now0, "%.0f after the free, %.0f before", now2, now0);
+	ck_assert(peak2 == peak1);
+	kernels_cuda_engine_bytes(-1, &now2, &peak2);
+	ck_assert(now2 == 0 && peak2 == 0);
+}
+END_TEST
+
 /*
  * The fused attention against the unfused one (fp32, on the GPU), forward
  * and backward, in each precision of its tiles, at T up to 2048 and heads
@@ -817,6 +840,7 @@ int main(void)
 	tcase_add_test(tc, test_sumsq_is_deterministic_and_right);
 	tcase_add_test(tc, test_backward_passes_repeat_their_bits);
 	tcase_add_test(tc, test_memory_round_trip_and_out_of_memory);
+	tcase_add_test(tc, test_engine_bytes_follow_alloc_and_free);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	/* no fork per test: the device count above initialised CUDA in this

@@ -123,6 +123,16 @@ static void open_nvml(void)
 		stork_info("no GPU telemetry: %s", err);
 }
 
+/* What the engine itself holds on a GPU rank's device, and its peak (the allocator's own count, NVML or not). */
+static void sample_engine_bytes(struct rank *r, int64_t step)
+{
+	double now, peak;
+
+	kernels_cuda_engine_bytes(r->gpu, &now, &peak);
+	rank_metric(&r->log, step + 1, "gpu_engine_bytes", now, "bytes");
+	rank_metric(&r->log, step + 1, "gpu_engine_peak_bytes", peak, "bytes");
+}
+
 /* A GPU rank's device figures (metrics gpu_*), when NVML has them. */
 static void sample_gpu(struct rank *r, int64_t step)
 {
@@ -183,6 +193,8 @@ double rank_telemetry_step(struct rank *r, int64_t step, double tokens_per_s)
 			rank_metric(&r->log, step + 1, "host_rss_bytes", rss, "bytes");
 		atomic_store(&p->rss, rss);
 		atomic_store(&p->rank_bytes, held);
+		if (r->ops != &ops_cpu)
+			sample_engine_bytes(r, step);
 		sample_gpu(r, step);
 	}
 	return mfu;
