@@ -238,6 +238,11 @@ struct ops {
 	/* p (n) *= s: gradient averaging and clipping. */
 	void (*scale)(float *p, size_t n, float s);
 	/*
+	 * p (n) rounded to bf16 in place (math_bf16_round): an activation as
+	 * bf16 storage holds it (gpt2_set_bf16_activations).
+	 */
+	void (*round_bf16)(float *p, size_t n);
+	/*
 	 * Sum of squares of p (n) in double (the global gradient norm), summed
 	 * in an order that depends only on n, not on the thread count.
 	 */

@@ -112,6 +112,8 @@ void cpu_set_precision(enum ops_precision p);
 int cpu_bf16_on(void);
 /* x (n) rounded to bf16 into the thread's slot (kept until the slot's next use). */
 const float *cpu_bf16_rounded(int slot, const float *x, size_t n);
+/* p (n) rounded to bf16 in place (ops->round_bf16). */
+void cpu_round_bf16(float *p, size_t n);
 
 /* Memory (memory.c): host memory. */
 void *cpu_host_alloc(size_t bytes);

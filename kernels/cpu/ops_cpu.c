@@ -68,6 +68,7 @@ const struct ops ops_cpu = {
 	.adamw = cpu_adamw,
 	.zero = cpu_zero,
 	.scale = cpu_scale,
+	.round_bf16 = cpu_round_bf16,
 	.sumsq = cpu_sumsq,
 	.alloc = cpu_host_alloc,
 	.free = cpu_host_free,

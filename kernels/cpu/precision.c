@@ -90,6 +90,13 @@ static SIMD_CLONES void round_part(void *p, int block, int count)
 		a->dst[i] = math_bf16_round(a->src[i]);
 }
 
+void cpu_round_bf16(float *p, size_t n)
+{
+	struct round_args a = { .dst = p, .src = p, .n = n };
+
+	parallel_for(blocks_of(n, EW_BLOCK), threads_for(4.0 * n), round_part, &a);
+}
+
 const float *cpu_bf16_rounded(int slot, const float *x, size_t n)
 {
 	struct precision_state *s = state();

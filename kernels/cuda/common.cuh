@@ -172,6 +172,7 @@ void cuda_adamw(float *params, const float *grads, float *m, float *v, size_t n,
 		float beta1, float beta2, float eps, float wd, float bc1, float bc2);
 void cuda_zero(float *p, size_t n);
 void cuda_scale(float *p, size_t n, float s);
+void cuda_round_bf16(float *p, size_t n);
 double cuda_sumsq(const float *p, size_t n);
 
 /* Memory (memory.cu). */

@@ -105,6 +105,21 @@ void cuda_zero(float *p, size_t n)
 		cuda_check(cudaMemsetAsync(p, 0, n * sizeof(float), cudaStreamPerThread), "zero");
 }
 
+__global__ static void round_bf16_kernel(float *p, size_t n)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		p[i] = math_bf16_round(p[i]);
+}
+
+void cuda_round_bf16(float *p, size_t n)
+{
+	if (!n)
+		return;
+	round_bf16_kernel<<<grid_for(n), BLOCK>>>(p, n);
+	LAUNCHED("round_bf16");
+}
+
 void cuda_scale(float *p, size_t n, float s)
 {
 	if (!n)

@@ -62,6 +62,7 @@ static struct ops make_ops_cuda(void)
 	o.adamw = cuda_adamw;
 	o.zero = cuda_zero;
 	o.scale = cuda_scale;
+	o.round_bf16 = cuda_round_bf16;
 	o.sumsq = cuda_sumsq;
 	o.alloc = cuda_alloc;
 	o.free = cuda_free;

@@ -611,6 +611,10 @@ START_TEST(test_elementwise)
 	ops_cpu.scale(y.h, n, 0.37f);
 	ops_cuda.scale(y.d, n, 0.37f);
 	agree(&y, "scale");
+	/* bf16 activations: the same rounding, bit for bit */
+	ops_cpu.round_bf16(x.h, n);
+	ops_cuda.round_bf16(x.d, n);
+	same_bits(x.d, x.h, n, "round_bf16");
 	ops_cpu.zero(y.h, n);
 	ops_cuda.zero(y.d, n);
 	agree(&y, "zero");

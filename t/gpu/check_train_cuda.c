@@ -8,7 +8,8 @@
  *     relative (TF32 off: both compute in fp32, only the summation orders
  *     differ, a few ulps per layer);
  *   - bf16 matrix products (train.precision: bf16) track fp32 within 2%
- *     over 200 steps on a learnable stream, and are not fp32;
+ *     over 200 steps on a learnable stream, and are not fp32; with bf16
+ *     activations too (gpt2_set_bf16_activations), GPT-2 and the Llama;
  *   - train.recompute gelu and block give the losses and parameters of
  *     keeping every activation, bit for bit, on the GPU too (its kernels
  *     have no atomics: the same inputs give the same bits);
@@ -184,21 +185,26 @@ END_TEST
  * printed beside it.
  */
 #define WINDOW 10
+/* _i: bit 0 bf16 activations too (gpt2_set_bf16_activations), bit 1 the Llama. */
 START_TEST(test_bf16_tracks_fp32_over_200_steps)
 {
 	enum { N = 200 };
 	float l[2][N], worst = 0.0f, worst_window = 0.0f;
-	int differ = 0;
+	int differ = 0, acts = _i & 1;
+	const char *what = _i == 0 ? "bf16" : _i == 1 ? "bf16 activations" :
+		           _i == 2 ? "llama bf16" : "llama bf16 activations";
 
 	use_gpu();
 	learnable = 1;
 	fused = 1;
+	model_cfg = _i & 2 ? &small_llama : &small;
 	for (int p = 0; p < 2; p++) {
 		struct gpt2 g;
 		struct adamw_state gs;
 
 		make(&g, &gs, &ops_cuda);
 		ops_cuda.set_precision(p ? OPS_BF16 : OPS_FP32);
+		gpt2_set_bf16_activations(&g, p && acts);
 		for (int k = 0; k < N; k++)
 			l[p][k] = step(&g, &gs, NULL, NULL, k, 0);
 		ops_cuda.set_precision(OPS_FP32);
@@ -207,6 +213,7 @@ START_TEST(test_bf16_tracks_fp32_over_200_steps)
 	}
 	learnable = 0;
 	fused = 0;
+	model_cfg = &small;
 	for (int k = 0; k < N; k++) {
 		float r = fabsf(l[1][k] - l[0][k]) / l[0][k];
 
@@ -219,14 +226,14 @@ START_TEST(test_bf16_tracks_fp32_over_200_steps)
 		for (int k = k0; k < k0 + WINDOW; k++)
 			a += l[1][k], b += l[0][k];
 		r = fabsf(a - b) / b;
-		ck_assert_msg(r <= 0.02f, "steps %d-%d: bf16 mean loss %.6f, fp32 %.6f", k0,
-			      k0 + WINDOW - 1, a / WINDOW, b / WINDOW);
+		ck_assert_msg(r <= 0.02f, "steps %d-%d: %s mean loss %.6f, fp32 %.6f", k0,
+			      k0 + WINDOW - 1, what, a / WINDOW, b / WINDOW);
 		worst_window = r > worst_window ? r : worst_window;
 	}
-	printf("gpu bf16 against fp32 over %d steps (fused kernels): worst relative difference %.3g "
+	printf("gpu %s against fp32 over %d steps (fused kernels): worst relative difference %.3g "
 	       "of %d-step means, %.3g of single steps, loss %.3f -> %.3f\n",
-	       N, worst_window, WINDOW, worst, l[0][0], l[0][N - 1]);
-	ck_assert_msg(differ > N / 2, "only %d of %d bf16 losses differ from fp32", differ, N);
+	       what, N, worst_window, WINDOW, worst, l[0][0], l[0][N - 1]);
+	ck_assert_msg(differ > N / 2, "only %d of %d %s losses differ from fp32", differ, N, what);
 	ck_assert_msg(l[0][N - 1] < 0.5f * l[0][0], "the model did not learn: %.3f -> %.3f", l[0][0],
 		      l[0][N - 1]);
 }
@@ -673,7 +680,7 @@ int main(void)
 	tc = tcase_create("core");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_twenty_steps_match_the_cpu, 0, 4);
-	tcase_add_test(tc, test_bf16_tracks_fp32_over_200_steps);
+	tcase_add_loop_test(tc, test_bf16_tracks_fp32_over_200_steps, 0, 4);
 	tcase_add_test(tc, test_recompute_is_bit_exact_on_the_gpu);
 	tcase_add_test(tc, test_state_moves_between_gpu_and_cpu);
 	tcase_add_test(tc, test_fresh_state_made_on_the_gpu_equals_one_moved_there);

@@ -817,6 +817,29 @@ START_TEST(test_bf16_rounds_to_nearest_even)
 }
 END_TEST
 
+/* round_bf16 (bf16 activations) is math_bf16_round in place, on every element of an odd length, special values too. */
+START_TEST(test_round_bf16_rounds_in_place)
+{
+	enum { N = 100003 };
+	float *p = frand(N, 100.0f), *want = malloc(N * sizeof(float));
+
+	ck_assert_ptr_nonnull(want);
+	p[0] = float_of(0x3f808000u); /* a tie */
+	p[1] = NAN;
+	p[2] = float_of(0x7f7fffffu);
+	p[N - 1] = float_of(0x3f818000u);
+	for (size_t i = 0; i < N; i++)
+		want[i] = math_bf16_round(p[i]);
+	ops_cpu.round_bf16(p, N);
+	ck_assert(isnan(p[1]));
+	p[1] = want[1] = 0.0f;
+	ck_assert(!memcmp(p, want, N * sizeof(float)));
+	ck_assert_uint_eq(bits_of(p[0]), 0x3f800000u);
+	ck_assert_uint_eq(bits_of(p[N - 1]), 0x3f820000u);
+	free(want);
+}
+END_TEST
+
 /*
  * The CPU's bf16 products are sgemm on bf16-rounded operands, exactly:
  * under OPS_BF16, matmul_forward and matmul_backward give the bits of the
@@ -1032,6 +1055,7 @@ static Suite *kernels_suite(void)
 	tcase_add_test(tc, test_fused_residual_layernorm_equals_the_two_kernels);
 	tcase_add_test(tc, test_vocab_slices_give_the_whole_vocabulary);
 	tcase_add_test(tc, test_bf16_rounds_to_nearest_even);
+	tcase_add_test(tc, test_round_bf16_rounds_in_place);
 	tcase_add_test(tc, test_bf16_matmul_is_sgemm_of_rounded_operands);
 	tcase_add_test(tc, test_zero_scale_sumsq_match_reference);
 	tcase_add_test(tc, test_kernels_give_the_same_bits_for_any_thread_count);

@@ -1162,16 +1162,24 @@ START_TEST(test_training_steps_lower_the_loss)
 }
 END_TEST
 
+static const struct gpt2_config small = { .max_seq_len = 16, .vocab_size = 64,
+					  .padded_vocab_size = 64, .num_layers = 2,
+					  .num_heads = 4, .channels = 32 };
+/* The Llama of the same size: GQA (2 key-value heads for 4), SwiGLU, rope, untied. */
+static const struct gpt2_config small_llama = {
+	.max_seq_len = 16, .vocab_size = 64, .padded_vocab_size = 64, .num_layers = 2,
+	.num_heads = 4, .channels = 32, .arch = MODEL_LLAMA, .kv_heads = 2, .intermediate = 64,
+	.untied = 1, .norm_eps = 1e-5f, .rope_theta = 10000.0f,
+};
+
 /*
- * Losses of 200 AdamW steps of a small model on a learnable token stream
- * (each token a function of the one before, with some noise), the matrix
- * products in precision p on this thread.
+ * Losses of 200 AdamW steps of model c on a learnable token stream (each
+ * token a function of the one before, with some noise), the matrix
+ * products in precision p on this thread, activations in bf16 or not.
  */
-static void train_200(enum ops_precision p, float losses[200])
+static void train_200_of(const struct gpt2_config *c, enum ops_precision p, int bf16_acts,
+			 float losses[200])
 {
-	static const struct gpt2_config c = { .max_seq_len = 16, .vocab_size = 64,
-					      .padded_vocab_size = 64, .num_layers = 2,
-					      .num_heads = 4, .channels = 32 };
 	enum { PB = 4, PT = 16 };
 	struct adamw_params h = { 0.9f, 0.95f, 1e-8f, 0.1f };
 	struct adamw_state s;
@@ -1179,9 +1187,10 @@ static void train_200(enum ops_precision p, float losses[200])
 	int tok[PB * PT + 1];
 	uint64_t st = rng_seed(77, 0);
 
-	ck_assert_int_eq(gpt2_build(&m, &c, 7), 0);
+	ck_assert_msg(gpt2_build(&m, c, 7) == 0, "%s", m.err);
 	ck_assert_int_eq(adamw_init(&s, m.num_params), 0);
 	ops_cpu.set_precision(p);
+	gpt2_set_bf16_activations(&m, bf16_acts);
 	tok[0] = 1;
 	for (int k = 0; k < 200; k++) {
 		for (int i = 1; i < PB * PT + 1; i++)
@@ -1195,6 +1204,11 @@ static void train_200(enum ops_precision p, float losses[200])
 	ops_cpu.set_precision(OPS_FP32);
 	adamw_free(&s);
 	gpt2_free(&m);
+}
+
+static void train_200(enum ops_precision p, float losses[200])
+{
+	train_200_of(&small, p, 0, losses);
 }
 
 /*
@@ -1223,6 +1237,98 @@ START_TEST(test_bf16_losses_track_fp32_within_two_percent)
 	ck_assert_msg(l32[199] < 0.5f * l32[0] && l16[199] < 0.5f * l16[0],
 		      "the model did not learn: fp32 %.3f -> %.3f, bf16 %.3f -> %.3f", l32[0], l32[199],
 		      l16[0], l16[199]);
+}
+END_TEST
+
+/* Whether every value of p (n) is a bf16 value (its low 16 bits zero). */
+static int all_bf16(const float *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t bits;
+
+		memcpy(&bits, &p[i], sizeof bits);
+		if (bits & 0xffffu)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * bf16 activations (gpt2_set_bf16_activations, on top of bf16 products),
+ * emulated on the CPU: GPT-2 and the Llama track fp32 within 2% at every
+ * one of 200 steps while they learn, and the rounding is not a no-op: the
+ * losses differ from those of bf16 products alone.
+ */
+START_TEST(test_bf16_activations_track_fp32_within_two_percent)
+{
+	const struct gpt2_config *c = _i ? &small_llama : &small;
+	float l32[200], lp[200], la[200], worst = 0.0f;
+	int differ = 0;
+
+	train_200_of(c, OPS_FP32, 0, l32);
+	train_200_of(c, OPS_BF16, 0, lp);
+	train_200_of(c, OPS_BF16, 1, la);
+	for (int k = 0; k < 200; k++) {
+		float r = fabsf(la[k] - l32[k]) / l32[k];
+
+		differ += la[k] != lp[k];
+		worst = r > worst ? r : worst;
+		ck_assert_msg(r <= 0.02f, "%s step %d: bf16 activations' loss %.6f, fp32 %.6f",
+			      _i ? "llama" : "gpt2", k, la[k], l32[k]);
+	}
+	printf("%s: bf16 activations against fp32 over 200 steps: worst relative difference %.3g, "
+	       "loss %.3f -> %.3f\n", _i ? "llama" : "gpt2", worst, l32[0], l32[199]);
+	ck_assert_msg(differ > 100, "only %d of 200 losses differ from bf16 products alone", differ);
+	ck_assert_msg(la[199] < 0.5f * la[0], "the model did not learn: %.3f -> %.3f", la[0],
+		      la[199]);
+}
+END_TEST
+
+/*
+ * What the passes keep is bf16 where it is stored: the residual stream
+ * and every layer's activations after a forward pass, the residual's
+ * gradient and the logits' gradient after the backward pass;
+ * the statistics (LayerNorm's mean and rstd) stay fp32. Under each
+ * recomputation too, whose passes store the same roundings again.
+ */
+START_TEST(test_bf16_activations_are_stored_as_bf16)
+{
+	const struct gpt2_config *c = _i % 2 ? &small_llama : &small;
+	enum gpt2_recompute rc = _i / 2 == 0 ? GPT2_RECOMPUTE_NONE : GPT2_RECOMPUTE_BLOCK;
+	enum { PB = 2, PT = 16 };
+	int tok[PB * PT + 1];
+	struct gpt2 m, ref;
+	size_t N = PB * PT, C = (size_t)c->channels;
+	float loss, loss_again;
+
+	for (int i = 0; i < PB * PT + 1; i++)
+		tok[i] = (7 * i + 3) % 64;
+	ck_assert_msg(gpt2_build(&m, c, 7) == 0, "%s", m.err);
+	ck_assert_int_eq(gpt2_set_recompute(&m, rc), 0);
+	gpt2_set_bf16_activations(&m, 1);
+	ck_assert_int_eq(gpt2_zero_grad(&m), 0);
+	loss = gpt2_forward(&m, tok, tok + 1, PB, PT);
+	ck_assert(all_bf16(m.acts.encoded, N * C));
+	ck_assert(all_bf16(m.acts.ln1, N * C));
+	ck_assert(all_bf16(m.acts.lnf, N * C));
+	/* (the logits' buffer now holds the softmax's probabilities, fp32 statistics) */
+	if (rc == GPT2_RECOMPUTE_NONE) {
+		ck_assert(all_bf16(m.acts.res3, N * C * (size_t)c->num_layers));
+		ck_assert(all_bf16(m.acts.fch_gelu, N * (c->arch == MODEL_LLAMA ? (size_t)c->intermediate : 4 * C)));
+		/* the statistics are not rounded: some mean or rstd has bits below bf16's */
+		ck_assert(!all_bf16(m.acts.ln1_rstd, N * (size_t)c->num_layers));
+	}
+	ck_assert_int_eq(gpt2_backward(&m, 1.0f), 0);
+	ck_assert(all_bf16(m.acts.dres, N * C));
+	ck_assert(all_bf16(m.acts.logits, N * (size_t)c->padded_vocab_size));
+	/* the parameters' gradients are fp32 sums */
+	ck_assert(!all_bf16(m.grads, m.num_params));
+	/* the same model with fp32 activations gives another loss */
+	ck_assert_msg(gpt2_build(&ref, c, 7) == 0, "%s", ref.err);
+	loss_again = gpt2_forward(&ref, tok, tok + 1, PB, PT);
+	ck_assert_msg(loss != loss_again, "loss %.9g with bf16 activations and without", loss);
+	gpt2_free(&ref);
+	gpt2_free(&m);
 }
 END_TEST
 
@@ -1266,6 +1372,8 @@ static Suite *model_suite(void)
 	tcase_add_test(to, test_clipping_scales_to_the_global_norm);
 	tcase_add_test(to, test_training_steps_lower_the_loss);
 	tcase_add_test(to, test_bf16_losses_track_fp32_within_two_percent);
+	tcase_add_loop_test(to, test_bf16_activations_track_fp32_within_two_percent, 0, 2);
+	tcase_add_loop_test(tc, test_bf16_activations_are_stored_as_bf16, 0, 4);
 	/* the bf16 test trains 400 steps: about 2 s under AddressSanitizer, more
 	 * on a loaded machine, where Check's default of 4 s is too short */
 	tcase_set_timeout(to, 60);

@@ -219,6 +219,7 @@ struct gpt2 {
 	struct gpt2_slot *slots;
 	enum gpt2_recompute recompute;  /* GPT2_RECOMPUTE_NONE unless gpt2_set_recompute */
 	int fused;                      /* fused kernels where the backend has them (gpt2_set_fused) */
+	int bf16_acts;                  /* activations and their gradients stored as bf16 (gpt2_set_bf16_activations) */
 	/* after each layer's backward pass (gpt2_set_layer_hook), or NULL */
 	void (*layer_done)(void *arg, struct gpt2 *m, int layer);
 	void *layer_done_arg;
@@ -390,6 +391,19 @@ int gpt2_set_recompute(struct gpt2 *m, enum gpt2_recompute r);
  * that one sums its tiles in another order, the same within rounding.
  */
 void gpt2_set_fused(struct gpt2 *m, int on, float loss_scale);
+
+/*
+ * bf16 activations (on) or fp32 (off, the default): every activation and
+ * activation gradient the passes keep is rounded to bf16 where a kernel
+ * stores it (ops->round_bf16), as llm.c's floatX holds them, while
+ * statistics (LayerNorm's and RMSNorm's mean and rstd, attention's row
+ * maxima and sums), the losses, the parameters, their gradients and the
+ * moments stay fp32 and every kernel sums in fp32. The points where the
+ * rounding happens are the semantics a GPU storing bf16 must keep; on a
+ * CPU they are emulated. The matrix products' operands are rounded by
+ * the backend's precision (set_precision), not by this.
+ */
+void gpt2_set_bf16_activations(struct gpt2 *m, int on);
 
 /*
  * Call fn(arg, m, l) after the backward pass of each layer l of the next

@@ -216,6 +216,11 @@ void gpt2_set_fused(struct gpt2 *m, int on, float loss_scale)
 	m->loss_scale = loss_scale > 0.0f ? loss_scale : 1.0f;
 }
 
+void gpt2_set_bf16_activations(struct gpt2 *m, int on)
+{
+	m->bf16_acts = on;
+}
+
 int gpt2_set_recompute(struct gpt2 *m, enum gpt2_recompute r)
 {
 	if (r != m->recompute) {
@@ -385,6 +390,7 @@ static int head_forward(struct gpt2 *m, int have_targets, float *loss)
 
 	arch_of(c)->final_norm_forward(m, layer_input(m, c->num_layers));
 	o->matmul_forward(a->logits, a->lnf, head_weight(m, m->tensors), NULL, N, C, d.Vp);
+	act_stored(m, a->logits, (size_t)N * d.Vp);
 	m->dlogits_scale = 0.0f;
 	if (m->shard.tp_size == 1 && targets && m->fused && o->softmax_xent_fused) {
 		o->softmax_xent_fused(a->losses, a->logits, targets, m->loss_scale / N, N,
@@ -423,10 +429,15 @@ static void where_now(struct gpt2 *m, int phase, int layer)
 /* Token and position embedding of the stage's inputs into acts.encoded. */
 static int embed(struct gpt2 *m)
 {
-	if (m->shard.tp_size > 1)
-		return tp_encoder_forward(m, m->acts.encoded, m->inputs, m->B, m->T);
-	m->ops->encoder_forward(m->acts.encoded, m->inputs, m->tensors[GPT2_WTE],
-				position_weight(m, m->tensors), m->B, m->T, m->config.channels);
+	if (m->shard.tp_size > 1) {
+		if (tp_encoder_forward(m, m->acts.encoded, m->inputs, m->B, m->T))
+			return -1;
+	} else {
+		m->ops->encoder_forward(m->acts.encoded, m->inputs, m->tensors[GPT2_WTE],
+					position_weight(m, m->tensors), m->B, m->T,
+					m->config.channels);
+	}
+	act_stored(m, m->acts.encoded, (size_t)m->B * m->T * m->config.channels);
 	return 0;
 }
 
@@ -527,11 +538,13 @@ static int head_backward(struct gpt2 *m, float loss_scale)
 	} else {
 		tp_softmax_xent_backward(m, a->logits, m->targets, loss_scale / N, N);
 	}
+	act_stored(m, a->logits, (size_t)N * d.Vp); /* the logits' gradient, in their place */
 	o->zero(a->dlnf, (size_t)N * C);
 	o->matmul_backward(a->dlnf, head_weight(m, m->grad_tensors), NULL, a->logits, a->lnf,
 			   head_weight(m, m->tensors), N, C, d.Vp);
 	if (tp_allreduce(m, a->dlnf, (size_t)N * C))
 		return -1;
+	act_stored(m, a->dlnf, (size_t)N * C);
 	o->zero(a->dres, (size_t)N * C);
 	arch_of(c)->final_norm_backward(m, layer_input(m, c->num_layers));
 	return 0;

@@ -102,6 +102,8 @@ struct block_w block_weights(const struct gpt2 *m, float *const t[GPT2_NUM_TENSO
 struct block_w block_params(const struct gpt2 *m, const struct block_dims *d, int layer);
 struct block_w block_grads(const struct gpt2 *m, const struct block_dims *d, int layer);
 struct block_a block_acts(const struct gpt2 *m, const struct block_dims *d, int layer);
+/* Activation p (n floats) as its storage keeps it: rounded to bf16 under gpt2_set_bf16_activations. */
+void act_stored(const struct gpt2 *m, float *p, size_t n);
 /* The residual stream entering layer l (B, T, C) of the stage's layers, or their end. */
 float *layer_input(struct gpt2 *m, int l);
 /*

@@ -94,6 +94,12 @@ struct block_a block_acts(const struct gpt2 *m, const struct block_dims *d, int 
 	};
 }
 
+void act_stored(const struct gpt2 *m, float *p, size_t n)
+{
+	if (m->bf16_acts)
+		m->ops->round_bf16(p, n);
+}
+
 float *layer_input(struct gpt2 *m, int l)
 {
 	return l == m->act_first ?

@@ -105,24 +105,36 @@ static int gpt2_block_forward(struct gpt2 *m, int l)
 	struct block_a a = block_acts(m, &d, l);
 	int N = m->B * m->T, C = d.C;
 	const float *x = layer_input(m, l);
+	size_t NC = (size_t)N * C;
 
 	o->layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, N, C);
+	act_stored(m, a.ln1, NC);
 	o->matmul_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, d.qkv_oc);
+	act_stored(m, a.qkv, (size_t)N * d.qkv_oc);
 	attention_core_forward(m, &d, &a);
+	act_stored(m, a.atty, (size_t)N * d.att_c);
 	if (project_out(m, a.res2, a.atty, w.attprojw, w.attprojb, d.att_c))
 		return -1;
-	if (m->fused && o->residual_layernorm_forward) {
+	act_stored(m, a.res2, NC);
+	/* bf16 activations: the sum is stored before the norm reads it, so the two run apart */
+	if (m->fused && o->residual_layernorm_forward && !m->bf16_acts) {
 		o->residual_layernorm_forward(a.res2, a.ln2, a.ln2_mean, a.ln2_rstd, x, a.res2,
 					      w.ln2w, w.ln2b, N, C);
 	} else {
-		o->residual_forward(a.res2, x, a.res2, (size_t)N * C);
+		o->residual_forward(a.res2, x, a.res2, NC);
+		act_stored(m, a.res2, NC);
 		o->layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
 	}
+	act_stored(m, a.ln2, NC);
 	o->matmul_forward(a.fch, a.ln2, w.fcw, w.fcb, N, C, d.fc_oc);
+	act_stored(m, a.fch, (size_t)N * d.fc_oc);
 	o->gelu_forward(a.fch_gelu, a.fch, (size_t)N * d.fc_oc);
+	act_stored(m, a.fch_gelu, (size_t)N * d.fc_oc);
 	if (project_out(m, a.res3, a.fch_gelu, w.fcprojw, w.fcprojb, d.fc_oc))
 		return -1;
-	o->residual_forward(a.res3, a.res2, a.res3, (size_t)N * C);
+	act_stored(m, a.res3, NC);
+	o->residual_forward(a.res3, a.res2, a.res3, NC);
+	act_stored(m, a.res3, NC);
 	return 0;
 }
 
@@ -132,6 +144,7 @@ static void gpt2_activation_again(struct gpt2 *m, int l)
 	struct block_a a = block_acts(m, &d, l);
 
 	m->ops->gelu_forward(a.fch_gelu, a.fch, (size_t)m->B * m->T * d.fc_oc);
+	act_stored(m, a.fch_gelu, (size_t)m->B * m->T * d.fc_oc);
 }
 
 /*
@@ -161,21 +174,29 @@ static int gpt2_block_backward(struct gpt2 *m, int l)
 
 	o->matmul_backward(g->dfch_gelu, dw.fcprojw, dw.fcprojb, g->dres, a.fch_gelu, w.fcprojw, N,
 			   d.fc_oc, C);
+	act_stored(m, g->dfch_gelu, (size_t)N * d.fc_oc);
 	o->gelu_backward(g->dfch, a.fch, g->dfch_gelu, (size_t)N * d.fc_oc);
+	act_stored(m, g->dfch, (size_t)N * d.fc_oc);
 	o->matmul_backward(g->dln, dw.fcw, dw.fcb, g->dfch, a.ln2, w.fcw, N, C, d.fc_oc);
 	if (tp_allreduce(m, g->dln, (size_t)N * C))
 		return -1;
+	act_stored(m, g->dln, (size_t)N * C);
 	o->layernorm_backward(g->dres, dw.ln2w, dw.ln2b, g->dln, a.res2, w.ln2w, a.ln2_mean,
 			      a.ln2_rstd, N, C);
+	act_stored(m, g->dres, (size_t)N * C);
 	o->zero(g->dln, (size_t)N * C);
 	o->matmul_backward(g->datty, dw.attprojw, dw.attprojb, g->dres, a.atty, w.attprojw, N,
 			   d.att_c, C);
+	act_stored(m, g->datty, (size_t)N * d.att_c);
 	attention_core_backward(m, &d, &a, g->dqkv, g->datty);
+	act_stored(m, g->dqkv, (size_t)N * d.qkv_oc);
 	o->matmul_backward(g->dln, dw.qkvw, dw.qkvb, g->dqkv, a.ln1, w.qkvw, N, C, d.qkv_oc);
 	if (tp_allreduce(m, g->dln, (size_t)N * C))
 		return -1;
+	act_stored(m, g->dln, (size_t)N * C);
 	o->layernorm_backward(g->dres, dw.ln1w, dw.ln1b, g->dln, x, w.ln1w, a.ln1_mean,
 			      a.ln1_rstd, N, C);
+	act_stored(m, g->dres, (size_t)N * C);
 	return 0;
 }
 
@@ -185,6 +206,7 @@ static void gpt2_final_norm_forward(struct gpt2 *m, const float *x)
 
 	m->ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, m->tensors[GPT2_LNFW],
 				  m->tensors[GPT2_LNFB], m->B * m->T, m->config.channels);
+	act_stored(m, a->lnf, (size_t)m->B * m->T * m->config.channels);
 }
 
 static void gpt2_final_norm_backward(struct gpt2 *m, const float *x)
@@ -194,6 +216,7 @@ static void gpt2_final_norm_backward(struct gpt2 *m, const float *x)
 	m->ops->layernorm_backward(a->dres, m->grad_tensors[GPT2_LNFW], m->grad_tensors[GPT2_LNFB],
 				   a->dlnf, x, m->tensors[GPT2_LNFW], a->lnf_mean, a->lnf_rstd,
 				   m->B * m->T, m->config.channels);
+	act_stored(m, a->dres, (size_t)m->B * m->T * m->config.channels);
 }
 
 const struct arch arch_gpt2 = {

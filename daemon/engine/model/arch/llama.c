@@ -186,20 +186,32 @@ static int llama_block_forward(struct gpt2 *m, int l)
 	int N = m->B * m->T, C = d.C;
 	float eps = m->config.norm_eps;
 	const float *x = layer_input(m, l);
+	size_t NC = (size_t)N * C;
 
 	o->rmsnorm_forward(a.ln1, a.ln1_rstd, x, w.ln1w, N, C, eps);
+	act_stored(m, a.ln1, NC);
 	o->matmul_forward(a.qkvr, a.ln1, w.qkvw, NULL, N, C, d.qkvr_oc);
+	act_stored(m, a.qkvr, (size_t)N * d.qkvr_oc);
 	o->rope_forward(a.qkv, a.qkvr, m->rope, m->B, m->T, d.NH, d.KV, d.HS);
+	act_stored(m, a.qkv, (size_t)N * d.qkv_oc);
 	attention_core_forward(m, &d, &a);
+	act_stored(m, a.atty, (size_t)N * d.att_c);
 	if (project_out(m, a.res2, a.atty, w.attprojw, NULL, d.att_c))
 		return -1;
-	o->residual_forward(a.res2, x, a.res2, (size_t)N * C);
+	act_stored(m, a.res2, NC);
+	o->residual_forward(a.res2, x, a.res2, NC);
+	act_stored(m, a.res2, NC);
 	o->rmsnorm_forward(a.ln2, a.ln2_rstd, a.res2, w.ln2w, N, C, eps);
+	act_stored(m, a.ln2, NC);
 	o->matmul_forward(a.fch, a.ln2, w.fcw, NULL, N, C, d.fc_oc);
+	act_stored(m, a.fch, (size_t)N * d.fc_oc);
 	o->swiglu_forward(a.fch_gelu, a.fch, N, d.act_oc);
+	act_stored(m, a.fch_gelu, (size_t)N * d.act_oc);
 	if (project_out(m, a.res3, a.fch_gelu, w.fcprojw, NULL, d.act_oc))
 		return -1;
-	o->residual_forward(a.res3, a.res2, a.res3, (size_t)N * C);
+	act_stored(m, a.res3, NC);
+	o->residual_forward(a.res3, a.res2, a.res3, NC);
+	act_stored(m, a.res3, NC);
 	return 0;
 }
 
@@ -209,6 +221,7 @@ static void llama_activation_again(struct gpt2 *m, int l)
 	struct block_a a = block_acts(m, &d, l);
 
 	m->ops->swiglu_forward(a.fch_gelu, a.fch, m->B * m->T, d.act_oc);
+	act_stored(m, a.fch_gelu, (size_t)m->B * m->T * d.act_oc);
 }
 
 /* As GPT-2's backward (gpt2.c), with rope_backward between the attention and the projection. */
@@ -232,20 +245,29 @@ static int llama_block_backward(struct gpt2 *m, int l)
 
 	o->matmul_backward(g->dfch_gelu, dw.fcprojw, NULL, g->dres, a.fch_gelu, w.fcprojw, N,
 			   d.act_oc, C);
+	act_stored(m, g->dfch_gelu, (size_t)N * d.act_oc);
 	o->swiglu_backward(g->dfch, a.fch, g->dfch_gelu, N, d.act_oc);
+	act_stored(m, g->dfch, (size_t)N * d.fc_oc);
 	o->matmul_backward(g->dln, dw.fcw, NULL, g->dfch, a.ln2, w.fcw, N, C, d.fc_oc);
 	if (tp_allreduce(m, g->dln, (size_t)N * C))
 		return -1;
+	act_stored(m, g->dln, (size_t)N * C);
 	o->rmsnorm_backward(g->dres, dw.ln2w, g->dln, a.res2, w.ln2w, a.ln2_rstd, N, C);
+	act_stored(m, g->dres, (size_t)N * C);
 	o->zero(g->dln, (size_t)N * C);
 	o->matmul_backward(g->datty, dw.attprojw, NULL, g->dres, a.atty, w.attprojw, N, d.att_c,
 			   C);
+	act_stored(m, g->datty, (size_t)N * d.att_c);
 	attention_core_backward(m, &d, &a, g->dqkv, g->datty);
+	act_stored(m, g->dqkv, (size_t)N * d.qkv_oc);
 	o->rope_backward(g->dqkvr, g->dqkv, m->rope, m->B, m->T, d.NH, d.KV, d.HS);
+	act_stored(m, g->dqkvr, (size_t)N * d.qkvr_oc);
 	o->matmul_backward(g->dln, dw.qkvw, NULL, g->dqkvr, a.ln1, w.qkvw, N, C, d.qkvr_oc);
 	if (tp_allreduce(m, g->dln, (size_t)N * C))
 		return -1;
+	act_stored(m, g->dln, (size_t)N * C);
 	o->rmsnorm_backward(g->dres, dw.ln1w, g->dln, x, w.ln1w, a.ln1_rstd, N, C);
+	act_stored(m, g->dres, (size_t)N * C);
 	return 0;
 }
 
@@ -255,6 +277,7 @@ static void llama_final_norm_forward(struct gpt2 *m, const float *x)
 
 	m->ops->rmsnorm_forward(a->lnf, a->lnf_rstd, x, m->tensors[GPT2_LNFW], m->B * m->T,
 				m->config.channels, m->config.norm_eps);
+	act_stored(m, a->lnf, (size_t)m->B * m->T * m->config.channels);
 }
 
 static void llama_final_norm_backward(struct gpt2 *m, const float *x)
@@ -264,6 +287,7 @@ static void llama_final_norm_backward(struct gpt2 *m, const float *x)
 	m->ops->rmsnorm_backward(a->dres, m->grad_tensors[GPT2_LNFW], a->dlnf, x,
 				 m->tensors[GPT2_LNFW], a->lnf_rstd, m->B * m->T,
 				 m->config.channels);
+	act_stored(m, a->dres, (size_t)m->B * m->T * m->config.channels);
 }
 
 const struct arch arch_llama = {
