@@ -79,8 +79,13 @@ void tensorboard_start(struct tensorboard *tb, const char *run_dir, const char *
 				stork_warn("TensorBoard files: %s; the run goes on without them", err);
 			continue;
 		}
-		if (r->rank == 0)
+		if (r->rank == 0) {
 			put_config(r, run_dir);
+			if (tfevents_flush(&r->events) < 0) {
+				warn_once(tb, "cannot write", r->events.path);
+				tfevents_close(&r->events);
+			}
+		}
 	}
 }
 
