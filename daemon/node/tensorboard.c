@@ -22,13 +22,6 @@
 /* The configuration's text at most (TensorBoard shows it in its Text tab). */
 #define CONFIG_TEXT_MAX (256 * 1024)
 
-static void warn_once(struct tensorboard *tb, const char *what, const char *path)
-{
-	if (!tb->warned++)
-		stork_warn("TensorBoard files: %s %s: %s; the run goes on without them", what, path,
-			   strerror(errno));
-}
-
 /* Rank 0's first event: the resolved configuration, as Markdown code. */
 static void put_config(struct tensorboard_rank *r, const char *run_dir)
 {
@@ -49,6 +42,17 @@ static void put_config(struct tensorboard_rank *r, const char *run_dir)
 	if (fd >= 0)
 		close(fd);
 	free(text);
+}
+
+/* Write what rank r's file keeps, unless failed already; a file that cannot be written is given up, said once. */
+static void write_or_give_up(struct tensorboard *tb, struct tensorboard_rank *r, int failed)
+{
+	if (failed || tfevents_flush(&r->events) < 0) {
+		if (!tb->warned++)
+			stork_warn("TensorBoard files: cannot write %s: %s; the run goes on without them",
+				   r->events.path, strerror(errno));
+		tfevents_close(&r->events);
+	}
 }
 
 void tensorboard_start(struct tensorboard *tb, const char *run_dir, const char *host,
@@ -81,10 +85,7 @@ void tensorboard_start(struct tensorboard *tb, const char *run_dir, const char *
 		}
 		if (r->rank == 0) {
 			put_config(r, run_dir);
-			if (tfevents_flush(&r->events) < 0) {
-				warn_once(tb, "cannot write", r->events.path);
-				tfevents_close(&r->events);
-			}
+			write_or_give_up(tb, r, 0);
 		}
 	}
 }
@@ -123,13 +124,8 @@ static int put_line(char *line, size_t len, void *arg)
 /* What rank r's metrics file gained, as events, written at once. */
 static void follow(struct tensorboard *tb, struct tensorboard_rank *r)
 {
-	if (r->events.fd < 0)
-		return;
-	if (metrics_file_follow(r->metrics, &r->read_to, put_line, r) > 0 ||
-	    tfevents_flush(&r->events) < 0) {
-		warn_once(tb, "cannot write", r->events.path);
-		tfevents_close(&r->events);
-	}
+	if (r->events.fd >= 0)
+		write_or_give_up(tb, r, metrics_file_follow(r->metrics, &r->read_to, put_line, r) > 0);
 }
 
 void tensorboard_poll(struct tensorboard *tb, int now)

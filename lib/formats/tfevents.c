@@ -5,6 +5,7 @@
 #include "lib/formats/tfevents.h"
 
 #include "lib/io/atomic_file.h"
+#include "lib/io/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -186,26 +187,16 @@ out:
 
 int tfevents_flush(struct tfevents *t)
 {
-	size_t done = 0;
+	int rc;
 
 	if (t->fd < 0) {
 		errno = EBADF;
 		return -1;
 	}
-	while (done < t->pending_n) {
-		ssize_t n = write(t->fd, t->pending + done, t->pending_n - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) { /* the caller gives the file up: what is kept is dropped */
-			if (n == 0)
-				errno = ENOSPC;
-			t->pending_n = 0;
-			return -1;
-		}
-		done += (size_t)n;
-	}
-	t->pending_n = 0;
+	rc = write_all(t->fd, t->pending, t->pending_n);
+	t->pending_n = 0; /* written, or dropped: the caller gives the file up */
+	if (rc < 0)
+		return -1;
 	if (t->failed) {
 		t->failed = 0;
 		errno = ENOMEM;
