@@ -190,7 +190,7 @@ static int value_at(struct cursor *c, enum member m, struct metrics_scalar *s, i
 int metrics_line_scalar(const char *line, size_t len, struct metrics_scalar *s)
 {
 	struct cursor c = { line, line + len };
-	int found[OTHER] = { 0 }, seen[OTHER + 1] = { 0 };
+	int found[OTHER] = { 0 }, seen[OTHER] = { 0 };
 
 	*s = (struct metrics_scalar){ 0 };
 	if (!take(&c, '{'))

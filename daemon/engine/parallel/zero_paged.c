@@ -187,19 +187,26 @@ static int job_reduce_in_place(void *arg, int layer, int unused)
 	return 0;
 }
 
+/* The rank ran collectives itself since t0: that time counts as run and as waited for. */
+static void ran_here(struct zero_paged *zp, double t0)
+{
+	double dt = clock_monotonic() - t0;
+
+	zp->busy_s += dt;
+	zp->wait_s += dt;
+}
+
 /* A job handed to the thread (its ticket), or run now without one (0; a failure noted). */
 static long issue(struct zero_paged *zp, comm_job_fn fn, int a, int b)
 {
-	double t0, dt;
+	double t0;
 	int rc;
 
 	if (zp->q)
 		return comm_queue_push(zp->q, fn, zp, a, b);
 	t0 = clock_monotonic();
 	rc = fn(zp, a, b);
-	dt = clock_monotonic() - t0;
-	zp->busy_s += dt;
-	zp->wait_s += dt;
+	ran_here(zp, t0);
 	if (rc)
 		hook_failed(zp, rc);
 	return 0;
@@ -208,10 +215,11 @@ static long issue(struct zero_paged *zp, comm_job_fn fn, int a, int b)
 /* Wait for a job (ticket 0: one run already): 0, or the step's failure. */
 static int await(struct zero_paged *zp, long ticket)
 {
-	double t0 = clock_monotonic();
 	int rc = 0;
 
 	if (zp->q && ticket) {
+		double t0 = clock_monotonic();
+
 		rc = comm_queue_wait(zp->q, ticket);
 		zp->wait_s += clock_monotonic() - t0;
 	}
@@ -221,10 +229,11 @@ static int await(struct zero_paged *zp, long ticket)
 /* Every job handed has run: the rank may use the communicator again. */
 static int settle(struct zero_paged *zp)
 {
-	double t0 = clock_monotonic();
 	int rc = 0;
 
 	if (zp->q) {
+		double t0 = clock_monotonic();
+
 		rc = comm_queue_drain(zp->q);
 		zp->wait_s += clock_monotonic() - t0;
 	}
@@ -473,9 +482,7 @@ int zero_paged_reduce_rest(struct zero_paged *zp, struct gpt2 *m)
 	for (int i = 0; zp->dp && i < k; i++)
 		if ((rc = comm_allreduce(zp->dp, p[i], n[i], COMM_FLOAT32, COMM_SUM)))
 			return rc;
-	t0 = clock_monotonic() - t0;
-	zp->busy_s += t0;
-	zp->wait_s += t0;
+	ran_here(zp, t0);
 	zero_scale(zp->z, m, 1.0f / (float)zp->z->D); /* the mean over the replicas */
 	return 0;
 }
